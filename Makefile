@@ -1,0 +1,47 @@
+# Every target sets itself up: on a fresh machine `make demo` or `make test` is all it takes.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+NPM_STAMP := node_modules/.installed
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
+export PYTHONDONTWRITEBYTECODE := 1
+# pytest workers: the machines have 2 cores.
+TEST_WORKERS ?= 2
+
+.PHONY: setup demo test unit lint bench synth clean
+
+setup: $(STAMP) $(NPM_STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $@
+
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+demo: setup
+	$(PY) -m sim.demo
+
+test: setup
+	$(PY) -m ruff check .
+	$(PY) -m pytest -n $(TEST_WORKERS) -q
+
+unit: setup
+	$(PY) -m pytest -q tests/unit
+
+lint: setup
+	$(PY) -m ruff check .
+
+bench: setup
+	$(PY) -m bench
+
+synth: setup
+	npx cdk synth -c clusterName=demo-cluster
+
+clean:
+	rm -rf $(VENV) node_modules cdk.out build .pytest_cache .ruff_cache

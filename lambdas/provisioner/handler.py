@@ -1,0 +1,1 @@
+"""The provisioner function: a thin Powertools handler around nodescale's provisioner use-case."""

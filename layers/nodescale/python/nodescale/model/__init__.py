@@ -1,0 +1,1 @@
+"""The pure core's vocabulary: quantities, resources, requirements, taints, pods, instance types, NodePools."""

@@ -1,0 +1,88 @@
+"""The one internal model every Karpenter API generation is converted to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import resources as res
+from .requirements import Requirements
+from .taints import Taint
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A disruption budget: at most ``nodes`` (a count or "N%") at once, optionally in a cron window."""
+
+    nodes: str
+    schedule: str | None = None
+    duration_seconds: float | None = None
+    reasons: tuple[str, ...] = ()  # empty: every reason (Empty, Drifted, Underutilized)
+
+
+@dataclass(frozen=True, slots=True)
+class Disruption:
+    consolidation_policy: str = "WhenEmptyOrUnderutilized"  # | "WhenEmpty"
+    consolidate_after_seconds: float | None = 0.0  # None: "Never"
+    expire_after_seconds: float | None = 720 * 3600.0  # None: "Never"
+    budgets: tuple[Budget, ...] = (Budget(nodes="10%"),)
+    termination_grace_period_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KubeletSettings:
+    max_pods: int | None = None
+    pods_per_core: int | None = None
+    system_reserved: res.Resources = field(default_factory=dict)
+    kube_reserved: res.Resources = field(default_factory=dict)
+    eviction_hard: dict[str, str] = field(default_factory=dict)
+    eviction_soft: dict[str, str] = field(default_factory=dict)
+    cluster_dns: tuple[str, ...] = ()
+    raw: dict = field(default_factory=dict)  # every field as given, for the user data
+
+
+@dataclass(frozen=True, slots=True)
+class NodePool:
+    name: str
+    requirements: Requirements
+    node_class: str
+    weight: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    startup_taints: tuple[Taint, ...] = ()
+    limits: res.Resources = field(default_factory=dict)
+    disruption: Disruption = field(default_factory=Disruption)
+    kubelet: KubeletSettings | None = None
+    api_version: str = "karpenter.sh/v1"
+    source: str = ""  # where it was defined, for messages ("ssm:/nodescale/demo/nodepools/a#0")
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorTerm:
+    """One subnet / security group / AMI selector term: tags (ANDed), or an id, name, owner or alias."""
+
+    tags: dict[str, str] = field(default_factory=dict)
+    id: str | None = None
+    name: str | None = None
+    owner: str | None = None
+    alias: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClass:
+    name: str
+    ami_family: str | None  # AL2 | AL2023 | Bottlerocket | Windows2019 | Windows2022 | Custom
+    ami_selector_terms: tuple[SelectorTerm, ...] = ()
+    subnet_selector_terms: tuple[SelectorTerm, ...] = ()
+    security_group_selector_terms: tuple[SelectorTerm, ...] = ()
+    role: str | None = None
+    instance_profile: str | None = None
+    user_data: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    metadata_options: dict[str, object] = field(default_factory=dict)
+    block_device_mappings: tuple[dict, ...] = ()
+    kubelet: KubeletSettings | None = None
+    associate_public_ip_address: bool | None = None
+    detailed_monitoring: bool = False
+    api_version: str = "karpenter.k8s.aws/v1"
+    source: str = ""

@@ -1,0 +1,217 @@
+"""Pods as the scheduler sees them, built from the API's JSON (plain dicts, not client models)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from . import resources as res
+from .requirements import Requirements
+from .taints import Toleration
+
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+LEGACY_DO_NOT_EVICT = "karpenter.sh/do-not-evict"
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A metav1.LabelSelector, kept as requirements over pod labels."""
+
+    requirements: Requirements
+
+    @classmethod
+    def from_dict(cls, raw: Mapping | None) -> LabelSelector:
+        raw = raw or {}
+        reqs = Requirements.from_labels(raw.get("matchLabels") or {})
+        exprs = Requirements.from_node_selector_requirements(raw.get("matchExpressions") or [], "labelSelector")
+        return cls(reqs.intersect(exprs))
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for key, req in self.requirements.items():
+            value = labels.get(key)
+            if value is None:
+                if req.operator not in ("NotIn", "DoesNotExist"):
+                    return False
+            elif not req.has(value):
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpread:
+    topology_key: str
+    max_skew: int
+    when_unsatisfiable: str  # DoNotSchedule | ScheduleAnyway
+    selector: LabelSelector
+    min_domains: int | None = None
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    topology_key: str
+    selector: LabelSelector
+    namespaces: frozenset[str]  # empty means the pod's own namespace
+    anti: bool
+    weight: int = 0  # 0 for required terms, 1..100 for preferred ones
+
+
+@dataclass(slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    requests: res.Resources
+    node_selector: Requirements
+    # OR'd NodeSelectorTerms of required node affinity (empty: no constraint).
+    required_affinity: list[Requirements]
+    preferred_affinity: list[tuple[int, Requirements]]
+    tolerations: tuple[Toleration, ...]
+    spread: list[TopologySpread]
+    affinity_terms: list[PodAffinityTerm]
+    owner_kind: str = ""
+    owner_name: str = ""
+    node_name: str = ""
+    phase: str = "Pending"
+    scheduler_name: str = DEFAULT_SCHEDULER
+    priority: int = 0
+    deleting: bool = False
+    raw: Mapping = field(default_factory=dict, repr=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_daemon(self) -> bool:
+        return self.owner_kind == "DaemonSet"
+
+    @property
+    def is_mirror(self) -> bool:
+        return "kubernetes.io/config.mirror" in self.annotations
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    def do_not_disrupt(self) -> bool:
+        value = self.annotations.get(DO_NOT_DISRUPT)
+        return value is not None and value != "false" or self.annotations.get(LEGACY_DO_NOT_EVICT) == "true"
+
+    @classmethod
+    def from_dict(cls, raw: Mapping) -> Pod:
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        status = raw.get("status") or {}
+        owners = meta.get("ownerReferences") or []
+        owner = next((o for o in owners if o.get("controller")), owners[0] if owners else {})
+        affinity = spec.get("affinity") or {}
+        return cls(
+            namespace=meta.get("namespace") or "default",
+            name=meta.get("name") or "",
+            uid=meta.get("uid") or "",
+            labels=dict(meta.get("labels") or {}),
+            annotations=dict(meta.get("annotations") or {}),
+            requests=pod_requests(spec),
+            node_selector=Requirements.from_labels(spec.get("nodeSelector") or {}),
+            required_affinity=_required_node_affinity(affinity),
+            preferred_affinity=_preferred_node_affinity(affinity),
+            tolerations=tuple(Toleration.from_dict(t) for t in spec.get("tolerations") or []),
+            spread=[_spread(c) for c in spec.get("topologySpreadConstraints") or []],
+            affinity_terms=_pod_affinity_terms(affinity),
+            owner_kind=owner.get("kind") or "",
+            owner_name=owner.get("name") or "",
+            node_name=spec.get("nodeName") or "",
+            phase=status.get("phase") or "Pending",
+            scheduler_name=spec.get("schedulerName") or DEFAULT_SCHEDULER,
+            priority=int(spec.get("priority") or 0),
+            deleting=bool(meta.get("deletionTimestamp")),
+            raw=raw,
+        )
+
+
+def _container_requests(container: Mapping) -> res.Resources:
+    resources = container.get("resources") or {}
+    requests = dict(resources.get("requests") or {})
+    # A limit without a request is also the request (the API server defaults it so).
+    for k, v in (resources.get("limits") or {}).items():
+        requests.setdefault(k, v)
+    return res.parse_resource_list(requests, f"container {container.get('name', '?')} requests")
+
+
+def pod_requests(spec: Mapping) -> res.Resources:
+    """Effective requests: containers summed, init containers' peak (sidecars counted), plus overhead, one pod."""
+    containers = res.total(_container_requests(c) for c in spec.get("containers") or [])
+    init_peak: res.Resources = {}
+    sidecars: res.Resources = {}
+    for c in spec.get("initContainers") or []:
+        req = _container_requests(c)
+        if c.get("restartPolicy") == "Always":
+            sidecars = res.add(sidecars, req)
+        else:
+            init_peak = res.merge_max(init_peak, res.add(sidecars, req))
+    total = res.merge_max(res.add(containers, sidecars), init_peak)
+    total = res.add(total, res.parse_resource_list(spec.get("overhead") or {}, "overhead"))
+    total[res.PODS] = total.get(res.PODS, 0) + 1
+    return total
+
+
+def _required_node_affinity(affinity: Mapping) -> list[Requirements]:
+    na = affinity.get("nodeAffinity") or {}
+    req = na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    return [
+        Requirements.from_node_selector_requirements(t.get("matchExpressions") or [], "nodeAffinity")
+        for t in req.get("nodeSelectorTerms") or []
+    ]
+
+
+def _preferred_node_affinity(affinity: Mapping) -> list[tuple[int, Requirements]]:
+    na = affinity.get("nodeAffinity") or {}
+    out = []
+    for p in na.get("preferredDuringSchedulingIgnoredDuringExecution") or []:
+        pref = p.get("preference") or {}
+        out.append(
+            (
+                int(p.get("weight") or 1),
+                Requirements.from_node_selector_requirements(pref.get("matchExpressions") or [], "nodeAffinity"),
+            )
+        )
+    out.sort(key=lambda wr: -wr[0])
+    return out
+
+
+def _spread(raw: Mapping) -> TopologySpread:
+    return TopologySpread(
+        topology_key=raw.get("topologyKey") or "",
+        max_skew=int(raw.get("maxSkew") or 1),
+        when_unsatisfiable=raw.get("whenUnsatisfiable") or "DoNotSchedule",
+        selector=LabelSelector.from_dict(raw.get("labelSelector")),
+        min_domains=raw.get("minDomains"),
+        node_affinity_policy=raw.get("nodeAffinityPolicy") or "Honor",
+        node_taints_policy=raw.get("nodeTaintsPolicy") or "Ignore",
+    )
+
+
+def _pod_affinity_terms(affinity: Mapping) -> list[PodAffinityTerm]:
+    out = []
+    for kind, anti in (("podAffinity", False), ("podAntiAffinity", True)):
+        block = affinity.get(kind) or {}
+        for term in block.get("requiredDuringSchedulingIgnoredDuringExecution") or []:
+            out.append(_affinity_term(term, anti, 0))
+        for weighted in block.get("preferredDuringSchedulingIgnoredDuringExecution") or []:
+            out.append(_affinity_term(weighted.get("podAffinityTerm") or {}, anti, int(weighted.get("weight") or 1)))
+    return out
+
+
+def _affinity_term(term: Mapping, anti: bool, weight: int) -> PodAffinityTerm:
+    return PodAffinityTerm(
+        topology_key=term.get("topologyKey") or "",
+        selector=LabelSelector.from_dict(term.get("labelSelector")),
+        namespaces=frozenset(term.get("namespaces") or []),
+        anti=anti,
+        weight=weight,
+    )

@@ -1,0 +1,283 @@
+"""The requirements algebra: node selector requirements as sets that can be intersected and tested.
+
+A Requirement is a set of allowed values for one label key: either a finite set (``In``), or the
+complement of a finite set (``NotIn``, ``Exists``), optionally bounded by ``Gt``/``Lt`` for integer
+values. ``DoesNotExist`` is the empty finite set. Intersecting two requirements on the same key
+narrows the set; an empty result means nothing can satisfy both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+from . import labels as wk
+
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+class RequirementError(ValueError):
+    """A node selector requirement that is not valid; the message says which part and what is allowed."""
+
+
+def _as_int(value: str) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    key: str
+    complement: bool
+    values: frozenset[str]
+    greater_than: int | None = None
+    less_than: int | None = None
+    min_values: int | None = None
+
+    @classmethod
+    def create(
+        cls, key: str, operator: str, values: Iterable[str] = (), min_values: int | None = None
+    ) -> Requirement:
+        """Build from a NodeSelectorRequirement; raises RequirementError for what the API server rejects."""
+        key = wk.canonical(key)
+        vals = [str(v) for v in (values or [])]
+        if operator == "In":
+            if not vals:
+                raise RequirementError(f"{key}: operator In needs at least one value")
+            req = cls(key, False, frozenset(vals))
+        elif operator == "NotIn":
+            if not vals:
+                raise RequirementError(f"{key}: operator NotIn needs at least one value")
+            req = cls(key, True, frozenset(vals))
+        elif operator == "Exists":
+            if vals:
+                raise RequirementError(f"{key}: operator Exists takes no values, got {vals}")
+            req = cls(key, True, frozenset())
+        elif operator == "DoesNotExist":
+            if vals:
+                raise RequirementError(f"{key}: operator DoesNotExist takes no values, got {vals}")
+            req = cls(key, False, frozenset())
+        elif operator in ("Gt", "Lt"):
+            if len(vals) != 1 or _as_int(vals[0]) is None:
+                raise RequirementError(f"{key}: operator {operator} needs exactly one integer value, got {vals}")
+            bound = int(vals[0])
+            req = (
+                cls(key, True, frozenset(), greater_than=bound)
+                if operator == "Gt"
+                else cls(key, True, frozenset(), less_than=bound)
+            )
+        else:
+            raise RequirementError(f"{key}: unknown operator {operator!r}; allowed are {', '.join(OPERATORS)}")
+        if min_values is not None:
+            if not isinstance(min_values, int) or isinstance(min_values, bool) or not 1 <= min_values <= 50:
+                raise RequirementError(f"{key}: minValues must be an integer from 1 to 50, got {min_values!r}")
+            if operator == "In" and min_values > len(vals):
+                raise RequirementError(
+                    f"{key}: minValues {min_values} is more than the {len(vals)} values the requirement allows"
+                )
+            req = cls(req.key, req.complement, req.values, req.greater_than, req.less_than, min_values)
+        return req
+
+    @classmethod
+    def any(cls, key: str) -> Requirement:
+        return cls(key, True, frozenset())
+
+    @classmethod
+    def exactly(cls, key: str, *values: str) -> Requirement:
+        return cls(key, False, frozenset(values))
+
+    def _in_bounds(self, value: str) -> bool:
+        if self.greater_than is None and self.less_than is None:
+            return True
+        n = _as_int(value)
+        if n is None:
+            return False
+        if self.greater_than is not None and n <= self.greater_than:
+            return False
+        return not (self.less_than is not None and n >= self.less_than)
+
+    def has(self, value: str) -> bool:
+        if self.complement:
+            return value not in self.values and self._in_bounds(value)
+        return value in self.values and self._in_bounds(value)
+
+    def is_empty(self) -> bool:
+        """Nothing satisfies it (a DoesNotExist, or an intersection that ruled out every value)."""
+        if self.complement:
+            lo, hi = self.greater_than, self.less_than
+            return lo is not None and hi is not None and hi - lo <= 1
+        return not self.values
+
+    @property
+    def operator(self) -> str:
+        if self.complement:
+            if self.greater_than is not None and self.less_than is None and not self.values:
+                return "Gt"
+            if self.less_than is not None and self.greater_than is None and not self.values:
+                return "Lt"
+            return "NotIn" if self.values else "Exists"
+        return "In" if self.values else "DoesNotExist"
+
+    def allowed_values(self) -> frozenset[str] | None:
+        """The finite set of allowed values, or None when infinitely many are allowed."""
+        return None if self.complement else self.values
+
+    def intersect(self, other: Requirement) -> Requirement:
+        lo = _max_opt(self.greater_than, other.greater_than)
+        hi = _min_opt(self.less_than, other.less_than)
+        mv = _max_opt(self.min_values, other.min_values)
+        if self.complement and other.complement:
+            return Requirement(self.key, True, self.values | other.values, lo, hi, mv)
+        if self.complement:
+            vals = other.values - self.values
+        elif other.complement:
+            vals = self.values - other.values
+        else:
+            vals = self.values & other.values
+        probe = Requirement(self.key, True, frozenset(), lo, hi)
+        return Requirement(self.key, False, frozenset(v for v in vals if probe._in_bounds(v)), None, None, mv)
+
+    def intersects(self, other: Requirement) -> bool:
+        return not self.intersect(other).is_empty()
+
+    def to_dict(self) -> dict:
+        op = self.operator
+        if op in ("Gt", "Lt"):
+            values = [str(self.greater_than if op == "Gt" else self.less_than)]
+        else:
+            values = sorted(self.values)
+        out: dict = {"key": self.key, "operator": op}
+        if op not in ("Exists", "DoesNotExist"):
+            out["values"] = values
+        if self.min_values is not None:
+            out["minValues"] = self.min_values
+        return out
+
+    def __str__(self) -> str:
+        d = self.to_dict()
+        if "values" in d:
+            return f"{self.key} {d['operator']} [{', '.join(d['values'])}]"
+        return f"{self.key} {d['operator']}"
+
+
+def _max_opt(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    return a if b is None else max(a, b)
+
+
+def _min_opt(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
+
+
+class Requirements(Mapping[str, Requirement]):
+    """Requirements on several keys, all of which must hold (a NodeSelectorTerm)."""
+
+    __slots__ = ("_reqs",)
+
+    def __init__(self, reqs: Iterable[Requirement] = ()) -> None:
+        self._reqs: dict[str, Requirement] = {}
+        for r in reqs:
+            self._add(r)
+
+    def _add(self, req: Requirement) -> None:
+        existing = self._reqs.get(req.key)
+        self._reqs[req.key] = req if existing is None else existing.intersect(req)
+
+    @classmethod
+    def from_node_selector_requirements(cls, items: Iterable[Mapping], where: str = "requirements") -> Requirements:
+        reqs = []
+        for i, item in enumerate(items or []):
+            if not isinstance(item, Mapping):
+                raise RequirementError(f"{where}[{i}]: expected a mapping with key, operator, values")
+            key = item.get("key")
+            if not isinstance(key, str) or not key:
+                raise RequirementError(f"{where}[{i}].key: a non-empty label key is required")
+            values = item.get("values") or []
+            if not isinstance(values, list):
+                raise RequirementError(f"{where}[{i}].values: expected a list of strings, got {values!r}")
+            try:
+                reqs.append(
+                    Requirement.create(key, str(item.get("operator")), values, item.get("minValues"))
+                )
+            except RequirementError as exc:
+                raise RequirementError(f"{where}[{i}]: {exc}") from None
+        return cls(reqs)
+
+    @classmethod
+    def from_labels(cls, labels: Mapping[str, str]) -> Requirements:
+        return cls(Requirement.exactly(wk.canonical(k), str(v)) for k, v in labels.items())
+
+    def __getitem__(self, key: str) -> Requirement:
+        return self._reqs[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._reqs)
+
+    def __len__(self) -> int:
+        return len(self._reqs)
+
+    def __repr__(self) -> str:
+        return f"Requirements({', '.join(str(r) for r in self._reqs.values())})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Requirements) and self._reqs == other._reqs
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._reqs.items()))
+
+    def get_or_any(self, key: str) -> Requirement:
+        return self._reqs.get(key) or Requirement.any(key)
+
+    def with_requirement(self, req: Requirement) -> Requirements:
+        out = Requirements()
+        out._reqs = dict(self._reqs)
+        out._add(req)
+        return out
+
+    def intersect(self, other: Requirements) -> Requirements:
+        out = Requirements()
+        out._reqs = dict(self._reqs)
+        for r in other._reqs.values():
+            out._add(r)
+        return out
+
+    def empty_keys(self) -> list[str]:
+        """Keys whose requirement nothing can satisfy: the set as a whole is impossible."""
+        return [k for k, r in self._reqs.items() if r.is_empty() and r.operator != "DoesNotExist"]
+
+    def incompatibility(self, other: Requirements, allow_undefined: frozenset[str] = wk.WELL_KNOWN) -> str | None:
+        """Why ``other`` (e.g. a pod's) cannot be met by these (e.g. a NodePool's), or None when it can.
+
+        A key ``other`` requires that these leave undefined is fine only for well-known labels
+        (every instance has them) or when ``other`` merely excludes values.
+        """
+        for key, theirs in other._reqs.items():
+            mine = self._reqs.get(key)
+            if mine is None:
+                if key in allow_undefined or theirs.operator in ("NotIn", "DoesNotExist"):
+                    continue  # an absent label satisfies NotIn and DoesNotExist
+                return f"label {key} is not defined ({theirs})"
+            if mine.operator == "DoesNotExist" and theirs.operator == "DoesNotExist":
+                continue
+            if not mine.intersects(theirs):
+                return f"{theirs} conflicts with {mine}"
+        return None
+
+    def compatible(self, other: Requirements, allow_undefined: frozenset[str] = wk.WELL_KNOWN) -> bool:
+        return self.incompatibility(other, allow_undefined) is None
+
+    def labels(self) -> dict[str, str]:
+        """The labels these requirements pin to one value (what a node made for them would carry)."""
+        out = {}
+        for key, r in self._reqs.items():
+            if not r.complement and len(r.values) == 1:
+                out[key] = next(iter(r.values))
+        return out
+
+    def to_list(self) -> list[dict]:
+        return [r.to_dict() for r in self._reqs.values()]

@@ -1,0 +1,88 @@
+"""Resource lists in canonical integer units: cpu in millicores, memory and storage in bytes, the rest as counts.
+
+A resource list is a plain ``dict[str, int]``: cheap to copy, hash-friendly as a sorted tuple, and
+fast enough for the bin-packer's inner loops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from .quantity import QuantityError, format_bytes, format_cpu, to_int, to_milli
+
+CPU = "cpu"
+MEMORY = "memory"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+PODS = "pods"
+NVIDIA_GPU = "nvidia.com/gpu"
+AMD_GPU = "amd.com/gpu"
+NEURON = "aws.amazon.com/neuron"
+
+Resources = dict[str, int]
+
+_BYTE_RESOURCES = {MEMORY, EPHEMERAL_STORAGE}
+
+
+def parse_resource_list(raw: Mapping[str, object] | None, where: str = "resources") -> Resources:
+    """Convert a Kubernetes ResourceList; ``where`` names the field in the error message."""
+    out: Resources = {}
+    for name, value in (raw or {}).items():
+        try:
+            out[name] = to_milli(value) if name == CPU else to_int(value)
+        except QuantityError as exc:
+            raise QuantityError(f"{where}.{name}: {exc}") from None
+        if out[name] < 0:
+            raise QuantityError(f"{where}.{name}: {value!r} is negative; a resource amount must be 0 or more")
+    return out
+
+
+def add(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return out
+
+
+def subtract(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) - v
+    return out
+
+
+def merge_max(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
+    out = dict(a)
+    for k, v in b.items():
+        if v > out.get(k, 0):
+            out[k] = v
+    return out
+
+
+def total(lists: Iterable[Mapping[str, int]]) -> Resources:
+    out: Resources = {}
+    for item in lists:
+        for k, v in item.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def fits(requests: Mapping[str, int], available: Mapping[str, int]) -> bool:
+    """True when every requested amount is available (a resource the node lacks counts as 0)."""
+    return all(v <= available.get(k, 0) for k, v in requests.items() if v > 0)
+
+
+def exceeded(requests: Mapping[str, int], available: Mapping[str, int]) -> list[str]:
+    """The resource names that do not fit, for messages a person can act on."""
+    return sorted(k for k, v in requests.items() if v > 0 and v > available.get(k, 0))
+
+
+def format_resources(res: Mapping[str, int]) -> dict[str, str]:
+    out = {}
+    for k, v in sorted(res.items()):
+        if k == CPU:
+            out[k] = format_cpu(v)
+        elif k in _BYTE_RESOURCES:
+            out[k] = format_bytes(v)
+        else:
+            out[k] = str(v)
+    return out

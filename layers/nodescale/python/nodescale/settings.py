@@ -1,0 +1,116 @@
+"""Every setting nodescale reads from its environment, in one place, with defaults and validation.
+
+The CDK stack sets these on the functions; `sim/` writes them to its env file; the CLI reads the
+same names, so a shell, a test and a Lambda run the same configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+class SettingsError(ValueError):
+    """A setting has a value nodescale cannot use; the message names the variable and what is allowed."""
+
+
+# Names of the environment variables (the CDK stack and sim/ import these, so they cannot drift).
+CLUSTER_NAME = "CLUSTER_NAME"
+TABLE_NAME = "NODESCALE_TABLE"
+NODEPOOL_PARAMETER_PATH = "NODESCALE_NODEPOOL_PARAMETER_PATH"
+NODEPOOL_SOURCES = "NODESCALE_NODEPOOL_SOURCES"
+PROVISIONER_MODE = "NODESCALE_PROVISIONER_MODE"
+WATCH_SECONDS = "NODESCALE_WATCH_SECONDS"
+NODE_ROLE = "NODESCALE_NODE_ROLE"
+INSTANCE_PROFILE = "NODESCALE_INSTANCE_PROFILE"
+CLUSTER_LIMITS = "NODESCALE_CLUSTER_LIMITS"
+REGISTRATION_TIMEOUT = "NODESCALE_REGISTRATION_TIMEOUT_SECONDS"
+REPAIR_THRESHOLD = "NODESCALE_REPAIR_THRESHOLD_SECONDS"
+UNAVAILABLE_OFFERING_TTL = "NODESCALE_UNAVAILABLE_OFFERING_TTL_SECONDS"
+KUBECONFIG = "KUBECONFIG"
+REGION = "AWS_REGION"
+DEFAULT_REGION = "AWS_DEFAULT_REGION"
+
+_SOURCES = ("ssm", "cluster")
+_MODES = ("watch", "poll")
+_LIMIT_KEYS = ("cpu", "memory", "nodes", "pricePerHour")
+
+
+@dataclass(frozen=True)
+class Settings:
+    cluster_name: str
+    region: str
+    table_name: str | None = None
+    nodepool_parameter_path: str = ""
+    nodepool_sources: tuple[str, ...] = ("ssm",)
+    provisioner_mode: str = "watch"
+    watch_seconds: float = 50.0
+    node_role: str | None = None
+    instance_profile: str | None = None
+    cluster_limits: Mapping[str, str] = field(default_factory=dict)
+    registration_timeout_seconds: float = 900.0
+    repair_threshold_seconds: float = 600.0
+    unavailable_offering_ttl_seconds: float = 180.0
+    kubeconfig: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        cluster = env.get(CLUSTER_NAME, "").strip()
+        if not cluster:
+            raise SettingsError(f"{CLUSTER_NAME} is not set: name the EKS cluster nodescale manages")
+        region = (env.get(REGION) or env.get(DEFAULT_REGION) or "").strip()
+        if not region:
+            raise SettingsError(f"neither {REGION} nor {DEFAULT_REGION} is set: name the cluster's AWS region")
+        sources = tuple(s.strip() for s in env.get(NODEPOOL_SOURCES, "ssm").split(",") if s.strip())
+        bad = [s for s in sources if s not in _SOURCES]
+        if bad or not sources:
+            raise SettingsError(
+                f"{NODEPOOL_SOURCES}={env.get(NODEPOOL_SOURCES)!r}: allowed are a comma-separated list of {_SOURCES}"
+            )
+        mode = env.get(PROVISIONER_MODE, "watch").strip()
+        if mode not in _MODES:
+            raise SettingsError(f"{PROVISIONER_MODE}={mode!r}: allowed are {_MODES}")
+        return cls(
+            cluster_name=cluster,
+            region=region,
+            table_name=env.get(TABLE_NAME) or None,
+            nodepool_parameter_path=env.get(NODEPOOL_PARAMETER_PATH) or f"/nodescale/{cluster}/nodepools/",
+            nodepool_sources=sources,
+            provisioner_mode=mode,
+            watch_seconds=_seconds(env, WATCH_SECONDS, 50.0),
+            node_role=env.get(NODE_ROLE) or None,
+            instance_profile=env.get(INSTANCE_PROFILE) or None,
+            cluster_limits=_limits(env.get(CLUSTER_LIMITS, "")),
+            registration_timeout_seconds=_seconds(env, REGISTRATION_TIMEOUT, 900.0),
+            repair_threshold_seconds=_seconds(env, REPAIR_THRESHOLD, 600.0),
+            unavailable_offering_ttl_seconds=_seconds(env, UNAVAILABLE_OFFERING_TTL, 180.0),
+            kubeconfig=env.get(KUBECONFIG) or None,
+        )
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r}: allowed is a number of seconds") from None
+    if value < 0:
+        raise SettingsError(f"{name}={raw!r}: allowed is a number of seconds, 0 or more")
+    return value
+
+
+def _limits(raw: str) -> dict[str, str]:
+    if not raw.strip():
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"{CLUSTER_LIMITS} is not JSON ({exc.msg}): expected e.g. {{\"cpu\": \"2000\"}}") from None
+    if not isinstance(parsed, dict) or any(k not in _LIMIT_KEYS for k in parsed):
+        raise SettingsError(f"{CLUSTER_LIMITS}={raw!r}: allowed keys are {_LIMIT_KEYS}")
+    return {k: str(v) for k, v in parsed.items()}
