@@ -2,11 +2,50 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import labels as wk
 from . import resources as res
 from .requirements import Requirement, Requirements
+
+# Labels an EC2 instance type may or may not define (a type without a GPU has no instance-gpu-* labels).
+INSTANCE_LABELS = (
+    wk.INSTANCE_CATEGORY,
+    wk.INSTANCE_FAMILY,
+    wk.INSTANCE_GENERATION,
+    wk.INSTANCE_SIZE,
+    wk.INSTANCE_CPU,
+    wk.INSTANCE_CPU_MANUFACTURER,
+    wk.INSTANCE_MEMORY,
+    wk.INSTANCE_GPU_NAME,
+    wk.INSTANCE_GPU_COUNT,
+    wk.INSTANCE_GPU_MANUFACTURER,
+    wk.INSTANCE_GPU_MEMORY,
+    wk.INSTANCE_HYPERVISOR,
+    wk.INSTANCE_LOCAL_NVME,
+    wk.INSTANCE_NETWORK_BANDWIDTH,
+    wk.INSTANCE_ENCRYPTION_IN_TRANSIT,
+)
+
+# node.kubernetes.io/windows-build is set by the AMI, not the instance type: the Windows Server build.
+WINDOWS_BUILDS = {"windows2019": "10.0.17763", "windows2022": "10.0.20348", "windows2025": "10.0.26100"}
+
+
+class WindowsFamilyError(ValueError):
+    """An AMI family named like Windows whose build nodescale does not know."""
+
+
+def windows_build(ami_family: str | None) -> str | None:
+    """The windows-build label value nodes of this AMI family get; None for Linux families."""
+    family = (ami_family or "").lower()
+    if not family.startswith("windows"):
+        return None
+    build = WINDOWS_BUILDS.get(family)
+    if build is None:
+        raise WindowsFamilyError(
+            f"amiFamily {ami_family!r}: unknown Windows family; allowed are Windows2019, Windows2022, Windows2025"
+        )
+    return build
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,7 +54,7 @@ class Offering:
 
     zone: str
     capacity_type: str  # "spot" | "on-demand"
-    price: float  # USD per hour
+    price: float  # per hour, in the region's currency (USD; CNY in the China regions)
     available: bool = True
 
 
@@ -32,12 +71,19 @@ class InstanceType:
     operating_systems: frozenset[str] = frozenset({"linux"})
     _requirements: Requirements | None = field(default=None, repr=False)
     _allocatable: res.Resources | None = field(default=None, repr=False)
+    # What the provider built it from (nodescale.aws.catalog_facts.TypeFacts for EC2 types), so the
+    # capacity can be recomputed for other kubelet settings; None for kwok and benchmark types.
+    facts: object | None = field(default=None, repr=False, compare=False)
 
     @property
     def requirements(self) -> Requirements:
         """Its labels as requirements, with zone and capacity type spanning its available offerings."""
         if self._requirements is None:
             reqs = [Requirement.exactly(k, v) for k, v in self.labels.items() if k != wk.OS]
+            if self.facts is not None:
+                # Like Karpenter: an EC2 type without a GPU (or NVMe, ...) has DoesNotExist on that label,
+                # so a pod asking for instance-gpu-name In [t4] cannot land on it.
+                reqs.extend(Requirement.exactly(k) for k in INSTANCE_LABELS if k not in self.labels)
             reqs.append(Requirement.exactly(wk.OS, *sorted(self.operating_systems)))
             avail = [o for o in self.offerings if o.available]
             reqs.append(Requirement.exactly(wk.ZONE, *sorted({o.zone for o in avail})))
@@ -51,6 +97,10 @@ class InstanceType:
             alloc = res.subtract(self.capacity, self.overhead)
             self._allocatable = {k: max(0, v) for k, v in alloc.items()}
         return self._allocatable
+
+    def copy(self, **changes: object) -> InstanceType:
+        """A copy with some fields replaced and the derived caches cleared."""
+        return replace(self, _requirements=None, _allocatable=None, **changes)
 
     def cheapest(self, reqs: Requirements | None = None) -> Offering | None:
         """The cheapest available offering whose zone and capacity type ``reqs`` allow."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 ARCH = "kubernetes.io/arch"
 OS = "kubernetes.io/os"
 HOSTNAME = "kubernetes.io/hostname"
@@ -75,18 +77,75 @@ WELL_KNOWN = frozenset(
 
 # Label domains a NodePool may not set itself (Karpenter's restricted domains); the exceptions are allowed.
 RESTRICTED_DOMAINS = ("kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws")
+# Sub-domains of the restricted ones that the kubelet never reads, so a NodePool may set them.
+DOMAIN_EXCEPTIONS = ("node.kubernetes.io", "node-restriction.kubernetes.io", "kops.k8s.io")
 ALLOWED_IN_RESTRICTED = frozenset(WELL_KNOWN - {HOSTNAME, NODEPOOL}) | {
     "karpenter.sh/do-not-disrupt",
 }
+# A NodePool may narrow its own name in requirements (Karpenter allows it) but never label nodes with it.
+_ALLOWED_IN_REQUIREMENTS = ALLOWED_IN_RESTRICTED | {NODEPOOL}
+
+_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def canonical(key: str) -> str:
     return ALIASES.get(key, key)
 
 
+def _domain(key: str) -> str:
+    return key.split("/", 1)[0] if "/" in key else ""
+
+
+def _in_domain(domain: str, parent: str) -> bool:
+    return domain == parent or domain.endswith("." + parent)
+
+
+def _restricted_domain(key: str) -> bool:
+    domain = _domain(key)
+    if any(_in_domain(domain, d) for d in DOMAIN_EXCEPTIONS):
+        return False
+    return any(_in_domain(domain, d) for d in RESTRICTED_DOMAINS)
+
+
 def is_restricted(key: str) -> bool:
     """True for label keys a user may not put in a NodePool's labels (the system owns them)."""
-    if key in ALLOWED_IN_RESTRICTED or key.startswith("node-restriction.kubernetes.io/"):
+    key = canonical(key)
+    if key in ALLOWED_IN_RESTRICTED:
         return False
-    domain = key.split("/", 1)[0] if "/" in key else ""
-    return any(domain == d or domain.endswith("." + d) for d in RESTRICTED_DOMAINS)
+    return key in (HOSTNAME, NODEPOOL) or _restricted_domain(key)
+
+
+def is_restricted_requirement(key: str) -> bool:
+    """True for label keys a NodePool may not constrain in its requirements."""
+    key = canonical(key)
+    if key in _ALLOWED_IN_REQUIREMENTS:
+        return False
+    return key == HOSTNAME or _restricted_domain(key)
+
+
+def key_syntax_error(key: object) -> str | None:
+    """Why ``key`` is not a valid label key (an optional DNS prefix, a slash, a name of at most 63), or None."""
+    if not isinstance(key, str) or not key:
+        return "a label key must be a non-empty string"
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return f"prefix {prefix!r} must be a lower-case DNS subdomain of at most 253 characters"
+    if not name or len(name) > 63 or not _NAME.match(name):
+        return (
+            f"name {name!r} must be 1-63 characters of letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit"
+        )
+    return None
+
+
+def value_syntax_error(value: object) -> str | None:
+    """Why ``value`` is not a valid label value (empty, or at most 63 name characters), or None."""
+    if not isinstance(value, str):
+        return "a label value must be a string"
+    if value and (len(value) > 63 or not _NAME.match(value)):
+        return (
+            "a label value must be at most 63 characters of letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit"
+        )
+    return None

@@ -55,6 +55,7 @@ class NodePool:
     kubelet: KubeletSettings | None = None
     api_version: str = "karpenter.sh/v1"
     source: str = ""  # where it was defined, for messages ("ssm:/nodescale/demo/nodepools/a#0")
+    node_class_kind: str = "EC2NodeClass"  # "AWSNodeTemplate" for a v1alpha5 Provisioner's providerRef
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,10 +80,17 @@ class NodeClass:
     instance_profile: str | None = None
     user_data: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    # httpEndpoint, httpProtocolIPv6, httpPutResponseHopLimit, httpTokens; defaults of the API generation filled in.
     metadata_options: dict[str, object] = field(default_factory=dict)
+    # In the EC2 launch template shape: {"DeviceName", "Ebs": {"VolumeSize" (GiB), "VolumeType", "Iops",
+    # "Throughput", "Encrypted", "KmsKeyId", "DeleteOnTermination", "SnapshotId"}}; see root_volume_device.
     block_device_mappings: tuple[dict, ...] = ()
+    root_volume_device: str | None = None  # the mapping marked rootVolume (v1beta1/v1), if any
     kubelet: KubeletSettings | None = None
     associate_public_ip_address: bool | None = None
     detailed_monitoring: bool = False
     api_version: str = "karpenter.k8s.aws/v1"
     source: str = ""
+    kind: str = "EC2NodeClass"  # | "AWSNodeTemplate" (v1alpha1)
+    instance_store_policy: str | None = None  # "RAID0": local NVMe becomes the node's ephemeral storage
+    context: str | None = None  # EC2 Fleet's reserved "Context" field, passed through

@@ -27,6 +27,9 @@ _SUFFIXES: dict[str, Decimal] = {
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$")
 
 
+_LIMIT = Decimal(2) ** 63
+
+
 class QuantityError(ValueError):
     """Not a Kubernetes quantity; the message says what was given and what is allowed."""
 
@@ -38,6 +41,8 @@ def parse_quantity(value: object) -> Decimal:
     if isinstance(value, int | float):
         if isinstance(value, float) and not math.isfinite(value):
             raise QuantityError(f"{value!r} is not a quantity: it must be finite")
+        if abs(value) >= _LIMIT:
+            raise QuantityError(f"{value!r} is out of range: a quantity must be below 2^63")
         return Decimal(str(value))
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity: expected a number or a string like '500m' or '4Gi'")
@@ -53,8 +58,15 @@ def parse_quantity(value: object) -> Decimal:
     except InvalidOperation:
         raise QuantityError(f"{value!r} is not a quantity") from None
     if exponent:
-        return base * (Decimal(10) ** int(exponent[1:]))
-    return base * _SUFFIXES[suffix or ""]
+        power = int(exponent[1:])
+        if abs(power) > 30:  # far beyond any resource amount; also keeps Decimal from overflowing
+            raise QuantityError(f"{value!r} is out of range: the exponent must be between -30 and 30")
+        result = base * (Decimal(10) ** power)
+    else:
+        result = base * _SUFFIXES[suffix or ""]
+    if abs(result) >= _LIMIT:
+        raise QuantityError(f"{value!r} is out of range: a quantity must be below 2^63")
+    return result
 
 
 def to_milli(value: object) -> int:

@@ -8,6 +8,7 @@ narrows the set; an empty result means nothing can satisfy both.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -20,11 +21,14 @@ class RequirementError(ValueError):
     """A node selector requirement that is not valid; the message says which part and what is allowed."""
 
 
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+
+
 def _as_int(value: str) -> int | None:
-    try:
+    """The value as an integer the way Kubernetes reads Gt/Lt operands (no spaces, underscores or decimals)."""
+    if isinstance(value, str) and _INTEGER.match(value):
         return int(value)
-    except (TypeError, ValueError):
-        return None
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +39,18 @@ class Requirement:
     greater_than: int | None = None
     less_than: int | None = None
     min_values: int | None = None
+    # Whether a node without the label satisfies it (NotIn, DoesNotExist). None: derived from the
+    # other fields the way the operators set it; an intersection keeps it only when both sides allow it,
+    # which is what tells In [a] + NotIn [a] (impossible) from DoesNotExist (satisfied by absence).
+    absent: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.absent is None:
+            if self.complement:
+                derived = bool(self.values) and self.greater_than is None and self.less_than is None
+            else:
+                derived = not self.values
+            object.__setattr__(self, "absent", derived)
 
     @classmethod
     def create(
@@ -103,11 +119,25 @@ class Requirement:
             return value not in self.values and self._in_bounds(value)
         return value in self.values and self._in_bounds(value)
 
+    @property
+    def allows_absent(self) -> bool:
+        """A node that lacks the label satisfies it (NotIn, DoesNotExist)."""
+        return bool(self.absent)
+
+    def is_impossible(self) -> bool:
+        """No node satisfies it: no value is allowed and neither is leaving the label off."""
+        return self.is_empty() and not self.absent
+
     def is_empty(self) -> bool:
-        """Nothing satisfies it (a DoesNotExist, or an intersection that ruled out every value)."""
+        """No label value satisfies it (a DoesNotExist, or an intersection that ruled out every value)."""
         if self.complement:
             lo, hi = self.greater_than, self.less_than
-            return lo is not None and hi is not None and hi - lo <= 1
+            if lo is None or hi is None:
+                return False
+            if hi - lo - 1 > len(self.values):
+                return False
+            # A bounded range no wider than the excluded values: check each integer in it.
+            return all(str(n) in self.values for n in range(lo + 1, hi))
         return not self.values
 
     @property
@@ -118,7 +148,9 @@ class Requirement:
             if self.less_than is not None and self.greater_than is None and not self.values:
                 return "Lt"
             return "NotIn" if self.values else "Exists"
-        return "In" if self.values else "DoesNotExist"
+        if self.values:
+            return "In"
+        return "DoesNotExist" if self.absent else "In"  # an In with nothing left: impossible
 
     def allowed_values(self) -> frozenset[str] | None:
         """The finite set of allowed values, or None when infinitely many are allowed."""
@@ -128,8 +160,9 @@ class Requirement:
         lo = _max_opt(self.greater_than, other.greater_than)
         hi = _min_opt(self.less_than, other.less_than)
         mv = _max_opt(self.min_values, other.min_values)
+        absent = bool(self.absent and other.absent)
         if self.complement and other.complement:
-            return Requirement(self.key, True, self.values | other.values, lo, hi, mv)
+            return Requirement(self.key, True, self.values | other.values, lo, hi, mv, absent)
         if self.complement:
             vals = other.values - self.values
         elif other.complement:
@@ -137,12 +170,31 @@ class Requirement:
         else:
             vals = self.values & other.values
         probe = Requirement(self.key, True, frozenset(), lo, hi)
-        return Requirement(self.key, False, frozenset(v for v in vals if probe._in_bounds(v)), None, None, mv)
+        return Requirement(self.key, False, frozenset(v for v in vals if probe._in_bounds(v)), None, None, mv, absent)
 
     def intersects(self, other: Requirement) -> bool:
-        return not self.intersect(other).is_empty()
+        """Some node satisfies both (counting a node without the label when both accept that)."""
+        return not self.intersect(other).is_impossible()
+
+    def to_node_selector_requirements(self) -> list[dict]:
+        """The requirement as NodeSelectorRequirements (a bounded NotIn needs up to three of them)."""
+        if not self.complement or (self.greater_than is None and self.less_than is None):
+            if self.complement and self.values and not self.absent:
+                return [self.to_dict(), {"key": self.key, "operator": "Exists"}]
+            return [self.to_dict()]
+        out: list[dict] = []
+        if self.values:
+            out.append({"key": self.key, "operator": "NotIn", "values": sorted(self.values)})
+        if self.greater_than is not None:
+            out.append({"key": self.key, "operator": "Gt", "values": [str(self.greater_than)]})
+        if self.less_than is not None:
+            out.append({"key": self.key, "operator": "Lt", "values": [str(self.less_than)]})
+        if self.min_values is not None:
+            out[0]["minValues"] = self.min_values
+        return out
 
     def to_dict(self) -> dict:
+        """The requirement as one NodeSelectorRequirement; bounds beyond the first operator are dropped."""
         op = self.operator
         if op in ("Gt", "Lt"):
             values = [str(self.greater_than if op == "Gt" else self.less_than)]
@@ -156,10 +208,13 @@ class Requirement:
         return out
 
     def __str__(self) -> str:
-        d = self.to_dict()
-        if "values" in d:
-            return f"{self.key} {d['operator']} [{', '.join(d['values'])}]"
-        return f"{self.key} {d['operator']}"
+        parts = []
+        for d in self.to_node_selector_requirements():
+            if "values" in d:
+                parts.append(f"{self.key} {d['operator']} [{', '.join(d['values'])}]")
+            else:
+                parts.append(f"{self.key} {d['operator']}")
+        return " and ".join(parts)
 
 
 def _max_opt(a: int | None, b: int | None) -> int | None:
@@ -248,7 +303,7 @@ class Requirements(Mapping[str, Requirement]):
 
     def empty_keys(self) -> list[str]:
         """Keys whose requirement nothing can satisfy: the set as a whole is impossible."""
-        return [k for k, r in self._reqs.items() if r.is_empty() and r.operator != "DoesNotExist"]
+        return [k for k, r in self._reqs.items() if r.is_impossible()]
 
     def incompatibility(self, other: Requirements, allow_undefined: frozenset[str] = wk.WELL_KNOWN) -> str | None:
         """Why ``other`` (e.g. a pod's) cannot be met by these (e.g. a NodePool's), or None when it can.
@@ -259,11 +314,10 @@ class Requirements(Mapping[str, Requirement]):
         for key, theirs in other._reqs.items():
             mine = self._reqs.get(key)
             if mine is None:
-                if key in allow_undefined or theirs.operator in ("NotIn", "DoesNotExist"):
+                if key in allow_undefined or theirs.allows_absent:
                     continue  # an absent label satisfies NotIn and DoesNotExist
-                return f"label {key} is not defined ({theirs})"
-            if mine.operator == "DoesNotExist" and theirs.operator == "DoesNotExist":
-                continue
+                return f"label {key} is not defined here, so {theirs} cannot be met"
+            # A node without the label satisfies both when both accept that (NotIn, DoesNotExist).
             if not mine.intersects(theirs):
                 return f"{theirs} conflicts with {mine}"
         return None
@@ -280,4 +334,4 @@ class Requirements(Mapping[str, Requirement]):
         return out
 
     def to_list(self) -> list[dict]:
-        return [r.to_dict() for r in self._reqs.values()]
+        return [d for r in self._reqs.values() for d in r.to_node_selector_requirements()]

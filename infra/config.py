@@ -1,0 +1,276 @@
+"""What a deployer chooses with `-c key=value`, read once and checked, with errors that name the key."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.names import stack_name
+
+CONTEXT_KEYS = (
+    "clusterName",
+    "nodePoolSources",
+    "nodePoolFiles",
+    "windows",
+    "nodeRoleArn",
+    "instanceProfileName",
+    "vpcSubnetIds",
+    "vpcSecurityGroupIds",
+    "clusterLimits",
+    "pricePerHourAlarm",
+    "pendingPodAlarmSeconds",
+    "alarmTopicArn",
+    "alarmEmail",
+    "retainNodesOnDestroy",
+    "logRetentionDays",
+    "logLevel",
+)
+
+_CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
+_PARAMETER_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[\w-]{1,256}$")
+_SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+_SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}$")
+_SOURCES = ("ssm", "cluster")
+_LIMIT_KEYS = ("cpu", "memory", "nodes", "pricePerHour")
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# The retention periods CloudWatch Logs accepts.
+_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
+                   2922, 3288, 3653)
+_NODEPOOL_KINDS = ("NodePool", "EC2NodeClass", "Provisioner", "AWSNodeTemplate")
+_SSM_ADVANCED_LIMIT = 8192
+
+
+class ConfigError(ValueError):
+    """A context value nodescale cannot deploy with; the message names the key and what is allowed."""
+
+
+@dataclass(frozen=True)
+class NodePoolFile:
+    """One NodePool file given at deploy time, written to one SSM parameter."""
+
+    path: Path
+    parameter_name: str  # the last path segment, under the stack's NodePool path
+    text: str
+    windows: bool
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    cluster_name: str
+    nodepool_sources: tuple[str, ...] = ("ssm",)
+    nodepool_files: tuple[NodePoolFile, ...] = ()
+    windows: bool = False
+    node_role_arn: str | None = None
+    instance_profile_name: str | None = None
+    vpc_subnet_ids: tuple[str, ...] = ()
+    vpc_security_group_ids: tuple[str, ...] = ()
+    cluster_limits: dict[str, str] = field(default_factory=dict)
+    price_per_hour_alarm: float | None = None
+    pending_pod_alarm_seconds: int = 600
+    alarm_topic_arn: str | None = None
+    alarm_email: str | None = None
+    retain_nodes_on_destroy: bool = False
+    log_retention_days: int = 30
+    log_level: str = "INFO"
+
+    @property
+    def stack_name(self) -> str:
+        return stack_name(self.cluster_name)
+
+    @property
+    def nodepool_parameter_path(self) -> str:
+        return f"/nodescale/{self.cluster_name}/nodepools/"
+
+    @property
+    def windows_nodes(self) -> bool:
+        """Windows nodes need their own role: EKS allows one access entry per IAM principal."""
+        return self.windows or any(f.windows for f in self.nodepool_files)
+
+    @property
+    def in_vpc(self) -> bool:
+        return bool(self.vpc_subnet_ids)
+
+    @classmethod
+    def from_context(cls, get: Callable[[str], Any], base_dir: Path | None = None) -> StackConfig:
+        """Read the configuration through `get` (e.g. `app.node.try_get_context`); relative files from base_dir."""
+        base_dir = base_dir or Path.cwd()
+        cluster = _text(get("clusterName"))
+        if not cluster:
+            raise ConfigError("clusterName is not set: deploy with `-c clusterName=<your EKS cluster name>`")
+        if not _CLUSTER_NAME.match(cluster):
+            raise ConfigError(
+                f"clusterName={cluster!r}: an EKS cluster name is 1-100 letters, digits, '-' or '_', "
+                "starting with a letter or digit"
+            )
+        sources = _list(get("nodePoolSources")) or ["ssm"]
+        bad_sources = [s for s in sources if s not in _SOURCES]
+        if bad_sources or len(set(sources)) != len(sources):
+            raise ConfigError(f"nodePoolSources={','.join(sources)!r}: allowed are ssm, cluster or ssm,cluster")
+        files = tuple(_nodepool_file(base_dir / p) for p in _list(get("nodePoolFiles")))
+        names = [f.parameter_name for f in files]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ConfigError(f"nodePoolFiles: two files map to the same SSM parameter name {duplicates}: rename one")
+        node_role_arn = _text(get("nodeRoleArn")) or None
+        if node_role_arn and not _ROLE_ARN.match(node_role_arn):
+            raise ConfigError(f"nodeRoleArn={node_role_arn!r}: expected arn:<partition>:iam::<account>:role/<name>")
+        profile = _text(get("instanceProfileName")) or None
+        if profile and not node_role_arn:
+            raise ConfigError("instanceProfileName is set without nodeRoleArn: give the role the profile holds too")
+        subnets = tuple(_list(get("vpcSubnetIds")))
+        groups = tuple(_list(get("vpcSecurityGroupIds")))
+        _check_ids("vpcSubnetIds", subnets, _SUBNET, "subnet-0123456789abcdef0")
+        _check_ids("vpcSecurityGroupIds", groups, _SECURITY_GROUP, "sg-0123456789abcdef0")
+        if bool(subnets) != bool(groups):
+            raise ConfigError("vpcSubnetIds and vpcSecurityGroupIds go together: give both or neither")
+        topic = _text(get("alarmTopicArn")) or None
+        if topic and not _TOPIC_ARN.match(topic):
+            raise ConfigError(f"alarmTopicArn={topic!r}: expected arn:<partition>:sns:<region>:<account>:<topic>")
+        email = _text(get("alarmEmail")) or None
+        if email and "@" not in email:
+            raise ConfigError(f"alarmEmail={email!r}: expected an e-mail address")
+        retention = _integer(get("logRetentionDays"), "logRetentionDays", 30)
+        if retention not in _RETENTION_DAYS:
+            raise ConfigError(f"logRetentionDays={retention}: allowed are {', '.join(map(str, _RETENTION_DAYS))}")
+        level = (_text(get("logLevel")) or "INFO").upper()
+        if level not in _LOG_LEVELS:
+            raise ConfigError(f"logLevel={level!r}: allowed are {', '.join(_LOG_LEVELS)}")
+        pending = _integer(get("pendingPodAlarmSeconds"), "pendingPodAlarmSeconds", 600)
+        if pending < 60:
+            raise ConfigError(f"pendingPodAlarmSeconds={pending}: allowed is 60 or more")
+        return cls(
+            cluster_name=cluster,
+            nodepool_sources=tuple(sources),
+            nodepool_files=files,
+            windows=_flag(get("windows"), "windows"),
+            node_role_arn=node_role_arn,
+            instance_profile_name=profile,
+            vpc_subnet_ids=subnets,
+            vpc_security_group_ids=groups,
+            cluster_limits=_cluster_limits(get("clusterLimits")),
+            price_per_hour_alarm=_price(get("pricePerHourAlarm")),
+            pending_pod_alarm_seconds=pending,
+            alarm_topic_arn=topic,
+            alarm_email=email,
+            retain_nodes_on_destroy=_flag(get("retainNodesOnDestroy"), "retainNodesOnDestroy"),
+            log_retention_days=retention,
+            log_level=level,
+        )
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value).strip()
+
+
+def _list(value: Any) -> list[str]:
+    """A list from context: `a,b` on the command line, or a JSON list in cdk.json."""
+    if value is None:
+        return []
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
+def _flag(value: Any, key: str) -> bool:
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", ""):
+        return False
+    raise ConfigError(f"{key}={value!r}: allowed are true or false")
+
+
+def _integer(value: Any, key: str, default: int) -> int:
+    if value is None or _text(value) == "":
+        return default
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise ConfigError(f"{key}={value!r}: allowed is a whole number") from None
+
+
+def _price(value: Any) -> float | None:
+    if value is None or _text(value) == "":
+        return None
+    try:
+        price = float(str(value).strip())
+    except ValueError:
+        raise ConfigError(f"pricePerHourAlarm={value!r}: allowed is a price in dollars per hour, e.g. 25") from None
+    if price <= 0:
+        raise ConfigError(f"pricePerHourAlarm={value!r}: allowed is a price above 0")
+    return price
+
+
+def _cluster_limits(value: Any) -> dict[str, str]:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return {}
+    parsed = value
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"clusterLimits is not JSON ({exc.msg}): expected e.g. '{{\"cpu\":\"2000\",\"pricePerHour\":\"50\"}}'"
+            ) from None
+    if not isinstance(parsed, dict) or not parsed:
+        raise ConfigError(f"clusterLimits={value!r}: expected a JSON object with keys among {', '.join(_LIMIT_KEYS)}")
+    unknown = sorted(k for k in parsed if k not in _LIMIT_KEYS)
+    if unknown:
+        raise ConfigError(f"clusterLimits: unknown keys {unknown}: allowed are {', '.join(_LIMIT_KEYS)}")
+    return {k: str(v) for k, v in parsed.items()}
+
+
+def _check_ids(key: str, ids: tuple[str, ...], pattern: re.Pattern[str], example: str) -> None:
+    bad = [i for i in ids if not pattern.match(i)]
+    if bad:
+        raise ConfigError(f"{key}: {bad} do not look like ids such as {example}")
+
+
+def _nodepool_file(path: Path) -> NodePoolFile:
+    if not path.is_file():
+        raise ConfigError(f"nodePoolFiles: {path} does not exist or is not a file")
+    text = path.read_text(encoding="utf-8")
+    if len(text.encode()) > _SSM_ADVANCED_LIMIT:
+        raise ConfigError(f"nodePoolFiles: {path} is over {_SSM_ADVANCED_LIMIT} bytes, the largest SSM parameter: split it")
+    try:
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"nodePoolFiles: {path} is not valid YAML: {exc}") from None
+    if not documents:
+        raise ConfigError(f"nodePoolFiles: {path} holds no YAML document")
+    for index, doc in enumerate(documents):
+        kind = doc.get("kind") if isinstance(doc, dict) else None
+        if kind not in _NODEPOOL_KINDS:
+            raise ConfigError(
+                f"nodePoolFiles: {path} document {index} has kind {kind!r}: allowed are {', '.join(_NODEPOOL_KINDS)}"
+            )
+    name = path.stem
+    if not _PARAMETER_NAME.match(name):
+        raise ConfigError(f"nodePoolFiles: {path.name}: the file name (without extension) becomes the SSM "
+                          "parameter name and may hold only letters, digits, '.', '-' and '_'")
+    return NodePoolFile(path=path, parameter_name=name, text=text, windows=_mentions_windows(documents))
+
+
+def _mentions_windows(documents: list[Any]) -> bool:
+    """A NodePool asking for kubernetes.io/os=windows, or a node class with a Windows AMI family or alias."""
+    for doc in documents:
+        spec = doc.get("spec") or {}
+        family = str(spec.get("amiFamily", ""))
+        aliases = [str(term.get("alias", "")) for term in spec.get("amiSelectorTerms") or [] if isinstance(term, dict)]
+        if family.lower().startswith("windows") or any(a.lower().startswith("windows") for a in aliases):
+            return True
+        template_spec = (spec.get("template") or {}).get("spec") or {}
+        for requirement in list(spec.get("requirements") or []) + list(template_spec.get("requirements") or []):
+            if isinstance(requirement, dict) and requirement.get("key") == "kubernetes.io/os" \
+                    and requirement.get("operator") == "In" and "windows" in (requirement.get("values") or []):
+                return True
+    return False

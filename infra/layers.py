@@ -1,0 +1,214 @@
+"""The dependencies layer, built locally at synth time for the Lambda runtime (CPython 3.12, arm64).
+
+`pip install --platform ... --only-binary=:all:` fetches the wheels the runtime needs without Docker.
+The result is cached under `build/` keyed by everything that shapes it (requirements, target, trim
+recipe), so repeated synths and test sessions reuse it. What the functions never import is trimmed.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUILD_DIR = REPO_ROOT / "build"
+REQUIREMENTS = REPO_ROOT / "requirements.txt"
+NODESCALE_LAYER_DIR = REPO_ROOT / "layers" / "nodescale"
+
+LAMBDA_PYTHON_VERSION = "3.12"
+LAMBDA_PLATFORM = "manylinux2014_aarch64"
+
+# boto3 and botocore are pinned in the layer (which Lambda puts ahead of the runtime's own copy) so the
+# functions run the exact botocore the tests ran against, with current EC2 shapes. Only the service
+# models the code uses are kept: they are most of botocore's size. tests/cdk checks the code names no
+# other service.
+BOTOCORE_SERVICES = (
+    "cloudwatch",
+    "dynamodb",
+    "ec2",
+    "eks",
+    "iam",
+    "logs",
+    "pricing",
+    "sqs",
+    "ssm",
+    "sts",
+)
+
+# The kubernetes client's asyncio half and the distributions only it needs: the functions use the
+# synchronous client.
+ASYNC_ONLY_PATHS = (
+    "kubernetes/aio",
+    "aiohttp",
+    "aiohttp_retry",
+    "aiohappyeyeballs",
+    "aiosignal",
+    "attr",
+    "attrs",
+    "frozenlist",
+    "multidict",
+    "propcache",
+    "yarl",
+)
+ASYNC_ONLY_DISTRIBUTIONS = (
+    "aiohttp",
+    "aiohttp_retry",
+    "aiohappyeyeballs",
+    "aiosignal",
+    "attrs",
+    "frozenlist",
+    "multidict",
+    "propcache",
+    "yarl",
+)
+# Generated code whose docstrings are half its size and never read at run time.
+DOCSTRING_STRIPPED = ("kubernetes/client",)
+
+# Bump when the trim below changes, so cached builds made by an older recipe are not reused.
+_RECIPE_VERSION = "3"
+
+
+class LayerBuildError(RuntimeError):
+    """The dependencies layer could not be built; the message says what pip or the trim reported."""
+
+
+def dependencies_layer_dir(requirements: Path = REQUIREMENTS, build_dir: Path = BUILD_DIR) -> Path:
+    """Return a directory holding `python/` with the pinned dependencies, building it if not cached."""
+    if not requirements.is_file():
+        raise LayerBuildError(f"{requirements} not found: the dependencies layer is built from it")
+    target = build_dir / f"deps-layer-{_cache_key(requirements)}"
+    if _complete(target):
+        return target
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with _exclusive(build_dir / ".deps-layer.lock"):
+        # Another process (a parallel test worker, a second synth) may have built it while we waited.
+        if _complete(target):
+            return target
+        staging = Path(tempfile.mkdtemp(prefix=".deps-layer-", dir=build_dir))
+        try:
+            _pip_install(requirements, staging / "python")
+            trim(staging / "python")
+            (staging / ".complete").write_text(f"built from {requirements.name}\n")
+            os.replace(staging, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        _remove_stale_builds(build_dir, keep=target)
+    return target
+
+
+def tree_size(path: Path) -> int:
+    """Bytes of all regular files under `path`: what the layer takes once unzipped."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def trim(site: Path) -> None:
+    """Remove from an installed `site` directory what the functions never import."""
+    for cache in [p for p in site.rglob("__pycache__") if p.is_dir()]:
+        shutil.rmtree(cache, ignore_errors=True)
+    for compiled in site.rglob("*.py[co]"):
+        compiled.unlink()
+    shutil.rmtree(site / "bin", ignore_errors=True)
+    for relative in ASYNC_ONLY_PATHS:
+        shutil.rmtree(site / relative, ignore_errors=True)
+    for info in site.glob("*.dist-info"):
+        project = info.name.split("-")[0].lower()
+        if project in ASYNC_ONLY_DISTRIBUTIONS:
+            shutil.rmtree(info, ignore_errors=True)
+    for package in site.iterdir():
+        if package.is_dir() and not package.name.endswith(".dist-info"):
+            for tests in ("tests", "test"):
+                shutil.rmtree(package / tests, ignore_errors=True)
+    _trim_botocore_models(site / "botocore" / "data")
+    for relative in DOCSTRING_STRIPPED:
+        root = site / relative
+        if root.is_dir():
+            for source in root.rglob("*.py"):
+                source.write_text(strip_docstrings(source.read_text(encoding="utf-8"), str(source)), encoding="utf-8")
+
+
+def strip_docstrings(source: str, filename: str = "<source>") -> str:
+    """The same module without docstrings or comments; checked to compile to the same code otherwise."""
+    tree = ast.parse(source, filename)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    stripped = ast.unparse(tree)
+    if ast.dump(ast.parse(stripped, filename)) != ast.dump(tree):
+        raise LayerBuildError(f"stripping docstrings changed the code of {filename}")
+    return stripped + "\n"
+
+
+def _trim_botocore_models(data: Path) -> None:
+    if not data.is_dir():
+        raise LayerBuildError(f"{data} not found: is botocore still in requirements.txt?")
+    missing = [name for name in BOTOCORE_SERVICES if not (data / name).is_dir()]
+    if missing:
+        raise LayerBuildError(f"botocore has no service model for {missing}: check BOTOCORE_SERVICES")
+    for service in data.iterdir():
+        if not service.is_dir():
+            continue  # endpoints, partitions, retry and default configuration files
+        if service.name not in BOTOCORE_SERVICES:
+            shutil.rmtree(service)
+            continue
+        # botocore loads the newest API version unless told otherwise; older ones are dead weight.
+        versions = sorted(p for p in service.iterdir() if p.is_dir())
+        for old in versions[:-1]:
+            shutil.rmtree(old)
+        for examples in service.rglob("examples-*.json"):
+            examples.unlink()
+
+
+def _pip_install(requirements: Path, target: Path) -> None:
+    command = [
+        sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
+        "--platform", LAMBDA_PLATFORM, "--implementation", "cp", "--python-version", LAMBDA_PYTHON_VERSION,
+        "--only-binary=:all:", "--target", str(target), "-r", str(requirements),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
+        raise LayerBuildError(
+            f"pip could not install {requirements.name} for Python {LAMBDA_PYTHON_VERSION} on {LAMBDA_PLATFORM} "
+            f"(a package without a wheel for that platform, or no access to the package index):\n{tail}"
+        )
+
+
+def _cache_key(requirements: Path) -> str:
+    digest = hashlib.sha256()
+    digest.update(requirements.read_bytes())
+    for part in (LAMBDA_PLATFORM, LAMBDA_PYTHON_VERSION, _RECIPE_VERSION, *BOTOCORE_SERVICES,
+                 *ASYNC_ONLY_PATHS, *DOCSTRING_STRIPPED):
+        digest.update(b"\0" + part.encode())
+    return digest.hexdigest()[:16]
+
+
+def _complete(target: Path) -> bool:
+    return (target / ".complete").is_file() and (target / "python").is_dir()
+
+
+def _remove_stale_builds(build_dir: Path, keep: Path) -> None:
+    for old in build_dir.glob("deps-layer-*"):
+        if old != keep and old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    with open(lock_path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,176 @@
+"""The whole of nodescale for one EKS cluster: `cdk deploy -c clusterName=NAME`."""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk import Duration, RemovalPolicy, Stack, Tags
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra import iam as policies
+from infra import settings_names as env
+from infra.cleanup import Cleanup
+from infra.cluster_access import NodeAccess, functions_access_entry
+from infra.config import StackConfig
+from infra.dashboard import Monitoring
+from infra.functions import (
+    CLEANUP,
+    DISRUPTION,
+    INTERRUPTION,
+    PROVISIONER,
+    PROVISIONER_WATCH_SECONDS,
+    Layers,
+    make_function,
+)
+from infra.nag import acknowledge_findings
+from infra.names import physical_name
+from infra.nodepools import nodepool_parameters
+from infra.triggers import interruption_rules, schedule_rule
+
+TABLE_PARTITION_KEY = "pk"
+TABLE_TTL_ATTRIBUTE = "expiresAt"
+
+
+class NodescaleStack(Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig, **kwargs: object) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            stack_name=config.stack_name,
+            description=f"nodescale: node autoscaling on Lambda for the EKS cluster {config.cluster_name}",
+            **kwargs,  # type: ignore[arg-type]
+        )
+        self.config = config
+        cluster = config.cluster_name
+        Tags.of(self).add("nodescale.io/stack-for", cluster)
+
+        # Unavailable offerings and idempotency records: short-lived by design (TTL), so nothing of
+        # value is lost when the stack is removed.
+        self.table = dynamodb.Table(
+            self,
+            "State",
+            table_name=physical_name(cluster, "state", 255),
+            partition_key=dynamodb.Attribute(name=TABLE_PARTITION_KEY, type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            time_to_live_attribute=TABLE_TTL_ATTRIBUTE,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.dead_letter_queue = sqs.Queue(
+            self,
+            "DeadLetters",
+            queue_name=physical_name(cluster, "dead-letters", 80),
+            retention_period=Duration.days(14),
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+        )
+        self.nodepool_parameters = nodepool_parameters(self, config)
+        self.nodes = NodeAccess(self, "Nodes", config=config)
+
+        self.role = iam.Role(
+            self,
+            "FunctionsRole",
+            role_name=physical_name(cluster, "functions"),
+            description=f"nodescale functions for the EKS cluster {cluster}",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        )
+        self.functions_entry = functions_access_entry(self, cluster, self.role)
+
+        layers = Layers(self, "Layers")
+        environment = self._environment()
+        self.provisioner, provisioner_logs = make_function(
+            self, PROVISIONER, config=config, role=self.role, layers=layers,
+            environment={**environment, env.WATCH_SECONDS: str(PROVISIONER_WATCH_SECONDS)},
+        )
+        self.interruption, interruption_logs = make_function(
+            self, INTERRUPTION, config=config, role=self.role, layers=layers, environment=environment,
+            failure_queue=self.dead_letter_queue,
+        )
+        self.disruption, disruption_logs = make_function(
+            self, DISRUPTION, config=config, role=self.role, layers=layers, environment=environment,
+        )
+        self.cleanup_function, cleanup_logs = make_function(
+            self, CLEANUP, config=config, role=self.role, layers=layers, environment=environment,
+        )
+        self.functions = [self.provisioner, self.interruption, self.disruption]
+        self._grant(
+            [provisioner_logs, interruption_logs, disruption_logs, cleanup_logs],
+        )
+
+        self.cleanup = Cleanup(
+            self, "Cleanup", cluster=cluster, function=self.cleanup_function,
+            retain_nodes=config.retain_nodes_on_destroy,
+        )
+        # Deleted after the cleanup has run: what it needs to drain and terminate, and the node
+        # identities the instances still use until then.
+        for dependency in [self.role, self.functions_entry, *self.nodes.entries, self.nodes, self.table]:
+            self.cleanup.resource.node.add_dependency(dependency)
+
+        self.rules = interruption_rules(self, cluster, self.interruption, self.dead_letter_queue)
+        self.schedules = [
+            schedule_rule(self, cluster, PROVISIONER.name, self.provisioner),
+            schedule_rule(self, cluster, DISRUPTION.name, self.disruption),
+        ]
+        # Deleted before the cleanup runs, so no function starts while it drains.
+        for rule in [*self.rules, *self.schedules]:
+            rule.node.add_dependency(self.cleanup.resource)
+
+        self.alarm_topic = self._alarm_topic()
+        self.monitoring = Monitoring(
+            self, "Monitoring", config=config, functions=self.functions,
+            dead_letter_queue=self.dead_letter_queue, topic=self.alarm_topic,
+        )
+        acknowledge_findings(self)
+
+    def _environment(self) -> dict[str, str]:
+        config = self.config
+        environment = {
+            env.CLUSTER_NAME: config.cluster_name,
+            env.TABLE_NAME: self.table.table_name,
+            env.NODEPOOL_PARAMETER_PATH: config.nodepool_parameter_path,
+            env.NODEPOOL_SOURCES: ",".join(config.nodepool_sources),
+            env.NODE_ROLE: self.nodes.linux.role.role_name,
+            env.INSTANCE_PROFILE: self.nodes.linux.instance_profile_name,
+        }
+        if self.nodes.windows is not None:
+            environment[env.WINDOWS_NODE_ROLE] = self.nodes.windows.role.role_name
+            environment[env.WINDOWS_INSTANCE_PROFILE] = self.nodes.windows.instance_profile_name
+        if config.cluster_limits:
+            environment[env.CLUSTER_LIMITS] = json.dumps(config.cluster_limits, sort_keys=True)
+        return environment
+
+    def _grant(self, log_groups: list) -> None:  # type: ignore[type-arg]
+        config = self.config
+        statements = [
+            *policies.ec2_statements(self, config.cluster_name),
+            policies.pass_node_role_statement([n.role.role_arn for n in self.nodes.identities]),
+            *policies.cluster_statements(self, config.cluster_name, config.nodepool_parameter_path),
+            policies.log_statement([g.log_group_arn for g in log_groups]),
+        ]
+        if config.in_vpc:
+            statements.append(policies.vpc_statement())
+        for statement in statements:
+            self.role.add_to_policy(statement)
+        self.table.grant_read_write_data(self.role)
+
+    def _alarm_topic(self) -> sns.ITopic | None:
+        config = self.config
+        if config.alarm_topic_arn:
+            return sns.Topic.from_topic_arn(self, "AlarmTopic", config.alarm_topic_arn)
+        if config.alarm_email:
+            topic = sns.Topic(
+                self,
+                "AlarmTopic",
+                topic_name=physical_name(config.cluster_name, "alarms", 256),
+                enforce_ssl=True,
+            )
+            topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
+            return topic
+        return None

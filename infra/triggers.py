@@ -1,0 +1,88 @@
+"""What starts the functions: EC2 and Health events for interruption, a one-minute schedule for the others."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.functions import SCHEDULED_MAX_EVENT_AGE, SCHEDULED_RETRY_ATTEMPTS
+from infra.names import physical_name
+
+# EventBridge gives up on delivering an interruption event after this many tries or this age, and
+# then puts it in the dead-letter queue.
+EVENT_RETRY_ATTEMPTS = 4
+EVENT_MAX_AGE = Duration.minutes(15)
+SCHEDULE_RATE = Duration.minutes(1)
+
+
+@dataclass(frozen=True)
+class EventRuleSpec:
+    suffix: str  # of the rule's name
+    description: str
+    source: str
+    detail_type: str
+    detail: dict[str, Any] | None = None
+
+
+INTERRUPTION_RULES = (
+    EventRuleSpec("spot-interruption", "EC2 Spot Instance Interruption Warning", "aws.ec2",
+                  "EC2 Spot Instance Interruption Warning"),
+    EventRuleSpec("rebalance", "EC2 Instance Rebalance Recommendation", "aws.ec2",
+                  "EC2 Instance Rebalance Recommendation"),
+    EventRuleSpec("state-change", "EC2 instances stopping or terminating", "aws.ec2",
+                  "EC2 Instance State-change Notification",
+                  {"state": ["stopping", "stopped", "shutting-down", "terminated"]}),
+    EventRuleSpec("scheduled-change", "AWS Health scheduled changes for EC2", "aws.health", "AWS Health Event",
+                  {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]}),
+)
+
+
+def interruption_rules(
+    scope: Construct, cluster: str, function: lambda_.IFunction, dead_letter_queue: sqs.IQueue
+) -> list[events.Rule]:
+    rules = []
+    for spec in INTERRUPTION_RULES:
+        pattern = events.EventPattern(source=[spec.source], detail_type=[spec.detail_type], detail=spec.detail)
+        rule = events.Rule(
+            scope,
+            f"{_camel(spec.suffix)}Rule",
+            rule_name=physical_name(cluster, spec.suffix),
+            description=f"nodescale ({cluster}): {spec.description}",
+            event_pattern=pattern,
+        )
+        rule.add_target(
+            targets.LambdaFunction(
+                function,
+                dead_letter_queue=dead_letter_queue,
+                retry_attempts=EVENT_RETRY_ATTEMPTS,
+                max_event_age=EVENT_MAX_AGE,
+            )
+        )
+        rules.append(rule)
+    return rules
+
+
+def schedule_rule(scope: Construct, cluster: str, name: str, function: lambda_.IFunction) -> events.Rule:
+    """Every minute; a tick that cannot be delivered or run at once is dropped, never queued up."""
+    rule = events.Rule(
+        scope,
+        f"{_camel(name)}Schedule",
+        rule_name=physical_name(cluster, f"{name}-tick"),
+        description=f"nodescale ({cluster}): runs the {name} every minute",
+        schedule=events.Schedule.rate(SCHEDULE_RATE),
+    )
+    rule.add_target(
+        targets.LambdaFunction(function, retry_attempts=SCHEDULED_RETRY_ATTEMPTS, max_event_age=SCHEDULED_MAX_EVENT_AGE)
+    )
+    return rule
+
+
+def _camel(text: str) -> str:
+    return "".join(part.title() for part in text.split("-"))

@@ -1,0 +1,379 @@
+"""The EC2 instance-type catalog: bundled real data offline, EC2 and the Price List API at run time.
+
+Public API:
+- ``bundled_catalog(region)``: every type offered in the region, from the bundled recording and price
+  table (cached per region; well under 0.1 s the first time).
+- ``live_catalog(ec2_client, region, pricing_client=None, unavailable=None)``: from DescribeInstanceTypes,
+  DescribeInstanceTypeOfferings and DescribeSpotPriceHistory (+ GetProducts); each piece that fails
+  falls back to the bundled one, logged once per process.
+- ``with_kubelet(types, kubelet, ephemeral_storage_bytes, ami_family=None)``: the same types with
+  capacity and overhead for a node class's kubelet settings and root volume.
+- ``mark_unavailable(types, unavailable)``: offerings that recently failed with insufficient capacity
+  come out ``available=False``.
+
+Types that no Kubernetes node can run (Mac) are left out. Offerings without a price (a type missing
+from the price table) are kept but unavailable, as Karpenter does: they cannot be compared on price.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..model import labels as wk
+from ..model import resources as res
+from ..model.instancetype import InstanceType, Offering, windows_build
+from ..model.nodepool import KubeletSettings
+from . import overhead as oh
+from . import pricing
+from .catalog_facts import TypeFacts, facts_from_describe, gpu_resource
+
+log = logging.getLogger(__name__)
+
+BUNDLE_FILE = "instance-types.json.gz"
+# category, optional "-<n>tb" (u-6tb1), generation; e.g. m5d -> m/5, inf2 -> inf/2, mac2-m2 -> mac/2.
+_NAME_SCHEME = re.compile(r"^([a-z]+)(-[0-9]+tb)?([0-9]+).*\.")
+
+# (type, zone, capacity type) -> until when (epoch seconds) the offering is known to be out of capacity.
+Unavailable = Mapping[tuple[str, str, str], float]
+
+
+class CatalogError(ValueError):
+    """A region the bundled catalog does not cover, or catalog data that cannot be used."""
+
+
+# ---------------------------------------------------------------------------------------------- labels
+
+
+def _kabob(value: str) -> str:
+    return value.lower().replace(" ", "-")
+
+
+def ec2_labels(facts: TypeFacts, region: str | None = None) -> dict[str, str]:
+    """The labels Karpenter puts on a node of this type (without zone, capacity type and nodepool)."""
+    name = facts.name
+    labels = {
+        wk.INSTANCE_TYPE: name,
+        wk.ARCH: facts.kube_arch or "",
+        wk.OS: "linux",
+        wk.INSTANCE_CPU: str(facts.vcpu),
+        wk.INSTANCE_MEMORY: str(facts.memory_mib),
+        # Bare-metal types report no hypervisor; Karpenter still sets the label, to "".
+        wk.INSTANCE_HYPERVISOR: facts.hypervisor,
+        wk.INSTANCE_ENCRYPTION_IN_TRANSIT: "true" if facts.encryption_in_transit else "false",
+    }
+    if region:
+        labels[wk.REGION] = region
+    match = _NAME_SCHEME.match(name)
+    if match:
+        labels[wk.INSTANCE_CATEGORY] = match.group(1)
+        labels[wk.INSTANCE_GENERATION] = match.group(3)
+    parts = name.split(".")
+    if len(parts) == 2:
+        labels[wk.INSTANCE_FAMILY] = parts[0]
+        labels[wk.INSTANCE_SIZE] = parts[1]
+    if facts.cpu_manufacturer:
+        labels[wk.INSTANCE_CPU_MANUFACTURER] = _kabob(facts.cpu_manufacturer)
+    if facts.gpu_name:
+        labels[wk.INSTANCE_GPU_NAME] = _kabob(facts.gpu_name)
+        labels[wk.INSTANCE_GPU_MANUFACTURER] = _kabob(facts.gpu_manufacturer)
+        labels[wk.INSTANCE_GPU_COUNT] = str(facts.gpu_count)
+        labels[wk.INSTANCE_GPU_MEMORY] = str(facts.gpu_memory_mib)
+    if facts.local_nvme_gib:
+        labels[wk.INSTANCE_LOCAL_NVME] = str(facts.local_nvme_gib)
+    if facts.network_mbps:
+        labels[wk.INSTANCE_NETWORK_BANDWIDTH] = str(facts.network_mbps)
+    return labels
+
+
+# ----------------------------------------------------------------------------------- capacity/overhead
+
+
+def capacity_and_overhead(
+    facts: TypeFacts,
+    kubelet: KubeletSettings | None = None,
+    ephemeral_storage_bytes: int | None = None,
+    ami_family: str | None = None,
+) -> tuple[res.Resources, res.Resources]:
+    """Node capacity and kube-reserved + system-reserved + eviction threshold (see ``overhead``)."""
+    ami = oh.ami_behaviour(ami_family)
+    storage = (
+        ephemeral_storage_bytes if ephemeral_storage_bytes is not None else ami.default_ephemeral_storage
+    )
+    eni_pods = oh.eni_limited_pods(facts.max_enis, facts.ipv4_per_eni)
+    pods = oh.max_pods(facts.vcpu, eni_pods, kubelet, ami)
+    cpu = facts.vcpu * 1000
+    memory = oh.memory_capacity(facts.memory_mib, facts.kube_arch)
+    capacity: res.Resources = {
+        res.CPU: cpu,
+        res.MEMORY: memory,
+        res.EPHEMERAL_STORAGE: storage,
+        res.PODS: pods,
+    }
+    gpu = gpu_resource(facts)
+    if gpu is not None:
+        capacity[gpu] = facts.gpu_count
+    if facts.neuron_count:
+        capacity[res.NEURON] = facts.neuron_count
+    return capacity, oh.node_overhead(cpu, memory, storage, pods, eni_pods, kubelet, ami)
+
+
+# -------------------------------------------------------------------------------------------- offerings
+
+
+def _is_unavailable(unavailable: Unavailable | None, key: tuple[str, str, str], now: float) -> bool:
+    if not unavailable:
+        return False
+    until = unavailable.get(key)
+    return until is not None and until > now
+
+
+def make_offerings(
+    facts: TypeFacts,
+    zones: Iterable[str],
+    on_demand: Mapping[str, float],
+    spot: Mapping[tuple[str, str], float],
+    unavailable: Unavailable | None = None,
+    now: float | None = None,
+) -> tuple[Offering, ...]:
+    """One offering per zone and capacity type the type supports, cheapest source of price first:
+    the live spot price, else the spot estimate from on-demand; unpriced offerings are unavailable."""
+    now = time.time() if now is None else now
+    od_price = on_demand.get(facts.name)
+    out = []
+    for zone in zones:
+        for ctype in facts.usage_classes:
+            if ctype == wk.CAPACITY_SPOT:
+                price = spot.get((facts.name, zone))
+                if price is None:
+                    price = pricing.spot_estimate(od_price)
+            else:
+                price = od_price
+            available = price is not None and not _is_unavailable(unavailable, (facts.name, zone, ctype), now)
+            out.append(Offering(zone, ctype, price or 0.0, available))
+    return tuple(out)
+
+
+def mark_unavailable(
+    types: Sequence[InstanceType], unavailable: Unavailable | None, now: float | None = None
+) -> list[InstanceType]:
+    """Copies of the types whose offerings in ``unavailable`` (and not yet expired) are unavailable."""
+    if not unavailable:
+        return list(types)
+    now = time.time() if now is None else now
+    live = {k for k, until in unavailable.items() if until > now}
+    out = []
+    for it in types:
+        if not any((it.name, o.zone, o.capacity_type) in live for o in it.offerings):
+            out.append(it)
+            continue
+        offerings = tuple(
+            Offering(o.zone, o.capacity_type, o.price, False)
+            if (it.name, o.zone, o.capacity_type) in live
+            else o
+            for o in it.offerings
+        )
+        out.append(it.copy(offerings=offerings))
+    return out
+
+
+# ----------------------------------------------------------------------------------------- building
+
+
+def build_instance_type(
+    facts: TypeFacts,
+    region: str | None,
+    offerings: tuple[Offering, ...],
+    kubelet: KubeletSettings | None = None,
+    ephemeral_storage_bytes: int | None = None,
+    ami_family: str | None = None,
+) -> InstanceType:
+    capacity, overhead = capacity_and_overhead(facts, kubelet, ephemeral_storage_bytes, ami_family)
+    return InstanceType(
+        name=facts.name,
+        labels=ec2_labels(facts, region),
+        capacity=capacity,
+        overhead=overhead,
+        offerings=offerings,
+        operating_systems=frozenset({"linux", "windows"} if facts.windows else {"linux"}),
+        facts=facts,
+    )
+
+
+def build_catalog(
+    facts: Iterable[TypeFacts],
+    region: str | None,
+    zones_by_type: Mapping[str, Sequence[str]],
+    on_demand: Mapping[str, float],
+    spot: Mapping[tuple[str, str], float],
+    unavailable: Unavailable | None = None,
+) -> list[InstanceType]:
+    """Instance types for every type offered in at least one zone (Mac types excluded), by name."""
+    now = time.time()
+    out = []
+    for f in facts:
+        zones = zones_by_type.get(f.name)
+        if not zones or f.kube_arch is None:
+            continue
+        out.append(
+            build_instance_type(f, region, make_offerings(f, zones, on_demand, spot, unavailable, now))
+        )
+    out.sort(key=lambda it: it.name)
+    return out
+
+
+def with_kubelet(
+    types: Sequence[InstanceType],
+    kubelet: KubeletSettings | None,
+    ephemeral_storage_bytes: int | None,
+    ami_family: str | None = None,
+) -> list[InstanceType]:
+    """The types with capacity and overhead recomputed for a node class's kubelet settings, root volume
+    size and AMI family (which decides the Windows build and how the bootstrap reserves memory).
+
+    Types without EC2 facts (kwok, benchmark) are returned unchanged. Node classes that add nothing
+    (no kubelet, default volume, AL2-like family) get the very same objects back.
+    """
+    ami = oh.ami_behaviour(ami_family)
+    if kubelet is None and ephemeral_storage_bytes is None and ami is oh.ami_behaviour(None):
+        return list(types)
+    windows = ami is oh.ami_behaviour("windows")
+    out = []
+    for it in types:
+        facts = it.facts
+        if not isinstance(facts, TypeFacts):
+            out.append(it)
+            continue
+        capacity, overhead = capacity_and_overhead(facts, kubelet, ephemeral_storage_bytes, ami_family)
+        changes: dict[str, Any] = {"capacity": capacity, "overhead": overhead}
+        if windows:
+            # A Windows AMI makes the node a Windows node; a type that cannot run Windows offers nothing.
+            changes["operating_systems"] = frozenset({"windows"}) if facts.windows else frozenset()
+            build = windows_build(ami_family)
+            changes["labels"] = {
+                **it.labels,
+                wk.OS: "windows",
+                **({wk.WINDOWS_BUILD: build} if build else {}),
+            }
+        out.append(it.copy(**changes))
+    return out
+
+
+# ---------------------------------------------------------------------------------------- bundled data
+
+
+@functools.cache
+def _bundle() -> dict[str, Any]:
+    data = json.loads(pricing.read_data_file(BUNDLE_FILE))
+    if tuple(data.get("fields") or ()) != tuple(TypeFacts.__dataclass_fields__):
+        raise CatalogError(
+            f"nodescale/data/{BUNDLE_FILE} was built for other fields; rerun scripts/build_catalog.py"
+        )
+    return data
+
+
+@functools.cache
+def _bundled_facts() -> tuple[TypeFacts, ...]:
+    return tuple(TypeFacts.from_row(row) for row in _bundle()["types"])
+
+
+def bundled_regions() -> tuple[str, ...]:
+    return tuple(sorted(_bundle()["regions"]))
+
+
+def bundled_facts_by_name() -> dict[str, TypeFacts]:
+    return {f.name: f for f in _bundled_facts()}
+
+
+def bundled_zones(region: str) -> dict[str, list[str]]:
+    """Zones offering each type in a region, from the bundled recording."""
+    entry = _bundle()["regions"].get(region)
+    if entry is None:
+        raise CatalogError(
+            f"region {region!r} is not in the bundled catalog; bundled regions are {', '.join(bundled_regions())}"
+        )
+    zones = entry["zones"]
+    facts = _bundled_facts()
+    out: dict[str, list[str]] = {}
+    for index, mask in entry["offers"]:
+        out[facts[index].name] = [z for bit, z in enumerate(zones) if mask >> bit & 1]
+    return out
+
+
+@functools.cache
+def _bundled_catalog(region: str) -> tuple[InstanceType, ...]:
+    zones = bundled_zones(region)
+    on_demand = pricing.bundled_on_demand(region)
+    return tuple(build_catalog(_bundled_facts(), region, zones, on_demand, {}))
+
+
+def bundled_catalog(region: str = "us-east-1", unavailable: Unavailable | None = None) -> list[InstanceType]:
+    """The region's catalog from bundled data only: no network, prices from the bundled table, spot
+    estimated. The instance types are shared between calls; use ``InstanceType.copy`` to change one."""
+    return mark_unavailable(_bundled_catalog(region), unavailable)
+
+
+# ------------------------------------------------------------------------------------------ live data
+
+
+def pricing_api_region(region: str) -> str | None:
+    """Where to call the Price List API for a region's prices; None where it cannot answer (China)."""
+    if region.startswith("cn-"):
+        return None
+    return "ap-south-1" if region.startswith(("ap-", "me-", "af-", "il-")) else "us-east-1"
+
+
+def describe_instance_types(ec2_client: Any) -> list[TypeFacts]:
+    out = []
+    for page in ec2_client.get_paginator("describe_instance_types").paginate():
+        for info in page.get("InstanceTypes") or []:
+            out.append(facts_from_describe(info))
+    return out
+
+
+def describe_zone_offerings(ec2_client: Any) -> dict[str, list[str]]:
+    zones: dict[str, set[str]] = {}
+    paginator = ec2_client.get_paginator("describe_instance_type_offerings")
+    for page in paginator.paginate(LocationType="availability-zone"):
+        for item in page.get("InstanceTypeOfferings") or []:
+            zones.setdefault(item["InstanceType"], set()).add(item["Location"])
+    return {k: sorted(v) for k, v in zones.items()}
+
+
+def live_catalog(
+    ec2_client: Any,
+    region: str,
+    pricing_client: Any | None = None,
+    unavailable: Unavailable | None = None,
+) -> list[InstanceType]:
+    """The region's catalog from EC2 itself; each piece EC2 cannot give falls back to the bundled one."""
+    try:
+        facts = describe_instance_types(ec2_client)
+    except Exception as exc:  # any API failure means "use the recording"
+        pricing.warn_once(
+            f"describe-types:{region}",
+            "DescribeInstanceTypes failed in %s (%s: %s); using the bundled instance types",
+            region,
+            type(exc).__name__,
+            exc,
+        )
+        facts = list(_bundled_facts())
+    try:
+        zones = describe_zone_offerings(ec2_client)
+    except Exception as exc:  # likewise
+        pricing.warn_once(
+            f"describe-offerings:{region}",
+            "DescribeInstanceTypeOfferings failed in %s (%s: %s); using the bundled offerings",
+            region,
+            type(exc).__name__,
+            exc,
+        )
+        zones = bundled_zones(region)
+    on_demand = pricing.on_demand_prices(region, pricing_client)
+    spot = pricing.spot_prices(ec2_client)
+    return build_catalog(facts, region, zones, on_demand, spot, unavailable)

@@ -1,0 +1,53 @@
+"""The time nodescale decides by.
+
+In AWS this is the system clock. A local `sim/` environment runs on simulated time (it can be
+advanced so a 30-second TTL needs no 30-second sleep); it exports ``NODESCALE_CLOCK_URL`` and
+every decision that compares timestamps reads its clock from there, so the product and the
+environment never disagree about what time it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from datetime import UTC, datetime
+
+CLOCK_URL = "NODESCALE_CLOCK_URL"
+
+
+class ClockError(RuntimeError):
+    """The configured clock could not be read."""
+
+
+def now() -> datetime:
+    url = os.environ.get(CLOCK_URL)
+    if not url:
+        return datetime.now(UTC)
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - a loopback URL set by sim/
+            body = json.loads(resp.read())
+    except (OSError, ValueError) as exc:
+        raise ClockError(f"{CLOCK_URL}={url}: cannot read the clock ({exc})") from None
+    value = body.get("now") if isinstance(body, dict) else None
+    if not isinstance(value, str):
+        raise ClockError(f"{CLOCK_URL}={url}: expected JSON {{\"now\": \"<ISO 8601>\"}}, got {body!r}")
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def parse_timestamp(value: object) -> datetime | None:
+    """A Kubernetes/EC2 timestamp (RFC 3339 string or datetime) as an aware datetime."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def format_timestamp(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

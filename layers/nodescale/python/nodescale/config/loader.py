@@ -1,0 +1,144 @@
+"""Turn documents into the NodePools and node classes the scheduler uses, rejecting only the bad ones."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from ..model.nodepool import NodeClass, NodePool
+from . import nodeclasses, nodepools
+from .errors import ConfigError, show
+
+# (apiVersion, kind) -> converter; the supported configuration kinds of each generation.
+_CONVERTERS = {
+    (nodepools.V1ALPHA5, "Provisioner"): nodepools.convert_provisioner,
+    (nodepools.V1BETA1, "NodePool"): nodepools.convert_nodepool,
+    (nodepools.V1, "NodePool"): nodepools.convert_nodepool,
+    (nodeclasses.V1ALPHA1, "AWSNodeTemplate"): nodeclasses.convert_node_template,
+    (nodeclasses.V1BETA1, "EC2NodeClass"): nodeclasses.convert_ec2nodeclass,
+    (nodeclasses.V1, "EC2NodeClass"): nodeclasses.convert_ec2nodeclass,
+}
+_POOL_KINDS = ("Provisioner", "NodePool")
+_CLASS_KINDS = ("AWSNodeTemplate", "EC2NodeClass")
+_GROUPS = (nodepools.GROUP, nodeclasses.GROUP)
+
+
+@dataclass
+class ConfigResult:
+    nodepools: dict[str, NodePool] = field(default_factory=dict)
+    nodeclasses: dict[str, NodeClass] = field(default_factory=dict)
+    errors: list[ConfigError] = field(default_factory=list)
+    # Documents that are not configuration (Pods, Deployments, NodeClaims...), untouched, with their source.
+    others: list[tuple[str, dict]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def is_config(doc: Mapping) -> bool:
+    """True for the kinds this loader converts or rejects (any version of them)."""
+    api, kind = doc.get("apiVersion"), doc.get("kind")
+    group = api.split("/", 1)[0] if isinstance(api, str) else ""
+    return group in _GROUPS and kind in _POOL_KINDS + _CLASS_KINDS
+
+
+def load(documents: Iterable[tuple[str, Mapping]], errors: Iterable[ConfigError] = ()) -> ConfigResult:
+    """Convert and validate every configuration document; ``errors`` (e.g. from parsing) are carried along.
+
+    A name defined twice (NodePools and Provisioners share one namespace, as do EC2NodeClasses and
+    AWSNodeTemplates) rejects every definition of it, since nothing says which one was meant.
+    A NodePool whose node class is missing, invalid or ambiguous is rejected too.
+    """
+    result = ConfigResult(errors=list(errors))
+    pools: list[NodePool] = []
+    classes: list[NodeClass] = []
+    bad_classes: dict[str, str] = {}
+    for source, doc in documents:
+        if not isinstance(doc, Mapping) or not is_config(doc):
+            result.others.append((source, doc))  # type: ignore[arg-type]
+            continue
+        key = (doc.get("apiVersion"), doc.get("kind"))
+        convert = _CONVERTERS.get(key)  # type: ignore[arg-type]
+        if convert is None:
+            result.errors.append(_unsupported(source, doc))
+            continue
+        converted, errs = convert(doc, source)
+        result.errors.extend(errs)
+        if isinstance(converted, NodePool):
+            pools.append(converted)
+        elif isinstance(converted, NodeClass):
+            classes.append(converted)
+        elif doc.get("kind") in _CLASS_KINDS:
+            name = (doc.get("metadata") or {}).get("name") if isinstance(doc.get("metadata"), Mapping) else None
+            if isinstance(name, str):
+                bad_classes[name] = source
+    unique_classes, dup_classes = _unique(classes, "node class", result.errors)
+    unique_pools, _ = _unique(pools, "NodePool", result.errors)
+    result.nodeclasses = unique_classes
+    for pool in unique_pools.values():
+        problem = _ref_problem(pool, unique_classes, dup_classes, bad_classes)
+        if problem:
+            result.errors.append(ConfigError(pool.source, _ref_path(pool), problem))
+        else:
+            result.nodepools[pool.name] = pool
+    return result
+
+
+def _unique(objs: list, what: str, errors: list[ConfigError]) -> tuple[dict, dict[str, list[str]]]:
+    by_name: dict[str, list] = {}
+    for obj in objs:
+        by_name.setdefault(obj.name, []).append(obj)
+    unique = {}
+    dups: dict[str, list[str]] = {}
+    for name, defs in by_name.items():
+        if len(defs) == 1:
+            unique[name] = defs[0]
+            continue
+        dups[name] = [d.source for d in defs]
+        first = defs[0]
+        for later in defs[1:]:
+            errors.append(
+                ConfigError(
+                    later.source,
+                    "metadata.name",
+                    f"{what} {show(name)} is also defined at {first.source}; a name may be defined once, "
+                    "so neither definition is used",
+                )
+            )
+    return unique, dups
+
+
+def _ref_path(pool: NodePool) -> str:
+    if pool.api_version == nodepools.V1ALPHA5:
+        return "spec.providerRef.name"
+    return "spec.template.spec.nodeClassRef.name"
+
+
+def _ref_problem(
+    pool: NodePool, classes: dict[str, NodeClass], dups: dict[str, list[str]], bad: dict[str, str]
+) -> str | None:
+    name = pool.node_class
+    wanted = pool.node_class_kind
+    if name in dups:
+        return f"{wanted} {show(name)} is defined more than once ({', '.join(dups[name])}), so this is ambiguous"
+    nc = classes.get(name)
+    if nc is None:
+        if name in bad:
+            return f"{wanted} {show(name)} (at {bad[name]}) is invalid; fix its errors first"
+        known = sorted(n for n, c in classes.items() if c.kind == wanted)
+        hint = f"; defined are {', '.join(known)}" if known else f"; no {wanted} is defined"
+        return f"refers to {wanted} {show(name)}, which is not defined{hint}"
+    if nc.kind != wanted:
+        return f"refers to {wanted} {show(name)}, but {show(name)} at {nc.source} is a {nc.kind}"
+    return None
+
+
+def _unsupported(source: str, doc: Mapping) -> ConfigError:
+    kind = doc.get("kind")
+    supported = sorted(api for api, k in _CONVERTERS if k == kind)
+    return ConfigError(
+        source,
+        "apiVersion",
+        f"{show(doc.get('apiVersion'))} is not supported for {kind}; supported are {', '.join(supported)}",
+    )

@@ -1,0 +1,405 @@
+"""Provisioner (karpenter.sh/v1alpha5) and NodePool (karpenter.sh/v1beta1, v1) manifests to the internal NodePool.
+
+Each field keeps the meaning it has in the Karpenter release that served that API version; the
+defaults each generation applied when a field is absent are stated where they are filled in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..model import labels as wk
+from ..model.nodepool import Budget, Disruption, KubeletSettings, NodePool
+from ..model.quantity import QuantityError, to_int, to_milli
+from ..model.requirements import Requirements
+from ..model.taints import EFFECTS, Taint
+from .cron import CronError, parse_cron
+from .errors import Collector, ConfigError, show
+from .fields import FieldError, attempt, duration, integer, items, label_map, mapping, string, string_map
+from .kubelet import parse_kubelet
+from .requirement_rules import check_labels_agree, legacy_defaults, parse_requirements
+
+GROUP = "karpenter.sh"
+V1ALPHA5 = "karpenter.sh/v1alpha5"
+V1BETA1 = "karpenter.sh/v1beta1"
+V1 = "karpenter.sh/v1"
+AWS_GROUP = "karpenter.k8s.aws"
+
+WHEN_EMPTY = "WhenEmpty"
+WHEN_UNDERUTILIZED = "WhenEmptyOrUnderutilized"  # v1's name; v1beta1 called it WhenUnderutilized
+REASONS = ("Empty", "Drifted", "Underutilized")
+DEFAULT_EXPIRE_AFTER = 720 * 3600.0  # v1beta1 and v1 both default expireAfter to 720h
+DEFAULT_BUDGETS = (Budget(nodes="10%"),)  # v1beta1 and v1: one budget of 10% when none is given
+
+
+def convert_provisioner(doc: Mapping, source: str) -> tuple[NodePool | None, list[ConfigError]]:
+    c = Collector(source)
+    name = _name(c, doc)
+    spec = attempt(c, mapping, doc.get("spec"), "spec", default={}) or {}
+    labels = attempt(c, label_map, spec.get("labels"), "spec.labels", default={}) or {}
+    reqs = attempt(c, parse_requirements, spec.get("requirements"), "spec.requirements")
+    if reqs is not None:
+        attempt(c, check_labels_agree, reqs, labels, "spec.labels")
+        reqs = legacy_defaults(reqs, labels)
+    if spec.get("provider") is not None:
+        c.fail(
+            "spec.provider",
+            "an inline provider is not supported; move its fields into an AWSNodeTemplate and point "
+            "spec.providerRef.name at it",
+        )
+    node_class = attempt(c, _legacy_ref, spec.get("providerRef"), "spec.providerRef")
+    limits_raw = attempt(c, mapping, spec.get("limits"), "spec.limits", default={}) or {}
+    disruption = attempt(c, _legacy_disruption, spec)
+    kubelet = attempt(c, parse_kubelet, spec.get("kubeletConfiguration"), "spec.kubeletConfiguration")
+    pool = _finish(
+        c,
+        name=name,
+        api=V1ALPHA5,
+        reqs=reqs,
+        labels=labels,
+        node_class=node_class,
+        node_class_kind="AWSNodeTemplate",
+        annotations_path="spec.annotations",
+        annotations=spec.get("annotations"),
+        taints_path="spec",
+        taints_spec=spec,
+        limits=limits_raw.get("resources"),
+        limits_path="spec.limits.resources",
+        weight=spec.get("weight"),
+        disruption=disruption,
+        kubelet=kubelet,
+    )
+    return pool, c.errors
+
+
+def convert_nodepool(doc: Mapping, source: str) -> tuple[NodePool | None, list[ConfigError]]:
+    """A karpenter.sh/v1beta1 or karpenter.sh/v1 NodePool."""
+    api = doc.get("apiVersion")
+    c = Collector(source)
+    name = _name(c, doc)
+    spec = attempt(c, mapping, doc.get("spec"), "spec", default={}) or {}
+    template = attempt(c, mapping, spec.get("template"), "spec.template", default={}) or {}
+    meta = attempt(c, mapping, template.get("metadata"), "spec.template.metadata", default={}) or {}
+    tspec = attempt(c, mapping, template.get("spec"), "spec.template.spec", default={}) or {}
+    labels = attempt(c, label_map, meta.get("labels"), "spec.template.metadata.labels", default={}) or {}
+    reqs = None
+    req_path = "spec.template.spec.requirements"
+    if "requirements" not in tspec:
+        # Both generations require the field; `requirements: []` is how a NodePool allows every type.
+        c.fail(req_path, "is required; use [] to allow every instance type")
+    else:
+        reqs = attempt(c, parse_requirements, tspec.get("requirements"), req_path)
+        if reqs is not None:
+            attempt(c, check_labels_agree, reqs, labels, "spec.template.metadata.labels")
+    ref_path = "spec.template.spec.nodeClassRef"
+    if api == V1:
+        node_class = attempt(c, _v1_ref, tspec.get("nodeClassRef"), ref_path)
+        disruption = attempt(c, _v1_disruption, spec.get("disruption"), tspec)
+        kubelet = None
+        if tspec.get("kubelet") is not None:
+            c.fail("spec.template.spec.kubelet", "is not part of karpenter.sh/v1; set kubelet on the EC2NodeClass")
+    else:
+        node_class = attempt(c, _v1beta1_ref, tspec.get("nodeClassRef"), ref_path)
+        disruption = attempt(c, _v1beta1_disruption, spec.get("disruption"))
+        kubelet = attempt(c, parse_kubelet, tspec.get("kubelet"), "spec.template.spec.kubelet")
+    pool = _finish(
+        c,
+        name=name,
+        api=str(api),
+        reqs=reqs,
+        labels=labels,
+        node_class=node_class,
+        node_class_kind="EC2NodeClass",
+        annotations_path="spec.template.metadata.annotations",
+        annotations=meta.get("annotations"),
+        taints_path="spec.template.spec",
+        taints_spec=tspec,
+        limits=spec.get("limits"),
+        limits_path="spec.limits",
+        weight=spec.get("weight"),
+        disruption=disruption,
+        kubelet=kubelet,
+    )
+    return pool, c.errors
+
+
+def _finish(
+    c: Collector,
+    *,
+    name: str | None,
+    api: str,
+    reqs: Requirements | None,
+    labels: dict[str, str],
+    node_class: str | None,
+    node_class_kind: str,
+    annotations_path: str,
+    annotations: object,
+    taints_path: str,
+    taints_spec: Mapping,
+    limits: object,
+    limits_path: str,
+    weight: object,
+    disruption: Disruption | None,
+    kubelet: KubeletSettings | None,
+) -> NodePool | None:
+    annotations_map = attempt(c, string_map, annotations, annotations_path, default={}) or {}
+    taints = attempt(c, parse_taints, taints_spec.get("taints"), f"{taints_path}.taints", default=()) or ()
+    startup = attempt(c, parse_taints, taints_spec.get("startupTaints"), f"{taints_path}.startupTaints", default=())
+    limit_list = attempt(c, parse_limits, limits, limits_path, default={}) or {}
+    # Karpenter accepts 1..100; an absent weight ranks as 0, below every weighted pool.
+    weight_value = attempt(c, integer, weight, "spec.weight", 1, 100)
+    if not c.ok or name is None or reqs is None or node_class is None or disruption is None:
+        return None
+    return NodePool(
+        name=name,
+        requirements=reqs,
+        node_class=node_class,
+        weight=weight_value or 0,
+        labels=labels,
+        annotations=annotations_map,
+        taints=tuple(taints),
+        startup_taints=tuple(startup or ()),
+        limits=limit_list,
+        disruption=disruption,
+        kubelet=kubelet,
+        api_version=api,
+        source=c.source,
+        node_class_kind=node_class_kind,
+    )
+
+
+def _name(c: Collector, doc: Mapping) -> str | None:
+    meta = attempt(c, mapping, doc.get("metadata"), "metadata", default={}) or {}
+    return attempt(c, _pool_name, meta.get("name"), "metadata.name")
+
+
+def _pool_name(value: object, path: str) -> str:
+    name = object_name(value, path)
+    if len(name) > 63:
+        raise FieldError(path, f"{show(name)} is too long; it becomes the {wk.NODEPOOL} label, so at most 63 characters")
+    return name
+
+
+def object_name(value: object, path: str) -> str:
+    """A cluster-scoped object's name: a lower-case DNS subdomain, as the API server requires."""
+    if not isinstance(value, str) or not value:
+        raise FieldError(path, "is required; every NodePool and node class needs a name")
+    if len(value) > 253 or not _is_dns_subdomain(value):
+        raise FieldError(
+            path, f"{show(value)} is not allowed; expected lower-case letters, digits, '-' and '.' (at most 253)"
+        )
+    return value
+
+
+def _is_dns_subdomain(value: str) -> bool:
+    return all(
+        part and part[0].isalnum() and part[-1].isalnum() and all(ch.islower() or ch.isdigit() or ch == "-" for ch in part)
+        for part in value.split(".")
+    )
+
+
+def _legacy_ref(raw: object, path: str) -> str:
+    ref = mapping(raw, path)
+    if raw is None:
+        raise FieldError(path, "is required; name the AWSNodeTemplate this Provisioner launches with")
+    kind = string(ref.get("kind"), f"{path}.kind") or "AWSNodeTemplate"
+    if kind != "AWSNodeTemplate":
+        raise FieldError(f"{path}.kind", f"{show(kind)} is not allowed; a Provisioner refers to an AWSNodeTemplate")
+    api = string(ref.get("apiVersion"), f"{path}.apiVersion")
+    if api is not None and api != f"{AWS_GROUP}/v1alpha1":
+        raise FieldError(f"{path}.apiVersion", f"{show(api)} is not allowed; allowed is {AWS_GROUP}/v1alpha1")
+    return object_name(ref.get("name"), f"{path}.name")
+
+
+def _v1beta1_ref(raw: object, path: str) -> str:
+    ref = mapping(raw, path)
+    if raw is None:
+        raise FieldError(path, "is required; name the EC2NodeClass this NodePool launches with")
+    kind = string(ref.get("kind"), f"{path}.kind") or "EC2NodeClass"
+    if kind != "EC2NodeClass":
+        raise FieldError(f"{path}.kind", f"{show(kind)} is not allowed; allowed is EC2NodeClass")
+    api = string(ref.get("apiVersion"), f"{path}.apiVersion")
+    if api is not None and api.split("/", 1)[0] != AWS_GROUP:
+        raise FieldError(f"{path}.apiVersion", f"{show(api)} is not allowed; expected {AWS_GROUP}/v1beta1")
+    return object_name(ref.get("name"), f"{path}.name")
+
+
+def _v1_ref(raw: object, path: str) -> str:
+    ref = mapping(raw, path)
+    if raw is None:
+        raise FieldError(path, "is required; give group, kind and name of the EC2NodeClass")
+    # karpenter.sh/v1 requires all three fields.
+    string(ref.get("group"), f"{path}.group", allowed=(AWS_GROUP,), required=True)
+    string(ref.get("kind"), f"{path}.kind", allowed=("EC2NodeClass",), required=True)
+    return object_name(ref.get("name"), f"{path}.name")
+
+
+def _legacy_disruption(spec: Mapping) -> Disruption:
+    """v1alpha5's two TTLs and consolidation switch, as the v1beta1 migration mapped them.
+
+    ttlSecondsAfterEmpty N -> WhenEmpty after N s; consolidation.enabled -> WhenEmptyOrUnderutilized
+    (immediately); neither -> nodes were never removed for being empty or underused, so WhenEmpty
+    with consolidateAfter Never. ttlSecondsUntilExpired N -> expireAfter N s; absent -> Never
+    (v1alpha5 nodes did not expire unless asked to). Budgets did not exist; the v1beta1 default
+    (10%) applies.
+    """
+    empty = integer(spec.get("ttlSecondsAfterEmpty"), "spec.ttlSecondsAfterEmpty", 0)
+    expire = integer(spec.get("ttlSecondsUntilExpired"), "spec.ttlSecondsUntilExpired", 0)
+    consolidation = mapping(spec.get("consolidation"), "spec.consolidation")
+    enabled = consolidation.get("enabled")
+    if enabled is not None and not isinstance(enabled, bool):
+        raise FieldError("spec.consolidation.enabled", f"{show(enabled)} is not allowed; expected true or false")
+    if enabled and empty is not None:
+        raise FieldError(
+            "spec.ttlSecondsAfterEmpty",
+            "cannot be combined with consolidation.enabled: true (consolidation already removes empty nodes)",
+        )
+    if enabled:
+        policy, after = WHEN_UNDERUTILIZED, 0.0
+    else:
+        policy, after = WHEN_EMPTY, (float(empty) if empty is not None else None)
+    return Disruption(
+        consolidation_policy=policy,
+        consolidate_after_seconds=after,
+        expire_after_seconds=float(expire) if expire is not None else None,
+        budgets=DEFAULT_BUDGETS,
+    )
+
+
+def _v1beta1_disruption(raw: object) -> Disruption:
+    """v1beta1 defaults: consolidationPolicy WhenUnderutilized, expireAfter 720h, budgets [10%]."""
+    path = "spec.disruption"
+    d = mapping(raw, path)
+    policy = string(d.get("consolidationPolicy"), f"{path}.consolidationPolicy", ("WhenEmpty", "WhenUnderutilized"))
+    policy = policy or "WhenUnderutilized"
+    after = None
+    if "consolidateAfter" in d:
+        if policy == "WhenUnderutilized":
+            raise FieldError(
+                f"{path}.consolidateAfter", "cannot be combined with consolidationPolicy WhenUnderutilized in v1beta1"
+            )
+        after = duration(d.get("consolidateAfter"), f"{path}.consolidateAfter")
+    elif policy == "WhenEmpty":
+        raise FieldError(f"{path}.consolidateAfter", "is required with consolidationPolicy WhenEmpty")
+    expire = duration(d["expireAfter"], f"{path}.expireAfter") if "expireAfter" in d else DEFAULT_EXPIRE_AFTER
+    return Disruption(
+        consolidation_policy=WHEN_EMPTY if policy == "WhenEmpty" else WHEN_UNDERUTILIZED,
+        consolidate_after_seconds=after if policy == "WhenEmpty" else 0.0,
+        expire_after_seconds=expire,
+        budgets=parse_budgets(d.get("budgets"), f"{path}.budgets", with_reasons=False),
+    )
+
+
+def _v1_disruption(raw: object, tspec: Mapping) -> Disruption:
+    """v1: policy defaults to WhenEmptyOrUnderutilized and consolidateAfter is required once
+    disruption is written (an absent disruption block defaults to consolidateAfter 0s); budgets
+    default to [10%]; expireAfter moved to spec.template.spec and defaults to 720h; terminationGracePeriod
+    has no default (drains wait for pods as long as they take)."""
+    path = "spec.disruption"
+    d = mapping(raw, path)
+    policy = string(d.get("consolidationPolicy"), f"{path}.consolidationPolicy", (WHEN_EMPTY, WHEN_UNDERUTILIZED))
+    if raw is None:
+        after: float | None = 0.0
+    elif "consolidateAfter" not in d:
+        raise FieldError(f"{path}.consolidateAfter", "is required in karpenter.sh/v1 (e.g. 0s, 1m, or Never)")
+    else:
+        after = duration(d.get("consolidateAfter"), f"{path}.consolidateAfter")
+    if "expireAfter" in d:
+        raise FieldError(f"{path}.expireAfter", "moved to spec.template.spec.expireAfter in karpenter.sh/v1")
+    tpath = "spec.template.spec"
+    expire = duration(tspec["expireAfter"], f"{tpath}.expireAfter") if "expireAfter" in tspec else DEFAULT_EXPIRE_AFTER
+    grace = None
+    if tspec.get("terminationGracePeriod") is not None:
+        grace = duration(tspec["terminationGracePeriod"], f"{tpath}.terminationGracePeriod", allow_never=False)
+    return Disruption(
+        consolidation_policy=policy or WHEN_UNDERUTILIZED,
+        consolidate_after_seconds=after,
+        expire_after_seconds=expire,
+        budgets=parse_budgets(d.get("budgets"), f"{path}.budgets", with_reasons=True),
+        termination_grace_period_seconds=grace,
+    )
+
+
+def parse_budgets(raw: object, path: str, with_reasons: bool) -> tuple[Budget, ...]:
+    if raw is None:
+        return DEFAULT_BUDGETS
+    out = []
+    for i, item in enumerate(items(raw, path)):
+        p = f"{path}[{i}]"
+        b = mapping(item, p)
+        nodes = b.get("nodes", "10%")  # the field itself defaults to 10%
+        if isinstance(nodes, int) and not isinstance(nodes, bool):
+            nodes = str(nodes)
+        if not isinstance(nodes, str) or not _budget_nodes_ok(nodes):
+            raise FieldError(
+                f"{p}.nodes", f"{show(nodes)} is not allowed; expected a node count like 5 or a percentage 0%-100%"
+            )
+        schedule = b.get("schedule")
+        has_duration = b.get("duration") is not None
+        if (schedule is None) != (not has_duration):
+            raise FieldError(p, "schedule and duration must be given together (or neither, for an always-on budget)")
+        seconds = None
+        if schedule is not None:
+            if not isinstance(schedule, str):
+                raise FieldError(f"{p}.schedule", f"{show(schedule)} is not allowed; expected a cron schedule")
+            try:
+                parse_cron(schedule)
+            except CronError as exc:
+                raise FieldError(f"{p}.schedule", f"{show(schedule)} is not a cron schedule: {exc}") from None
+            seconds = duration(b.get("duration"), f"{p}.duration", allow_never=False)
+            if seconds is None or seconds <= 0 or seconds % 60:
+                raise FieldError(
+                    f"{p}.duration", f"{show(b.get('duration'))} is not allowed; expected whole minutes or hours, like 8h or 30m"
+                )
+        reasons: list[str] = []
+        if b.get("reasons") is not None:
+            if not with_reasons:
+                raise FieldError(f"{p}.reasons", "budget reasons need karpenter.sh/v1")
+            for j, reason in enumerate(items(b.get("reasons"), f"{p}.reasons")):
+                if reason not in REASONS:
+                    raise FieldError(
+                        f"{p}.reasons[{j}]", f"{show(reason)} is not allowed; allowed are {', '.join(REASONS)}"
+                    )
+                reasons.append(reason)
+        out.append(Budget(nodes=nodes, schedule=schedule, duration_seconds=seconds, reasons=tuple(reasons)))
+    return tuple(out)
+
+
+def _budget_nodes_ok(text: str) -> bool:
+    if text.endswith("%"):
+        body = text[:-1]
+        return body.isdigit() and len(body) <= 3 and int(body) <= 100 and (len(body) < 3 or body == "100")
+    return text.isdigit()
+
+
+def parse_taints(raw: object, path: str) -> tuple[Taint, ...]:
+    out = []
+    for i, item in enumerate(items(raw, path)):
+        p = f"{path}[{i}]"
+        t = mapping(item, p)
+        key = t.get("key")
+        problem = wk.key_syntax_error(key)
+        if problem:
+            raise FieldError(f"{p}.key", f"{show(key)} is not allowed; {problem}")
+        value = t.get("value")
+        if value is not None:
+            problem = wk.value_syntax_error(value)
+            if problem:
+                raise FieldError(f"{p}.value", f"{show(value)} is not allowed; {problem}")
+        effect = t.get("effect")
+        if effect not in EFFECTS:
+            raise FieldError(f"{p}.effect", f"{show(effect)} is not allowed; allowed are {', '.join(EFFECTS)}")
+        out.append(Taint(str(key), str(effect), "" if value is None else str(value)))
+    return tuple(out)
+
+
+def parse_limits(raw: object, path: str) -> dict[str, int]:
+    out = {}
+    for name, value in mapping(raw, path).items():
+        try:
+            out[name] = to_milli(value) if name == "cpu" else to_int(value)
+        except QuantityError as exc:
+            raise FieldError(f"{path}.{name}", str(exc)) from None
+        if out[name] < 0:
+            raise FieldError(f"{path}.{name}", f"{show(value)} is not allowed; a limit must be 0 or more")
+    return out

@@ -1,0 +1,94 @@
+"""Nodes as the disruption logic sees them: a Node, its pods, and its EC2 instance in one view."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..clock import parse_timestamp
+from ..model import labels as wk
+from ..model import resources as res
+from ..model.pod import Pod
+
+DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+LEGACY_DO_NOT_CONSOLIDATE = "karpenter.sh/do-not-consolidate"
+# Set by nodescale the first time it sees a node empty; emptiness TTLs count from it.
+EMPTY_SINCE = "nodescale.io/empty-since"
+
+
+@dataclass(slots=True)
+class NodeView:
+    name: str
+    nodepool: str
+    instance_id: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    created: datetime | None
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    taints: list[dict]
+    ready: bool
+    ready_since: datetime | None  # when the Ready condition last changed
+    unschedulable: bool
+    pods: list[Pod] = field(default_factory=list)  # pods that count: not DaemonSet, mirror or finished
+    daemon_pods: list[Pod] = field(default_factory=list)
+    allocatable: dict[str, int] = field(default_factory=dict)
+    price: float = 0.0
+    raw: Mapping = field(default_factory=dict, repr=False)
+
+    @property
+    def disrupting(self) -> bool:
+        return any(t.get("key") == DISRUPTED_TAINT_KEY for t in self.taints)
+
+    @property
+    def empty(self) -> bool:
+        return not self.pods
+
+    @property
+    def empty_since(self) -> datetime | None:
+        return parse_timestamp(self.annotations.get(EMPTY_SINCE))
+
+    def node_do_not_disrupt(self) -> bool:
+        return self.annotations.get(DO_NOT_DISRUPT) == "true" or self.annotations.get(LEGACY_DO_NOT_CONSOLIDATE) == "true"
+
+    @classmethod
+    def from_node(cls, node: Mapping, pods: list[Pod], price: float = 0.0) -> NodeView:
+        meta = node.get("metadata") or {}
+        spec = node.get("spec") or {}
+        status = node.get("status") or {}
+        labels = dict(meta.get("labels") or {})
+        ready_cond = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+        provider = spec.get("providerID") or ""
+        counted = [p for p in pods if not (p.is_daemon or p.is_mirror or p.finished)]
+        daemons = [p for p in pods if p.is_daemon]
+        return cls(
+            name=meta.get("name") or "",
+            nodepool=labels.get(wk.NODEPOOL) or labels.get(wk.LEGACY_PROVISIONER) or "",
+            instance_id=instance_id_from_provider(provider),
+            instance_type=labels.get(wk.INSTANCE_TYPE) or labels.get("beta.kubernetes.io/instance-type") or "",
+            zone=labels.get(wk.ZONE) or "",
+            capacity_type=labels.get(wk.CAPACITY_TYPE) or "",
+            created=parse_timestamp(meta.get("creationTimestamp")),
+            labels=labels,
+            annotations=dict(meta.get("annotations") or {}),
+            taints=list(spec.get("taints") or []),
+            ready=ready_cond.get("status") == "True",
+            ready_since=parse_timestamp(ready_cond.get("lastTransitionTime")),
+            unschedulable=bool(spec.get("unschedulable")),
+            pods=counted,
+            daemon_pods=daemons,
+            allocatable=res.parse_resource_list(status.get("allocatable") or {}, "node allocatable"),
+            price=price,
+            raw=node,
+        )
+
+
+def instance_id_from_provider(provider_id: str) -> str:
+    """``aws:///us-east-1a/i-0123`` -> ``i-0123``; anything else -> ""."""
+    if not provider_id.startswith("aws://"):
+        return ""
+    last = provider_id.rsplit("/", 1)[-1]
+    return last if last.startswith("i-") else ""

@@ -1,0 +1,1 @@
+"""Interruption events, parsed into the few intents the interruption function acts on."""

@@ -1,0 +1,1 @@
+"""Kubernetes adapters: EKS token and client, listing, nodes, PDB-aware drain, events."""

@@ -1,0 +1,97 @@
+"""Powertools Logger and Metrics, set up once per process, and every metric name in one place.
+
+The CDK dashboard and alarms chart these names (namespace ``nodescale``, dimension ``Cluster``),
+so a rename here is a rename there.
+"""
+
+from __future__ import annotations
+
+import os
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+NAMESPACE = "nodescale"
+CLUSTER_DIMENSION = "Cluster"
+
+# Provisioner
+PENDING_PODS = "PendingPods"
+PENDING_POD_AGE = "PendingPodAgeSeconds"
+LAUNCHES = "Launches"
+LAUNCH_FAILURES = "LaunchFailures"
+PENDING_TO_LAUNCH = "PendingToLaunchSeconds"
+SOLVE_SECONDS = "SolveSeconds"
+PRICE_LAUNCHED = "PricePerHourLaunched"
+UNSCHEDULABLE_PODS = "UnschedulablePods"
+LIMIT_REACHED = "NodePoolLimitReached"
+# Interruption
+INTERRUPTIONS = "Interruptions"
+INTERRUPTION_ACTIONS = "InterruptionActions"
+EVENT_TO_CORDON = "EventToCordonSeconds"
+EVENT_TO_REPLACEMENT = "EventToReplacementSeconds"
+EVENT_TO_EMPTY = "EventToEmptySeconds"
+EVICTIONS_BLOCKED = "EvictionsBlockedByPDB"
+IGNORED_EVENTS = "IgnoredEvents"
+# Disruption
+DECISIONS = "DisruptionDecisions"
+NODES_TERMINATED = "NodesTerminated"
+PRICE_SAVED = "PricePerHourSaved"
+DRAIN_SECONDS = "DrainSeconds"
+BUDGET_BLOCKED = "BudgetBlocked"
+DO_NOT_DISRUPT_BLOCKED = "DoNotDisruptBlocked"
+# Cluster state, reported by the disruption run each minute
+NODES = "Nodes"
+PRICE_PER_HOUR = "ClusterPricePerHour"
+
+Unit = MetricUnit
+
+_logger: Logger | None = None
+_metrics: Metrics | None = None
+
+
+def logger() -> Logger:
+    global _logger
+    if _logger is None:
+        _logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "nodescale"))
+    return _logger
+
+
+def metrics() -> Metrics:
+    global _metrics
+    if _metrics is None:
+        _metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE))
+        cluster = os.environ.get("CLUSTER_NAME")
+        if cluster:
+            _metrics.set_default_dimensions(**{CLUSTER_DIMENSION: cluster})
+    return _metrics
+
+
+def count(name: str, value: float = 1, **dimensions: str) -> None:
+    """Add a metric; with dimensions it goes out as its own EMF document so dimensions don't mix."""
+    _emit(name, MetricUnit.Count, value, dimensions)
+
+
+def seconds(name: str, value: float, **dimensions: str) -> None:
+    _emit(name, MetricUnit.Seconds, value, dimensions)
+
+
+def gauge(name: str, value: float, unit: MetricUnit = MetricUnit.NoUnit, **dimensions: str) -> None:
+    _emit(name, unit, value, dimensions)
+
+
+def _emit(name: str, unit: MetricUnit, value: float, dimensions: dict[str, str]) -> None:
+    m = metrics()
+    if _disabled():
+        return
+    if not dimensions:
+        m.add_metric(name=name, unit=unit, value=value)
+        return
+    defaults = {CLUSTER_DIMENSION: os.environ["CLUSTER_NAME"]} if os.environ.get("CLUSTER_NAME") else None
+    with single_metric(name=name, unit=unit, value=value, namespace=m.namespace, default_dimensions=defaults) as single:
+        for k, v in dimensions.items():
+            single.add_dimension(name=k, value=str(v))
+
+
+def _disabled() -> bool:
+    # The CLI turns metrics off so EMF lines never mix with its own output.
+    return os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() in ("1", "true")

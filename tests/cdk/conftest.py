@@ -1,0 +1,108 @@
+"""One synth per configuration per test session, shared by every CDK test that needs it."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App, Environment
+from aws_cdk.assertions import Template
+
+from infra.app import build
+from infra.stack import NodescaleStack
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "1")
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+# name -> (context, region or None for an environment-agnostic template)
+CONFIGURATIONS: dict[str, tuple[dict[str, Any], str | None]] = {
+    "default": ({"clusterName": "demo-cluster"}, None),
+    "second": ({"clusterName": "other-cluster"}, None),
+    "full": (
+        {
+            "clusterName": "full-cluster",
+            "nodePoolFiles": f"{FIXTURES / 'default.yaml'},{FIXTURES / 'windows.yaml'}",
+            "nodePoolSources": "ssm,cluster",
+            "nodeRoleArn": "arn:aws:iam::111122223333:role/KarpenterNodeRole-full-cluster",
+            "instanceProfileName": "KarpenterNodeInstanceProfile-full-cluster",
+            "vpcSubnetIds": "subnet-0123456789abcdef0,subnet-0fedcba9876543210",
+            "vpcSecurityGroupIds": "sg-0123456789abcdef0",
+            "clusterLimits": '{"cpu":"2000","pricePerHour":"50"}',
+            "pricePerHourAlarm": "40",
+            "alarmEmail": "platform@example.com",
+            "retainNodesOnDestroy": "true",
+            "logRetentionDays": "7",
+        },
+        None,
+    ),
+    "china": ({"clusterName": "cn-cluster", "windows": "true"}, "cn-north-1"),
+}
+
+
+@dataclass
+class Synth:
+    stack: NodescaleStack
+    template: Template
+    json: dict[str, Any]
+    report: dict[str, Any]  # cdk-nag's validation report
+
+    def resources(self, type_: str) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in self.json["Resources"].items() if v["Type"] == type_}
+
+    def one(self, type_: str) -> tuple[str, dict[str, Any]]:
+        found = self.resources(type_)
+        assert len(found) == 1, f"expected one {type_}, found {sorted(found)}"
+        return next(iter(found.items()))
+
+    def logical_id(self, construct: Any) -> str:
+        return self.stack.get_logical_id(construct.node.default_child)
+
+
+class Synths:
+    def __init__(self, outdir: Path) -> None:
+        self._outdir = outdir
+        self._cache: dict[str, Synth] = {}
+
+    def __call__(self, name: str) -> Synth:
+        if name not in self._cache:
+            context, region = CONFIGURATIONS[name]
+            outdir = self._outdir / name
+            # Staging would copy the 40 MB dependencies layer into every assembly; templates are the same.
+            app = App(context={**context, "aws:cdk:disable-asset-staging": True}, outdir=str(outdir))
+            stack = build(app, env=Environment(region=region) if region else None)
+            try:
+                app.synth()
+            except RuntimeError as exc:
+                # cdk-nag findings fail the synth; the template and report are written all the same, so
+                # the other tests still run and test_nag says which findings.
+                if "ValidationFailed" not in str(exc):
+                    raise
+            template_json = json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
+            report = json.loads((outdir / "validation-report.json").read_text())
+            self._cache[name] = Synth(stack, Template.from_json(template_json), template_json, report)
+        return self._cache[name]
+
+
+@pytest.fixture(scope="session")
+def synths(tmp_path_factory: pytest.TempPathFactory) -> Synths:
+    return Synths(tmp_path_factory.mktemp("cdk"))
+
+
+@pytest.fixture(scope="session")
+def default(synths: Synths) -> Synth:
+    return synths("default")
+
+
+@pytest.fixture(scope="session")
+def full(synths: Synths) -> Synth:
+    return synths("full")
+
+
+@pytest.fixture(scope="session")
+def china(synths: Synths) -> Synth:
+    return synths("china")

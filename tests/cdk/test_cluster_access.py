@@ -1,0 +1,90 @@
+"""Nodes that can join, and the functions' access to the cluster matching the shipped RBAC manifest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from infra.cluster_access import FUNCTIONS_GROUP, NODE_MANAGED_POLICIES
+from infra.layers import REPO_ROOT
+from tests.cdk.conftest import Synth
+
+MANIFESTS = REPO_ROOT / "infra" / "manifests"
+
+
+def _entries(synth: Synth) -> dict[str, dict]:
+    return {e["Properties"]["Type"]: e["Properties"] for e in synth.resources("AWS::EKS::AccessEntry").values()}
+
+
+def test_node_role_profile_and_linux_entry(default: Synth) -> None:
+    role_id = default.logical_id(default.stack.nodes.linux.role)
+    role = default.json["Resources"][role_id]["Properties"]
+    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
+    policies = sorted(p["Fn::Join"][1][-1] for p in role["ManagedPolicyArns"])
+    assert policies == sorted(f":iam::aws:policy/{p}" for p in NODE_MANAGED_POLICIES)
+    default.template.has_resource_properties("AWS::IAM::InstanceProfile", {"Roles": [{"Ref": role_id}]})
+    entries = _entries(default)
+    assert sorted(entries) == ["EC2_LINUX", "STANDARD"]
+    assert entries["EC2_LINUX"]["ClusterName"] == "demo-cluster"
+    assert entries["EC2_LINUX"]["PrincipalArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
+
+
+def test_windows_nodes_get_their_own_role_and_entry(full: Synth, synths) -> None:
+    entries = _entries(full)
+    assert sorted(entries) == ["EC2_LINUX", "EC2_WINDOWS", "STANDARD"]
+    assert entries["EC2_LINUX"]["PrincipalArn"] == "arn:aws:iam::111122223333:role/KarpenterNodeRole-full-cluster"
+    assert entries["EC2_WINDOWS"]["PrincipalArn"] != entries["EC2_LINUX"]["PrincipalArn"]
+    # -c windows=true alone asks for it too
+    assert "EC2_WINDOWS" in _entries(synths("china"))
+
+
+def test_an_existing_node_role_is_not_changed(full: Synth) -> None:
+    roles = [r["Properties"].get("RoleName") for r in full.resources("AWS::IAM::Role").values()]
+    assert "KarpenterNodeRole-full-cluster" not in roles
+    profiles = full.resources("AWS::IAM::InstanceProfile").values()
+    assert all("KarpenterNodeInstanceProfile" not in str(p) for p in profiles)
+
+
+def test_functions_entry_maps_to_the_rbac_group(default: Synth) -> None:
+    standard = _entries(default)["STANDARD"]
+    assert standard["PrincipalArn"] == {"Fn::GetAtt": [default.logical_id(default.stack.role), "Arn"]}
+    assert standard["KubernetesGroups"] == [FUNCTIONS_GROUP]
+    assert "AccessPolicies" not in standard  # Kubernetes RBAC decides, not an EKS access policy
+    role, binding = yaml.safe_load_all((MANIFESTS / "rbac.yaml").read_text())
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": FUNCTIONS_GROUP}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+
+
+def test_rbac_grants_exactly_what_the_functions_do() -> None:
+    role, _ = yaml.safe_load_all((MANIFESTS / "rbac.yaml").read_text())
+    granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    expected = {("", "nodes", v) for v in ("get", "list", "watch", "patch", "delete")}
+    expected |= {("", "pods", v) for v in ("get", "list", "watch")}
+    expected |= {("", "pods/eviction", "create")}
+    expected |= {(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")}
+    expected |= {("policy", "poddisruptionbudgets", "list")}
+    expected |= {("karpenter.sh", r, v) for r in ("nodepools", "provisioners") for v in ("get", "list", "watch")}
+    expected |= {("karpenter.k8s.aws", r, v) for r in ("ec2nodeclasses", "awsnodetemplates")
+                 for v in ("get", "list", "watch")}
+    assert granted == expected
+
+
+def test_crds_for_every_api_generation() -> None:
+    served = {}
+    for path in sorted(Path(MANIFESTS / "crds").glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        spec = crd["spec"]
+        assert crd["metadata"]["name"] == f"{spec['names']['plural']}.{spec['group']}"
+        assert spec["scope"] == "Cluster"
+        assert sum(v["storage"] for v in spec["versions"]) == 1
+        for version in spec["versions"]:
+            schema = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            assert schema["x-kubernetes-preserve-unknown-fields"] is True
+            served[(spec["group"], version["name"], spec["names"]["kind"])] = True
+    assert set(served) == {
+        ("karpenter.sh", "v1", "NodePool"), ("karpenter.sh", "v1beta1", "NodePool"),
+        ("karpenter.sh", "v1alpha5", "Provisioner"),
+        ("karpenter.k8s.aws", "v1", "EC2NodeClass"), ("karpenter.k8s.aws", "v1beta1", "EC2NodeClass"),
+        ("karpenter.k8s.aws", "v1alpha1", "AWSNodeTemplate"),
+    }

@@ -1,0 +1,91 @@
+"""The functions: arm64 Python 3.12, both layers, environment from nodescale.settings, sizing, logs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra.settings_names import (
+    CLUSTER_LIMITS,
+    CLUSTER_NAME,
+    INSTANCE_PROFILE,
+    NODEPOOL_PARAMETER_PATH,
+    NODEPOOL_SOURCES,
+    TABLE_NAME,
+    WINDOWS_INSTANCE_PROFILE,
+)
+from tests.cdk.conftest import Synth
+
+NAMES = ["provisioner", "interruption", "disruption", "cleanup_function"]
+
+
+def _function(synth: Synth, attribute: str) -> dict:
+    return synth.json["Resources"][synth.logical_id(getattr(synth.stack, attribute))]["Properties"]
+
+
+@pytest.mark.parametrize("attribute", NAMES)
+def test_runtime_architecture_handler_and_layers(default: Synth, attribute: str) -> None:
+    props = _function(default, attribute)
+    assert props["Runtime"] == "python3.12"
+    assert props["Architectures"] == ["arm64"]
+    assert props["Handler"] == "handler.handler"
+    assert len(props["Layers"]) == 2
+    assert props["Role"] == {"Fn::GetAtt": [default.logical_id(default.stack.role), "Arn"]}
+
+
+@pytest.mark.parametrize("attribute", NAMES)
+def test_environment_names_come_from_settings(default: Synth, attribute: str) -> None:
+    env = _function(default, attribute)["Environment"]["Variables"]
+    assert env[CLUSTER_NAME] == "demo-cluster"
+    assert env[TABLE_NAME] == {"Ref": default.logical_id(default.stack.table)}
+    assert env[NODEPOOL_PARAMETER_PATH] == "/nodescale/demo-cluster/nodepools/"
+    assert env[NODEPOOL_SOURCES] == "ssm"
+    assert env[INSTANCE_PROFILE] == {"Ref": "NodesInstanceProfileE32467D2"}
+    assert env["POWERTOOLS_SERVICE_NAME"] == "nodescale"
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == "nodescale"
+    assert env["POWERTOOLS_LOG_LEVEL"] == "INFO"
+    assert CLUSTER_LIMITS not in env
+
+
+def test_context_reaches_the_environment(full: Synth) -> None:
+    env = _function(full, "provisioner")["Environment"]["Variables"]
+    assert env[NODEPOOL_SOURCES] == "ssm,cluster"
+    assert json.loads(env[CLUSTER_LIMITS]) == {"cpu": "2000", "pricePerHour": "50"}
+    assert env[INSTANCE_PROFILE] == "KarpenterNodeInstanceProfile-full-cluster"
+    # A Windows NodePool file brings a Windows node identity of its own.
+    assert env[WINDOWS_INSTANCE_PROFILE]["Ref"].startswith("NodesWindowsInstanceProfile")
+
+
+def test_reserved_concurrency_one_for_scheduled_functions(default: Synth) -> None:
+    assert _function(default, "provisioner")["ReservedConcurrentExecutions"] == 1
+    assert _function(default, "disruption")["ReservedConcurrentExecutions"] == 1
+    assert "ReservedConcurrentExecutions" not in _function(default, "interruption")
+
+
+def test_timeouts_fit_the_work(default: Synth) -> None:
+    provisioner = _function(default, "provisioner")
+    assert int(provisioner["Environment"]["Variables"]["NODESCALE_WATCH_SECONDS"]) < provisioner["Timeout"] <= 180
+    assert _function(default, "interruption")["Timeout"] < 180  # inside a spot instance's 2-minute notice + margin
+    assert _function(default, "disruption")["Timeout"] >= 300
+
+
+@pytest.mark.parametrize(("attribute", "synth_name", "days"), [("provisioner", "default", 30), ("disruption", "full", 7)])
+def test_each_function_logs_to_its_own_group_with_retention(synths, attribute: str, synth_name: str, days: int) -> None:
+    synth = synths(synth_name)
+    props = _function(synth, attribute)
+    group_id = props["LoggingConfig"]["LogGroup"]["Ref"]
+    group = synth.json["Resources"][group_id]["Properties"]
+    assert group["RetentionInDays"] == days
+    assert group["LogGroupName"] == f"/aws/lambda/{props['FunctionName']}"
+    groups = {_function(synth, a)["LoggingConfig"]["LogGroup"]["Ref"] for a in NAMES}
+    assert len(groups) == len(NAMES)
+
+
+def test_vpc_placement_only_when_asked(default: Synth, full: Synth) -> None:
+    assert "VpcConfig" not in _function(default, "provisioner")
+    for attribute in NAMES:
+        assert _function(full, attribute)["VpcConfig"] == {
+            "SubnetIds": ["subnet-0123456789abcdef0", "subnet-0fedcba9876543210"],
+            "SecurityGroupIds": ["sg-0123456789abcdef0"],
+        }

@@ -1,0 +1,71 @@
+"""The dependencies layer: built once, cached, trimmed, and small enough."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import pytest
+
+from infra import layers
+from infra.layers import (
+    BOTOCORE_SERVICES,
+    NODESCALE_LAYER_DIR,
+    REPO_ROOT,
+    dependencies_layer_dir,
+    strip_docstrings,
+    tree_size,
+)
+
+MB = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def built():
+    return dependencies_layer_dir() / "python"
+
+
+def test_both_layers_together_under_60_mb(built) -> None:
+    nodescale = tree_size(NODESCALE_LAYER_DIR / "python" / "nodescale")
+    assert tree_size(built) + nodescale < 60 * MB
+
+
+def test_trimmed_of_what_the_functions_never_import(built) -> None:
+    assert (built / "kubernetes" / "client" / "api" / "core_v1_api.py").is_file()
+    assert not (built / "kubernetes" / "aio").exists()
+    assert not (built / "aiohttp").exists()
+    assert not list(built.rglob("__pycache__"))
+    assert sorted(p.name for p in (built / "botocore" / "data").iterdir() if p.is_dir()) == sorted(BOTOCORE_SERVICES)
+    assert len([p for p in (built / "botocore" / "data" / "ec2").iterdir() if p.is_dir()]) == 1
+    assert (built / "pydantic_core").is_dir()  # the kubernetes models need it: it stays
+    for package in ("boto3", "botocore", "kubernetes", "aws_lambda_powertools", "yaml"):
+        assert (built / package / "__init__.py").is_file()
+
+
+def test_cached_build_is_reused_without_pip(monkeypatch) -> None:
+    first = dependencies_layer_dir()
+
+    def no_pip(*args, **kwargs):
+        raise AssertionError("pip ran although the cached layer matches requirements.txt")
+
+    monkeypatch.setattr(layers.subprocess, "run", no_pip)
+    assert dependencies_layer_dir() == first
+
+
+def test_stripping_docstrings_keeps_the_code() -> None:
+    source = '"""module"""\nclass A:\n    """doc"""\n    def f(self):\n        """doc"""\n        return 1  # note\n'
+    stripped = strip_docstrings(source)
+    assert "doc" not in stripped and "module" not in stripped
+    namespace: dict = {}
+    exec(compile(stripped, "<stripped>", "exec"), namespace)
+    assert namespace["A"]().f() == 1
+    assert isinstance(ast.parse(stripped), ast.Module)
+
+
+def test_code_uses_only_the_botocore_services_the_layer_ships() -> None:
+    pattern = re.compile(r"""\.client\(\s*["']([a-z0-9-]+)["']""")
+    used = set()
+    for root in (REPO_ROOT / "lambdas", NODESCALE_LAYER_DIR / "python" / "nodescale"):
+        for source in root.rglob("*.py"):
+            used |= set(pattern.findall(source.read_text(encoding="utf-8")))
+    assert used <= set(BOTOCORE_SERVICES), f"add {sorted(used - set(BOTOCORE_SERVICES))} to BOTOCORE_SERVICES"

@@ -1,0 +1,15 @@
+"""Test-wide settings: metrics stay off stdout, and every test runs against local endpoints only."""
+
+from __future__ import annotations
+
+import os
+
+# Powertools would print EMF lines into test output; the behaviour under test never depends on them.
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "nodescale-tests")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+# Dummy credentials: nothing in the suite may reach a real AWS account.
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.pop("AWS_PROFILE", None)
