@@ -1,41 +1,41 @@
-"""The custom metrics the dashboard charts and the alarms watch: the functions must emit exactly these.
+"""The custom metrics the dashboard charts and the alarms watch, taken from `nodescale.telemetry`.
 
-The names that also exist in `nodescale.telemetry` have the same values there. Every metric is in NAMESPACE with the dimensions BASE_DIMENSIONS (`Cluster`, plus `service`, which
+The functions emit exactly these names (one definition, so a rename cannot leave the dashboard behind).
+Every metric is in NAMESPACE with the dimensions BASE_DIMENSIONS (`Cluster`, plus `service`, which
 Powertools adds to every metric because POWERTOOLS_SERVICE_NAME is set); the "by X" metrics add the
-one dimension named beside them. Alarms need the exact dimension set, hence the precision here.
+one dimension named in `nodescale.telemetry`. Alarms need the exact dimension set, hence the precision.
 """
 
 from __future__ import annotations
 
-NAMESPACE = "nodescale"
-SERVICE = "nodescale"  # POWERTOOLS_SERVICE_NAME of every function, hence the `service` dimension
+from nodescale import telemetry as t
 
-DIMENSION_CLUSTER = "Cluster"
-DIMENSION_SERVICE = "service"
+NAMESPACE = t.NAMESPACE
+SERVICE = t.SERVICE
+
+DIMENSION_CLUSTER = t.CLUSTER_DIMENSION
+DIMENSION_SERVICE = t.SERVICE_DIMENSION
 BASE_DIMENSIONS = (DIMENSION_CLUSTER, DIMENSION_SERVICE)
-DIMENSION_ERROR_CODE = "ErrorCode"  # an EC2 error code, e.g. InsufficientInstanceCapacity
-DIMENSION_KIND = "Kind"  # spot-interruption | rebalance | state-change | scheduled-change
-DIMENSION_NODEPOOL = "NodePool"
-DIMENSION_CAPACITY_TYPE = "CapacityType"  # spot | on-demand
-DIMENSION_REASON = "Reason"  # Empty | Underutilized | Drifted | Expired | Unhealthy ...
-DIMENSION_RESOURCE = "Resource"  # cpu | memory | nodes
+DIMENSION_ERROR_CODE = t.ERROR_CODE_DIMENSION
+DIMENSION_KIND = t.KIND_DIMENSION
+DIMENSION_NODEPOOL = t.NODEPOOL_DIMENSION
+DIMENSION_CAPACITY_TYPE = t.CAPACITY_TYPE_DIMENSION
+DIMENSION_REASON = t.REASON_DIMENSION
+DIMENSION_RESOURCE = t.RESOURCE_DIMENSION
 
-# gauges, emitted on every provisioner pass
-PENDING_PODS = "PendingPods"  # Count: pods nodescale is trying to place
-OLDEST_PENDING_POD_AGE = "PendingPodAgeSeconds"  # Seconds: age of the oldest of them (0 when none)
-# counters
-NODES_LAUNCHED = "Launches"  # Count: instances launched
-LAUNCH_FAILURES = "LaunchFailures"  # Count, + ErrorCode
-INTERRUPTIONS = "Interruptions"  # Count, + Kind
-DISRUPTION_DECISIONS = "DisruptionDecisions"  # Count, + Reason
-NODEPOOL_LIMIT_REACHED = "NodePoolLimitReached"  # Count: a launch held back by a NodePool or cluster limit
-# gauges, emitted by the disruption function on every pass
-NODES = "Nodes"  # Count, + NodePool + CapacityType
-PRICE_PER_HOUR = "ClusterPricePerHour"  # None (US dollars per hour of all managed capacity)
-MANAGED_CPU = "ManagedCpu"  # Count: vCPUs of all managed capacity
-MANAGED_MEMORY_GIB = "ManagedMemoryGiB"  # Gigabytes
-NODEPOOL_USAGE = "NodePoolUsage"  # Count, + NodePool + Resource
-NODEPOOL_LIMIT = "NodePoolLimit"  # Count, + NodePool + Resource (only for limits that are set)
+PENDING_PODS = t.PENDING_PODS
+OLDEST_PENDING_POD_AGE = t.PENDING_POD_AGE
+NODES_LAUNCHED = t.LAUNCHES
+LAUNCH_FAILURES = t.LAUNCH_FAILURES
+INTERRUPTIONS = t.INTERRUPTIONS
+DISRUPTION_DECISIONS = t.DECISIONS
+NODEPOOL_LIMIT_REACHED = t.LIMIT_REACHED
+NODES = t.NODES
+PRICE_PER_HOUR = t.PRICE_PER_HOUR
+MANAGED_CPU = t.MANAGED_CPU
+MANAGED_MEMORY_GIB = t.MANAGED_MEMORY_GIB
+NODEPOOL_USAGE = t.NODEPOOL_USAGE
+NODEPOOL_LIMIT = t.NODEPOOL_LIMIT
 
 ALL = (
     PENDING_PODS,

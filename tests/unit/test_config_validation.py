@@ -318,8 +318,8 @@ class TestDisruption:
     @pytest.mark.parametrize(
         ("budget", "path", "text"),
         [
-            ({"nodes": "0", "schedule": "0 25 * * *", "duration": "1h"}, "[0].schedule", "hour field '25'"),
-            ({"nodes": "0", "schedule": "0 9 * * funday", "duration": "1h"}, "[0].schedule", "'funday' is not allowed"),
+            ({"nodes": "0", "schedule": "0 25 * * *", "duration": "1h"}, "[0].schedule", "hour field '25' is not allowed"),
+            ({"nodes": "0", "schedule": "0 9 * * funday", "duration": "1h"}, "[0].schedule", "day-of-week field 'funday' is not allowed"),
             ({"nodes": "0", "schedule": "0 9 * *", "duration": "1h"}, "[0].schedule", "4 fields given"),
             ({"nodes": "0", "schedule": "@sometimes", "duration": "1h"}, "[0].schedule", "unknown macro"),
             ({"nodes": "0", "schedule": "@daily"}, "[0]", "schedule and duration must be given together"),

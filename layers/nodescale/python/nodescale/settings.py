@@ -25,6 +25,9 @@ PROVISIONER_MODE = "NODESCALE_PROVISIONER_MODE"
 WATCH_SECONDS = "NODESCALE_WATCH_SECONDS"
 NODE_ROLE = "NODESCALE_NODE_ROLE"
 INSTANCE_PROFILE = "NODESCALE_INSTANCE_PROFILE"
+# Windows nodes need a role of their own: EKS allows one access entry (EC2_LINUX or EC2_WINDOWS) per role.
+WINDOWS_NODE_ROLE = "NODESCALE_WINDOWS_NODE_ROLE"
+WINDOWS_INSTANCE_PROFILE = "NODESCALE_WINDOWS_INSTANCE_PROFILE"
 CLUSTER_LIMITS = "NODESCALE_CLUSTER_LIMITS"
 REGISTRATION_TIMEOUT = "NODESCALE_REGISTRATION_TIMEOUT_SECONDS"
 REPAIR_THRESHOLD = "NODESCALE_REPAIR_THRESHOLD_SECONDS"
@@ -49,6 +52,8 @@ class Settings:
     watch_seconds: float = 50.0
     node_role: str | None = None
     instance_profile: str | None = None
+    windows_node_role: str | None = None
+    windows_instance_profile: str | None = None
     cluster_limits: Mapping[str, str] = field(default_factory=dict)
     registration_timeout_seconds: float = 900.0
     repair_threshold_seconds: float = 600.0
@@ -83,6 +88,8 @@ class Settings:
             watch_seconds=_seconds(env, WATCH_SECONDS, 50.0),
             node_role=env.get(NODE_ROLE) or None,
             instance_profile=env.get(INSTANCE_PROFILE) or None,
+            windows_node_role=env.get(WINDOWS_NODE_ROLE) or None,
+            windows_instance_profile=env.get(WINDOWS_INSTANCE_PROFILE) or None,
             cluster_limits=_limits(env.get(CLUSTER_LIMITS, "")),
             registration_timeout_seconds=_seconds(env, REGISTRATION_TIMEOUT, 900.0),
             repair_threshold_seconds=_seconds(env, REPAIR_THRESHOLD, 600.0),

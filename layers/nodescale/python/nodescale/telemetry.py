@@ -12,7 +12,17 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 NAMESPACE = "nodescale"
+SERVICE = "nodescale"  # POWERTOOLS_SERVICE_NAME of every function; Powertools adds it as the `service` dimension
+
+# Every metric carries Cluster and service; the "by X" metrics add the one dimension named beside them.
 CLUSTER_DIMENSION = "Cluster"
+SERVICE_DIMENSION = "service"
+ERROR_CODE_DIMENSION = "ErrorCode"  # an EC2 error code, e.g. InsufficientInstanceCapacity
+KIND_DIMENSION = "Kind"  # SpotInterruption | RebalanceRecommendation | InstanceStateChange | ScheduledChange
+NODEPOOL_DIMENSION = "NodePool"
+CAPACITY_TYPE_DIMENSION = "CapacityType"  # spot | on-demand
+REASON_DIMENSION = "Reason"  # Empty | Underutilized | Drifted | Expired | Unhealthy ...
+RESOURCE_DIMENSION = "Resource"  # cpu | memory | nodes
 
 # Provisioner
 PENDING_PODS = "PendingPods"
@@ -40,8 +50,12 @@ DRAIN_SECONDS = "DrainSeconds"
 BUDGET_BLOCKED = "BudgetBlocked"
 DO_NOT_DISRUPT_BLOCKED = "DoNotDisruptBlocked"
 # Cluster state, reported by the disruption run each minute
-NODES = "Nodes"
-PRICE_PER_HOUR = "ClusterPricePerHour"
+NODES = "Nodes"  # + NodePool + CapacityType
+PRICE_PER_HOUR = "ClusterPricePerHour"  # US dollars (CNY in China regions) per hour of managed capacity
+MANAGED_CPU = "ManagedCpu"  # vCPUs of all managed capacity
+MANAGED_MEMORY_GIB = "ManagedMemoryGiB"
+NODEPOOL_USAGE = "NodePoolUsage"  # + NodePool + Resource
+NODEPOOL_LIMIT = "NodePoolLimit"  # + NodePool + Resource, only for limits that are set
 
 Unit = MetricUnit
 
@@ -52,14 +66,14 @@ _metrics: Metrics | None = None
 def logger() -> Logger:
     global _logger
     if _logger is None:
-        _logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "nodescale"))
+        _logger = Logger(service=_service())
     return _logger
 
 
 def metrics() -> Metrics:
     global _metrics
     if _metrics is None:
-        _metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE))
+        _metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE), service=_service())
         cluster = os.environ.get("CLUSTER_NAME")
         if cluster:
             _metrics.set_default_dimensions(**{CLUSTER_DIMENSION: cluster})
@@ -86,7 +100,9 @@ def _emit(name: str, unit: MetricUnit, value: float, dimensions: dict[str, str])
     if not dimensions:
         m.add_metric(name=name, unit=unit, value=value)
         return
-    defaults = {CLUSTER_DIMENSION: os.environ["CLUSTER_NAME"]} if os.environ.get("CLUSTER_NAME") else None
+    defaults = {SERVICE_DIMENSION: _service()}
+    if os.environ.get("CLUSTER_NAME"):
+        defaults[CLUSTER_DIMENSION] = os.environ["CLUSTER_NAME"]
     with single_metric(name=name, unit=unit, value=value, namespace=m.namespace, default_dimensions=defaults) as single:
         for k, v in dimensions.items():
             single.add_dimension(name=k, value=str(v))
@@ -95,3 +111,7 @@ def _emit(name: str, unit: MetricUnit, value: float, dimensions: dict[str, str])
 def _disabled() -> bool:
     # The CLI turns metrics off so EMF lines never mix with its own output.
     return os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() in ("1", "true")
+
+
+def _service() -> str:
+    return os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE)

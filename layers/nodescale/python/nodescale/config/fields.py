@@ -7,14 +7,13 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from ..model import labels as wk
+from ..model.durations import go_duration_seconds
 from ..model.quantity import QuantityError, to_int
 from .errors import Collector, show
 
 T = TypeVar("T")
 
 NEVER = "Never"
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 class FieldError(ValueError):
@@ -125,8 +124,9 @@ def duration(value: object, path: str, allow_never: bool = True) -> float | None
     if isinstance(value, str):
         if value == NEVER and allow_never:
             return None
-        if value and _DURATION_PART.sub("", value) == "":
-            return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(value))
+        seconds = go_duration_seconds(value)
+        if seconds is not None:
+            return seconds
     raise FieldError(path, _duration_help(value, allow_never))
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from croniter import croniter
+
 from ..model import labels as wk
 from ..model.nodepool import Budget, Disruption, KubeletSettings, NodePool
 from ..model.quantity import QuantityError, to_int, to_milli
 from ..model.requirements import Requirements
 from ..model.taints import EFFECTS, Taint
-from .cron import CronError, parse_cron
 from .errors import Collector, ConfigError, show
 from .fields import FieldError, attempt, duration, integer, items, label_map, mapping, string, string_map
 from .kubelet import parse_kubelet
@@ -342,10 +343,9 @@ def parse_budgets(raw: object, path: str, with_reasons: bool) -> tuple[Budget, .
         if schedule is not None:
             if not isinstance(schedule, str):
                 raise FieldError(f"{p}.schedule", f"{show(schedule)} is not allowed; expected a cron schedule")
-            try:
-                parse_cron(schedule)
-            except CronError as exc:
-                raise FieldError(f"{p}.schedule", f"{show(schedule)} is not a cron schedule: {exc}") from None
+            cron_error = _cron_error(schedule)
+            if cron_error:
+                raise FieldError(f"{p}.schedule", f"{show(schedule)} is not a cron schedule: {cron_error}")
             seconds = duration(b.get("duration"), f"{p}.duration", allow_never=False)
             if seconds is None or seconds <= 0 or seconds % 60:
                 raise FieldError(
@@ -403,3 +403,29 @@ def parse_limits(raw: object, path: str) -> dict[str, int]:
         if out[name] < 0:
             raise FieldError(f"{path}.{name}", f"{show(value)} is not allowed; a limit must be 0 or more")
     return out
+
+
+_CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+
+
+def _cron_error(schedule: str) -> str | None:
+    """Karpenter takes standard five-field schedules (UTC) or the @-macros; croniter evaluates them."""
+    text = schedule.strip()
+    if text.startswith("@"):
+        return None if text in _CRON_MACROS else f"unknown macro; allowed are {', '.join(_CRON_MACROS)}"
+    fields = text.split()
+    if len(fields) != 5:
+        return f"{len(fields)} fields given; expected five: {' '.join(_CRON_FIELDS)}"
+    if croniter.is_valid(text):
+        return None
+    # Name the field at fault: each one alone, the others left open.
+    for i, (name, allowed) in enumerate(zip(_CRON_FIELDS, _CRON_ALLOWED, strict=True)):
+        probe = ["*"] * 5
+        probe[i] = fields[i]
+        if not croniter.is_valid(" ".join(probe)):
+            return f"{name} field {fields[i]!r} is not allowed; allowed are {allowed}"
+    return "the fields cannot all hold at once"
+
+
+_CRON_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
+_CRON_ALLOWED = ("0-59", "0-23", "1-31", "1-12 or jan-dec", "0-6 or sun-sat")

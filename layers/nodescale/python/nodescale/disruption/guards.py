@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta
 
 from ..clock import parse_timestamp
+from ..model.durations import go_duration_seconds
 from ..model.pod import DO_NOT_DISRUPT, LEGACY_DO_NOT_EVICT, Pod
 from .nodes import LEGACY_DO_NOT_CONSOLIDATE, NodeView
 
@@ -46,12 +46,5 @@ def node_blocks(node: NodeView, now: datetime) -> str | None:
 
 
 def parse_duration(value: str) -> timedelta | None:
-    """Go-style durations ("30m", "1h30m", "720h", "1m0s", "90s"); None when it is not one."""
-    text = value.strip()
-    if not text:
-        return None
-    parts = re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)", text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        return None
-    scale = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
-    return timedelta(seconds=sum(float(n) * scale[u] for n, u in parts))
+    seconds = go_duration_seconds(value.strip())
+    return None if seconds is None else timedelta(seconds=seconds)
