@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 
+# The sim/ fixtures (one environment per worker, started on first use) for every integration test.
+pytest_plugins = ["tests.integration.simfixtures"]
+
 # Powertools would print EMF lines into test output; the behaviour under test never depends on them.
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")

@@ -62,7 +62,8 @@ def test_rbac_grants_exactly_what_the_functions_do() -> None:
     expected = {("", "nodes", v) for v in ("get", "list", "watch", "patch", "delete")}
     expected |= {("", "pods", v) for v in ("get", "list", "watch")}
     expected |= {("", "pods/eviction", "create")}
-    expected |= {(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")}
+    expected |= {(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "get", "patch")}
+    expected |= {("apps", "daemonsets", "list")}
     expected |= {("policy", "poddisruptionbudgets", "list")}
     expected |= {("karpenter.sh", r, v) for r in ("nodepools", "provisioners") for v in ("get", "list", "watch")}
     expected |= {("karpenter.k8s.aws", r, v) for r in ("ec2nodeclasses", "awsnodetemplates")

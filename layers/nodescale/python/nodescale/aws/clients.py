@@ -1,0 +1,91 @@
+"""boto3 clients built once per process, with adaptive retries and bounded timeouts.
+
+A Lambda container serves many invocations: building a session and its clients costs tens of
+milliseconds each, so they are kept for the life of the process. ``AWS_ENDPOINT_URL`` (and the
+per-service ``AWS_ENDPOINT_URL_<SERVICE>``) is honoured by botocore itself, which is how ``sim/``
+and the tests reach moto with exactly these clients.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+MAX_ATTEMPTS = 5
+CONNECT_TIMEOUT_SECONDS = 5.0
+READ_TIMEOUT_SECONDS = 30.0
+
+_LOCK = threading.Lock()
+_SESSIONS: dict[str | None, boto3.session.Session] = {}
+_CLIENTS: dict[tuple[str, str | None], Any] = {}
+
+
+def client_config() -> Config:
+    """Adaptive retries back off on throttling across every call of the process (client-side rate
+    limiting), which matters when a burst of launches hits CreateFleet's request-rate limit."""
+    return Config(
+        retries={"mode": "adaptive", "total_max_attempts": MAX_ATTEMPTS},
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        read_timeout=READ_TIMEOUT_SECONDS,
+        tcp_keepalive=True,
+    )
+
+
+def _region(region: str | None) -> str | None:
+    return region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
+
+
+def session(region: str | None = None) -> boto3.session.Session:
+    region = _region(region)
+    with _LOCK:
+        sess = _SESSIONS.get(region)
+        if sess is None:
+            sess = _SESSIONS[region] = boto3.session.Session(region_name=region)
+        return sess
+
+
+def client(service: str, region: str | None = None) -> Any:
+    """The process-wide client for ``service`` in ``region`` (default: the environment's region)."""
+    region = _region(region)
+    key = (service, region)
+    with _LOCK:
+        found = _CLIENTS.get(key)
+        if found is not None:
+            return found
+    # Built outside the lock: client creation loads service models and can take ~50 ms.
+    made = session(region).client(service, config=client_config())
+    with _LOCK:
+        return _CLIENTS.setdefault(key, made)
+
+
+@dataclass(frozen=True)
+class AwsClients:
+    """The clients the launch code needs, passed around explicitly so tests can hand in their own."""
+
+    ec2: Any
+    ssm: Any
+    eks: Any
+    dynamodb: Any
+    iam: Any
+
+    @classmethod
+    def for_region(cls, region: str | None = None) -> AwsClients:
+        return cls(
+            ec2=client("ec2", region),
+            ssm=client("ssm", region),
+            eks=client("eks", region),
+            dynamodb=client("dynamodb", region),
+            iam=client("iam", region),
+        )
+
+
+def reset() -> None:
+    """Forget every cached session and client (tests that switch endpoints or credentials)."""
+    with _LOCK:
+        _SESSIONS.clear()
+        _CLIENTS.clear()

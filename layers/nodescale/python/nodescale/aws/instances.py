@@ -1,0 +1,185 @@
+"""This cluster's EC2 instances: listing them by their ownership tag, status checks, and a
+terminate that refuses anything that is not provably ours."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ..model import labels as wk
+from . import tags as tagging
+
+log = logging.getLogger(__name__)
+
+ACTIVE_STATES = ("pending", "running", "stopping", "shutting-down")
+_CHUNK = 100  # ids per Describe*/Terminate call (the APIs accept more; smaller pages stay fast)
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedInstance:
+    instance_id: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    nodepool: str | None
+    state: str
+    launch_time: datetime | None
+    image_id: str = ""
+    private_dns_name: str = ""
+    subnet_id: str = ""
+    launch_id: str | None = None
+    config_hash: str | None = None  # of the launch template it came from
+    security_group_ids: tuple[str, ...] = ()
+    tags: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def provider_id(self) -> str:
+        """The Node's ``spec.providerID`` on EKS: ``aws:///<zone>/<instance id>``."""
+        return f"aws:///{self.zone}/{self.instance_id}"
+
+
+def instance_id_from_provider_id(provider_id: str) -> str | None:
+    """``aws:///us-east-1a/i-0abc`` -> ``i-0abc``; None for anything that is not an EC2 provider id."""
+    if not provider_id.startswith("aws://"):
+        return None
+    last = provider_id.rstrip("/").rsplit("/", 1)[-1]
+    return last if last.startswith("i-") else None
+
+
+def _from_ec2(raw: dict) -> ManagedInstance:
+    tags = tagging.to_dict(raw.get("Tags"))
+    return ManagedInstance(
+        instance_id=raw["InstanceId"],
+        instance_type=raw.get("InstanceType", ""),
+        zone=(raw.get("Placement") or {}).get("AvailabilityZone", ""),
+        capacity_type=wk.CAPACITY_SPOT if raw.get("InstanceLifecycle") == "spot" else wk.CAPACITY_ON_DEMAND,
+        nodepool=tags.get(tagging.NODEPOOL),
+        state=(raw.get("State") or {}).get("Name", ""),
+        launch_time=raw.get("LaunchTime"),
+        image_id=raw.get("ImageId", ""),
+        private_dns_name=raw.get("PrivateDnsName", ""),
+        subnet_id=raw.get("SubnetId", ""),
+        launch_id=tags.get(tagging.LAUNCH),
+        config_hash=tags.get(tagging.CONFIG_HASH),
+        security_group_ids=tuple(sorted(g["GroupId"] for g in raw.get("SecurityGroups") or [])),
+        tags=tags,
+    )
+
+
+def _describe(ec2: Any, filters: list[dict]) -> list[dict]:
+    out = []
+    for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
+        for reservation in page.get("Reservations", []):
+            out.extend(reservation.get("Instances", []))
+    return out
+
+
+def list_instances(
+    ec2: Any, cluster: str, states: Sequence[str] = ACTIVE_STATES, nodepool: str | None = None
+) -> list[ManagedInstance]:
+    """This cluster's instances in ``states`` (default: everything not yet stopped or terminated)."""
+    filters = [*tagging.cluster_filters(cluster, nodepool), {"Name": "instance-state-name", "Values": list(states)}]
+    return sorted(
+        (_from_ec2(raw) for raw in _describe(ec2, filters) if tagging.is_managed(raw.get("Tags"), cluster)),
+        key=lambda i: i.instance_id,
+    )
+
+
+def unregistered(
+    candidates: Iterable[ManagedInstance],
+    registered_ids: Iterable[str],
+    timeout_seconds: float,
+    now: datetime | None = None,
+) -> list[ManagedInstance]:
+    """Instances launched more than ``timeout_seconds`` ago that no Node names in its providerID
+    (pass the ids from :func:`instance_id_from_provider_id`): they will never join."""
+    now = now or datetime.now(UTC)
+    registered = set(registered_ids)
+    out = []
+    for inst in candidates:
+        if inst.instance_id in registered or inst.state not in ("pending", "running") or inst.launch_time is None:
+            continue
+        launched = inst.launch_time if inst.launch_time.tzinfo else inst.launch_time.replace(tzinfo=UTC)
+        if (now - launched).total_seconds() > timeout_seconds:
+            out.append(inst)
+    return out
+
+
+@dataclass
+class TerminateResult:
+    terminated: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # exist, but lack this cluster's tag
+    missing: list[str] = field(default_factory=list)  # no such instance (already gone)
+
+
+def terminate(ec2: Any, ids: Iterable[str], cluster: str) -> TerminateResult:
+    """Terminate the instances among ``ids`` that carry this cluster's ownership tag, and only those.
+
+    Each instance's tags are read from EC2 just before, so a stale or forged id can never reach an
+    instance this cluster does not own.
+    """
+    wanted = sorted(set(ids))
+    result = TerminateResult()
+    if not wanted:
+        return result
+    owned: list[str] = []
+    found: set[str] = set()
+    for start in range(0, len(wanted), _CHUNK):
+        chunk = wanted[start : start + _CHUNK]
+        # A filter, not InstanceIds: one unknown id would otherwise fail the whole call.
+        for raw in _describe(ec2, [{"Name": "instance-id", "Values": chunk}]):
+            iid = raw["InstanceId"]
+            found.add(iid)
+            if tagging.is_managed(raw.get("Tags"), cluster):
+                owned.append(iid)
+            else:
+                result.refused.append(iid)
+                log.warning(
+                    "refused to terminate an instance without this cluster's tag",
+                    extra={"instance_id": iid, "cluster": cluster, "tag": tagging.CLUSTER},
+                )
+    result.missing = [i for i in wanted if i not in found]
+    for start in range(0, len(owned), _CHUNK):
+        chunk = owned[start : start + _CHUNK]
+        out = ec2.terminate_instances(InstanceIds=chunk)
+        result.terminated.extend(i["InstanceId"] for i in out.get("TerminatingInstances", []))
+    if result.terminated:
+        log.info("terminated instances", extra={"instance_ids": result.terminated, "cluster": cluster})
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceHealth:
+    instance_id: str
+    state: str
+    system_status: str  # ok | impaired | insufficient-data | not-applicable | initializing
+    instance_status: str
+    scheduled_events: tuple[str, ...] = ()  # event codes, e.g. "instance-retirement"
+
+    @property
+    def impaired(self) -> bool:
+        return "impaired" in (self.system_status, self.instance_status)
+
+
+def status_checks(ec2: Any, ids: Iterable[str]) -> dict[str, InstanceHealth]:
+    """EC2 status checks per instance (DescribeInstanceStatus), for repair decisions."""
+    wanted = sorted(set(ids))
+    out: dict[str, InstanceHealth] = {}
+    for start in range(0, len(wanted), _CHUNK):
+        chunk = wanted[start : start + _CHUNK]
+        pages = ec2.get_paginator("describe_instance_status").paginate(
+            Filters=[{"Name": "instance-id", "Values": chunk}], IncludeAllInstances=True
+        )
+        for page in pages:
+            for s in page.get("InstanceStatuses", []):
+                out[s["InstanceId"]] = InstanceHealth(
+                    s["InstanceId"],
+                    (s.get("InstanceState") or {}).get("Name", ""),
+                    (s.get("SystemStatus") or {}).get("Status", "not-applicable"),
+                    (s.get("InstanceStatus") or {}).get("Status", "not-applicable"),
+                    tuple(e.get("Code", "") for e in s.get("Events") or []),
+                )
+    return out

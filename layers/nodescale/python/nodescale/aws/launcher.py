@@ -1,0 +1,237 @@
+"""From a NodePool, its node class and the instance types the scheduler picked, to instances.
+
+``Launcher`` ties the adapters together for one invocation: the cluster is described once, each
+node class's AMIs, subnets, security groups and instance profile are looked up once, templates are
+ensured once, and the unavailable-offerings table is read once. The provisioner launches with it;
+the disruption function asks it which configuration hashes and launch templates are current
+(drift and clean-up) without creating anything.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..model import labels as wk
+from ..model.instancetype import InstanceType
+from ..model.nodepool import NodeClass, NodePool
+from ..model.requirements import Requirements
+from ..settings import Settings
+from . import ami as amis
+from . import cluster as clusters
+from . import fleet, instanceprofiles, launchtemplates, securitygroups, subnets, userdata
+from . import tags as tagging
+from .clients import AwsClients
+from .instances import ManagedInstance
+from .offerings import UnavailableOfferings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class NodeClassResources:
+    """What a node class resolves to in this account, right now."""
+
+    node_class: NodeClass
+    family: str
+    amis: amis.ResolvedAmis
+    subnets: tuple[subnets.Subnet, ...]
+    zones: dict[str, subnets.Subnet]  # the subnet each zone launches into
+    security_groups: tuple[securitygroups.SecurityGroup, ...]
+    instance_profile: str
+
+
+@dataclass(frozen=True)
+class PlannedTemplate:
+    spec: launchtemplates.LaunchTemplateSpec
+    ami: amis.Ami
+    instance_types: tuple[InstanceType, ...] = field(default=())
+
+
+class Launcher:
+    def __init__(
+        self,
+        clients: AwsClients,
+        cluster_name: str,
+        table_name: str | None = None,
+        default_instance_profile: str | None = None,
+        offering_ttl_seconds: float = 180.0,
+        cluster: clusters.ClusterInfo | None = None,
+    ) -> None:
+        self.clients = clients
+        self.cluster_name = cluster_name
+        self.default_instance_profile = default_instance_profile
+        self.offerings = UnavailableOfferings(clients.dynamodb, table_name, offering_ttl_seconds)
+        self._cluster = cluster
+        self._resources: dict[str, NodeClassResources] = {}
+        self._templates: dict[str, launchtemplates.LaunchTemplateRef] = {}
+        self._hashes: dict[tuple[str, str], tuple[NodePool, NodeClass, set[str]]] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Settings, clients: AwsClients | None = None) -> Launcher:
+        return cls(
+            clients or AwsClients.for_region(settings.region),
+            settings.cluster_name,
+            settings.table_name,
+            settings.instance_profile,
+            settings.unavailable_offering_ttl_seconds,
+        )
+
+    @property
+    def cluster(self) -> clusters.ClusterInfo:
+        if self._cluster is None:
+            self._cluster = clusters.describe(self.clients.eks, self.cluster_name)
+        return self._cluster
+
+    def resources(self, node_class: NodeClass) -> NodeClassResources:
+        """The node class's images, subnets, security groups and profile (looked up once)."""
+        found = self._resources.get(node_class.name)
+        if found is not None and found.node_class == node_class:
+            return found
+        where = node_class.source or f"node class {node_class.name}"
+        resolved = amis.resolve(node_class, self.clients.ssm, self.clients.ec2, self.cluster.version)
+        nets = subnets.discover(self.clients.ec2, node_class.subnet_selector_terms, f"{where}: subnetSelectorTerms")
+        groups = securitygroups.discover(
+            self.clients.ec2, node_class.security_group_selector_terms, f"{where}: securityGroupSelectorTerms"
+        )
+        profile = instanceprofiles.resolve(self.clients.iam, node_class, self.default_instance_profile)
+        found = NodeClassResources(
+            node_class,
+            resolved.family,
+            resolved,
+            tuple(nets),
+            subnets.best_per_zone(nets),
+            tuple(groups),
+            profile,
+        )
+        self._resources[node_class.name] = found
+        return found
+
+    def templates(
+        self, nodepool: NodePool, node_class: NodeClass, instance_types: Sequence[InstanceType] | None = None
+    ) -> list[PlannedTemplate]:
+        """The launch templates this pool launches with: one per image, with the types it serves
+        (every image when ``instance_types`` is None). Nothing is created."""
+        res = self.resources(node_class)
+        where = f"{node_class.source or 'node class ' + node_class.name}: userData"
+        data = userdata.render(
+            res.family, self.cluster, userdata.bootstrap_for(nodepool, node_class), node_class.user_data, where
+        )
+        common = dict(
+            cluster=self.cluster_name,
+            user_data=data,
+            security_group_ids=tuple(sorted(g.id for g in res.security_groups)),
+            instance_profile=res.instance_profile,
+            metadata_options=launchtemplates.metadata_options(node_class),
+            block_device_mappings=tuple(launchtemplates.block_device_mappings(node_class, res.family)),
+            tags=tagging.resource_tags(self.cluster_name, nodepool.name, node_class.name, node_class.tags),
+            detailed_monitoring=node_class.detailed_monitoring,
+            associate_public_ip=node_class.associate_public_ip_address,
+        )
+        if instance_types is None:
+            groups = {a: () for a in res.amis.amis}
+        else:
+            groups = {a: tuple(ts) for a, ts in res.amis.group(instance_types).items()}
+            unmatched = sorted({t.name for t in instance_types} - {t.name for ts in groups.values() for t in ts})
+            if unmatched:
+                log.info(
+                    "instance types without a matching image left out",
+                    extra={"nodepool": nodepool.name, "instance_types": unmatched[:20]},
+                )
+        return [
+            PlannedTemplate(launchtemplates.LaunchTemplateSpec(image_id=a.image_id, **common), a, ts)  # type: ignore[arg-type]
+            for a, ts in groups.items()
+        ]
+
+    def current_config_hashes(self, nodepool: NodePool, node_class: NodeClass) -> set[str]:
+        """The settings hashes (everything but the image) instances of this pool should carry."""
+        key = (nodepool.name, node_class.name)
+        memo = self._hashes.get(key)
+        if memo is not None and memo[0] == nodepool and memo[1] == node_class:
+            return memo[2]  # drift checks ask once per instance: render once per pool
+        hashes = {t.spec.settings_hash for t in self.templates(nodepool, node_class)}
+        self._hashes[key] = (nodepool, node_class, hashes)
+        return hashes
+
+    def current_template_names(self, nodepool: NodePool, node_class: NodeClass) -> set[str]:
+        return {t.spec.name for t in self.templates(nodepool, node_class)}
+
+    def drift(self, instance: ManagedInstance, nodepool: NodePool, node_class: NodeClass) -> str | None:
+        """Why an instance no longer matches its pool's configuration, or None when it does."""
+        res = self.resources(node_class)
+        if instance.image_id and instance.image_id not in res.amis.image_ids:
+            return f"image {instance.image_id} is no longer selected (now {', '.join(sorted(res.amis.image_ids))})"
+        if instance.subnet_id and instance.subnet_id not in {s.id for s in res.subnets}:
+            return f"subnet {instance.subnet_id} is no longer selected"
+        if instance.config_hash and instance.config_hash not in self.current_config_hashes(nodepool, node_class):
+            return "launch configuration changed (user data, labels, taints, security groups, tags, IMDS or block devices)"
+        return None
+
+    def _ensure(self, spec: launchtemplates.LaunchTemplateSpec) -> launchtemplates.LaunchTemplateRef:
+        ref = self._templates.get(spec.name)
+        if ref is None:
+            ref = self._templates[spec.name] = launchtemplates.ensure(self.clients.ec2, spec)
+        return ref
+
+    def launch(
+        self,
+        nodepool: NodePool,
+        node_class: NodeClass,
+        instance_types: Sequence[InstanceType],
+        key: str,
+        count: int = 1,
+        requirements: Requirements | None = None,
+    ) -> fleet.LaunchResult:
+        """Launch ``count`` nodes of ``nodepool`` on the cheapest available of ``instance_types``.
+
+        ``requirements`` (e.g. the pods') narrow the pool's zones and capacity types further;
+        ``key`` identifies the planned node(s) so a retry of the same launch is idempotent.
+        """
+        reqs = nodepool.requirements if requirements is None else nodepool.requirements.intersect(requirements)
+        res = self.resources(node_class)
+        zone_req = reqs.get(wk.ZONE)
+        zones = {z: s for z, s in res.zones.items() if zone_req is None or zone_req.has(z)}
+        ct_req = reqs.get(wk.CAPACITY_TYPE)
+        capacity_types = tuple(
+            c
+            for c in (wk.CAPACITY_SPOT, wk.CAPACITY_ON_DEMAND)
+            if (ct_req.has(c) if ct_req is not None else c == wk.CAPACITY_ON_DEMAND)
+        )
+        result = fleet.LaunchResult(requested=count)
+        if not zones:
+            result.request_errors.append(
+                ("NoSubnetInAllowedZones", f"no selected subnet with free addresses in {sorted(res.zones) or 'any zone'}")
+            )
+            return result
+        if not capacity_types:
+            result.request_errors.append(("NoAllowedCapacityType", "the requirements allow neither spot nor on-demand"))
+            return result
+        fitting = [t for t in instance_types if _fits(t, reqs)]
+        planned = [t for t in self.templates(nodepool, node_class, fitting) if t.instance_types]
+        if not planned:
+            result.request_errors.append(("NoMatchingImage", "no resolved image fits any of the instance types"))
+            return result
+        choices = tuple(
+            fleet.TemplateChoice(self._ensure(t.spec).name, t.instance_types) for t in planned
+        )
+        request = fleet.LaunchRequest(
+            cluster=self.cluster_name,
+            nodepool=nodepool.name,
+            nodeclass=node_class.name,
+            templates=choices,
+            subnets=zones,
+            capacity_types=capacity_types,
+            key=key,
+            count=count,
+            tags=node_class.tags,
+            config_hash=planned[0].spec.settings_hash,
+            context=node_class.context,
+        )
+        return fleet.launch(self.clients.ec2, request, self.offerings)
+
+
+def _fits(instance_type: InstanceType, reqs: Requirements) -> bool:
+    """The type's own labels meet every requirement on a key it defines (others are the pool's)."""
+    mine = instance_type.requirements
+    return all(mine[key].intersects(req) for key, req in reqs.items() if key in mine)

@@ -1,0 +1,165 @@
+"""Kubernetes events (core/v1) on nodes and pods, so `kubectl describe` tells what nodescale did.
+
+Repeats are folded the way the kubelet's recorder folds them, but without memory in the process:
+the event's name is derived from the object and the reason, so a later invocation finds the same
+Event and bumps its count (or leaves it alone inside the de-duplication window) instead of adding
+another one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from .nodes import parse_time
+from .raw import MERGE_PATCH, path_segment, request_json
+
+COMPONENT = "nodescale"
+NORMAL = "Normal"
+WARNING = "Warning"
+MAX_MESSAGE = 1024
+# Events of cluster-scoped objects (nodes) live here, as kubectl and the kubelet put them.
+CLUSTER_SCOPED_NAMESPACE = "default"
+
+CREATED = "created"
+COUNTED = "counted"
+SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    kind: str
+    name: str
+    namespace: str = ""
+    uid: str = ""
+    api_version: str = "v1"
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any], kind: str | None = None) -> ObjectRef:
+        meta = obj.get("metadata") or {}
+        kind = kind or obj.get("kind") or ""
+        if not kind:
+            raise ValueError("event target: the object has no kind; pass kind='Pod' or kind='Node'")
+        return cls(kind, meta.get("name") or "", meta.get("namespace") or "", meta.get("uid") or "",
+                   obj.get("apiVersion") or "v1")
+
+    @classmethod
+    def node(cls, name: str, uid: str = "") -> ObjectRef:
+        return cls("Node", name, "", uid)
+
+    @classmethod
+    def pod(cls, namespace: str, name: str, uid: str = "") -> ObjectRef:
+        return cls("Pod", name, namespace, uid)
+
+    def to_dict(self) -> dict[str, str]:
+        out = {"kind": self.kind, "name": self.name, "apiVersion": self.api_version}
+        if self.namespace:
+            out["namespace"] = self.namespace
+        if self.uid:
+            out["uid"] = self.uid
+        return out
+
+
+def event_name(ref: ObjectRef, reason: str) -> str:
+    """Stable per object (by uid when known) and reason; a valid name however long the object's is."""
+    digest = hashlib.sha256(f"{ref.kind}/{ref.namespace}/{ref.name}/{ref.uid}/{reason}".encode()).hexdigest()[:16]
+    return f"{ref.name[:200]}.{digest}"
+
+
+class EventRecorder:
+    """Writes events for one component; `dedupe_seconds` is the window in which a repeat adds nothing.
+
+    `on_repeat` decides what a repeat inside the window does: "skip" (leave the event as it is) or
+    "count" (bump its count and last time). Outside the window a repeat always bumps the count and
+    takes the new message.
+    """
+
+    def __init__(
+        self,
+        api: ApiClient,
+        *,
+        component: str = COMPONENT,
+        dedupe_seconds: float = 60.0,
+        on_repeat: str = "skip",
+        instance: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if on_repeat not in ("skip", "count"):
+            raise ValueError(f"on_repeat={on_repeat!r}: allowed are 'skip' and 'count'")
+        self.api = api
+        self.component = component
+        self.dedupe_seconds = dedupe_seconds
+        self.on_repeat = on_repeat
+        self.instance = instance or os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or socket.gethostname()
+        self.clock = clock
+
+    def record(self, ref: ObjectRef, reason: str, message: str, type_: str = NORMAL, action: str = "") -> str:
+        """Create or fold the event; returns "created", "counted" or "skipped"."""
+        if type_ not in (NORMAL, WARNING):
+            raise ValueError(f"event type {type_!r}: allowed are {NORMAL!r} and {WARNING!r}")
+        namespace = ref.namespace or CLUSTER_SCOPED_NAMESPACE
+        name = event_name(ref, reason)
+        now = self._timestamp()
+        message = message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": ref.to_dict(),
+            "reason": reason,
+            "message": message,
+            "type": type_,
+            "count": 1,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "reportingInstance": self.instance[:128],
+            "action": action or reason,
+        }
+        base = f"/api/v1/namespaces/{path_segment(namespace)}/events"
+        try:
+            request_json(self.api, "POST", base, body=body)
+            return CREATED
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        return self._fold(f"{base}/{path_segment(name)}", body, now)
+
+    def _fold(self, path: str, body: dict[str, Any], now: str) -> str:
+        try:
+            existing = request_json(self.api, "GET", path)
+        except ApiException as exc:
+            if exc.status == 404:
+                # Expired between our create and get: the next call creates it afresh.
+                request_json(self.api, "POST", path.rsplit("/", 1)[0], body=body)
+                return CREATED
+            raise
+        last = parse_time(existing.get("lastTimestamp") or existing.get("firstTimestamp"))
+        recent = last is not None and self.clock() - last.timestamp() < self.dedupe_seconds
+        if recent and self.on_repeat == "skip":
+            return SKIPPED
+        patch: dict[str, Any] = {"count": int(existing.get("count") or 1) + 1, "lastTimestamp": now}
+        if not recent:
+            patch["message"] = body["message"]
+            patch["type"] = body["type"]
+        request_json(self.api, "PATCH", path, body=patch, content_type=MERGE_PATCH)
+        return COUNTED
+
+    def node(self, name: str, reason: str, message: str, type_: str = NORMAL, uid: str = "") -> str:
+        return self.record(ObjectRef.node(name, uid), reason, message, type_)
+
+    def pod(self, namespace: str, name: str, reason: str, message: str, type_: str = NORMAL, uid: str = "") -> str:
+        return self.record(ObjectRef.pod(namespace, name, uid), reason, message, type_)
+
+    def _timestamp(self) -> str:
+        return datetime.fromtimestamp(self.clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,230 @@
+"""Nodes: cordon, the disruption taint, deletion, readiness, and the EC2 instance behind each node.
+
+Taint and cordon changes are read-modify-write guarded by the node's resourceVersion: another
+writer (the kubelet, another function) in between makes the write fail with 409 and it is redone
+on the fresh node, so no one's taint is lost.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from ..model.taints import Taint
+from .raw import MERGE_PATCH, path_segment, request_json
+
+DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
+DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, "NoSchedule")
+CONFLICT_ATTEMPTS = 6
+
+
+class NodeGoneError(LookupError):
+    """The node does not exist (any more)."""
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    node: dict[str, Any]
+    changed: bool
+
+
+@dataclass(frozen=True)
+class Readiness:
+    ready: bool
+    status: str  # "True" | "False" | "Unknown" (no Ready condition reported yet counts as Unknown)
+    since: datetime | None  # lastTransitionTime of the Ready condition
+    reason: str = ""
+
+
+def node_path(name: str) -> str:
+    if not name:
+        raise ValueError("a node name is required")
+    return f"/api/v1/nodes/{path_segment(name)}"
+
+
+def get_node(api: ApiClient, name: str) -> dict[str, Any]:
+    try:
+        return request_json(api, "GET", node_path(name))
+    except ApiException as exc:
+        if exc.status == 404:
+            raise NodeGoneError(f"node {name} not found") from None
+        raise
+
+
+def modify_node(
+    api: ApiClient,
+    name: str,
+    change: Callable[[dict[str, Any]], dict[str, Any] | None],
+    attempts: int = CONFLICT_ATTEMPTS,
+) -> NodeChange:
+    """Apply `change(node) -> merge patch or None` to the current node, retrying on 409 Conflict.
+
+    The patch carries the resourceVersion that `change` saw, so it only applies to that version.
+    """
+    for attempt in range(attempts):
+        node = get_node(api, name)
+        patch = change(node)
+        if not patch:
+            return NodeChange(node, False)
+        meta = dict(patch.get("metadata") or {})
+        meta["resourceVersion"] = (node.get("metadata") or {}).get("resourceVersion")
+        body = {**patch, "metadata": meta}
+        try:
+            updated = request_json(api, "PATCH", node_path(name), body=body, content_type=MERGE_PATCH)
+            return NodeChange(updated, True)
+        except ApiException as exc:
+            if exc.status == 404:
+                raise NodeGoneError(f"node {name} not found") from None
+            if exc.status != 409 or attempt == attempts - 1:
+                raise
+        time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def taints_of(node: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return list((node.get("spec") or {}).get("taints") or [])
+
+
+def has_taint(node: Mapping[str, Any], key: str = DISRUPTED_TAINT_KEY, effect: str | None = None) -> bool:
+    return any(t.get("key") == key and (effect is None or t.get("effect") == effect) for t in taints_of(node))
+
+
+def is_cordoned(node: Mapping[str, Any]) -> bool:
+    return bool((node.get("spec") or {}).get("unschedulable"))
+
+
+def _with_taint(taint: Taint, cordon: bool) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    def change(node: dict[str, Any]) -> dict[str, Any] | None:
+        spec: dict[str, Any] = {}
+        if not has_taint(node, taint.key, taint.effect):
+            spec["taints"] = [*taints_of(node), {**taint.to_dict(), "timeAdded": _now_rfc3339()}]
+        if cordon and not is_cordoned(node):
+            spec["unschedulable"] = True
+        return {"spec": spec} if spec else None
+
+    return change
+
+
+def add_taint(api: ApiClient, name: str, taint: Taint = DISRUPTED_TAINT, *, cordon: bool = False) -> NodeChange:
+    """Add the taint (the disruption taint by default), and optionally cordon in the same write."""
+    return modify_node(api, name, _with_taint(taint, cordon))
+
+
+def mark_disrupted(api: ApiClient, name: str) -> NodeChange:
+    """Taint `karpenter.sh/disrupted:NoSchedule` and cordon: from then on the node is being drained."""
+    return add_taint(api, name, DISRUPTED_TAINT, cordon=True)
+
+
+def remove_taint(
+    api: ApiClient, name: str, key: str = DISRUPTED_TAINT_KEY, effect: str | None = None, *, uncordon: bool = False
+) -> NodeChange:
+    def change(node: dict[str, Any]) -> dict[str, Any] | None:
+        spec: dict[str, Any] = {}
+        if has_taint(node, key, effect):
+            spec["taints"] = [
+                t for t in taints_of(node) if not (t.get("key") == key and (effect is None or t.get("effect") == effect))
+            ]
+        if uncordon and is_cordoned(node):
+            spec["unschedulable"] = None
+        return {"spec": spec} if spec else None
+
+    return modify_node(api, name, change)
+
+
+def cordon(api: ApiClient, name: str) -> NodeChange:
+    return modify_node(api, name, lambda n: None if is_cordoned(n) else {"spec": {"unschedulable": True}})
+
+
+def uncordon(api: ApiClient, name: str) -> NodeChange:
+    return modify_node(api, name, lambda n: {"spec": {"unschedulable": None}} if is_cordoned(n) else None)
+
+
+def patch_metadata(
+    api: ApiClient,
+    name: str,
+    *,
+    labels: Mapping[str, str | None] | None = None,
+    annotations: Mapping[str, str | None] | None = None,
+) -> dict[str, Any]:
+    """Merge labels/annotations into the node; a None value removes that key."""
+    meta: dict[str, Any] = {}
+    if labels:
+        meta["labels"] = dict(labels)
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    if not meta:
+        return get_node(api, name)
+    try:
+        return request_json(api, "PATCH", node_path(name), body={"metadata": meta}, content_type=MERGE_PATCH)
+    except ApiException as exc:
+        if exc.status == 404:
+            raise NodeGoneError(f"node {name} not found") from None
+        raise
+
+
+def delete_node(api: ApiClient, name: str) -> bool:
+    """Delete the Node object; False when it was already gone."""
+    try:
+        request_json(api, "DELETE", node_path(name))
+        return True
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+
+
+def parse_provider_id(provider_id: str) -> tuple[str, str] | None:
+    """`aws:///<zone>/<instance-id>` -> (zone, instance id); None for anything that is not an EC2 node."""
+    if not provider_id or not provider_id.startswith("aws://"):
+        return None
+    parts = [p for p in provider_id[len("aws://") :].split("/") if p]
+    if not parts or not parts[-1].startswith("i-"):
+        return None
+    zone = parts[-2] if len(parts) >= 2 else ""
+    return zone, parts[-1]
+
+
+def provider_id(zone: str, instance_id: str) -> str:
+    return f"aws:///{zone}/{instance_id}"
+
+
+def instance_id(node: Mapping[str, Any]) -> str | None:
+    parsed = parse_provider_id((node.get("spec") or {}).get("providerID") or "")
+    return parsed[1] if parsed else None
+
+
+def nodes_by_instance_id(nodes: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    out: dict[str, Mapping[str, Any]] = {}
+    for node in nodes:
+        iid = instance_id(node)
+        if iid:
+            out[iid] = node
+    return out
+
+
+def readiness(node: Mapping[str, Any]) -> Readiness:
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            status = cond.get("status") or "Unknown"
+            return Readiness(status == "True", status, parse_time(cond.get("lastTransitionTime")), cond.get("reason") or "")
+    return Readiness(False, "Unknown", None)
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _now_rfc3339() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,0 +1,58 @@
+"""Everything one invocation works with: settings, AWS clients, the Kubernetes client, the launcher.
+
+Built once per process (a Lambda container serves many invocations; the CLI builds one per command)
+and passed explicitly to the use-cases, so tests can hand in a runtime pointed at `sim/`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from kubernetes import client as k8s
+
+from .aws.clients import AwsClients
+from .aws.launcher import Launcher
+from .k8s.client import build_api_client
+from .settings import Settings
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    aws: AwsClients
+    api: k8s.ApiClient
+    _extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None) -> Runtime:
+        settings = settings or Settings.from_env()
+        return cls(settings, AwsClients.for_region(settings.region), build_api_client(settings))
+
+    @cached_property
+    def launcher(self) -> Launcher:
+        return Launcher.from_settings(self.settings, self.aws)
+
+    @cached_property
+    def core(self) -> k8s.CoreV1Api:
+        return k8s.CoreV1Api(self.api)
+
+    @cached_property
+    def custom(self) -> k8s.CustomObjectsApi:
+        return k8s.CustomObjectsApi(self.api)
+
+    @property
+    def cluster(self) -> str:
+        return self.settings.cluster_name
+
+
+_RUNTIME: Runtime | None = None
+
+
+def shared() -> Runtime:
+    """The process-wide runtime for Lambda handlers (reused across warm invocations)."""
+    global _RUNTIME
+    if _RUNTIME is None:
+        _RUNTIME = Runtime.from_settings()
+    return _RUNTIME

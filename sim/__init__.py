@@ -1,0 +1,1 @@
+"""Local stand-ins for AWS and a Kubernetes API server, used by tests, the demo and benchmarks."""

@@ -1,0 +1,1 @@
+"""The AWS side of the local environment: moto's server, seeding, fault injection."""

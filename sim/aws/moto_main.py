@@ -1,0 +1,207 @@
+"""Entry point of the moto child process: moto's server plus the public EKS images and parameters.
+
+Run as `python -m sim.aws.moto_main`; it binds 127.0.0.1 on a free port and prints
+`PORT <n>` on its first stdout line. It also answers `POST /sim/v1/public-release` with
+`{"images": [...moto AMI dicts...], "parameters": {"/aws/service/...": "value"}}`, which is how a
+test publishes a new EKS AMI release (the public API cannot write under `/aws`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gzip
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime
+from importlib import resources
+from typing import Any
+
+from sim.aws.amis import catalog, public_parameters
+
+# Catalog plus anything published at run time; read by the SSM loader after every reset.
+_PUBLIC_PARAMETERS: dict[str, str] = {}
+_EXTRA_IMAGES: list[dict[str, Any]] = []
+_PREFIXES = ("/aws/service/eks/", "/aws/service/bottlerocket/", "/aws/service/ami-windows-latest/")
+_LOCK = threading.Lock()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGTERM us when the environment process dies, so no moto outlives it."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(1.0)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
+def _write_amis_file() -> str:
+    """moto reads its default AMIs from MOTO_AMIS_PATH at import: ours plus moto's own."""
+    with resources.files("moto").joinpath("ec2/resources/amis.json.gz").open("rb") as raw:
+        defaults = json.loads(gzip.decompress(raw.read()))
+    images = catalog()
+    ours = {image.image_id for image in images}
+    merged = [ami for ami in defaults if ami["ami_id"] not in ours] + [image.moto_ami() for image in images]
+    fd, path = tempfile.mkstemp(prefix="sim-amis-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(merged, out)
+    _PUBLIC_PARAMETERS.update(public_parameters(images))
+    return path
+
+
+def _install_public_parameters() -> None:
+    from moto.ssm import models as ssm_models
+
+    original = ssm_models.ParameterDict._check_loading_status
+
+    def check_loading_status(self: Any, key: str) -> None:
+        original(self, key)
+        key = str(key or "")
+        if key.startswith(_PREFIXES) and not getattr(self, "sim_eks_loaded", False):
+            self.sim_eks_loaded = True
+            with _LOCK:
+                for name, value in _PUBLIC_PARAMETERS.items():
+                    _append_version(self, name, value)
+
+    ssm_models.ParameterDict._check_loading_status = check_loading_status
+
+
+def _append_version(params: Any, name: str, value: str) -> None:
+    from moto.core.utils import utcnow
+    from moto.ssm.models import Parameter
+
+    versions = dict.__getitem__(params, name) if dict.__contains__(params, name) else []
+    versions.append(
+        Parameter(
+            account_id=params.account_id,
+            name=name,
+            value=value,
+            parameter_type="String",
+            description=None,
+            allowed_pattern=None,
+            keyid=None,
+            last_modified_date=utcnow(),
+            version=len(versions) + 1,
+            data_type="aws:ec2:image" if name.endswith("/image_id") else "text",
+        )
+    )
+    dict.__setitem__(params, name, versions)
+
+
+def _publish(body: dict[str, Any]) -> dict[str, Any]:
+    """Add images to every live EC2 backend and new parameter versions to every loaded SSM backend."""
+    from moto.ec2.models import ec2_backends
+    from moto.ec2.models.amis import AMIS, Ami
+    from moto.ssm.models import ssm_backends
+
+    images = body.get("images") or []
+    parameters = body.get("parameters") or {}
+    if not isinstance(images, list) or not isinstance(parameters, dict):
+        raise ValueError("body must be {'images': [moto AMI dicts], 'parameters': {name: value}}")
+    with _LOCK:
+        for ami in images:
+            AMIS.append(dict(ami))
+            _EXTRA_IMAGES.append(dict(ami))
+        _PUBLIC_PARAMETERS.update({str(k): str(v) for k, v in parameters.items()})
+    for account in ec2_backends.values():
+        for backend in account.values():
+            for ami in images:
+                spec = dict(ami, owner_alias="amazon")
+                if isinstance(spec.get("creation_date"), str):
+                    spec["creation_date"] = datetime.fromisoformat(spec["creation_date"].replace("Z", "+00:00"))
+                backend.amis[spec["ami_id"]] = Ami(backend, **spec)
+    for account in ssm_backends.values():
+        for backend in account.values():
+            if getattr(backend._parameters, "sim_eks_loaded", False):
+                for name, value in parameters.items():
+                    _append_version(backend._parameters, str(name), str(value))
+    return {"images": [ami["ami_id"] for ami in images], "parameters": sorted(parameters)}
+
+
+def _set_cluster_endpoint(body: dict[str, Any]) -> dict[str, Any]:
+    """Point an EKS cluster's endpoint at the local Kubernetes API (moto invents an unreachable one),
+    so code that finds its cluster through DescribeCluster, as a Lambda does, reaches it too."""
+    from moto.eks.models import eks_backends
+
+    name, endpoint = body.get("cluster"), body.get("endpoint")
+    if not isinstance(name, str) or not isinstance(endpoint, str):
+        raise ValueError("body must be {'cluster': name, 'endpoint': url}")
+    for account in eks_backends.values():
+        for backend in account.values():
+            if name in backend.clusters:
+                backend.clusters[name].endpoint = endpoint
+                return {"cluster": name, "endpoint": endpoint}
+    raise ValueError(f"no EKS cluster named {name!r}")
+
+
+_CONTROL = {"/sim/v1/public-release": _publish, "/sim/v1/eks-endpoint": _set_cluster_endpoint}
+
+
+def _control_app(moto_app: Any) -> Any:
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        handler = _CONTROL.get(environ.get("PATH_INFO", ""))
+        if handler is not None and environ.get("REQUEST_METHOD") == "POST":
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            try:
+                payload = handler(json.loads(environ["wsgi.input"].read(length) or b"{}"))
+                status, body = "200 OK", json.dumps(payload)
+            except (ValueError, KeyError, TypeError) as exc:
+                status, body = "400 Bad Request", json.dumps({"error": str(exc)})
+            start_response(status, [("Content-Type", "application/json")])
+            return [body.encode()]
+        return moto_app(environ, start_response)
+
+    return app
+
+
+def main() -> None:
+    _die_with_parent()
+    amis_path = _write_amis_file()
+    os.environ["MOTO_AMIS_PATH"] = amis_path
+    try:
+        from moto.ec2.models import amis as _loaded_amis  # noqa: F401  (reads MOTO_AMIS_PATH now)
+    finally:
+        os.unlink(amis_path)
+    _install_public_parameters()
+
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    app = _control_app(DomainDispatcherApplication(create_backend_app))
+    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
+
+    def stop(_signum: int, _frame: Any) -> None:
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f"PORT {server.server_address[1]}", flush=True)
+    server.serve_forever(poll_interval=0.1)
+    server.server_close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # moto keeps nothing worth flushing; skipping interpreter teardown of its large modules saves seconds.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""Seed a fresh moto server like a real EKS account in which nodescale is about to be installed.
+
+What exists afterwards (region us-east-1): the EKS cluster; its VPC with one subnet per zone and a
+security group, all tagged `karpenter.sh/discovery: <cluster>`; the node IAM role and instance
+profile; the nodescale DynamoDB table; and resources nodescale must never touch: an unrelated VPC
+with an instance named `unmanaged`, and an instance that carries only Karpenter's own tags.
+The public AMIs and `/aws/service/...` parameters are built into the moto child (`sim.aws.amis`).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import boto3
+
+from sim.aws.amis import DEFAULT_KUBERNETES_VERSION, KUBERNETES_VERSIONS, image_id_for
+from sim.aws.constants import DISCOVERY_TAG, DUMMY_CREDENTIALS, REGION, ZONES
+
+_ASSUME_EC2 = {
+    "Version": "2012-10-17",
+    "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+}
+_ASSUME_EKS = {
+    "Version": "2012-10-17",
+    "Statement": [{"Effect": "Allow", "Principal": {"Service": "eks.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+}
+
+
+def table_name_for(cluster: str) -> str:
+    return f"nodescale-{cluster}"
+
+
+def nodescale_table_spec(table_name: str) -> dict[str, Any]:
+    """The nodescale state table: keyword arguments for DynamoDB `create_table`, plus `TimeToLive`
+    (the `update_time_to_live` specification). One partition key `pk` (S), no sort key, TTL on
+    `expiresAt` (epoch seconds): unavailable offerings and idempotency records expire by themselves."""
+    return {
+        "TableName": table_name,
+        "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+        "BillingMode": "PAY_PER_REQUEST",
+        "TimeToLive": {"Enabled": True, "AttributeName": "expiresAt"},
+    }
+
+
+@dataclass
+class SeededAccount:
+    """Ids of everything `seed()` created; written to DIR/seed.json and served at /sim/v1/seed."""
+
+    cluster: str
+    region: str
+    kubernetes_version: str
+    cluster_arn: str = ""
+    cluster_endpoint: str = ""
+    cluster_ca: str = ""
+    vpc_id: str = ""
+    subnets: dict[str, str] = field(default_factory=dict)  # zone -> subnet id
+    security_group_id: str = ""
+    node_role_name: str = ""
+    node_role_arn: str = ""
+    instance_profile_name: str = ""
+    instance_profile_arn: str = ""
+    table_name: str = ""
+    nodepool_parameter_path: str = ""
+    unmanaged_vpc_id: str = ""
+    unmanaged_subnet_id: str = ""
+    unmanaged_instance_ids: list[str] = field(default_factory=list)
+    karpenter_instance_ids: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+
+def _tags(pairs: dict[str, str]) -> list[dict[str, str]]:
+    return [{"Key": k, "Value": v} for k, v in pairs.items()]
+
+
+def seed(
+    endpoint_url: str,
+    cluster: str = "demo-cluster",
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
+    region: str = REGION,
+    kube_url: str | None = None,
+) -> SeededAccount:
+    """Create the account's resources through moto's API (the same calls a real setup would make).
+    With `kube_url`, DescribeCluster answers with that endpoint (the local Kubernetes API)."""
+    if kubernetes_version not in KUBERNETES_VERSIONS:
+        raise ValueError(
+            f"kubernetes version {kubernetes_version!r} has no seeded images: allowed are {KUBERNETES_VERSIONS}"
+        )
+
+    def client(name: str) -> Any:
+        return boto3.client(name, endpoint_url=endpoint_url, region_name=region, **DUMMY_CREDENTIALS)
+
+    ec2, iam, eks, ddb = client("ec2"), client("iam"), client("eks"), client("dynamodb")
+    out = SeededAccount(cluster=cluster, region=region, kubernetes_version=kubernetes_version)
+    discovery = {DISCOVERY_TAG: cluster}
+
+    vpc = ec2.create_vpc(
+        CidrBlock="10.0.0.0/16",
+        TagSpecifications=[{"ResourceType": "vpc", "Tags": _tags({"Name": f"{cluster}-vpc", **discovery})}],
+    )["Vpc"]
+    out.vpc_id = vpc["VpcId"]
+    ec2.modify_vpc_attribute(VpcId=out.vpc_id, EnableDnsHostnames={"Value": True})
+    for index, zone in enumerate(ZONES):
+        # /18 per zone: room for thousands of nodes in load tests.
+        subnet = ec2.create_subnet(
+            VpcId=out.vpc_id,
+            CidrBlock=f"10.0.{index * 64}.0/18",
+            AvailabilityZone=zone,
+            TagSpecifications=[
+                {
+                    "ResourceType": "subnet",
+                    "Tags": _tags(
+                        {
+                            "Name": f"{cluster}-private-{zone}",
+                            "kubernetes.io/role/internal-elb": "1",
+                            f"kubernetes.io/cluster/{cluster}": "shared",
+                            **discovery,
+                        }
+                    ),
+                }
+            ],
+        )["Subnet"]
+        out.subnets[zone] = subnet["SubnetId"]
+    out.security_group_id = ec2.create_security_group(
+        GroupName=f"eks-cluster-sg-{cluster}",
+        Description=f"EKS created security group applied to ENI that is attached to EKS Control Plane master nodes, as well as any managed workloads. ({cluster})",
+        VpcId=out.vpc_id,
+        TagSpecifications=[
+            {
+                "ResourceType": "security-group",
+                "Tags": _tags({"Name": f"eks-cluster-sg-{cluster}", f"kubernetes.io/cluster/{cluster}": "owned", **discovery}),
+            }
+        ],
+    )["GroupId"]
+
+    cluster_role = iam.create_role(
+        RoleName=f"eks-cluster-role-{cluster}", AssumeRolePolicyDocument=json.dumps(_ASSUME_EKS)
+    )["Role"]
+    created = eks.create_cluster(
+        name=cluster,
+        version=kubernetes_version,
+        roleArn=cluster_role["Arn"],
+        resourcesVpcConfig={"subnetIds": list(out.subnets.values()), "securityGroupIds": [out.security_group_id]},
+        tags={"karpenter.sh/discovery": cluster},
+    )["cluster"]
+    if kube_url:
+        request = urllib.request.Request(
+            f"{endpoint_url}/sim/v1/eks-endpoint", method="POST",
+            data=json.dumps({"cluster": cluster, "endpoint": kube_url}).encode(),
+        )
+        with urllib.request.urlopen(request, timeout=30):
+            pass
+    described = eks.describe_cluster(name=cluster)["cluster"]
+    out.cluster_arn = created["arn"]
+    out.cluster_endpoint = described.get("endpoint", "")
+    out.cluster_ca = described.get("certificateAuthority", {}).get("data", "")
+
+    out.node_role_name = f"KarpenterNodeRole-{cluster}"
+    out.node_role_arn = iam.create_role(
+        RoleName=out.node_role_name,
+        AssumeRolePolicyDocument=json.dumps(_ASSUME_EC2),
+        Description=f"Role of the EC2 nodes nodescale launches for {cluster}",
+    )["Role"]["Arn"]
+    out.instance_profile_name = f"KarpenterNodeInstanceProfile-{cluster}"
+    out.instance_profile_arn = iam.create_instance_profile(InstanceProfileName=out.instance_profile_name)[
+        "InstanceProfile"
+    ]["Arn"]
+    iam.add_role_to_instance_profile(InstanceProfileName=out.instance_profile_name, RoleName=out.node_role_name)
+
+    out.table_name = table_name_for(cluster)
+    spec = nodescale_table_spec(out.table_name)
+    ttl = spec.pop("TimeToLive")
+    ddb.create_table(**spec)
+    ddb.update_time_to_live(TableName=out.table_name, TimeToLiveSpecification=ttl)
+    out.nodepool_parameter_path = f"/nodescale/{cluster}/nodepools/"
+
+    _seed_unmanaged(ec2, out, kubernetes_version)
+    return out
+
+
+def _seed_unmanaged(ec2: Any, out: SeededAccount, kubernetes_version: str) -> None:
+    """Resources nodescale must never change: they lack the `nodescale.io/cluster` tag."""
+    out.unmanaged_vpc_id = ec2.create_vpc(
+        CidrBlock="172.31.0.0/16",
+        TagSpecifications=[{"ResourceType": "vpc", "Tags": _tags({"Name": "unrelated"})}],
+    )["Vpc"]["VpcId"]
+    out.unmanaged_subnet_id = ec2.create_subnet(
+        VpcId=out.unmanaged_vpc_id, CidrBlock="172.31.0.0/20", AvailabilityZone=ZONES[0]
+    )["Subnet"]["SubnetId"]
+    al2 = image_id_for(f"amazon-eks-node-{kubernetes_version}-v20241109")
+    unmanaged = ec2.run_instances(
+        ImageId=al2,
+        InstanceType="t3.micro",
+        MinCount=1,
+        MaxCount=1,
+        SubnetId=out.unmanaged_subnet_id,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": _tags({"Name": "unmanaged"})}],
+    )["Instances"]
+    out.unmanaged_instance_ids = [i["InstanceId"] for i in unmanaged]
+    karpenter = ec2.run_instances(
+        ImageId=al2,
+        InstanceType="m5.large",
+        MinCount=1,
+        MaxCount=1,
+        SubnetId=out.subnets[ZONES[1]],
+        SecurityGroupIds=[out.security_group_id],
+        TagSpecifications=[
+            {
+                "ResourceType": "instance",
+                "Tags": _tags(
+                    {
+                        "Name": "karpenter-node",
+                        "karpenter.sh/nodepool": "default",
+                        "karpenter.sh/managed-by": out.cluster,
+                        "karpenter.k8s.aws/ec2nodeclass": "default",
+                        f"kubernetes.io/cluster/{out.cluster}": "owned",
+                    }
+                ),
+            }
+        ],
+    )["Instances"]
+    out.karpenter_instance_ids = [i["InstanceId"] for i in karpenter]

@@ -1,0 +1,1 @@
+"""An in-process Kubernetes API server: store, REST front end and minimal controllers."""

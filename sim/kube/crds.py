@@ -1,0 +1,62 @@
+"""CustomResourceDefinitions of the Karpenter APIs the product reads, in every generation it accepts.
+
+`install_karpenter_crds(store)` creates them as a cluster administrator would with `kubectl apply`;
+the store then serves the custom objects like any CRD created through the API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import ApiError
+from .store import Store
+
+CRD_RESOURCE = "apiextensions.k8s.io/v1/customresourcedefinitions"
+
+# (group, plural, kind, served versions, storage version)
+KARPENTER_KINDS: tuple[tuple[str, str, str, tuple[str, ...], str], ...] = (
+    ("karpenter.sh", "nodepools", "NodePool", ("v1", "v1beta1"), "v1"),
+    ("karpenter.sh", "nodeclaims", "NodeClaim", ("v1", "v1beta1"), "v1"),
+    ("karpenter.sh", "provisioners", "Provisioner", ("v1alpha5",), "v1alpha5"),
+    ("karpenter.sh", "machines", "Machine", ("v1alpha5",), "v1alpha5"),
+    ("karpenter.k8s.aws", "ec2nodeclasses", "EC2NodeClass", ("v1", "v1beta1"), "v1"),
+    ("karpenter.k8s.aws", "awsnodetemplates", "AWSNodeTemplate", ("v1alpha1",), "v1alpha1"),
+)
+
+
+def crd_manifest(group: str, plural: str, kind: str, versions: tuple[str, ...], storage: str) -> dict[str, Any]:
+    """A cluster-scoped CRD with a status subresource and a schema that keeps unknown fields."""
+    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Cluster",
+            "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
+            "versions": [
+                {"name": version, "served": True, "storage": version == storage, "schema": schema,
+                 "subresources": {"status": {}}}
+                for version in versions
+            ],
+        },
+    }
+
+
+def karpenter_crds() -> list[dict[str, Any]]:
+    return [crd_manifest(*kind) for kind in KARPENTER_KINDS]
+
+
+def install_karpenter_crds(store: Store) -> list[str]:
+    """Create every Karpenter CRD that is not there yet; returns the names created."""
+    created = []
+    for manifest in karpenter_crds():
+        try:
+            store.create(CRD_RESOURCE, manifest)
+        except ApiError as error:
+            if error.reason != "AlreadyExists":
+                raise
+            continue
+        created.append(manifest["metadata"]["name"])
+    return created

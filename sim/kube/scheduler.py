@@ -1,0 +1,200 @@
+"""A minimal default scheduler: binds pending pods to Ready, schedulable nodes where they fit.
+
+Identical pending pods (same requests, selectors, affinity and tolerations) are placed as one
+group: the nodes that cannot take one of them cannot take the next either, so a pass costs
+about (nodes + pods) per group rather than nodes x pods.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from .errors import ApiError
+from .objects import meta, pod_terminal, set_condition
+from .placement import allocatable, insufficient, pod_requests, static_reason
+from .store import Store
+
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+def wants_default_scheduler(pod: dict[str, Any]) -> bool:
+    spec = pod.get("spec") or {}
+    return (
+        not spec.get("nodeName")
+        and spec.get("schedulerName", DEFAULT_SCHEDULER) in (DEFAULT_SCHEDULER, "", None)
+        and not meta(pod).get("deletionTimestamp")
+        and not pod_terminal(pod)
+    )
+
+
+class Scheduler:
+    """Places pending pods. Node usage is kept up to date from pod events (`observe`), so a pass
+    never re-adds the requests of every bound pod."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._requests: dict[str, dict[str, int]] = {}
+        self._usage: dict[str, dict[str, int]] = {}
+        self._counted: dict[str, str] = {}
+        self._allocatable: dict[str, tuple[str, dict[str, int]]] = {}
+
+    def requests_of(self, pod: dict[str, Any]) -> dict[str, int]:
+        uid = meta(pod).get("uid", "")
+        cached = self._requests.get(uid)
+        if cached is None:
+            cached = pod_requests(pod.get("spec") or {})
+            self._requests[uid] = cached
+        return cached
+
+    def observe(self, event_type: str, pod: dict[str, Any]) -> None:
+        """Account a pod event: a bound pod uses its node's resources until it ends or is removed."""
+        uid = meta(pod).get("uid", "")
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        using = event_type != "DELETED" and bool(node_name) and not pod_terminal(pod)
+        counted_on = self._counted.get(uid)
+        if using and counted_on is None:
+            self._counted[uid] = node_name or ""
+            self._charge(node_name or "", self.requests_of(pod), 1)
+        elif not using and counted_on is not None:
+            del self._counted[uid]
+            self._charge(counted_on, self.requests_of(pod), -1)
+        if event_type == "DELETED":
+            self._requests.pop(uid, None)
+
+    def _charge(self, node_name: str, requests: dict[str, int], sign: int) -> None:
+        usage = self._usage.setdefault(node_name, {})
+        for resource, value in requests.items():
+            usage[resource] = usage.get(resource, 0) + sign * value
+        usage["pods"] = usage.get("pods", 0) + sign * 1000
+
+    def _node_allocatable(self, node: dict[str, Any]) -> dict[str, int]:
+        name, version = meta(node)["name"], meta(node).get("resourceVersion", "")
+        cached = self._allocatable.get(name)
+        if cached is None or cached[0] != version:
+            cached = (version, allocatable(node))
+            self._allocatable[name] = cached
+        return cached[1]
+
+    def _free_capacity(self, nodes: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+        free: dict[str, dict[str, int]] = {}
+        for node in nodes:
+            name = meta(node)["name"]
+            remaining = dict(self._node_allocatable(node))
+            for resource, value in self._usage.get(name, {}).items():
+                remaining[resource] = remaining.get(resource, 0) - value
+            free[name] = remaining
+        return free
+
+    @staticmethod
+    def _signature(pod: dict[str, Any], requests: dict[str, int]) -> str:
+        spec = pod.get("spec") or {}
+        required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        return json.dumps(
+            [sorted(requests.items()), spec.get("nodeSelector"), required, spec.get("tolerations")],
+            sort_keys=True,
+        )
+
+    def schedule(self, pending: list[tuple[str, str]]) -> int:
+        """One scheduling pass over the given pending pods; returns how many were bound."""
+        pods = []
+        for namespace, name in pending:
+            pod = self.store.peek("v1/pods", name, namespace)
+            if pod is not None and wants_default_scheduler(pod):
+                pods.append(pod)
+        if not pods:
+            return 0
+        nodes = sorted(
+            (n for n in self.store.snapshot("v1/nodes") if not meta(n).get("deletionTimestamp")),
+            key=lambda n: (meta(n).get("creationTimestamp", ""), meta(n).get("name", "")),
+        )
+        free = self._free_capacity(nodes)
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for pod in sorted(pods, key=lambda p: (meta(p).get("creationTimestamp", ""), meta(p)["name"])):
+            groups.setdefault(self._signature(pod, self.requests_of(pod)), []).append(pod)
+        bound = 0
+        for group in groups.values():
+            bound += self._place_group(group, nodes, free)
+        return bound
+
+    def _place_group(
+        self, group: list[dict[str, Any]], nodes: list[dict[str, Any]], free: dict[str, dict[str, int]]
+    ) -> int:
+        spec = group[0].get("spec") or {}
+        requests = self.requests_of(group[0])
+        static = {meta(node)["name"]: static_reason(spec, node) for node in nodes}
+        candidates = [meta(node)["name"] for node in nodes if static[meta(node)["name"]] is None]
+        pointer = 0
+        unplaced = []
+        bound = 0
+        for pod in group:
+            while pointer < len(candidates):
+                node_name = candidates[pointer]
+                if not insufficient(requests, free[node_name]):
+                    break
+                pointer += 1
+            if pointer >= len(candidates):
+                unplaced.append(pod)
+                continue
+            node_name = candidates[pointer]
+            try:
+                self.store.bind(meta(pod)["name"], meta(pod)["namespace"], node_name)
+            except ApiError:
+                continue  # deleted or bound by someone else since the pass began
+            remaining = free[node_name]
+            for resource, value in requests.items():
+                remaining[resource] = remaining.get(resource, 0) - value
+            remaining["pods"] = remaining.get("pods", 0) - 1000
+            bound += 1
+        if unplaced:
+            message = self._unschedulable_message(nodes, static, requests, free)
+            for pod in unplaced:
+                self._mark_unschedulable(pod, message)
+        return bound
+
+    @staticmethod
+    def _unschedulable_message(
+        nodes: list[dict[str, Any]],
+        static: dict[str, str | None],
+        requests: dict[str, int],
+        free: dict[str, dict[str, int]],
+    ) -> str:
+        total = len(nodes)
+        if total == 0:
+            return "no nodes available to schedule pods"
+        reasons: Counter[str] = Counter()
+        for node in nodes:
+            name = meta(node)["name"]
+            if static[name] is not None:
+                reasons[static[name] or ""] += 1
+            else:
+                for reason in insufficient(requests, free[name]):
+                    reasons[reason] += 1
+        detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items(), key=lambda i: i[0]))
+        return (
+            f"0/{total} nodes are available: {detail}. preemption: 0/{total} nodes are available: "
+            f"{total} Preemption is not helpful for scheduling."
+        )
+
+    def _mark_unschedulable(self, pod: dict[str, Any], message: str) -> None:
+        now = self.store.clock.timestamp()
+
+        def change(obj: dict[str, Any]) -> bool:
+            if not wants_default_scheduler(obj):
+                return False
+            return set_condition(
+                obj,
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastProbeTime": None,
+                    "lastTransitionTime": now,
+                },
+            )
+
+        self.store.modify("v1/pods", meta(pod)["name"], meta(pod)["namespace"], change, "status")

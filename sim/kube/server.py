@@ -1,0 +1,631 @@
+"""HTTP front end: the Kubernetes REST API (as the official clients use it) over a `Store`.
+
+Also serves a small control API under `/sim/v1/` for tests and scenarios: the clock and fault
+injection.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import select
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from . import errors
+from .disruption import evict
+from .errors import ApiError
+from .faults import FaultInjector, FaultSpecError, fault_error
+from .objects import meta
+from .patches import PATCH_CONTENT_TYPES, apply_patch
+from .resources import ResourceType
+from .store import Store, Watch
+
+SERVER_VERSION = {
+    "major": "1",
+    "minor": "31",
+    "gitVersion": "v1.31.0-eks-sim",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.22.0",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+DEFAULT_WATCH_SECONDS = 1800
+_VERSION_RE = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
+
+
+def version_priority(version: str) -> tuple[int, int, int]:
+    """Sort key putting the version Kubernetes prefers first (GA > beta > alpha, newer first)."""
+    match = _VERSION_RE.match(version)
+    if not match:
+        return (0, 0, 0)
+    major, stage, minor = match.groups()
+    stage_rank = {"alpha": 1, "beta": 2}.get(stage or "", 3)
+    return (-stage_rank, -int(major), -int(minor or 0))
+
+
+class _Request:
+    """A parsed API path: which resource, namespace, name and subresource."""
+
+    def __init__(
+        self, rt: ResourceType, namespace: str | None, name: str | None, sub: str | None, legacy_watch: bool
+    ) -> None:
+        self.rt = rt
+        self.namespace = namespace
+        self.name = name
+        self.sub = sub
+        self.legacy_watch = legacy_watch
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes: without this, Nagle + delayed ACK add 40 ms a call.
+    disable_nagle_algorithm = True
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature fixed by the base class
+        """Quiet: one line per request would drown the logs at scale."""
+
+    # ------------------------------------------------------------ plumbing
+
+    def _send(self, status: int, body: bytes | str, headers: dict[str, str] | None = None) -> None:
+        data = body.encode() if isinstance(body, str) else body
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-cache, private")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _json(self, status: int, obj: Any) -> None:
+        self._send(status, json.dumps(obj, separators=(",", ":")))
+
+    def _error(self, error: ApiError) -> None:
+        self._send(error.status, json.dumps(error.to_status()), error.headers)
+
+    def _read_body(self) -> bytes:
+        """Read the whole request body first, so an early error leaves the connection reusable."""
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = 0
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _body(self) -> Any:
+        raw = self._raw_body
+        if not raw.strip():
+            return None
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        try:
+            if "yaml" in content_type:
+                import yaml
+
+                return yaml.safe_load(raw)
+            return json.loads(raw)
+        except (ValueError, ImportError) as exc:
+            raise errors.bad_request(f"the request body is not valid {content_type or 'JSON'}: {exc}") from exc
+
+    def _dispatch(self) -> None:
+        self._raw_body = self._read_body()
+        parts = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        path = parts.path.rstrip("/") or "/"
+        try:
+            if path.startswith("/sim/v1"):
+                self._control(path, query)
+                return
+            if self._discovery(path):
+                return
+            request = self._parse_path(path)
+            self._resource(request, query)
+        except ApiError as error:
+            self._error(error)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception as exc:  # the server must answer, as the real one does, with a Status
+            self._error(ApiError(500, "InternalError", f"Internal error occurred: {type(exc).__name__}: {exc}"))
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _dispatch
+
+    # ------------------------------------------------------------ discovery
+
+    def _discovery(self, path: str) -> bool:
+        if self.command not in ("GET", "HEAD"):
+            return False
+        store = self.server.store
+        if path in ("/healthz", "/livez", "/readyz"):
+            self._send(200, "ok")
+        elif path == "/version":
+            self._json(200, SERVER_VERSION)
+        elif path == "/api":
+            self._json(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": f"{self.server.server_address[0]}:{self.server.server_address[1]}"}
+            ]})
+        elif path == "/api/v1":
+            self._json(200, self._resource_list("", "v1"))
+        elif path == "/apis":
+            groups = [self._group(g, vs) for g, vs in sorted(store.registry.group_versions().items()) if g]
+            self._json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+        elif re.fullmatch(r"/apis/[^/]+", path):
+            group = path.split("/")[2]
+            versions = store.registry.group_versions().get(group)
+            if not versions:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            self._json(200, {"apiVersion": "v1", **self._group(group, versions)})
+        elif re.fullmatch(r"/apis/[^/]+/[^/]+", path):
+            _, _, group, version = path.split("/")
+            if not store.registry.in_group_version(group, version):
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            self._json(200, self._resource_list(group, version))
+        else:
+            return False
+        return True
+
+    @staticmethod
+    def _group(group: str, versions: list[str]) -> dict[str, Any]:
+        ordered = sorted(versions, key=version_priority)
+        entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in ordered]
+        return {"kind": "APIGroup", "name": group, "versions": entries, "preferredVersion": entries[0]}
+
+    def _resource_list(self, group: str, version: str) -> dict[str, Any]:
+        resources = []
+        all_verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+        for rt in sorted(self.server.store.registry.in_group_version(group, version), key=lambda r: r.plural):
+            entry = {"name": rt.plural, "singularName": rt.singular, "namespaced": rt.namespaced, "kind": rt.kind,
+                     "verbs": all_verbs}
+            if rt.short_names:
+                entry["shortNames"] = list(rt.short_names)
+            resources.append(entry)
+            if rt.has_status:
+                resources.append({"name": f"{rt.plural}/status", "singularName": "", "namespaced": rt.namespaced,
+                                  "kind": rt.kind, "verbs": ["get", "patch", "update"]})
+            for sub in rt.extra_subresources:
+                kinds = {"binding": ("", "v1", "Binding"), "eviction": ("policy", "v1", "Eviction"),
+                         "scale": ("autoscaling", "v1", "Scale")}
+                sub_group, sub_version, sub_kind = kinds[sub]
+                verbs = ["create"] if sub in ("binding", "eviction") else ["get", "patch", "update"]
+                resources.append({"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
+                                  "group": sub_group, "version": sub_version, "kind": sub_kind, "verbs": verbs})
+        gv = f"{group}/{version}" if group else version
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
+
+    # ------------------------------------------------------------ resources
+
+    def _parse_path(self, path: str) -> _Request:
+        segments = [s for s in path.split("/") if s]
+        if segments[:2] == ["api", "v1"]:
+            group, version, rest = "", "v1", segments[2:]
+        elif len(segments) >= 3 and segments[0] == "apis":
+            group, version, rest = segments[1], segments[2], segments[3:]
+        else:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        legacy_watch = bool(rest) and rest[0] == "watch"
+        if legacy_watch:
+            rest = rest[1:]
+        namespace = None
+        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+            namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if group == "" and rest[0] == "bindings" and namespace:
+            return _Request(self.server.store.resource("v1/pods"), namespace, None, "bindings", False)
+        rt = self.server.store.registry.lookup(group, version, rest[0])
+        if rt is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        name = rest[1] if len(rest) >= 2 else None
+        sub = rest[2] if len(rest) == 3 else None
+        allowed_subs = (("status",) if rt.has_status else ()) + rt.extra_subresources
+        if sub is not None and sub not in allowed_subs:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if rt.namespaced and namespace is None and name is not None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return _Request(rt, namespace if rt.namespaced else None, name, sub, legacy_watch)
+
+    def _verb(self, request: _Request, query: dict[str, str]) -> str:
+        method = self.command
+        if method in ("GET", "HEAD"):
+            if request.legacy_watch or query.get("watch") in ("true", "1"):
+                return "watch"
+            return "get" if request.name else "list"
+        if method == "POST":
+            return "create"
+        if method == "PUT":
+            return "update"
+        if method == "PATCH":
+            return "patch"
+        return "delete" if request.name else "deletecollection"
+
+    def _resource(self, request: _Request, query: dict[str, str]) -> None:
+        verb = self._verb(request, query)
+        resource_name = request.rt.plural + (f"/{request.sub}" if request.sub else "")
+        rule = self.server.faults.pick(verb, resource_name)
+        if rule is not None:
+            if rule.kind == "timeout":
+                time.sleep(rule.delay_seconds)
+                self.close_connection = True  # no answer at all: the connection just ends
+                return
+            raise fault_error(rule, request.rt.plural, request.name or "")
+        if request.sub in ("binding", "bindings", "eviction") and verb != "create":
+            raise errors.method_not_allowed()
+        handler = getattr(self, f"_do_{verb}")
+        handler(request, query)
+
+    def _dry_run(self, query: dict[str, str], body: Any = None) -> bool:
+        if query.get("dryRun") == "All":
+            return True
+        return isinstance(body, dict) and body.get("dryRun") == ["All"]
+
+    def _do_get(self, request: _Request, query: dict[str, str]) -> None:
+        store = self.server.store
+        obj = store.get(request.rt.key, request.name or "", request.namespace)
+        if request.sub == "scale":
+            self._json(200, _scale_of(obj))
+            return
+        self._json(200, obj)
+
+    def _do_list(self, request: _Request, query: dict[str, str]) -> None:
+        try:
+            limit = int(query.get("limit") or 0)
+        except ValueError as exc:
+            raise errors.bad_request(f"limit: invalid value {query.get('limit')!r}: must be an integer") from exc
+        texts, rv, token, remaining = self.server.store.list_page(
+            request.rt.key,
+            request.namespace,
+            query.get("labelSelector", ""),
+            query.get("fieldSelector", ""),
+            limit=max(0, limit),
+            continue_token=query.get("continue", ""),
+        )
+        list_meta: dict[str, Any] = {"resourceVersion": rv}
+        if token:
+            list_meta["continue"] = token
+        if remaining is not None:
+            list_meta["remainingItemCount"] = remaining
+        head = json.dumps(
+            {"kind": f"{request.rt.kind}List", "apiVersion": request.rt.api_version, "metadata": list_meta},
+            separators=(",", ":"),
+        )
+        body = head[:-1] + ',"items":[' + ",".join(texts) + "]}"
+        self._send(200, body)
+
+    def _do_watch(self, request: _Request, query: dict[str, str]) -> None:
+        field_selector = query.get("fieldSelector", "")
+        if request.name:
+            name_selector = f"metadata.name={request.name}"
+            field_selector = f"{field_selector},{name_selector}" if field_selector else name_selector
+        try:
+            timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_SECONDS)
+        except ValueError as exc:
+            raise errors.bad_request("timeoutSeconds: must be a number") from exc
+        rv = query.get("resourceVersion") or None
+        gone: ApiError | None = None
+        watch: Watch | None = None
+        try:
+            watch = self.server.store.watch(
+                request.rt.key, request.namespace, query.get("labelSelector", ""), field_selector, rv
+            )
+        except ApiError as error:
+            if error.status != 410:
+                raise
+            gone = error
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+        if gone is not None or watch is None:
+            self._chunk(json.dumps({"type": "ERROR", "object": gone.to_status() if gone else {}}) + "\n")
+            self._chunk("")
+            return
+        self.server.track(watch)
+        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        deadline = time.monotonic() + timeout
+        last_bookmark = time.monotonic()
+        try:
+            while not watch.closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                item = watch.next_raw(timeout=min(remaining, 1.0))
+                if item is None:
+                    if watch.closed or self._client_gone():
+                        break
+                    if bookmarks and time.monotonic() - last_bookmark > 10:
+                        last_bookmark = time.monotonic()
+                        self._chunk(self._bookmark(request.rt))
+                    continue
+                event_type, obj = item
+                self._chunk(
+                    '{"type":"' + event_type + '","object":' + json.dumps(obj, separators=(",", ":")) + "}\n"
+                )
+            self._chunk("")
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
+        finally:
+            watch.close()
+            self.server.untrack(watch)
+
+    def _bookmark(self, rt: ResourceType) -> str:
+        obj = {"kind": rt.kind, "apiVersion": rt.api_version,
+               "metadata": {"resourceVersion": self.server.store.resource_version}}
+        return json.dumps({"type": "BOOKMARK", "object": obj}) + "\n"
+
+    def _client_gone(self) -> bool:
+        readable, _, _ = select.select([self.connection], [], [], 0)
+        if not readable:
+            return False
+        try:
+            return self.connection.recv(1, 0x2) == b""  # MSG_PEEK: EOF means the client hung up
+        except OSError:
+            return True
+
+    def _chunk(self, text: str) -> None:
+        data = text.encode()
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _do_create(self, request: _Request, query: dict[str, str]) -> None:
+        store = self.server.store
+        body = self._body()
+        if request.sub == "bindings" or request.sub == "binding":
+            self._bind(request, body)
+            return
+        if request.sub == "eviction":
+            if request.name is None:
+                raise errors.method_not_allowed()
+            if self._dry_run(query):
+                body = dict(body or {})
+                body["deleteOptions"] = {**(body.get("deleteOptions") or {}), "dryRun": ["All"]}
+            self._json(201, evict(store, request.name, request.namespace or "default", body))
+            return
+        if request.name is not None:
+            raise errors.method_not_allowed()
+        if body is None:
+            raise errors.bad_request(f"the request body must be a {request.rt.kind} object")
+        created = store.create(request.rt.key, body, request.namespace, dry_run=self._dry_run(query))
+        self._json(201, created)
+
+    def _bind(self, request: _Request, body: Any) -> None:
+        if not isinstance(body, dict) or not isinstance(body.get("target"), dict):
+            raise errors.invalid("Binding", "", request.name or "", "target", "Required value")
+        target = body["target"]
+        if target.get("kind", "Node") != "Node" or not target.get("name"):
+            raise errors.invalid("Binding", "", request.name or "", "target.name", "Required value: must name a Node")
+        pod_name = request.name or meta(body).get("name")
+        if not pod_name:
+            raise errors.invalid("Binding", "", "", "metadata.name", "Required value")
+        self.server.store.bind(pod_name, request.namespace or "default", target["name"])
+        self._json(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+
+    def _do_update(self, request: _Request, query: dict[str, str]) -> None:
+        store = self.server.store
+        body = self._body()
+        if request.name is None:
+            raise errors.method_not_allowed()
+        if not isinstance(body, dict):
+            raise errors.bad_request(f"the request body must be a {request.rt.kind} object")
+        if request.sub == "scale":
+            replicas = (body.get("spec") or {}).get("replicas")
+            self._json(200, self._set_scale(request, replicas, query))
+            return
+        if meta(body).get("name") not in (None, request.name):
+            raise errors.bad_request(
+                f"the name of the object ({meta(body).get('name')}) does not match the name on the URL ({request.name})"
+            )
+        body.setdefault("metadata", {})["name"] = request.name
+        updated = store.update(
+            request.rt.key, body, request.namespace, dry_run=self._dry_run(query), subresource=request.sub
+        )
+        self._json(200, updated)
+
+    def _set_scale(self, request: _Request, replicas: Any, query: dict[str, str]) -> dict[str, Any]:
+        if not isinstance(replicas, int) or replicas < 0:
+            raise errors.invalid("Scale", "autoscaling", request.name or "", "spec.replicas",
+                                 f"Invalid value: {replicas!r}: must be greater than or equal to 0")
+        updated = self.server.store.patch(
+            request.rt.key, request.name or "", {"spec": {"replicas": replicas}}, request.namespace,
+            dry_run=self._dry_run(query),
+        )
+        return _scale_of(updated)
+
+    def _do_patch(self, request: _Request, query: dict[str, str]) -> None:
+        store = self.server.store
+        if request.name is None:
+            raise errors.method_not_allowed()
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        patch_type = PATCH_CONTENT_TYPES.get(content_type)
+        if patch_type is None:
+            raise ApiError(
+                415, "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types include: "
+                f"{', '.join(PATCH_CONTENT_TYPES)}",
+            )
+        body = self._body()
+        if request.sub == "scale":
+            current = _scale_of(store.get(request.rt.key, request.name, request.namespace))
+            patched = apply_patch(current, body, "merge" if patch_type == "strategic" else patch_type)
+            self._json(200, self._set_scale(request, (patched.get("spec") or {}).get("replicas"), query))
+            return
+        if patch_type == "apply" and store.peek(request.rt.key, request.name, request.namespace) is None:
+            body = dict(body or {})
+            body.setdefault("metadata", {})["name"] = request.name
+            self._json(201, store.create(request.rt.key, body, request.namespace, dry_run=self._dry_run(query)))
+            return
+        patched = store.patch(
+            request.rt.key, request.name, body, request.namespace, patch_type,
+            subresource=request.sub, dry_run=self._dry_run(query),
+        )
+        self._json(200, patched)
+
+    def _delete_options(self, query: dict[str, str]) -> dict[str, Any]:
+        body = self._body()
+        options = body if isinstance(body, dict) else {}
+        grace = query.get("gracePeriodSeconds", options.get("gracePeriodSeconds"))
+        if grace is not None:
+            try:
+                grace = int(grace)
+            except (TypeError, ValueError) as exc:
+                raise errors.bad_request(f"gracePeriodSeconds: invalid value {grace!r}: must be an integer") from exc
+        policy = query.get("propagationPolicy") or options.get("propagationPolicy")
+        if policy is None and options.get("orphanDependents") is True:
+            policy = "Orphan"
+        return {
+            "grace_period_seconds": grace,
+            "propagation_policy": policy,
+            "preconditions": options.get("preconditions"),
+            "dry_run": self._dry_run(query, options),
+        }
+
+    def _do_delete(self, request: _Request, query: dict[str, str]) -> None:
+        options = self._delete_options(query)
+        deleted = self.server.store.delete(request.rt.key, request.name or "", request.namespace, **options)
+        self._json(200, deleted)
+
+    def _do_deletecollection(self, request: _Request, query: dict[str, str]) -> None:
+        options = self._delete_options(query)
+        store = self.server.store
+        items = store.list(
+            request.rt.key, request.namespace, query.get("labelSelector", ""), query.get("fieldSelector", "")
+        )
+        deleted = []
+        for item in items:
+            try:
+                deleted.append(store.delete(request.rt.key, meta(item)["name"], meta(item).get("namespace"), **options))
+            except ApiError as error:
+                if error.status != 404:
+                    raise
+        self._json(200, {"kind": f"{request.rt.kind}List", "apiVersion": request.rt.api_version,
+                         "metadata": {"resourceVersion": store.resource_version}, "items": deleted})
+
+    # ------------------------------------------------------------ control API
+
+    def _control(self, path: str, query: dict[str, str]) -> None:
+        clock = self.server.store.clock
+        faults = self.server.faults
+        if path == "/sim/v1/clock" and self.command == "GET":
+            self._json(200, {"now": clock.timestamp(), "elapsedSeconds": clock.elapsed(), "speed": clock.speed})
+        elif path == "/sim/v1/clock/advance" and self.command == "POST":
+            body = self._body()
+            seconds = body.get("seconds") if isinstance(body, dict) else None
+            if not isinstance(seconds, int | float) or seconds < 0:
+                raise errors.bad_request('body must be {"seconds": N} with N a number >= 0')
+            clock.advance(float(seconds))
+            self._json(200, {"now": clock.timestamp(), "elapsedSeconds": clock.elapsed(), "speed": clock.speed})
+        elif path == "/sim/v1/faults":
+            if self.command == "GET":
+                self._json(200, faults.report())
+            elif self.command == "POST":
+                try:
+                    self._json(201, faults.add(self._body()))
+                except FaultSpecError as exc:
+                    raise errors.bad_request(f"invalid fault: {exc}") from exc
+            elif self.command == "DELETE":
+                faults.clear()
+                self._json(200, faults.report())
+            else:
+                raise errors.method_not_allowed()
+        else:
+            raise ApiError(404, "NotFound", f"no control endpoint {self.command} {path}")
+
+
+def _scale_of(obj: dict[str, Any]) -> dict[str, Any]:
+    metadata = meta(obj)
+    selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {k: metadata[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                     if k in metadata},
+        "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 0)},
+        "status": {
+            "replicas": (obj.get("status") or {}).get("replicas", 0),
+            "selector": ",".join(f"{k}={v}" for k, v in sorted(selector.items())),
+        },
+    }
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], store: Store) -> None:
+        super().__init__(address, _Handler)
+        self.store = store
+        self.faults = FaultInjector()
+        self._watches: set[Watch] = set()
+        self._watch_lock = threading.Lock()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients that hang up mid-request are normal (timeouts, stopped watches): no traceback.
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
+
+    def track(self, watch: Watch) -> None:
+        with self._watch_lock:
+            self._watches.add(watch)
+
+    def untrack(self, watch: Watch) -> None:
+        with self._watch_lock:
+            self._watches.discard(watch)
+
+    def close_watches(self) -> None:
+        with self._watch_lock:
+            watches = list(self._watches)
+        for watch in watches:
+            watch.close()
+
+
+class KubeServer:
+    """Serves `store` over HTTP on `host:port` (port 0 picks a free one) from a background thread."""
+
+    def __init__(self, store: Store, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.store = store
+        self._httpd = _HTTPServer((host, port), store)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def faults(self) -> FaultInjector:
+        return self._httpd.faults
+
+    def start(self) -> KubeServer:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2}, name="sim-kube-api", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.close_watches()
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._httpd.server_close()
+
+    def __enter__(self) -> KubeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+

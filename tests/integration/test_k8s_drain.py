@@ -1,0 +1,200 @@
+"""PDB-aware drains against the local API server, through the official client over HTTP."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from nodescale.k8s import drain, nodes
+from nodescale.k8s.client import client_from_kubeconfig
+from nodescale.k8s.raw import MERGE_PATCH, request_json
+from sim.kube.server import KubeServer
+from sim.kube.store import Store
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    store = Store()
+    server = KubeServer(store).start()
+    path = tmp_path_factory.mktemp("kube") / "config"
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "sim", "cluster": {"server": server.url}}],
+                "users": [{"name": "nodescale", "user": {"token": "sim"}}],
+                "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "nodescale"}}],
+                "current-context": "sim",
+            }
+        )
+    )
+    api = client_from_kubeconfig(str(path))
+    yield store, api
+    api.close()
+    server.stop()
+
+
+@pytest.fixture
+def env(sim):
+    """A fresh namespace and a tainted, cordoned node for each test."""
+    store, api = sim
+    suffix = uuid.uuid4().hex[:8]
+    ns, node = f"t-{suffix}", f"n-{suffix}"
+    request_json(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+    request_json(api, "POST", "/api/v1/nodes", body={"metadata": {"name": node}, "spec": {}})
+    nodes.mark_disrupted(api, node)
+    return store, api, ns, node
+
+
+def run_pod(api, ns: str, name: str, node: str, labels=None, annotations=None, grace: int = 0, phase="Running", **extra):
+    meta = {"name": name, "namespace": ns, "labels": labels or {}, "annotations": annotations or {}}
+    meta.update(extra.pop("meta", {}))
+    body = {
+        "metadata": meta,
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": grace,
+                 "containers": [{"name": "c", "image": "x"}], **extra},
+        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    return create_pod(api, body)
+
+
+def create_pod(api, body: dict) -> dict:
+    """Create the pod, then write its status the way the scheduler and kubelet would."""
+    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    created = request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body={k: v for k, v in body.items() if k != "status"})
+    if not body.get("status"):
+        return created
+    return request_json(api, "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                        body={"status": body["status"]}, content_type=MERGE_PATCH)
+
+
+def pdb(api, ns: str, app: str, **spec) -> None:
+    request_json(api, "POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+                 body={"metadata": {"name": app}, "spec": {"selector": {"matchLabels": {"app": app}}, **spec}})
+
+
+def names(store, ns: str, node: str | None = None, app: str | None = None) -> list[str]:
+    return sorted(
+        p["metadata"]["name"]
+        for p in store.snapshot("v1/pods", ns)
+        if (node is None or p["spec"].get("nodeName") == node)
+        and (app is None or p["metadata"].get("labels", {}).get("app") == app)
+    )
+
+
+def test_a_round_never_takes_down_more_than_the_pdb_allows_and_a_later_round_carries_on(env):
+    store, api, ns, node = env
+    for i in range(4):
+        run_pod(api, ns, f"nginx-{i}", node, labels={"app": "nginx"})
+    for i in range(2):
+        run_pod(api, ns, f"inflate-{i}", node, labels={"app": "inflate"})
+    pdb(api, ns, "nginx", minAvailable=2)
+
+    first = drain.drain_round(api, node, involuntary=False)
+    assert sorted(k for k in first.evicted if "inflate" in k) == [f"{ns}/inflate-0", f"{ns}/inflate-1"]
+    assert len([k for k in first.evicted if "nginx" in k]) == 2
+    assert len(first.blocked_by_pdb) == 2
+    assert not first.empty
+    assert len(names(store, ns, app="nginx")) == 2  # the budget's minimum, never fewer
+
+    second = drain.drain_round(api, node, involuntary=False)
+    assert second.evicted == [] and len(second.blocked_by_pdb) == 2
+
+    # Replacements become Ready elsewhere: the budget has room again.
+    other = f"{node}-b"
+    for i in range(2):
+        run_pod(api, ns, f"nginx-new-{i}", other, labels={"app": "nginx"})
+    third = drain.drain_round(api, node, involuntary=False)
+    assert sorted(third.evicted) == sorted(second.blocked_by_pdb)
+    assert drain.drain_round(api, node, involuntary=False).empty
+    assert names(store, ns, node=node) == []
+    assert len(names(store, ns, app="nginx")) == 2
+
+
+def test_pods_a_drain_leaves_alone(env):
+    store, api, ns, node = env
+    run_pod(api, ns, "ds", node, meta={"ownerReferences": [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u1", "controller": True}]})
+    run_pod(api, ns, "static", node, annotations={"kubernetes.io/config.mirror": "x"})
+    run_pod(api, ns, "done", node, phase="Succeeded")
+    run_pod(api, ns, "tolerant", node, tolerations=[{"key": "karpenter.sh/disrupted", "operator": "Exists"}])
+    result = drain.drain_round(api, node, involuntary=True)
+    assert result.empty and result.evicted == []
+    assert sorted(result.skipped) == [f"{ns}/{n}" for n in ("done", "ds", "static", "tolerant")]
+    assert names(store, ns, node=node) == ["done", "ds", "static", "tolerant"]
+
+
+def test_do_not_disrupt_blocks_voluntary_drains_only(env):
+    store, api, ns, node = env
+    run_pod(api, ns, "job", node, annotations={"karpenter.sh/do-not-disrupt": "true"})
+    run_pod(api, ns, "web", node)
+    voluntary = drain.drain_round(api, node, involuntary=False)
+    assert voluntary.blocked_by_do_not_disrupt == [f"{ns}/job"]
+    assert voluntary.evicted == [f"{ns}/web"]
+    assert names(store, ns, node=node) == ["job"]
+    involuntary = drain.drain_round(api, node, involuntary=True)
+    assert involuntary.evicted == [f"{ns}/job"]
+    assert names(store, ns, node=node) == []
+
+
+def test_past_the_grace_period_an_involuntary_drain_deletes_blocked_pods(env):
+    store, api, ns, node = env
+    run_pod(api, ns, "only", node, labels={"app": "solo"})
+    pdb(api, ns, "solo", minAvailable=1)
+    later = datetime.now(UTC) + timedelta(minutes=5)
+    before = drain.drain_round(api, node, involuntary=True, delete_after=later)
+    assert before.blocked_by_pdb == [f"{ns}/only"] and before.deleted == []
+    voluntary = drain.drain_round(api, node, involuntary=False, delete_after=datetime.now(UTC) - timedelta(seconds=1))
+    assert voluntary.deleted == []  # a voluntary drain never forces
+    started = drain.drain_started_at(nodes.get_node(api, node))
+    assert started is not None
+    forced = drain.drain_round(api, node, involuntary=True, delete_after=started - timedelta(seconds=1))
+    assert forced.deleted == [f"{ns}/only"]
+    assert names(store, ns, node=node) == []
+
+
+def test_pods_shutting_down_are_waited_for_not_evicted_again(env):
+    store, api, ns, node = env
+    run_pod(api, ns, "slow", node, grace=30)
+    first = drain.drain_round(api, node, involuntary=True)
+    assert first.evicted == [f"{ns}/slow"]
+    second = drain.drain_round(api, node, involuntary=True)
+    assert second.terminating == [f"{ns}/slow"] and second.evicted == [] and not second.empty
+    capped = drain.drain_round(api, node, involuntary=True, grace_period_seconds=0,
+                               delete_after=datetime.now(UTC) - timedelta(seconds=1))
+    assert capped.terminating == [f"{ns}/slow"]
+
+
+def test_a_spot_notice_caps_each_pods_grace(env):
+    store, api, ns, node = env
+    run_pod(api, ns, "slow", node, grace=600)
+    drain.drain_round(api, node, involuntary=True, grace_period_seconds=0)
+    assert names(store, ns, node=node) == []
+
+
+def test_drain_loops_until_empty_within_its_deadline(env):
+    store, api, ns, node = env
+    for i in range(6):
+        run_pod(api, ns, f"p{i}", node)
+    start = time.monotonic()
+    total = drain.drain(api, node, involuntary=False, until=time.monotonic() + 5)
+    assert total.empty and len(total.evicted) == 6
+    assert time.monotonic() - start < 3
+
+
+def test_drain_gives_up_at_its_deadline_and_leaves_the_taint(env):
+    store, api, ns, node = env
+    run_pod(api, ns, "guarded", node, labels={"app": "g"})
+    pdb(api, ns, "g", minAvailable=1)
+    start = time.monotonic()
+    total = drain.drain(api, node, involuntary=False, until=time.monotonic() + 1.0)
+    assert time.monotonic() - start < 2
+    assert total.blocked_by_pdb == [f"{ns}/guarded"] and not total.empty
+    assert nodes.has_taint(nodes.get_node(api, node))

@@ -1,0 +1,176 @@
+"""Watching for provisionable pods in batches, and big paginated lists, against the local API server."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+import uuid
+
+import pytest
+
+from nodescale.k8s import listing
+from nodescale.k8s.client import client_from_kubeconfig
+from nodescale.k8s.raw import MERGE_PATCH, request_json
+from nodescale.k8s.watch import PendingWatchReader, watch_pending_pods
+from sim.kube.server import KubeServer
+from sim.kube.store import Store
+
+pytestmark = pytest.mark.integration
+
+
+def serve(store: Store, directory) -> tuple[KubeServer, object]:
+    server = KubeServer(store).start()
+    path = directory / f"config-{server.port}"
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "sim", "cluster": {"server": server.url}}],
+                "users": [{"name": "nodescale", "user": {"token": "sim"}}],
+                "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "nodescale"}}],
+                "current-context": "sim",
+            }
+        )
+    )
+    return server, client_from_kubeconfig(str(path))
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    store = Store()
+    server, api = serve(store, tmp_path_factory.mktemp("kube"))
+    yield store, api
+    api.close()
+    server.stop()
+
+
+def unschedulable(ns: str, name: str) -> dict:
+    return {
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+        "status": {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]},
+    }
+
+
+def create_pod(api, body: dict) -> dict:
+    """Create the pod, then write its status the way the scheduler and kubelet would."""
+    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    created = request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body={k: v for k, v in body.items() if k != "status"})
+    if not body.get("status"):
+        return created
+    return request_json(api, "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                        body={"status": body["status"]}, content_type=MERGE_PATCH)
+
+
+def fresh_namespace(api) -> str:
+    ns = f"w-{uuid.uuid4().hex[:8]}"
+    request_json(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+    return ns
+
+
+def collect(api, ns: str, seconds: float, **kwargs) -> tuple[list, threading.Thread, list]:
+    """Run the watch in a thread; batches land in the returned list with their arrival time."""
+    batches: list = []
+    errors: list = []
+
+    def run() -> None:
+        try:
+            for batch in watch_pending_pods(api, time.monotonic() + seconds, namespace=ns, **kwargs):
+                batches.append((time.monotonic(), sorted(p["metadata"]["name"] for p in batch.new), batch))
+        except Exception as exc:  # noqa: BLE001 - surfaced by the test's assertion
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return batches, thread, errors
+
+
+def test_pods_arrive_in_batches_closed_by_a_quiet_second(sim):
+    store, api = sim
+    ns = fresh_namespace(api)
+    create_pod(api, unschedulable(ns, "early"))
+    start = time.monotonic()
+    batches, thread, errors = collect(api, ns, 4.5)
+    time.sleep(2.0)
+    for i in range(3):
+        create_pod(api, unschedulable(ns, f"burst-{i}"))
+        last_at = time.monotonic()
+        time.sleep(0.1)
+    # Not provisionable: the provisioner must not be woken for it.
+    create_pod(api, {**unschedulable(ns, "other"), "spec": {"schedulerName": "x", "containers": [{"name": "c", "image": "x"}]}})
+    thread.join(10)
+    assert not errors and not thread.is_alive()
+    assert [names for _, names, _ in batches] == [["early"], ["burst-0", "burst-1", "burst-2"]]
+    first_at, _, _ = batches[0]
+    assert first_at - start < 2.5
+    second_at, _, second = batches[1]
+    print(f"\nburst batch delivered {second_at - last_at:.2f}s after its last pod")
+    assert 0.8 <= second_at - last_at < 2.0
+    assert sorted(p["metadata"]["name"] for p in second.pending) == ["burst-0", "burst-1", "burst-2", "early"]
+    assert time.monotonic() - start < 6.5  # stopped at its deadline
+
+
+def test_a_steady_trickle_is_cut_at_the_maximum_batch_time(sim):
+    _, api = sim
+    ns = fresh_namespace(api)
+    batches, thread, errors = collect(api, ns, 3.5, quiet=0.5, max_wait=1.2)
+    time.sleep(0.3)
+    for i in range(8):
+        create_pod(api, unschedulable(ns, f"p{i}"))
+        time.sleep(0.3)
+    thread.join(10)
+    assert not errors
+    assert len(batches) >= 2
+    for _, _, batch in batches:
+        assert batch.closed_at - batch.opened_at <= 1.2 + 0.3
+    assert sorted(n for _, names, _ in batches for n in names) == [f"p{i}" for i in range(8)]
+
+
+def test_an_expired_resource_version_leads_to_a_relist(tmp_path):
+    store = Store(watch_history=5)
+    server, api = serve(store, tmp_path)
+    try:
+        for i in range(20):
+            store.create("v1/pods", unschedulable("default", f"p{i}"))
+        messages: queue.Queue = queue.Queue()
+        reader = PendingWatchReader(api, "default", "2", time.monotonic() + 3, messages, time.monotonic)
+        reader.start()
+        kind, items = messages.get(timeout=3)
+        reader.halt()
+        reader.join(3)
+    finally:
+        api.close()
+        server.stop()
+    assert kind == "list"
+    assert len(items) == 20
+    assert not reader.is_alive()
+
+
+def test_listing_many_pods_page_by_page(tmp_path):
+    store = Store()
+    count = 5_000
+    for n in range(10):
+        store.create("v1/namespaces", {"metadata": {"name": f"ns{n}"}})
+    for i in range(count):
+        store.create("v1/pods", {
+            "metadata": {"name": f"p{i:05d}", "namespace": f"ns{i % 10}", "labels": {"app": f"a{i % 7}"}},
+            "spec": {"nodeName": f"n{i % 500}", "containers": [
+                {"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]},
+            "status": {"phase": "Running"},
+        })
+    server, api = serve(store, tmp_path)
+    try:
+        start = time.monotonic()
+        result = listing.list_pods(api)
+        seconds = time.monotonic() - start
+        print(f"\nlisted {len(result.items)} pods in {seconds:.2f}s ({len(result.items) / seconds:.0f} pods/s)")
+        grouped = listing.group_by_node(result.items)
+    finally:
+        api.close()
+        server.stop()
+    assert len({(p["metadata"]["namespace"], p["metadata"]["name"]) for p in result.items}) == count
+    assert len(grouped) == 500 and all(len(v) == 10 for v in grouped.values())

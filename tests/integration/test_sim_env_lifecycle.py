@@ -1,0 +1,109 @@
+"""`python -m sim up/down/status`: two environments at once, independent, and nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+from kubernetes import client, config
+
+from sim.aws.moto_server import PROJECT_ROOT
+from sim.environment import pid_alive, read_env, session_members
+
+pytestmark = pytest.mark.integration
+
+
+def sim_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sim", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def shell_env(directory: Path) -> dict[str, str]:
+    """What a shell gets from `source DIR/env`."""
+    script = f"set -e; source {directory / 'env'}; python3 -c 'import json, os; print(json.dumps(dict(os.environ)))'"
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
+    return json.loads(out.stdout)
+
+
+def test_two_environments_are_independent_and_down_leaves_no_process(tmp_path: Path) -> None:
+    dirs = [tmp_path / "one", tmp_path / "two"]
+    starts = [
+        subprocess.Popen(
+            [sys.executable, "-m", "sim", "up", "--dir", str(d), "--cluster", name],
+            cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+        )
+        for d, name in zip(dirs, ("demo-cluster", "other-cluster"), strict=True)
+    ]
+    try:
+        for proc in starts:
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+        states = [json.loads((d / "state.json").read_text()) for d in dirs]
+        pids = [s["pid"] for s in states]
+        assert all(pid_alive(p) for p in pids)
+        assert len({s["kube_url"] for s in states} | {s["aws_endpoint"] for s in states}) == 4
+
+        envs = [shell_env(d) for d in dirs]
+        assert [e["CLUSTER_NAME"] for e in envs] == ["demo-cluster", "other-cluster"]
+        for env, d in zip(envs, dirs, strict=True):
+            assert env["KUBECONFIG"] == str(d.resolve() / "kubeconfig")
+            assert env["AWS_REGION"] == env["AWS_DEFAULT_REGION"] == "us-east-1"
+            assert env["NODESCALE_TABLE"] == f"nodescale-{env['CLUSTER_NAME']}"
+        assert read_env(dirs[0])["AWS_ENDPOINT_URL"] == envs[0]["AWS_ENDPOINT_URL"]
+
+        # Kubernetes: a namespace made in one is not in the other.
+        apis = [client.CoreV1Api(config.new_client_from_config(config_file=e["KUBECONFIG"])) for e in envs]
+        apis[0].create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="only-in-one")))
+        assert "only-in-one" in {n.metadata.name for n in apis[0].list_namespace().items}
+        assert "only-in-one" not in {n.metadata.name for n in apis[1].list_namespace().items}
+
+        # AWS: each has its own account, seeded for its own cluster.
+        def ec2(env: dict[str, str]) -> object:
+            return boto3.client(
+                "ec2", endpoint_url=env["AWS_ENDPOINT_URL"], region_name=env["AWS_REGION"],
+                aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            )
+
+        for env in envs:
+            tag = [{"Name": "tag:karpenter.sh/discovery", "Values": [env["CLUSTER_NAME"]]}]
+            assert len(ec2(env).describe_subnets(Filters=tag)["Subnets"]) == 3
+        ec2(envs[0]).create_vpc(CidrBlock="192.168.0.0/16", TagSpecifications=[
+            {"ResourceType": "vpc", "Tags": [{"Key": "marker", "Value": "one"}]}])
+        marker = [{"Name": "tag:marker", "Values": ["one"]}]
+        assert len(ec2(envs[0]).describe_vpcs(Filters=marker)["Vpcs"]) == 1
+        assert ec2(envs[1]).describe_vpcs(Filters=marker)["Vpcs"] == []
+
+        status = sim_cli("status", "--dir", str(dirs[0]))
+        assert status.returncode == 0 and "running" in status.stdout
+
+        again = sim_cli("up", "--dir", str(dirs[0]))
+        assert again.returncode == 1 and "already running" in again.stderr
+    finally:
+        for d in dirs:
+            sim_cli("down", "--dir", str(d))
+
+    for state in states:
+        assert not pid_alive(state["pid"])
+        assert not pid_alive(state["moto_pid"])
+        assert session_members(state["pid"]) == []
+    for d in dirs:
+        assert not (d / "state.json").exists()
+        gone = sim_cli("status", "--dir", str(d))
+        assert gone.returncode == 3 and "no environment is running" in gone.stdout
+
+
+def test_down_without_an_environment_says_so(tmp_path: Path) -> None:
+    result = sim_cli("down", "--dir", str(tmp_path))
+    assert result.returncode == 0 and "no environment was running" in result.stdout
+
+
+def test_bad_options_are_refused_before_anything_starts(tmp_path: Path) -> None:
+    result = sim_cli("up", "--dir", str(tmp_path), "--speed", "0")
+    assert result.returncode == 2 and "must be greater than 0" in result.stderr
+    assert not (tmp_path / "sim.pid").exists()

@@ -1,0 +1,149 @@
+"""Launch templates: one per distinct configuration, found again by hash, cleaned up by tag only."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from nodescale.aws import launchtemplates as lts
+from nodescale.aws import tags as tagging
+from nodescale.model.nodepool import NodeClass
+
+REGION = "us-east-1"
+
+
+@pytest.fixture(scope="module")
+def ec2():
+    # One moto for the module (EC2's backend takes a second to build); tests use distinct clusters.
+    with mock_aws():
+        yield boto3.client("ec2", region_name=REGION)
+
+
+def spec(**changes) -> lts.LaunchTemplateSpec:
+    cluster = changes.get("cluster", "demo-cluster")
+    base = dict(
+        cluster=cluster,
+        image_id="ami-0123456789abcdef0",
+        user_data="#!/bin/bash\necho join\n",
+        security_group_ids=("sg-2", "sg-1"),
+        instance_profile="KarpenterNodeInstanceProfile-demo-cluster",
+        metadata_options={"HttpTokens": "required", "HttpPutResponseHopLimit": 1},
+        block_device_mappings=tuple(lts.default_block_devices("AL2023")),
+        tags=tagging.resource_tags(cluster, "default", "default", {"team": "platform"}),
+    )
+    base.update(changes)
+    return lts.LaunchTemplateSpec(**base)
+
+
+def test_same_configuration_same_name_and_any_node_change_a_new_one():
+    first = spec()
+    assert first.name == spec().name
+    assert first.name.startswith("nodescale/demo-cluster/")
+    # Security group order is not a configuration change.
+    assert spec(security_group_ids=("sg-1", "sg-2")).name == first.name
+    for change in (
+        {"image_id": "ami-0fffffffffffffff0"},
+        {"user_data": "#!/bin/bash\necho other\n"},
+        {"security_group_ids": ("sg-1",)},
+        {"instance_profile": "other"},
+        {"metadata_options": {"HttpTokens": "optional"}},
+        {"block_device_mappings": tuple(lts.default_block_devices("Bottlerocket"))},
+        {"tags": {"team": "other"}},
+        {"detailed_monitoring": True},
+        {"associate_public_ip": False},
+    ):
+        assert spec(**change).name != first.name, change
+
+
+def test_ensure_creates_once_then_reuses(ec2):
+    first = lts.ensure(ec2, spec(cluster="reuse"))
+    again = lts.ensure(ec2, spec(cluster="reuse"))
+    assert first.created and not again.created
+    assert again.id == first.id
+    assert len(lts.list_managed(ec2, "reuse")) == 1
+    described = ec2.describe_launch_templates(LaunchTemplateIds=[first.id])["LaunchTemplates"][0]
+    assert tagging.is_managed(described["Tags"], "reuse")
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=first.id)["LaunchTemplateVersions"][0][
+        "LaunchTemplateData"
+    ]
+    assert data["ImageId"] == "ami-0123456789abcdef0"
+    assert base64.b64decode(data["UserData"]).decode() == "#!/bin/bash\necho join\n"
+    assert data["IamInstanceProfile"] == {"Name": "KarpenterNodeInstanceProfile-demo-cluster"}
+    assert sorted(data["SecurityGroupIds"]) == ["sg-1", "sg-2"]
+    instance_tags = {t["Key"]: t["Value"] for t in data["TagSpecifications"][0]["Tags"]}
+    assert instance_tags["nodescale.io/cluster"] == "reuse" and instance_tags["team"] == "platform"
+
+
+def test_ensure_reuses_a_template_a_concurrent_run_created(ec2):
+    s = spec(cluster="race")
+    ec2.create_launch_template(
+        LaunchTemplateName=s.name,
+        LaunchTemplateData=s.data(),
+        TagSpecifications=tagging.specifications(("launch-template",), tagging.ownership("race")),
+    )
+    ref = lts.ensure(ec2, s)
+    assert not ref.created and ref.name == s.name
+
+
+def test_cleanup_deletes_only_unused_old_templates_of_this_cluster(ec2):
+    used = lts.ensure(ec2, spec())
+    unused = lts.ensure(ec2, spec(image_id="ami-0fffffffffffffff0"))
+    other_cluster = lts.ensure(ec2, spec(cluster="other-cluster"))
+    ec2.create_launch_template(LaunchTemplateName="nodescale/demo-cluster/untagged", LaunchTemplateData={})
+    ec2.create_launch_template(
+        LaunchTemplateName="karpenter.k8s.aws/123",
+        LaunchTemplateData={},
+        TagSpecifications=[{"ResourceType": "launch-template", "Tags": [{"Key": "karpenter.sh/nodepool", "Value": "x"}]}],
+    )
+    later = datetime.now(UTC) + timedelta(hours=1)
+    # Young templates are spared: another function may be launching with one right now.
+    assert lts.cleanup_unused(ec2, "demo-cluster", [used.name]) == []
+    assert lts.cleanup_unused(ec2, "demo-cluster", [used.name], now=later) == [unused.name]
+    left = {t["LaunchTemplateName"] for t in ec2.describe_launch_templates()["LaunchTemplates"]}
+    assert unused.name not in left
+    assert {used.name, other_cluster.name, "nodescale/demo-cluster/untagged", "karpenter.k8s.aws/123"} <= left
+
+
+def test_node_class_metadata_and_block_devices_become_ec2_shapes():
+    node_class = NodeClass(
+        "pinned",
+        "AL2",
+        metadata_options={"httpEndpoint": "enabled", "httpPutResponseHopLimit": 2, "httpTokens": "required"},
+        block_device_mappings=(
+            {"deviceName": "/dev/xvda", "ebs": {"volumeSize": "100Gi", "volumeType": "gp3", "encrypted": True}},
+        ),
+        api_version="karpenter.k8s.aws/v1alpha1",
+    )
+    assert lts.metadata_options(node_class) == {
+        "HttpEndpoint": "enabled",
+        "HttpProtocolIpv6": "disabled",
+        "HttpPutResponseHopLimit": 2,
+        "HttpTokens": "required",
+    }
+    assert lts.block_device_mappings(node_class, "AL2") == [
+        {
+            "DeviceName": "/dev/xvda",
+            "Ebs": {"DeleteOnTermination": True, "VolumeSize": 100, "VolumeType": "gp3", "Encrypted": True},
+        }
+    ]
+    assert lts.metadata_options(NodeClass("v1", "AL2023"))["HttpPutResponseHopLimit"] == 1
+
+
+def test_bad_node_class_fields_are_named():
+    with pytest.raises(lts.LaunchTemplateError, match="metadataOptions.httpFoo is not known"):
+        lts.metadata_options(NodeClass("x", "AL2", metadata_options={"httpFoo": "1"}))
+    with pytest.raises(lts.LaunchTemplateError, match=r"blockDeviceMappings\[0\].ebs.volumeSize"):
+        lts.block_device_mappings(
+            NodeClass("x", "AL2", block_device_mappings=({"deviceName": "/dev/xvda", "ebs": {"volumeSize": "big"}},)),
+            "AL2",
+        )
+
+
+def test_public_ip_choice_moves_security_groups_onto_the_interface():
+    data = spec(associate_public_ip=False).data()
+    assert "SecurityGroupIds" not in data
+    assert data["NetworkInterfaces"] == [{"DeviceIndex": 0, "AssociatePublicIpAddress": False, "Groups": ["sg-1", "sg-2"]}]
