@@ -1,0 +1,239 @@
+"""`nodescale plan`: what nodescale would launch for the given manifests, without touching anything.
+
+    nodescale plan -f PATH [-f PATH ...] [--instance-types FILE] [--region R] [-o json|text]
+
+Exit 0 when it planned (unschedulable pods included), 2 with one line per problem for invalid input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TextIO
+
+from ..aws import ami
+from ..aws.catalog import CatalogError, bundled_catalog, with_kubelet
+from ..aws.catalog_kwok import KwokFormatError, load_kwok_instance_types
+from ..config import DocumentError, load, parse_documents
+from ..model import labels as wk
+from ..model.instancetype import InstanceType, WindowsFamilyError, windows_build
+from ..model.nodepool import NodeClass, NodePool
+from ..scheduling import Plan, solve
+from ..workloads import WorkloadError, read_workloads
+
+SUFFIXES = (".yaml", ".yml", ".json")
+_GIB = 2**30
+# Where each AMI family puts its root volume when no mapping is marked rootVolume.
+_ROOT_DEVICES = ("/dev/xvda", "/dev/sda1", "/dev/xvdb")
+
+
+class InputError(Exception):
+    """Input that cannot be planned; each line names the file and field."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self.lines = list(lines)
+        super().__init__("; ".join(self.lines))
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "plan",
+        help="show the NodeClaims nodescale would launch for manifests (offline, changes nothing)",
+        description="Plan capacity for Kubernetes manifests: NodePools and node classes of any Karpenter API "
+        "generation, Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, Nodes and PDBs.",
+    )
+    p.add_argument("-f", "--filename", dest="paths", action="append", required=True, metavar="PATH",
+                   help="a YAML/JSON file or a folder of them; repeat for more")
+    p.add_argument("--instance-types", metavar="FILE",
+                   help="instance types in Karpenter's kwok JSON format instead of the bundled catalog")
+    p.add_argument("--region", default="us-east-1", help="region of the bundled catalog (default us-east-1)")
+    p.add_argument("-o", "--output", choices=("json", "text"), default="text", help="output format")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        plan = plan_paths(args.paths, args.instance_types, args.region)
+    except InputError as exc:
+        for line in exc.lines:
+            print(f"nodescale plan: {line}", file=err)
+        return 2
+    if args.output == "json":
+        json.dump(to_json(plan), out, indent=2)
+        out.write("\n")
+    else:
+        out.write(to_text(plan))
+    return 0
+
+
+def plan_paths(paths: Iterable[str], instance_types: str | None = None, region: str = "us-east-1") -> Plan:
+    documents = []
+    for file in _files(paths):
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError([f"{file}: cannot read the file ({exc})"]) from None
+        try:
+            documents.extend(parse_documents(text, str(file)))
+        except DocumentError as exc:
+            raise InputError([str(exc)]) from None
+    config = load(documents)
+    if config.errors:
+        raise InputError(str(e) for e in config.errors)
+    try:
+        work = read_workloads(config.others)
+    except WorkloadError as exc:
+        raise InputError([str(exc)]) from None
+    catalog = _catalog(instance_types, region)
+    types_by_pool, labels_by_pool = pool_types(config.nodepools.values(), config.nodeclasses, catalog)
+    return solve(
+        work.pending,
+        config.nodepools.values(),
+        types_by_pool,
+        existing_nodes=work.nodes,
+        daemonset_pods=work.daemons,
+        node_labels_by_pool=labels_by_pool,
+    )
+
+
+def _files(paths: Iterable[str]) -> list[Path]:
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise InputError([f"{raw}: no such file or folder"])
+    return files
+
+
+def _catalog(instance_types: str | None, region: str) -> list[InstanceType]:
+    try:
+        if instance_types:
+            return load_kwok_instance_types(instance_types)
+        return bundled_catalog(region)
+    except (KwokFormatError, CatalogError) as exc:
+        raise InputError([f"--instance-types: {exc}" if instance_types else f"--region: {exc}"]) from None
+
+
+def pool_types(
+    pools: Iterable[NodePool], classes: Mapping[str, NodeClass], catalog: list[InstanceType]
+) -> tuple[dict[str, list[InstanceType]], dict[str, dict[str, str]]]:
+    """Each pool's instance types under its node class (kubelet, root volume, AMI family) and the labels
+    the node class gives its nodes (the OS, and the Windows build)."""
+    types: dict[str, list[InstanceType]] = {}
+    labels: dict[str, dict[str, str]] = {}
+    cache: dict[tuple, list[InstanceType]] = {}
+    for pool in pools:
+        nc = classes.get(pool.node_class)
+        family = None
+        storage = None
+        kubelet = pool.kubelet
+        if nc is not None:
+            where = f"{nc.source or nc.name}: "
+            try:
+                family = ami.family_of(nc)
+                build = windows_build(family)
+            except (ami.AmiError, WindowsFamilyError) as exc:
+                raise InputError([f"{where}{exc}"]) from None
+            storage = _root_volume_bytes(nc)
+            kubelet = kubelet or nc.kubelet
+            # The AMI decides the OS: a Linux AMI on a Windows-capable type still makes a Linux node.
+            labels[pool.name] = {wk.OS: "windows", wk.WINDOWS_BUILD: build} if build else {wk.OS: "linux"}
+        key = (id(kubelet), storage, family)
+        if key not in cache:
+            cache[key] = with_kubelet(catalog, kubelet, storage, family)
+        types[pool.name] = cache[key]
+    return types, labels
+
+
+def _root_volume_bytes(nc: NodeClass) -> int | None:
+    mappings = {m.get("DeviceName"): m for m in nc.block_device_mappings}
+    root = mappings.get(nc.root_volume_device) if nc.root_volume_device else None
+    if root is None:
+        root = next((mappings[d] for d in _ROOT_DEVICES if d in mappings), None)
+    size = ((root or {}).get("Ebs") or {}).get("VolumeSize")
+    return int(size) * _GIB if size else None
+
+
+def to_json(plan: Plan) -> dict:
+    return {
+        "nodeClaims": [
+            {
+                "nodePool": c.nodepool,
+                "instanceTypes": c.instance_types,
+                "capacityTypes": c.capacity_types,
+                "zones": c.zones,
+                "labels": c.labels,
+                "taints": [t.to_dict() for t in c.taints],
+                "startupTaints": [t.to_dict() for t in c.startup_taints],
+                "pods": [p.key for p in c.pods],
+                "price": round(c.price, 6),
+            }
+            for c in plan.node_claims
+        ],
+        "existingNodes": [
+            {"name": e.node, "inFlight": e.in_flight, "pods": [p.key for p in e.pods]} for e in plan.existing
+        ],
+        "unschedulable": [{"pod": u.pod.key, "reason": u.reason} for u in plan.unschedulable],
+        "stats": {
+            "pods": plan.pods,
+            "nodeClaims": len(plan.node_claims),
+            "pricePerHour": round(plan.price_per_hour, 6),
+            "solveSeconds": round(plan.solve_seconds, 6),
+        },
+    }
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    for r in rows:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    return lines
+
+
+def _short(items: list[str], n: int = 3) -> str:
+    return ",".join(items[:n]) + (f",+{len(items) - n}" if len(items) > n else "")
+
+
+def to_text(plan: Plan) -> str:
+    lines: list[str] = []
+    if plan.node_claims:
+        lines.append("NodeClaims to launch:")
+        rows = [
+            [
+                str(i + 1),
+                c.nodepool,
+                _short(c.instance_types),
+                ",".join(c.capacity_types),
+                _short(c.zones),
+                str(len(c.pods)),
+                f"{c.price:.4f}",
+            ]
+            for i, c in enumerate(plan.node_claims)
+        ]
+        lines += _table(["#", "NODEPOOL", "INSTANCE TYPES", "CAPACITY", "ZONES", "PODS", "$/HOUR"], rows)
+        lines.append("")
+    if plan.existing:
+        lines.append("Pods placed on existing capacity:")
+        rows = [[e.node, "yes" if e.in_flight else "no", str(len(e.pods)), _short([p.key for p in e.pods])]
+                for e in plan.existing]
+        lines += _table(["NODE", "IN FLIGHT", "PODS", "NAMES"], rows)
+        lines.append("")
+    if plan.unschedulable:
+        lines.append("Unschedulable pods:")
+        lines += _table(["POD", "REASON"], [[u.pod.key, u.reason] for u in plan.unschedulable])
+        lines.append("")
+    lines.append(
+        f"{plan.pods} pods, {len(plan.node_claims)} node claims, ${plan.price_per_hour:.4f}/hour, "
+        f"{len(plan.unschedulable)} unschedulable, solved in {plan.solve_seconds:.3f} s"
+    )
+    return "\n".join(lines) + "\n"

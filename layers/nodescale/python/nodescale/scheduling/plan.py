@@ -1,0 +1,76 @@
+"""What the bin-packer is given besides pods and pools (existing nodes) and what it answers (a Plan)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..model import labels as wk
+from ..model import resources as res
+from ..model.pod import Pod
+from ..model.requirements import Requirements
+from ..model.taints import Taint
+
+# Karpenter hands at most this many instance types to one launch; more adds nothing but request size.
+MAX_INSTANCE_TYPES = 60
+
+
+@dataclass(slots=True)
+class ExistingNode:
+    """A node already in the cluster, or capacity in flight (launched, not yet registered)."""
+
+    name: str
+    labels: dict[str, str]
+    allocatable: res.Resources
+    taints: tuple[Taint, ...] = ()
+    pods: list[Pod] = field(default_factory=list)  # pods bound to it, daemons included
+    capacity: res.Resources | None = None  # what counts against its NodePool's limits; allocatable if None
+    in_flight: bool = False
+    unschedulable: bool = False  # cordoned: keeps its pods, takes no new ones
+    price: float = 0.0
+
+    @property
+    def nodepool(self) -> str:
+        return self.labels.get(wk.NODEPOOL) or self.labels.get(wk.LEGACY_PROVISIONER) or ""
+
+
+@dataclass(slots=True)
+class NodeClaim:
+    """One node to launch: any of ``instance_types`` (cheapest first) in one of the zones and capacity types."""
+
+    nodepool: str
+    instance_types: list[str]
+    capacity_types: list[str]
+    zones: list[str]
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+    startup_taints: tuple[Taint, ...]
+    requirements: Requirements
+    pods: list[Pod]
+    price: float  # USD per hour of the cheapest option
+    requests: res.Resources  # the pods' requests plus daemon overhead on the cheapest option
+
+
+@dataclass(slots=True)
+class ExistingPlacement:
+    node: str
+    in_flight: bool
+    pods: list[Pod]
+
+
+@dataclass(slots=True)
+class Unschedulable:
+    pod: Pod
+    reason: str
+
+
+@dataclass(slots=True)
+class Plan:
+    node_claims: list[NodeClaim]
+    existing: list[ExistingPlacement]
+    unschedulable: list[Unschedulable]
+    pods: int
+    solve_seconds: float = 0.0
+
+    @property
+    def price_per_hour(self) -> float:
+        return sum(c.price for c in self.node_claims)

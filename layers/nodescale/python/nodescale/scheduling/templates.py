@@ -1,0 +1,265 @@
+"""What a NodePool would launch: its node template, and each instance type it can use with daemon overhead.
+
+Everything here is computed once per solve, so the packing loops only compare integer vectors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from ..model import labels as wk
+from ..model.instancetype import InstanceType
+from ..model.nodepool import NodePool
+from ..model.pod import Pod
+from ..model.requirements import Requirement, Requirements
+from ..model.taints import tolerates_all
+
+# Labels a node gets from its instance type; a type without one of them does not have that label at all.
+# The Windows build is among them: the catalog sets it on types prepared for a Windows AMI family.
+TYPE_KEYS = frozenset(wk.WELL_KNOWN - {wk.ZONE, wk.CAPACITY_TYPE, wk.NODEPOOL, wk.HOSTNAME, wk.REGION})
+
+
+def absent_ok(req: Requirement) -> bool:
+    """A node without the label satisfies NotIn and DoesNotExist, nothing else."""
+    return req.operator in ("NotIn", "DoesNotExist")
+
+
+def type_satisfies(
+    labels: Mapping[str, str], oses: frozenset[str], reqs: Requirements, defined: Mapping[str, str] | None = None
+) -> bool:
+    """Whether an instance type's own labels meet ``reqs``. Zone and capacity type are left to the
+    offerings; a label the type lacks but the pool's nodes get anyway (``defined``) is the pool's business."""
+    for key, req in reqs.items():
+        if key not in TYPE_KEYS:
+            continue
+        if key == wk.OS:
+            if not any(req.has(o) for o in oses):
+                return False
+            continue
+        value = labels.get(key)
+        if value is None:
+            if not absent_ok(req) and (defined is None or key not in defined):
+                return False
+        elif not req.has(value):
+            return False
+    return True
+
+
+def labels_satisfy(labels: Mapping[str, str], reqs: Requirements) -> bool:
+    """Whether a node with exactly these labels meets ``reqs``."""
+    for key, req in reqs.items():
+        value = labels.get(key)
+        if value is None:
+            if not absent_ok(req):
+                return False
+        elif not req.has(value):
+            return False
+    return True
+
+
+def daemon_requirements(pod: Pod) -> list[Requirements]:
+    terms = pod.required_affinity or [Requirements()]
+    return [pod.node_selector.intersect(t) for t in terms]
+
+
+class TypeOption:
+    """One instance type as a pool would launch it: allocatable after daemons, offerings the pool allows."""
+
+    __slots__ = ("it", "name", "index", "alloc", "capacity", "offers", "daemon", "limit_vec", "_prices")
+
+    def __init__(self, it: InstanceType, index: int, alloc: tuple[int, ...], daemon: tuple[int, ...],
+                 offers: tuple[tuple[str, str, float], ...], limit_vec: tuple[int, ...]) -> None:
+        self.it = it
+        self.name = it.name
+        self.index = index
+        self.alloc = alloc  # allocatable minus daemon overhead, in the solve's resource order
+        self.daemon = daemon
+        self.offers = offers  # (zone, capacity type, price), cheapest first
+        self.limit_vec = limit_vec  # what one node of it counts against the pool's limits
+        self._prices: dict[tuple[frozenset[str], frozenset[str]], float | None] = {}
+
+    def price(self, zones: frozenset[str], cts: frozenset[str]) -> float | None:
+        """The cheapest offering in those zones and capacity types; None when it has none there."""
+        key = (zones, cts)
+        try:
+            return self._prices[key]
+        except KeyError:
+            pass
+        found = None
+        for z, c, p in self.offers:
+            if z in zones and c in cts:
+                found = p
+                break
+        self._prices[key] = found
+        return found
+
+
+class PoolTemplate:
+    """A NodePool prepared for one solve."""
+
+    __slots__ = ("index", "pool", "name", "weight", "requirements", "taints", "labels", "types",
+                 "zones", "cts", "limit_keys", "remaining", "fits")
+
+    def __init__(self, index: int, pool: NodePool, extra_labels: Mapping[str, str]) -> None:
+        self.index = index
+        self.pool = pool
+        self.name = pool.name
+        self.weight = pool.weight
+        labels = {**pool.labels, **extra_labels, wk.NODEPOOL: pool.name}
+        reqs = pool.requirements.intersect(Requirements.from_labels(labels))
+        self.requirements = reqs
+        self.labels = labels
+        self.taints = pool.taints
+        self.types: list[TypeOption] = []
+        self.zones: frozenset[str] = frozenset()
+        self.cts: frozenset[str] = frozenset()
+        self.limit_keys: tuple[str, ...] = tuple(sorted(pool.limits))
+        self.remaining: list[int] | None = None  # None: no limits
+        self.fits: dict = {}  # per group level: a Fit or a reason string
+
+
+def build_template(
+    index: int,
+    pool: NodePool,
+    types: Iterable[InstanceType],
+    dims: tuple[str, ...],
+    daemons: list[Pod],
+    extra_labels: Mapping[str, str],
+    unavailable: frozenset[tuple[str, str, str]],
+    usage: Mapping[str, int],
+) -> PoolTemplate:
+    tpl = PoolTemplate(index, pool, extra_labels)
+    reqs = tpl.requirements
+    zone_req = reqs.get(wk.ZONE)
+    ct_req = reqs.get(wk.CAPACITY_TYPE)
+    # Daemons that would run on this pool's nodes: they tolerate its taints (startup taints go away)
+    # and their node requirements can hold on its template.
+    pool_daemons = []
+    for d in daemons:
+        if tolerates_all(d.tolerations, pool.taints) is not None:
+            continue
+        terms = [t for t in daemon_requirements(d) if reqs.compatible(t)]
+        if terms:
+            pool_daemons.append((d, terms))
+    zones: set[str] = set()
+    cts: set[str] = set()
+    for i, it in enumerate(types):
+        if not type_satisfies(it.labels, it.operating_systems, reqs, tpl.labels):
+            continue
+        offers = sorted(
+            (
+                (o.zone, o.capacity_type, o.price)
+                for o in it.offerings
+                if o.available
+                and (it.name, o.zone, o.capacity_type) not in unavailable
+                and (zone_req is None or zone_req.has(o.zone))
+                and (ct_req is None or ct_req.has(o.capacity_type))
+            ),
+            key=lambda o: o[2],
+        )
+        if not offers:
+            continue
+        overhead = [0] * len(dims)
+        for d, terms in pool_daemons:
+            if any(type_satisfies(it.labels, it.operating_systems, t, tpl.labels) for t in terms):
+                for j, name in enumerate(dims):
+                    overhead[j] += d.requests.get(name, 0)
+        alloc = it.allocatable
+        vec = tuple(alloc.get(name, 0) - overhead[j] for j, name in enumerate(dims))
+        if any(v < 0 for v in vec):
+            continue  # the daemons alone do not fit
+        limit_vec = tuple(1 if k == "nodes" else it.capacity.get(k, 0) for k in tpl.limit_keys)
+        tpl.types.append(TypeOption(it, i, vec, tuple(overhead), tuple(offers), limit_vec))
+        zones.update(o[0] for o in offers)
+        cts.update(o[1] for o in offers)
+    tpl.types.sort(key=lambda t: (t.offers[0][2], t.name))
+    tpl.zones = frozenset(zones)
+    tpl.cts = frozenset(cts)
+    if tpl.limit_keys:
+        tpl.remaining = [pool.limits[k] - usage.get(k, 0) for k in tpl.limit_keys]
+    return tpl
+
+
+class Fit:
+    """A group level against a pool: the combined requirements and the types that can hold its pods."""
+
+    __slots__ = ("tpl", "requirements", "zones", "cts", "types", "type_names", "min_values", "max_alloc")
+
+    def __init__(self, tpl: PoolTemplate, requirements: Requirements, zones: frozenset[str],
+                 cts: frozenset[str], types: list[TypeOption]) -> None:
+        self.tpl = tpl
+        self.requirements = requirements
+        self.zones = zones
+        self.cts = cts
+        self.types = types
+        self.type_names = frozenset(t.name for t in types)
+        self.min_values = min_values_of(requirements)
+        # The most of each resource any of its types offers.
+        self.max_alloc = tuple(max(col) for col in zip(*(t.alloc for t in types), strict=True))
+
+
+def min_values_of(reqs: Requirements) -> tuple[tuple[str, int], ...]:
+    return tuple((key, r.min_values) for key, r in reqs.items() if r.min_values)
+
+
+def _value(t: TypeOption, key: str) -> str | None:
+    return t.name if key == wk.INSTANCE_TYPE else t.it.labels.get(key)
+
+
+def min_values_met(types: Iterable[TypeOption], mins: tuple[tuple[str, int], ...]) -> bool:
+    """Whether the options keep at least ``minValues`` distinct values of each key that asks for some."""
+    types = list(types)
+    return all(len({v for t in types if (v := _value(t, key)) is not None}) >= n for key, n in mins)
+
+
+def truncate(types: list[TypeOption], mins: tuple[tuple[str, int], ...], limit: int) -> list[TypeOption]:
+    """The cheapest ``limit`` options, swapping in the cheapest type of each value minValues needs."""
+    head = types[:limit]
+    if not mins or min_values_met(head, mins):
+        return head
+    keep: dict[int, TypeOption] = {}
+    for key, n in mins:
+        seen: set[str] = set()
+        for t in types:
+            v = _value(t, key)
+            if v is not None and v not in seen:
+                seen.add(v)
+                keep[id(t)] = t
+                if len(seen) == n:
+                    break
+    for t in types:
+        if len(keep) >= limit:
+            break
+        keep.setdefault(id(t), t)
+    order = {id(t): i for i, t in enumerate(types)}
+    return sorted(keep.values(), key=lambda t: order[id(t)])
+
+
+def fit_level(tpl: PoolTemplate, reqs: Requirements, tolerations: tuple) -> Fit | str:
+    """The Fit of a pod level on a pool, or why it cannot use the pool at all (one clause)."""
+    taint = tolerates_all(tolerations, tpl.taints)
+    if taint is not None:
+        return f"did not tolerate {taint}"
+    why = tpl.requirements.incompatibility(reqs)
+    if why is not None:
+        return why
+    combined = tpl.requirements.intersect(reqs)
+    zone_req = combined.get(wk.ZONE)
+    ct_req = combined.get(wk.CAPACITY_TYPE)
+    zones = frozenset(z for z in tpl.zones if zone_req is None or zone_req.has(z))
+    cts = frozenset(c for c in tpl.cts if ct_req is None or ct_req.has(c))
+    if not tpl.types:
+        return f"no instance type meets the nodepool's requirements ({_describe(tpl.pool.requirements)})"
+    types = []
+    for t in tpl.types:
+        if type_satisfies(t.it.labels, t.it.operating_systems, reqs, tpl.labels) and t.price(zones, cts) is not None:
+            types.append(t)
+    if not types:
+        return f"no instance type satisfies {_describe(reqs)}" if len(reqs) else "no instance type is offered"
+    if zones != tpl.zones or cts != tpl.cts:
+        types.sort(key=lambda t: (t.price(zones, cts), t.name))
+    return Fit(tpl, combined, zones, cts, types)
+
+
+def _describe(reqs: Requirements) -> str:
+    return ", ".join(str(r) for r in reqs.values())
