@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from . import scheduling
+from . import provisioner, scheduling
 
 # Each benchmark module has run() yielding the lines it prints.
-BENCHMARKS: tuple[ModuleType, ...] = (scheduling,)
+BENCHMARKS: tuple[ModuleType, ...] = (scheduling, provisioner)
 
 
 def main() -> int:

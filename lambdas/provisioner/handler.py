@@ -1,1 +1,57 @@
-"""The provisioner function: a thin Powertools handler around nodescale's provisioner use-case."""
+"""The provisioner function: a thin Powertools handler around nodescale's provisioner use-case.
+
+Started by the periodic schedule. In watch mode it stays for ``NODESCALE_WATCH_SECONDS`` (never past
+the invocation's remaining time minus a margin for the last launch); in poll mode it makes one pass.
+An event may say ``{"mode": "poll"}`` or ``{"dryRun": true}`` for a one-off run.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from nodescale import provisioning, runtime, telemetry
+from nodescale.settings import SettingsError
+
+logger = telemetry.logger()
+metrics = telemetry.metrics()
+
+# Time kept back from the Lambda's limit: the last batch's solve, Fleet call and summary must fit.
+MARGIN_SECONDS = 10.0
+
+
+@logger.inject_lambda_context(log_event=False)
+@metrics.log_metrics
+def handler(event: Any, context: Any) -> dict[str, Any]:
+    event = event if isinstance(event, dict) else {}
+    try:
+        rt = runtime.shared()
+    except SettingsError as exc:
+        logger.error("configuration error: %s", exc)
+        return {"error": str(exc)}
+    mode = event.get("mode") or rt.settings.provisioner_mode
+    dry_run = bool(event.get("dryRun"))
+    if mode not in ("watch", "poll"):
+        logger.error("event field mode=%r: allowed are 'watch' and 'poll'", mode)
+        return {"error": f"event field mode={mode!r}: allowed are 'watch' and 'poll'"}
+    if mode == "poll":
+        return provisioning.provision_once(rt, dry_run=dry_run)
+    return provisioning.provision_watch(rt, watch_deadline(rt.settings.watch_seconds, context), dry_run=dry_run)
+
+
+def watch_deadline(watch_seconds: float, context: Any, now: float | None = None) -> float:
+    """A ``time.monotonic()`` deadline: the watch period, cut short by the invocation's remaining time."""
+    now = time.monotonic() if now is None else now
+    remaining = _remaining_seconds(context)
+    seconds = watch_seconds if remaining is None else min(watch_seconds, remaining - MARGIN_SECONDS)
+    return now + max(0.0, seconds)
+
+
+def _remaining_seconds(context: Any) -> float | None:
+    get = getattr(context, "get_remaining_time_in_millis", None)
+    if get is None:
+        return None
+    try:
+        return float(get()) / 1000.0
+    except (TypeError, ValueError):
+        return None

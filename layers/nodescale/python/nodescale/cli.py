@@ -7,10 +7,10 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from .commands import plan
+from .commands import plan, provision
 
 # Each module registers its own parser and returns an exit code from run(args).
-COMMANDS: tuple[ModuleType, ...] = (plan,)
+COMMANDS: tuple[ModuleType, ...] = (plan, provision)
 
 
 def build_parser() -> argparse.ArgumentParser:

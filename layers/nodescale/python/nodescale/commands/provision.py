@@ -1,0 +1,100 @@
+"""`nodescale provision`: run the provisioner from a shell against the environment in the settings.
+
+    nodescale provision --once [--dry-run] [-o json|text]     one pass (what the poll mode does)
+    nodescale provision [--dry-run] [-o json|text]            watch for NODESCALE_WATCH_SECONDS
+
+Exit 0 when the pass ran (unschedulable pods included), 2 for unusable settings, 1 when AWS or the
+API server could not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+from ..settings import SettingsError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "provision",
+        help="launch capacity for pending pods, as the provisioner function does",
+        description="Find pods the default scheduler cannot place and launch EC2 capacity for them, with the "
+        "settings of this process's environment (a real cluster and AWS, or sim/).",
+    )
+    p.add_argument("--once", action="store_true", help="one pass over the pending pods, then exit")
+    p.add_argument("--dry-run", action="store_true", help="show what would be launched and why; launch nothing")
+    p.add_argument("-o", "--output", choices=("json", "text"), default="text", help="output format")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    # EMF lines must not mix with this command's own output.
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    from .. import provisioning
+    from ..runtime import Runtime
+
+    try:
+        rt = Runtime.from_settings()
+    except SettingsError as exc:
+        print(f"nodescale provision: {exc}", file=err)
+        return 2
+    try:
+        if args.once:
+            summary = provisioning.provision_once(rt, dry_run=args.dry_run)
+        else:
+            deadline = time.monotonic() + rt.settings.watch_seconds
+            summary = provisioning.provision_watch(rt, deadline, dry_run=args.dry_run)
+    except SettingsError as exc:
+        print(f"nodescale provision: {exc}", file=err)
+        return 2
+    except OSError as exc:
+        print(f"nodescale provision: cannot reach the cluster or AWS: {exc}", file=err)
+        return 1
+    if args.output == "json":
+        json.dump(summary, out, indent=2, default=str)
+        out.write("\n")
+    else:
+        out.write(to_text(summary))
+    return 0
+
+
+def to_text(summary: dict[str, Any]) -> str:
+    lines: list[str] = []
+    dry = summary.get("dryRun")
+    rows = summary.get("planned" if dry else "launches") or []
+    if rows:
+        lines.append("Would launch:" if dry else "Launched:")
+        for r in rows:
+            where = f"{r['instanceType']} in {r['zone']} ({r['capacityType']}, ${r['price']:.4f}/h)"
+            ident = "" if dry else f" {r['instanceId']}"
+            lines.append(f"  {r['nodePool']}{ident}: {where} for {len(r['pods'])} pods: {_short(r['pods'])}")
+    if summary.get("waitingForInFlight"):
+        lines.append(f"{summary['waitingForInFlight']} pods wait for capacity already launched")
+    for entry in summary.get("limits") or []:
+        lines.append(f"Limit ({entry['scope']}, {entry['nodePool']}): {entry['reason']}")
+    if summary.get("unschedulable"):
+        lines.append("Unschedulable pods:")
+        lines += [f"  {u['pod']}: {u['reason']}" for u in summary["unschedulable"]]
+    for text in summary.get("configErrors") or []:
+        lines.append(f"Configuration error: {text}")
+    for code, n in sorted((summary.get("errors") or {}).items()):
+        lines.append(f"Error {code}: {n}")
+    if summary.get("registrationTimeouts"):
+        lines.append(f"Terminated, never registered: {', '.join(summary['registrationTimeouts'])}")
+    lines.append(
+        f"{summary.get('podsSeen', 0)} pending pods seen in {summary.get('batches', 0)} batches, "
+        f"{len(rows)} node(s) {'planned' if dry else 'launched'}, {len(summary.get('unschedulable') or [])} "
+        f"unschedulable, {summary.get('seconds', 0)} s"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _short(items: list[str], n: int = 3) -> str:
+    return ", ".join(items[:n]) + (f" (+{len(items) - n})" if len(items) > n else "")

@@ -1,0 +1,376 @@
+"""One snapshot of the world per invocation: NodePools, nodes, pods, this cluster's instances, catalog.
+
+Every use-case (provisioning, interruption, disruption) reads the world once with :func:`read_world`
+and decides from that snapshot, so the three functions agree on what "in flight", "existing" and
+"pending" mean. Nothing here writes anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from . import clock
+from .aws import catalog as catalogs
+from .aws import instances as ec2_instances
+from .aws.instances import ManagedInstance
+from .config import ConfigError, load_all
+from .k8s import listing
+from .k8s import nodes as k8s_nodes
+from .model import labels as wk
+from .model import resources as res
+from .model.instancetype import InstanceType
+from .model.nodepool import NodeClass, NodePool
+from .model.pod import Pod
+from .model.quantity import QuantityError
+from .model.requirements import RequirementError
+from .model.taints import Taint, TaintError, tolerates_all
+from .scheduling.plan import ExistingNode
+from .scheduling.templates import daemon_requirements, labels_satisfy
+from .workloads import WorkloadError, read_workloads
+from .workloads import node as node_from_doc
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+# Taints a node carries only while it comes up: a pod that waits for the node need not tolerate them.
+TRANSIENT_TAINT_KEYS = frozenset(
+    {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/network-unavailable",
+        "node.cloudprovider.kubernetes.io/uninitialized",
+        "karpenter.sh/unregistered",
+    }
+)
+# The live catalog costs several EC2 calls; a warm Lambda container reuses it for this long.
+CATALOG_TTL_SECONDS = 900.0
+# Name prefix of the stand-in node for an instance whose Node has not registered yet.
+IN_FLIGHT_PREFIX = "in-flight/"
+
+_CATALOG_LOCK = threading.Lock()
+_CATALOG: dict[str, tuple[float, list[InstanceType]]] = {}
+
+
+@dataclass
+class World:
+    """What the cluster and the account look like right now, read once per invocation."""
+
+    now: datetime
+    cluster: str
+    nodepools: dict[str, NodePool] = field(default_factory=dict)
+    nodeclasses: dict[str, NodeClass] = field(default_factory=dict)
+    config_errors: list[ConfigError | str] = field(default_factory=list)
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    pods_by_node: dict[str, list[Pod]] = field(default_factory=dict)
+    pending: list[Pod] = field(default_factory=list)
+    daemonsets: list[dict[str, Any]] = field(default_factory=list)
+    pdbs: list[dict[str, Any]] = field(default_factory=list)
+    instances: list[ManagedInstance] = field(default_factory=list)
+    catalog: list[InstanceType] = field(default_factory=list, repr=False)
+    unavailable: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    # Pods whose spec cannot be read ("namespace/name", why); they are left out of planning.
+    pod_errors: list[tuple[str, str]] = field(default_factory=list)
+    _types: dict[str, list[InstanceType]] = field(default_factory=dict, repr=False)
+    _pool_labels: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    _node_by_instance: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _instance_by_id: dict[str, ManagedInstance] = field(default_factory=dict, repr=False)
+    _daemon_pods: list[Pod] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.index()
+
+    def index(self) -> None:
+        """Rebuild the lookups after ``nodes`` or ``instances`` changed."""
+        self._node_by_instance = {}
+        for node in self.nodes:
+            iid = k8s_nodes.instance_id(node)
+            if iid:
+                self._node_by_instance[iid] = node
+        self._instance_by_id = {i.instance_id: i for i in self.instances}
+
+    # -- lookups -------------------------------------------------------------------------------------------
+
+    def node_for_instance(self, instance_id: str) -> dict[str, Any] | None:
+        return self._node_by_instance.get(instance_id)
+
+    def instance_for_node(self, name: str) -> ManagedInstance | None:
+        for node in self.nodes:
+            if _name(node) == name:
+                iid = k8s_nodes.instance_id(node)
+                return self._instance_by_id.get(iid) if iid else None
+        if name.startswith(IN_FLIGHT_PREFIX):
+            return self._instance_by_id.get(name[len(IN_FLIGHT_PREFIX) :])
+        return None
+
+    def instance(self, instance_id: str) -> ManagedInstance | None:
+        return self._instance_by_id.get(instance_id)
+
+    def unregistered_instances(self) -> list[ManagedInstance]:
+        """This cluster's pending/running instances that no Node names yet (launched, not joined)."""
+        return [
+            i
+            for i in self.instances
+            if i.state in ("pending", "running") and i.instance_id not in self._node_by_instance
+        ]
+
+    def instance_types(self, pool_name: str) -> list[InstanceType]:
+        """The catalog for the pool's node class (kubelet, root volume, AMI family), with the offerings
+        known to be out of capacity marked unavailable."""
+        return self._types.get(pool_name, [])
+
+    def node_labels(self, pool_name: str) -> dict[str, str]:
+        """Labels the pool's node class gives its nodes (OS and Windows build)."""
+        return self._pool_labels.get(pool_name, {})
+
+    def types_by_pool(self) -> dict[str, list[InstanceType]]:
+        return {name: self.instance_types(name) for name in self.nodepools}
+
+    def labels_by_pool(self) -> dict[str, dict[str, str]]:
+        return {name: self.node_labels(name) for name in self.nodepools}
+
+    def daemonset_pods(self) -> list[Pod]:
+        """One template pod per DaemonSet: the overhead each node it runs on carries."""
+        if self._daemon_pods is None:
+            pods: list[Pod] = []
+            for ds in self.daemonsets:
+                meta = ds.get("metadata") or {}
+                source = f"DaemonSet {meta.get('namespace') or 'default'}/{meta.get('name')}"
+                try:
+                    pods.extend(read_workloads([(source, {"kind": "DaemonSet", **ds})]).daemons)
+                except WorkloadError as exc:
+                    log.warning("daemonset left out of the node overhead", extra={"reason": str(exc)})
+            self._daemon_pods = pods
+        return self._daemon_pods
+
+    # -- what the bin-packer sees ----------------------------------------------------------------------------
+
+    def existing_nodes(self, exclude: Iterable[str] = ()) -> list[ExistingNode]:
+        """Registered nodes (Ready or not) with their pods, plus in-flight instances without a Node.
+
+        ``exclude`` holds node names or instance ids to leave out (a node being replaced, an instance
+        about to be terminated). Nodes not yet Ready, and instances not yet registered, are marked in
+        flight; the taints they carry only while starting are dropped, since pods will not wait for them.
+        """
+        skip = set(exclude)
+        out: list[ExistingNode] = []
+        for raw in self.nodes:
+            name = _name(raw)
+            iid = k8s_nodes.instance_id(raw)
+            if name in skip or (iid and iid in skip):
+                continue
+            try:
+                node = node_from_doc(raw, f"Node {name}")
+            except WorkloadError as exc:
+                log.warning("node left out of planning", extra={"node": name, "reason": str(exc)})
+                continue
+            node.pods = list(self.pods_by_node.get(name, []))
+            ready = k8s_nodes.readiness(raw).ready
+            if not ready:
+                node.in_flight = True
+                node.taints = tuple(t for t in node.taints if t.key not in self._startup_keys(node.nodepool))
+            inst = self._instance_by_id.get(iid or "")
+            if inst is not None:
+                node.price = self._price(inst)
+            if (raw.get("metadata") or {}).get("deletionTimestamp"):
+                node.unschedulable = True
+            out.append(node)
+        for inst in self.unregistered_instances():
+            if inst.instance_id in skip:
+                continue
+            stand_in = self._in_flight_node(inst)
+            if stand_in is not None:
+                out.append(stand_in)
+        return out
+
+    def _startup_keys(self, pool_name: str) -> set[str]:
+        pool = self.nodepools.get(pool_name)
+        keys = set(TRANSIENT_TAINT_KEYS)
+        if pool is not None:
+            keys.update(t.key for t in pool.startup_taints)
+        return keys
+
+    def instance_type(self, name: str, pool_name: str | None = None) -> InstanceType | None:
+        """The type as the pool would launch it, else as the plain catalog knows it."""
+        for it in self.instance_types(pool_name or ""):
+            if it.name == name:
+                return it
+        return next((it for it in self.catalog if it.name == name), None)
+
+    def _price(self, inst: ManagedInstance) -> float:
+        it = self.instance_type(inst.instance_type, inst.nodepool)
+        if it is None:
+            return 0.0
+        for o in it.offerings:
+            if o.zone == inst.zone and o.capacity_type == inst.capacity_type:
+                return o.price
+        return 0.0
+
+    def _in_flight_node(self, inst: ManagedInstance) -> ExistingNode | None:
+        """A stand-in for an instance that has not registered: what its Node will look like."""
+        pool = self.nodepools.get(inst.nodepool or "")
+        it = self.instance_type(inst.instance_type, inst.nodepool)
+        if it is None:
+            log.warning("in-flight instance of an unknown type", extra={"instance_id": inst.instance_id,
+                                                                       "instance_type": inst.instance_type})
+            return None
+        name = f"{IN_FLIGHT_PREFIX}{inst.instance_id}"
+        labels = {k: v for k, v in it.labels.items()}
+        if pool is not None:
+            labels.update(pool.labels)
+            labels.update(self.node_labels(pool.name))
+        labels.update(
+            {
+                wk.NODEPOOL: inst.nodepool or "",
+                wk.ZONE: inst.zone,
+                wk.CAPACITY_TYPE: inst.capacity_type,
+                wk.INSTANCE_TYPE: inst.instance_type,
+                wk.HOSTNAME: inst.private_dns_name or name,
+            }
+        )
+        taints: tuple[Taint, ...] = pool.taints if pool is not None else ()
+        node = ExistingNode(
+            name=name,
+            labels=labels,
+            allocatable=dict(it.allocatable),
+            taints=taints,
+            capacity=dict(it.capacity),
+            in_flight=True,
+            price=self._price(inst),
+        )
+        # The DaemonSets that will run there take their share before any pending pod does.
+        for d in self.daemonset_pods():
+            if tolerates_all(d.tolerations, taints) is not None:
+                continue
+            if any(labels_satisfy(labels, t) for t in daemon_requirements(d)):
+                node.pods.append(dataclasses.replace(d, name=f"{d.name}-{inst.instance_id}", node_name=name))
+        return node
+
+
+def _name(node: Mapping[str, Any]) -> str:
+    return str((node.get("metadata") or {}).get("name") or "")
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+def read_world(rt: Runtime, *, include_pods: bool = True) -> World:
+    """Read NodePools, nodes, pods, DaemonSets, PDBs and this cluster's instances once.
+
+    A bad NodePool or node class is reported in ``config_errors`` and left out; the valid ones are
+    planned with. Errors reaching EC2 or the API server are raised: a world half read is not a world.
+    """
+    started = time.perf_counter()
+    settings = rt.settings
+    world = World(now=clock.now(), cluster=settings.cluster_name)
+    config = load_all(
+        ssm_client=rt.aws.ssm if "ssm" in settings.nodepool_sources else None,
+        ssm_path=settings.nodepool_parameter_path if "ssm" in settings.nodepool_sources else None,
+        custom_objects_api=rt.custom if "cluster" in settings.nodepool_sources else None,
+    )
+    world.nodepools = dict(config.nodepools)
+    world.nodeclasses = dict(config.nodeclasses)
+    world.config_errors = list(config.errors)
+    world.nodes = listing.list_nodes(rt.api).items
+    if include_pods:
+        world.pods = listing.list_pods(rt.api).items
+        world.pods_by_node, world.pending, world.pod_errors = _sort_pods(world.pods)
+    world.daemonsets = listing.list_daemonsets(rt.api).items
+    world.pdbs = listing.list_pdbs(rt.api).items
+    world.instances = ec2_instances.list_instances(rt.aws.ec2, settings.cluster_name)
+    world.unavailable = rt.launcher.offerings.snapshot()
+    world.catalog = catalog(rt)
+    _prepare_types(world)
+    world.index()
+    log.debug("world read", extra={"seconds": round(time.perf_counter() - started, 3), "nodes": len(world.nodes),
+                                   "pods": len(world.pods), "instances": len(world.instances)})
+    return world
+
+
+def _sort_pods(raw_pods: list[dict[str, Any]]) -> tuple[dict[str, list[Pod]], list[Pod], list[tuple[str, str]]]:
+    by_node: dict[str, list[Pod]] = {}
+    pending: list[Pod] = []
+    errors: list[tuple[str, str]] = []
+    for raw in raw_pods:
+        node_name = (raw.get("spec") or {}).get("nodeName")
+        provisionable = listing.is_provisionable(raw)
+        if not node_name and not provisionable:
+            continue
+        try:
+            pod = Pod.from_dict(raw)
+        except (QuantityError, RequirementError, TaintError, TypeError, ValueError, AttributeError) as exc:
+            meta = raw.get("metadata") or {}
+            errors.append((f"{meta.get('namespace') or 'default'}/{meta.get('name')}", str(exc)))
+            continue
+        if node_name:
+            if not pod.finished:
+                by_node.setdefault(node_name, []).append(pod)
+        else:
+            pending.append(pod)
+    return by_node, pending, errors
+
+
+def _prepare_types(world: World) -> None:
+    # Imported here: the plan command module imports the CLI's helpers, which need nothing of the world.
+    from .commands.plan import InputError, pool_types
+
+    usable: dict[str, NodePool] = {}
+    for name, pool in world.nodepools.items():
+        try:
+            types, labels = pool_types([pool], world.nodeclasses, world.catalog)
+        except InputError as exc:
+            world.config_errors.extend(exc.lines)
+            continue
+        world._types[name] = catalogs.mark_unavailable(types[name], world.unavailable)
+        world._pool_labels[name] = labels.get(name, {})
+        usable[name] = pool
+    world.nodepools = usable
+
+
+def catalog(rt: Runtime) -> list[InstanceType]:
+    """The region's instance types from EC2 (each part EC2 cannot give from the bundled data), kept
+    for a while per process; the bundled catalog when EC2 answers nothing usable."""
+    region = rt.settings.region
+    now = time.monotonic()
+    with _CATALOG_LOCK:
+        cached = _CATALOG.get(region)
+        if cached is not None and now - cached[0] < CATALOG_TTL_SECONDS:
+            return cached[1]
+    try:
+        types = catalogs.live_catalog(rt.aws.ec2, region)
+    except catalogs.CatalogError as exc:
+        log.warning("live catalog unusable; using the bundled one", extra={"reason": str(exc)})
+        types = []
+    if not types:
+        types = catalogs.bundled_catalog(region)
+    with _CATALOG_LOCK:
+        _CATALOG[region] = (now, types)
+    return types
+
+
+def clear_catalog_cache() -> None:
+    """Forget the cached catalog (tests that switch regions or endpoints)."""
+    with _CATALOG_LOCK:
+        _CATALOG.clear()
+
+
+def pool_usage(nodes: Iterable[ExistingNode]) -> dict[str, res.Resources]:
+    """Capacity counted against each NodePool's limits (existing plus in-flight), with a node count."""
+    usage: dict[str, res.Resources] = {}
+    for n in nodes:
+        if not n.nodepool:
+            continue
+        u = usage.setdefault(n.nodepool, {})
+        for k, v in (n.capacity or n.allocatable).items():
+            u[k] = u.get(k, 0) + v
+        u["nodes"] = u.get("nodes", 0) + 1
+    return usage

@@ -1,0 +1,98 @@
+"""Invoke the Lambda handlers in-process the way their triggers would: a schedule tick or an EventBridge event.
+
+Used by the demo and the end-to-end tests, so they run exactly the code the functions run, with a
+Lambda context that tells the handler how much time it has left.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+LAMBDAS = ROOT / "lambdas"
+EVENTS = ROOT / "tests" / "fixtures" / "events"
+ACCOUNT = "123456789012"  # moto's account, and the one the recorded events name
+REGION = "us-east-1"
+
+_LOADED: dict[str, ModuleType] = {}
+
+
+def handler_module(function: str) -> ModuleType:
+    """``lambdas/<function>/handler.py`` as its own module (the directories are not packages)."""
+    if function not in _LOADED:
+        path = LAMBDAS / function / "handler.py"
+        spec = importlib.util.spec_from_file_location(f"nodescale_lambda_{function}", path)
+        if spec is None or spec.loader is None:
+            raise FileNotFoundError(f"no handler at {path}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _LOADED[function] = module
+    return _LOADED[function]
+
+
+@dataclass
+class LambdaContext:
+    """The parts of the Lambda context object the handlers and Powertools read."""
+
+    function: str
+    timeout_seconds: float = 60.0
+    cluster: str = "demo-cluster"
+    started: float = field(default_factory=time.monotonic)
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    memory_limit_in_mb: int = 512
+    function_version: str = "$LATEST"
+
+    @property
+    def function_name(self) -> str:
+        return f"nodescale-{self.cluster}-{self.function}"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.function_name}"
+
+    @property
+    def log_group_name(self) -> str:
+        return f"/aws/lambda/{self.function_name}"
+
+    @property
+    def log_stream_name(self) -> str:
+        return "local"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self.timeout_seconds - (time.monotonic() - self.started)) * 1000))
+
+
+def scheduled_tick(cluster: str = "demo-cluster", rule: str = "poll") -> dict[str, Any]:
+    event = load_event("scheduled-tick.json")
+    event["id"] = str(uuid.uuid4())
+    event["time"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    event["resources"] = [f"arn:aws:events:{REGION}:{ACCOUNT}:rule/nodescale-{cluster}-{rule}"]
+    return event
+
+
+def load_event(name: str) -> dict[str, Any]:
+    return json.loads((EVENTS / name).read_text())
+
+
+def event_for_instance(name: str, instance_id: str, when: datetime | None = None) -> dict[str, Any]:
+    """A recorded event sample retargeted at ``instance_id``, with a fresh event id."""
+    event = copy.deepcopy(load_event(name))
+    text = json.dumps(event).replace("i-0a1b2c3d4e5f60718", instance_id)
+    event = json.loads(text)
+    event["id"] = str(uuid.uuid4())
+    if when is not None:
+        event["time"] = when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return event
+
+
+def invoke(function: str, event: dict[str, Any], timeout_seconds: float = 60.0, cluster: str = "demo-cluster") -> Any:
+    return handler_module(function).handler(event, LambdaContext(function, timeout_seconds, cluster))

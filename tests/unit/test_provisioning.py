@@ -1,0 +1,236 @@
+"""launch_capacity against a fake launcher: in-flight capacity, limits, capacity errors, events."""
+
+from __future__ import annotations
+
+import importlib.util
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from nodescale import provisioning
+from nodescale.aws.catalog import bundled_catalog
+from nodescale.aws.fleet import LaunchedInstance, LaunchResult, OfferingError
+from nodescale.aws.instances import ManagedInstance
+from nodescale.commands.provision import to_text
+from nodescale.config import load, parse_documents
+from nodescale.model.pod import Pod
+from nodescale.provisioning_limits import ClusterBudget, parse_limits
+from nodescale.settings import Settings, SettingsError
+from nodescale.world import World
+
+POOL = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  limits: {cpu: "%s"}
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large, m5.xlarge]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  amiSelectorTerms: [{alias: al2023@latest}]
+  role: NodeRole
+  subnetSelectorTerms: [{tags: {a: b}}]
+  securityGroupSelectorTerms: [{tags: {a: b}}]
+"""
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+class FakeLauncher:
+    """Launches the cheapest type it is given, except offerings listed as failing."""
+
+    def __init__(self, failing: tuple[str, ...] = ()) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.failing = failing
+
+    def launch(self, pool, node_class, types, key, count=1, requirements=None) -> LaunchResult:
+        self.calls.append({"pool": pool.name, "types": [t.name for t in types], "key": key})
+        result = LaunchResult(requested=count)
+        for t in types:
+            if t.name in self.failing:
+                result.offering_errors.extend(
+                    OfferingError(t.name, o.zone, o.capacity_type, "InsufficientInstanceCapacity")
+                    for o in t.offerings if o.capacity_type == "spot"
+                )
+                continue
+            result.instances.append(LaunchedInstance(f"i-{len(self.calls)}", t.name, "us-east-1a", "subnet-a", "spot",
+                                                     0.04, "lt", "launch"))
+            break
+        return result
+
+
+class FakeRecorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str, str]] = []
+
+    def pod(self, namespace, name, reason, message, type_="Normal", uid="") -> str:
+        self.events.append((f"{namespace}/{name}", reason, type_, message))
+        return "created"
+
+
+def _pod(name: str, cpu: str) -> Pod:
+    return Pod.from_dict({
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]},
+    })
+
+
+def _world(limit: str = "1000", instances: list[ManagedInstance] | None = None) -> World:
+    config = load(parse_documents(POOL % limit, "test"))
+    assert config.ok, config.errors
+    types = [t for t in bundled_catalog("us-east-1") if t.name in ("m5.large", "m5.xlarge")]
+    w = World(now=NOW, cluster="demo", nodepools=dict(config.nodepools), nodeclasses=dict(config.nodeclasses),
+              instances=instances or [], catalog=types)
+    w._types["default"] = types
+    return w
+
+
+@pytest.fixture
+def recorder(monkeypatch: pytest.MonkeyPatch) -> FakeRecorder:
+    fake = FakeRecorder()
+    monkeypatch.setattr(provisioning, "_recorder", lambda rt, world: fake)
+    return fake
+
+
+def _rt(launcher: FakeLauncher, **limits: str) -> Any:
+    settings = Settings(cluster_name="demo", region="us-east-1", cluster_limits=limits)
+    return SimpleNamespace(settings=settings, launcher=launcher, api=None, cluster="demo")
+
+
+def test_pods_launch_one_node_each_claim_and_get_a_nomination_event(recorder: FakeRecorder) -> None:
+    launcher = FakeLauncher()
+    pods = [_pod("a", "1"), _pod("b", "1")]
+
+    outcome = provisioning.launch_capacity(_rt(launcher), _world(), pods)
+
+    assert {(x.nodepool, x.capacity_type) for x in outcome.launches} == {("default", "spot")}
+    assert sorted(p for x in outcome.launches for p in x.pods) == ["default/a", "default/b"]
+    assert len(launcher.calls) == len(outcome.launches)
+    nominated = [e for e in recorder.events if e[1] == "Nominated"]
+    assert sorted(e[0] for e in nominated) == ["default/a", "default/b"]
+    launch = outcome.launches[0]
+    for word in ("NodePool default", launch.instance_id, launch.instance_type, "us-east-1a", "spot"):
+        assert word in nominated[0][3]
+
+
+def test_pods_that_fit_in_flight_capacity_launch_nothing(recorder: FakeRecorder) -> None:
+    inflight = ManagedInstance("i-old", "m5.xlarge", "us-east-1a", "spot", "default", "pending", NOW)
+    launcher = FakeLauncher()
+
+    outcome = provisioning.launch_capacity(_rt(launcher), _world(instances=[inflight]), [_pod("a", "1")])
+
+    assert outcome.launches == [] and launcher.calls == []
+    assert outcome.waiting == {"in-flight/i-old": ["default/a"]}
+    assert recorder.events == []
+
+
+def test_the_launch_key_depends_on_the_pool_and_pods_not_their_order() -> None:
+    a, b = _pod("a", "1"), _pod("b", "1")
+    key = provisioning.launch_key(SimpleNamespace(nodepool="default", pods=[a, b]))
+    assert key == provisioning.launch_key(SimpleNamespace(nodepool="default", pods=[b, a]))
+    assert key != provisioning.launch_key(SimpleNamespace(nodepool="other", pods=[a, b]))
+    assert key != provisioning.launch_key(SimpleNamespace(nodepool="default", pods=[a]))
+
+
+def test_nodepool_limit_counts_in_flight_capacity_and_is_reported(recorder: FakeRecorder) -> None:
+    inflight = ManagedInstance("i-old", "m5.large", "us-east-1a", "spot", "default", "pending", NOW)
+    launcher = FakeLauncher()
+    pods = [_pod("big", "1500m"), _pod("big2", "1500m")]
+
+    outcome = provisioning.launch_capacity(_rt(launcher), _world(limit="3", instances=[inflight]), pods)
+
+    assert launcher.calls == []
+    assert [(x["scope"], x["nodePool"]) for x in outcome.limits] == [("nodepool", "default")]
+    assert outcome.waiting == {"in-flight/i-old": ["default/big"]}
+    assert [p for p, _ in outcome.unschedulable] == ["default/big2"]
+    warned = [e for e in recorder.events if e[1] == "FailedScheduling"]
+    assert warned and all(e[2] == "Warning" and "limits" in e[3] for e in warned)
+
+
+def test_cluster_wide_limit_blocks_the_launch(recorder: FakeRecorder) -> None:
+    launcher = FakeLauncher()
+    outcome = provisioning.launch_capacity(_rt(launcher, nodes="0"), _world(), [_pod("a", "1")])
+    assert launcher.calls == [] and outcome.launches == []
+    assert outcome.limits[0]["scope"] == "cluster" and "nodes=0" in outcome.limits[0]["reason"]
+    assert "cluster-wide limit" in outcome.unschedulable[0][1]
+
+
+def test_capacity_errors_are_counted_and_the_next_type_launches(recorder: FakeRecorder) -> None:
+    launcher = FakeLauncher(failing=("m5.large",))
+    outcome = provisioning.launch_capacity(_rt(launcher), _world(), [_pod("a", "1")])
+    assert [x.instance_type for x in outcome.launches] == ["m5.xlarge"]
+    assert outcome.errors["InsufficientInstanceCapacity"] >= 1
+    assert outcome.unschedulable == []
+    assert [c["types"] for c in launcher.calls][-1] == ["m5.xlarge"]
+
+
+def test_excluded_offerings_are_not_offered_to_the_launch(recorder: FakeRecorder) -> None:
+    launcher = FakeLauncher()
+    unavailable = [("m5.large", z, "spot") for z in ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d",
+                                                      "us-east-1e", "us-east-1f")]
+    outcome = provisioning.launch_capacity(_rt(launcher), _world(), [_pod("a", "1")], extra_unavailable=unavailable)
+    assert launcher.calls[0]["types"] == ["m5.xlarge"]
+    assert outcome.launches[0].instance_type == "m5.xlarge"
+
+
+def test_dry_run_launches_nothing_and_records_nothing(recorder: FakeRecorder) -> None:
+    launcher = FakeLauncher()
+    outcome = provisioning.launch_capacity(_rt(launcher), _world(), [_pod("a", "1")], dry_run=True)
+    assert launcher.calls == [] and recorder.events == []
+    assert outcome.launches[0].instance_id == "" and outcome.launches[0].nodepool == "default"
+
+
+def test_cluster_limits_parse_and_name_the_limit_that_blocks() -> None:
+    assert parse_limits({"cpu": "2", "memory": "1Gi", "nodes": "3", "pricePerHour": "1.5"}) == {
+        "cpu": 2000.0, "memory": float(2**30), "nodes": 3.0, "pricePerHour": 1.5}
+    with pytest.raises(SettingsError, match="cpu='lots'"):
+        parse_limits({"cpu": "lots"})
+    budget = ClusterBudget(parse_limits({"cpu": "4"}))
+    budget.add({"cpu": 2000}, 0.1)
+    assert budget.blocked({"cpu": 2000}, 0.1) is None
+    assert "cpu=4 reached: 2 in use, the node needs 4 more" in budget.blocked({"cpu": 4000}, 0.1)
+
+
+def test_summary_text_names_launches_limits_and_errors() -> None:
+    summary = {
+        "dryRun": False, "podsSeen": 2, "batches": 1, "seconds": 0.5,
+        "launches": [{"nodePool": "default", "instanceId": "i-1", "instanceType": "m5.large", "zone": "us-east-1a",
+                      "capacityType": "spot", "price": 0.04, "pods": ["default/a", "default/b"]}],
+        "limits": [{"scope": "nodepool", "nodePool": "gpu", "reason": "would exceed"}],
+        "unschedulable": [{"pod": "default/c", "reason": "no type fits"}],
+        "errors": {"InsufficientInstanceCapacity": 2},
+        "configErrors": ["ssm:/x: spec.limits: bad"],
+    }
+    text = to_text(summary)
+    assert "default i-1: m5.large in us-east-1a (spot, $0.0400/h) for 2 pods" in text
+    assert "Limit (nodepool, gpu): would exceed" in text
+    assert "default/c: no type fits" in text
+    assert "Error InsufficientInstanceCapacity: 2" in text
+    assert "Configuration error: ssm:/x: spec.limits: bad" in text
+
+
+def _handler_module() -> Any:
+    path = Path(__file__).resolve().parents[2] / "lambdas" / "provisioner" / "handler.py"
+    spec = importlib.util.spec_from_file_location("provisioner_handler", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_watch_deadline_leaves_a_margin_before_the_lambda_timeout() -> None:
+    handler = _handler_module()
+    context = SimpleNamespace(get_remaining_time_in_millis=lambda: 30_000)
+    assert handler.watch_deadline(50.0, context, now=100.0) == pytest.approx(100.0 + 30.0 - handler.MARGIN_SECONDS)
+    long_context = SimpleNamespace(get_remaining_time_in_millis=lambda: 900_000)
+    assert handler.watch_deadline(50.0, long_context, now=100.0) == pytest.approx(150.0)
+    assert handler.watch_deadline(50.0, SimpleNamespace(get_remaining_time_in_millis=lambda: 1000), now=0) == 0.0

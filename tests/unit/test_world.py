@@ -1,0 +1,137 @@
+"""The world snapshot: what the bin-packer sees of registered, starting and in-flight capacity."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from nodescale.aws.catalog import bundled_catalog
+from nodescale.aws.instances import ManagedInstance
+from nodescale.config import load, parse_documents
+from nodescale.model.pod import Pod
+from nodescale.world import IN_FLIGHT_PREFIX, World, pool_usage
+
+POOL = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: web}
+spec:
+  template:
+    metadata: {labels: {team: web}}
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      taints: [{key: dedicated, value: web, effect: NoSchedule}]
+      startupTaints: [{key: example.com/agent-not-ready, effect: NoSchedule}]
+      requirements: []
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  amiSelectorTerms: [{alias: al2023@latest}]
+  role: NodeRole
+  subnetSelectorTerms: [{tags: {a: b}}]
+  securityGroupSelectorTerms: [{tags: {a: b}}]
+"""
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def _instance(iid: str, itype: str = "m5.large") -> ManagedInstance:
+    return ManagedInstance(iid, itype, "us-east-1a", "spot", "web", "pending", NOW,
+                           private_dns_name=f"ip-{iid}.ec2.internal")
+
+
+def _node(name: str, iid: str, ready: bool, taints: list[dict]) -> dict:
+    return {
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "web", "team": "web"}},
+        "spec": {"providerID": f"aws:///us-east-1a/{iid}", "taints": taints},
+        "status": {
+            "capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+            "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def _daemon() -> dict:
+    return {
+        "metadata": {"name": "agent", "namespace": "kube-system"},
+        "spec": {"template": {"spec": {
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": "100m"}}}],
+        }}},
+    }
+
+
+@pytest.fixture
+def world() -> World:
+    config = load(parse_documents(POOL, "test"))
+    assert config.ok, config.errors
+    types = [t for t in bundled_catalog("us-east-1") if t.name in ("m5.large", "m5.xlarge")]
+    bound = Pod.from_dict({"metadata": {"name": "b", "namespace": "default"},
+                           "spec": {"nodeName": "booting", "containers": [{"name": "c", "image": "x"}]}})
+    w = World(
+        now=NOW,
+        cluster="demo",
+        nodepools=dict(config.nodepools),
+        nodeclasses=dict(config.nodeclasses),
+        nodes=[
+            _node("ready", "i-ready", True, [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}]),
+            _node("booting", "i-boot", False, [
+                {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+                {"key": "example.com/agent-not-ready", "effect": "NoSchedule"},
+                {"key": "dedicated", "value": "web", "effect": "NoSchedule"},
+            ]),
+        ],
+        pods_by_node={"booting": [bound]},
+        daemonsets=[_daemon()],
+        instances=[_instance("i-ready"), _instance("i-boot"), _instance("i-new", "m5.xlarge")],
+        catalog=types,
+    )
+    w._types["web"] = types
+    return w
+
+
+def test_instances_without_a_node_are_unregistered(world: World) -> None:
+    assert [i.instance_id for i in world.unregistered_instances()] == ["i-new"]
+    assert world.node_for_instance("i-ready")["metadata"]["name"] == "ready"
+    assert world.instance_for_node("booting").instance_id == "i-boot"
+    assert world.instance_for_node(f"{IN_FLIGHT_PREFIX}i-new").instance_id == "i-new"
+
+
+def test_a_ready_node_keeps_its_taints_and_is_not_in_flight(world: World) -> None:
+    ready = next(n for n in world.existing_nodes() if n.name == "ready")
+    assert not ready.in_flight
+    assert [t.key for t in ready.taints] == ["dedicated"]
+
+
+def test_a_starting_node_is_in_flight_without_its_startup_taints_and_keeps_its_pods(world: World) -> None:
+    booting = next(n for n in world.existing_nodes() if n.name == "booting")
+    assert booting.in_flight
+    assert [t.key for t in booting.taints] == ["dedicated"]
+    assert [p.name for p in booting.pods] == ["b"]
+
+
+def test_an_unregistered_instance_stands_in_as_the_node_it_will_be(world: World) -> None:
+    stand_in = next(n for n in world.existing_nodes() if n.name == f"{IN_FLIGHT_PREFIX}i-new")
+    assert stand_in.in_flight and stand_in.nodepool == "web"
+    assert stand_in.labels["team"] == "web"
+    assert stand_in.labels["node.kubernetes.io/instance-type"] == "m5.xlarge"
+    assert stand_in.labels["karpenter.sh/capacity-type"] == "spot"
+    assert stand_in.labels["topology.kubernetes.io/zone"] == "us-east-1a"
+    assert [t.key for t in stand_in.taints] == ["dedicated"]
+    # the DaemonSet that tolerates everything takes its share of the new node first
+    assert [p.requests["cpu"] for p in stand_in.pods] == [100]
+    assert stand_in.allocatable["cpu"] > 3000 and stand_in.price > 0
+
+
+def test_excluded_nodes_and_instances_are_left_out(world: World) -> None:
+    names = {n.name for n in world.existing_nodes(exclude=["ready", "i-new"])}
+    assert names == {"booting"}
+
+
+def test_pool_usage_counts_existing_and_in_flight_capacity(world: World) -> None:
+    usage = pool_usage(world.existing_nodes())
+    assert usage["web"]["nodes"] == 3
+    assert usage["web"]["cpu"] == 2000 + 2000 + 4000
