@@ -23,6 +23,7 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
+from sim.aws import instance_types
 from sim.aws.amis import catalog, public_parameters
 
 # Catalog plus anything published at run time; read by the SSM loader after every reset.
@@ -177,6 +178,7 @@ def main() -> None:
     finally:
         os.unlink(amis_path)
     _install_public_parameters()
+    instance_types.install()
 
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,

@@ -10,8 +10,27 @@ DEFAULT_TOLERATIONS = (
 )
 
 
+def canonical_quantity(value: Any) -> Any:
+    """The API server stores quantities as strings (`cpu: 1` comes back as "1", `0.5` as "500m");
+    clients such as the official Python one fail to read a bare number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if isinstance(value, int) or float(value).is_integer():
+        return str(int(value))
+    return f"{round(value * 1000)}m"
+
+
+def canonical_resource_list(values: Any) -> Any:
+    if not isinstance(values, dict):
+        return values
+    return {name: canonical_quantity(v) for name, v in values.items()}
+
+
 def _container_defaults(container: dict[str, Any]) -> None:
     resources = container.setdefault("resources", {})
+    for kind in ("requests", "limits"):
+        if kind in resources:
+            resources[kind] = canonical_resource_list(resources[kind])
     limits = resources.get("limits") or {}
     requests = resources.get("requests")
     # Limits without requests mean requests equal to the limits.
@@ -44,6 +63,8 @@ def _qos_class(spec: dict[str, Any]) -> str:
 
 
 def pod_spec_defaults(spec: dict[str, Any]) -> None:
+    if "overhead" in spec:
+        spec["overhead"] = canonical_resource_list(spec["overhead"])
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("dnsPolicy", "ClusterFirst")

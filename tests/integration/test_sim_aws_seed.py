@@ -102,3 +102,15 @@ def test_a_published_ami_release_moves_the_recommended_parameters(sim: Environme
     assert image["Name"] == f"amazon-eks-node-al2023-arm64-standard-1.30-{release}"
     assert image["Architecture"] == "arm64"
     assert ec2.describe_images(ImageIds=[before["Value"]])["Images"], "the previous release stays available"
+
+
+def test_p3_types_that_moto_lacks_are_described_and_offered(sim_env) -> None:
+    # Karpenter's GPU example asks for p3.8xlarge/p3.16xlarge by name; real us-east-1 has them.
+    ec2 = sim_env.boto3_client("ec2")
+    described = ec2.describe_instance_types(InstanceTypes=["p3.8xlarge"])["InstanceTypes"][0]
+    assert described["VCpuInfo"]["DefaultVCpus"] == 32
+    assert described["GpuInfo"]["Gpus"][0]["Count"] == 4
+    offered = ec2.describe_instance_type_offerings(
+        LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": ["p3.16xlarge"]}]
+    )["InstanceTypeOfferings"]
+    assert {"us-east-1a", "us-east-1b", "us-east-1c"} <= {o["Location"] for o in offered}

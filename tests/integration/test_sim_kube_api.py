@@ -450,3 +450,18 @@ def test_injected_faults_fail_the_chosen_calls(kube: KubeHarness) -> None:
     clock = control("GET", "clock")
     advanced = control("POST", "clock/advance", {"seconds": 3600})
     assert advanced["elapsedSeconds"] >= clock["elapsedSeconds"] + 3600
+
+
+def test_numeric_quantities_come_back_as_strings_the_client_can_read(kube: KubeHarness) -> None:
+    # Manifests often say `cpu: 1`; the real server answers "1", and the client's models need a string.
+    body = _pod("numeric-quantities")
+    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": 1, "memory": 0.5}, "limits": {"cpu": 1.5}}
+    # kubectl sends such a manifest as it is; the typed client would refuse to, so send it raw.
+    request = urllib.request.Request(
+        f"{kube.url}/api/v1/namespaces/default/pods", data=json.dumps(body).encode(), method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(request).close()
+    pod = kube.core.read_namespaced_pod("numeric-quantities", "default")
+    assert pod.spec.containers[0].resources.requests == {"cpu": "1", "memory": "500m"}
+    assert pod.spec.containers[0].resources.limits == {"cpu": "1500m"}
