@@ -19,11 +19,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from nodescale.k8s.raw import request_json
 from sim import invoke
 from sim.environment import Environment
 from sim.report import Timeline, write_html
@@ -46,7 +48,7 @@ class Demo:
 
         self.env = env
         self.timeline = timeline
-        api = env.kube_api_client()
+        self.api = api = env.kube_api_client()
         self.core = k8s.CoreV1Api(api)
         self.apps = k8s.AppsV1Api(api)
         self.ec2 = env.boto3_client("ec2")
@@ -57,6 +59,7 @@ class Demo:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.pending_since: float | None = None
+        self.warm = threading.Event()  # the provisioner has finished one invocation
         self.running_at: float | None = None
 
     # ------------------------------------------------------------------ world
@@ -112,6 +115,7 @@ class Demo:
                 time.sleep(1)
                 continue
             self.note_launches(summary, "pending pods")
+            self.warm.set()
 
     def note_launches(self, summary: Any, why: str) -> None:
         for launch in (summary or {}).get("launches", []) if isinstance(summary, dict) else []:
@@ -145,7 +149,8 @@ class Demo:
         self.timeline.log("NodePool 'default' written to SSM", f"{path}: v1alpha5 Provisioner + AWSNodeTemplate, spot only")
         body = yaml.safe_load((EXAMPLES / "workloads" / "inflate.yaml").read_text())
         body["spec"]["replicas"] = 0
-        self.apps.create_namespaced_deployment(NAMESPACE, body)
+        # Sent as written (`cpu: 1`), the way kubectl would; the typed client would refuse the bare number.
+        request_json(self.api, "POST", f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments", body=body)
         self.timeline.log("deployment inflate created with 0 replicas", "5 x 1 CPU once scaled")
 
     def scale(self, replicas: int) -> None:
@@ -153,6 +158,9 @@ class Demo:
         self.timeline.log(f"inflate scaled to {replicas}")
 
     def scale_out(self) -> None:
+        # On its schedule the provisioner is always warm; the story starts once it has run once.
+        if not self.warm.wait(60):
+            raise StoryFailed("the provisioner did not finish its first invocation within 60s")
         self.pending_since = self.timeline.elapsed()
         self.scale(REPLICAS)
         self.wait("5 inflate pods Running", lambda: len(self.running_pods()) == REPLICAS, 90)
@@ -167,7 +175,8 @@ class Demo:
         node_name = self.running_pods()[0].spec.node_name
         node = self.core.read_node(node_name)
         iid = node.spec.provider_id.rsplit("/", 1)[-1]
-        event = invoke.event_for_instance("spot-interruption-warning.json", iid)
+        now = datetime.fromisoformat(self.env.clock()["now"].replace("Z", "+00:00"))
+        event = invoke.event_for_instance("spot-interruption-warning.json", iid, when=now)
         self.timeline.log(f"spot interruption warning for {iid} ({node_name})", "EC2 reclaims it in 2 minutes")
         summary = invoke.invoke("interruption", event, timeout_seconds=60)
         self.note_launches(_replacement_launches(summary), f"replacing interrupted {iid}")
@@ -269,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # Quiet, readable output: the timeline is the story; metrics and info logs would drown it.
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
+    os.environ.setdefault("LOG_LEVEL", "ERROR")
     timeline = Timeline("nodescale demo: inflate on the default spot NodePool")
     workdir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="nodescale-demo-"))
     env = Environment(workdir, ready_delay=2.0)
@@ -291,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
         demo.scale_in()
     except StoryFailed as exc:
         failed = str(exc)
+        timeline.log("the story did not happen", failed)
+    except Exception as exc:  # any other failure is still a story that did not happen, told in one line
+        failed = f"{type(exc).__name__}: {exc}"
         timeline.log("the story did not happen", failed)
     finally:
         if demo is not None:

@@ -97,6 +97,15 @@ def test_identical_pods_go_on_the_type_with_the_lowest_price_per_pod():
     assert_claims_hold_their_pods(plan)
 
 
+def test_a_group_takes_one_node_rather_than_several_for_the_same_price():
+    # Prices proportional to size: 5 pods of 1.2 CPU cost the same on one large as on two mediums (3 + 2),
+    # and one node is what a person expects (Karpenter too): fewer nodes, less daemon overhead.
+    plan = plan_for(pods(5, cpu="1200m"), types=[SMALL, MEDIUM, LARGE])
+    assert [len(c.pods) for c in plan.node_claims] == [5]
+    assert plan.node_claims[0].instance_types == ["large"]
+    assert plan.price_per_hour == pytest.approx(0.40)
+
+
 def test_claim_options_are_every_type_that_fits_cheapest_first():
     plan = plan_for(pods(1, cpu="500m"), types=[LARGE, MEDIUM, SMALL])
     assert plan.node_claims[0].instance_types == ["small", "medium", "large"]

@@ -7,6 +7,7 @@ so a rename here is a rename there.
 from __future__ import annotations
 
 import os
+import warnings
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
@@ -73,6 +74,9 @@ def logger() -> Logger:
 def metrics() -> Metrics:
     global _metrics
     if _metrics is None:
+        # An invocation that had nothing to report (no pending pods, no event) is normal here, not a
+        # mistake worth a warning in every log stream.
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
         _metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE), service=_service())
         cluster = os.environ.get("CLUSTER_NAME")
         if cluster:

@@ -644,13 +644,29 @@ class _Solver:
             types, nzones, ncts = cand
             remaining = tpl.remaining
             pool_best = None
+            rest_memo: dict[int, float] = {}
+
+            def rest_cost(n: int, types=types, nzones=nzones, ncts=ncts, remaining=remaining,
+                          memo=rest_memo) -> float:
+                if n not in memo:
+                    memo[n] = next(
+                        (
+                            t.price(nzones, ncts)
+                            for t in types
+                            if _fit_count(t.alloc, zero, req) >= n
+                            and (remaining is None or all(lv <= r for lv, r in zip(t.limit_vec, remaining, strict=True)))
+                        ),
+                        float("inf"),
+                    )
+                return memo[n]
+
             limited = False
             # No type holds more pods than the largest of each resource would: a bound for stopping early.
             most = min(want, _fit_count(f.max_alloc, zero, req)) or 1
             for t in types:
                 price = t.price(nzones, ncts)
-                if pool_best is not None and price >= pool_best[0] * most:
-                    break  # types come cheapest first: none further on can beat the best per pod
+                if pool_best is not None and price > pool_best[0] * most + 1e-9:
+                    break  # types come cheapest first: none further on can beat (or tie) the best per pod
                 if remaining is not None and any(lv > r for lv, r in zip(t.limit_vec, remaining, strict=True)):
                     limited = True
                     continue
@@ -658,7 +674,12 @@ class _Solver:
                 if not k:
                     continue
                 k = min(k, want)
-                score = price / k
+                # What covering the whole group costs, per pod: full nodes of this type, and the rest on
+                # the cheapest type that holds the rest. A type that would leave most of a last node empty
+                # pays for that here, so 5 pods take one node that holds 5 rather than 3 + 2 for the same
+                # money, while 6 still take a node of 5 plus a small one when that is cheaper.
+                rest = want % k
+                score = ((want // k) * price + (rest_cost(rest) if rest else 0.0)) / want
                 if host.affinity and k < want:
                     score *= want  # the group must share one node: a type that holds it all comes first
                 # On a tie the type holding more pods wins: fewer nodes for the same price.
