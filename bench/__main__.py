@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from . import provisioner, scheduling
+from . import interruption, provisioner, scheduling
 
 # Each benchmark module has run() yielding the lines it prints.
-BENCHMARKS: tuple[ModuleType, ...] = (scheduling, provisioner)
+BENCHMARKS: tuple[ModuleType, ...] = (scheduling, provisioner, interruption)
 
 
 def main() -> int:

@@ -1,1 +1,61 @@
-"""The interruption function: a thin Powertools handler around nodescale's interruption use-case."""
+"""The interruption function: a thin Powertools handler around nodescale's interruption use-case.
+
+Invoked by the EventBridge rules for spot interruption warnings, rebalance recommendations,
+instance state changes and AWS Health scheduled changes. Returns a summary per instance (node,
+action or reason ignored, replacement launched, pods evicted/blocked).
+
+A malformed or foreign event returns normally with its reason (it is never retried). Anything worth
+retrying (throttling, an API that does not answer, a broken configuration) raises, so Lambda's
+retries and then the dead-letter queue keep the event. Each event id is handled once (Powertools
+idempotency in the shared table); the drain stops a margin before the invocation's time runs out
+and the node's taint tells the next run to carry on.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from nodescale import interrupting, runtime, telemetry
+from nodescale.settings import Settings
+
+logger = telemetry.logger()
+metrics = telemetry.metrics()
+
+# Time kept back from the Lambda's limit for the last drain round, the summary and the idempotency write.
+MARGIN_SECONDS = 10.0
+
+
+@logger.inject_lambda_context(log_event=False)
+@metrics.log_metrics
+def handler(event: Any, context: Any) -> dict[str, Any]:
+    return interrupting.process(
+        event,
+        Settings.from_env(),
+        runtime.shared,
+        account=account_of(context),
+        deadline_monotonic=drain_deadline(context),
+        lambda_context=context if hasattr(context, "get_remaining_time_in_millis") else None,
+    )
+
+
+def account_of(context: Any) -> str | None:
+    """The function's own account, from ``arn:aws:lambda:<region>:<account>:function:<name>``."""
+    arn = getattr(context, "invoked_function_arn", None)
+    if not isinstance(arn, str):
+        return None
+    parts = arn.split(":")
+    return parts[4] if len(parts) > 4 and parts[4].isdigit() else None
+
+
+def drain_deadline(context: Any, now: float | None = None) -> float | None:
+    """A ``time.monotonic()`` deadline for draining: the invocation's remaining time minus a margin."""
+    get = getattr(context, "get_remaining_time_in_millis", None)
+    if get is None:
+        return None
+    try:
+        remaining = float(get()) / 1000.0
+    except (TypeError, ValueError):
+        return None
+    now = time.monotonic() if now is None else now
+    return now + max(0.0, remaining - MARGIN_SECONDS)

@@ -7,10 +7,10 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from .commands import plan, provision
+from .commands import plan, provision, replay
 
 # Each module registers its own parser and returns an exit code from run(args).
-COMMANDS: tuple[ModuleType, ...] = (plan, provision)
+COMMANDS: tuple[ModuleType, ...] = (plan, provision, replay)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -36,6 +36,11 @@ def now() -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def epoch() -> float:
+    """``now()`` as seconds since the epoch (for TTLs stored as numbers)."""
+    return now().timestamp()
+
+
 def parse_timestamp(value: object) -> datetime | None:
     """A Kubernetes/EC2 timestamp (RFC 3339 string or datetime) as an aware datetime."""
     if isinstance(value, datetime):

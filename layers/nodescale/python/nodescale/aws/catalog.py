@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .. import clock
 from ..model import labels as wk
 from ..model import resources as res
 from ..model.instancetype import InstanceType, Offering, windows_build
@@ -143,7 +144,7 @@ def make_offerings(
 ) -> tuple[Offering, ...]:
     """One offering per zone and capacity type the type supports, cheapest source of price first:
     the live spot price, else the spot estimate from on-demand; unpriced offerings are unavailable."""
-    now = time.time() if now is None else now
+    now = clock.epoch() if now is None else now
     od_price = on_demand.get(facts.name)
     out = []
     for zone in zones:
@@ -165,7 +166,7 @@ def mark_unavailable(
     """Copies of the types whose offerings in ``unavailable`` (and not yet expired) are unavailable."""
     if not unavailable:
         return list(types)
-    now = time.time() if now is None else now
+    now = clock.epoch() if now is None else now
     live = {k for k, until in unavailable.items() if until > now}
     out = []
     for it in types:

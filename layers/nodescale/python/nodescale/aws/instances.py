@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from .. import clock
 from ..model import labels as wk
 from . import tags as tagging
 
@@ -96,7 +97,7 @@ def unregistered(
 ) -> list[ManagedInstance]:
     """Instances launched more than ``timeout_seconds`` ago that no Node names in its providerID
     (pass the ids from :func:`instance_id_from_provider_id`): they will never join."""
-    now = now or datetime.now(UTC)
+    now = now or clock.now()
     registered = set(registered_ids)
     out = []
     for inst in candidates:

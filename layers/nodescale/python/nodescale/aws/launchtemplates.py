@@ -21,6 +21,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from .. import clock
 from ..model.nodepool import NodeClass
 from ..model.quantity import QuantityError, parse_quantity
 from . import tags as tagging
@@ -270,7 +271,7 @@ def cleanup_unused(
     for a launch that is under way.
     """
     keep = set(in_use_names)
-    now = now or datetime.now(UTC)
+    now = now or clock.now()
     deleted = []
     for lt in list_managed(ec2, cluster):
         name = lt["LaunchTemplateName"]

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from .. import clock as clock_module
 from ..model.instancetype import InstanceType
 
 PREFIX = "offering#"
@@ -49,7 +50,7 @@ def mark_unavailable(
     now: float | None = None,
 ) -> float:
     """Record each offering as unavailable until now + ttl; returns that expiry (epoch seconds)."""
-    now = time.time() if now is None else now
+    now = clock_module.epoch() if now is None else now
     expires = int(now + ttl_seconds)
     keys = sorted(set(offerings))
     if not keys:
@@ -87,7 +88,7 @@ def mark_unavailable(
 
 def unavailable(dynamodb: Any, table: str | None, now: float | None = None) -> dict[OfferingKey, float]:
     """Every offering still marked unavailable, with its expiry (epoch seconds)."""
-    now = time.time() if now is None else now
+    now = clock_module.epoch() if now is None else now
     if not table:
         with _LOCAL_LOCK:
             for k in [k for k, (exp, _) in _LOCAL.items() if exp <= now]:
@@ -127,7 +128,7 @@ class UnavailableOfferings:
         dynamodb: Any = None,
         table: str | None = None,
         ttl_seconds: float = DEFAULT_TTL_SECONDS,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = clock_module.epoch,
     ) -> None:
         self._dynamodb = dynamodb
         self._table = table

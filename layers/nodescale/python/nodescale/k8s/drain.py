@@ -14,12 +14,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from .. import clock
 from ..model.pod import DO_NOT_DISRUPT, LEGACY_DO_NOT_EVICT
 from ..model.taints import Toleration
 from .listing import pods_on_node
@@ -140,7 +141,7 @@ def drain_round(
     delete_after: datetime | None = None,
     grace_period_seconds: int | None = None,
     pods: Iterable[Mapping[str, Any]] | None = None,
-    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    now: Callable[[], datetime] = clock.now,
 ) -> DrainResult:
     """One pass over the node's pods: evict what can go now, report the rest.
 

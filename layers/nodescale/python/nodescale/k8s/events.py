@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,6 +19,7 @@ from typing import Any
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from .. import clock as clock_module
 from .nodes import parse_time
 from .raw import MERGE_PATCH, path_segment, request_json
 
@@ -91,7 +91,7 @@ class EventRecorder:
         dedupe_seconds: float = 60.0,
         on_repeat: str = "skip",
         instance: str | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = clock_module.epoch,
     ) -> None:
         if on_repeat not in ("skip", "count"):
             raise ValueError(f"on_repeat={on_repeat!r}: allowed are 'skip' and 'count'")

@@ -17,6 +17,7 @@ from typing import Any
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from .. import clock
 from ..model.taints import Taint
 from .raw import MERGE_PATCH, path_segment, request_json
 
@@ -227,4 +228,4 @@ def parse_time(value: str | None) -> datetime | None:
 
 
 def _now_rfc3339() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return clock.format_timestamp(clock.now())

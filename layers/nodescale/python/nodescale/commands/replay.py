@@ -1,0 +1,137 @@
+"""`nodescale replay`: feed recorded EventBridge events to the interruption function's code path.
+
+    nodescale replay FILE [FILE ...] [-o json|text] [--account ID] [--seconds N]
+
+Each FILE holds one event (a JSON object) or a list of events. They run in order against the
+environment in the process's settings (CLUSTER_NAME, AWS_REGION, KUBECONFIG, AWS_ENDPOINT_URL,
+NODESCALE_TABLE... e.g. `sim/`'s env file), exactly as the Lambda runs them, idempotency record
+included. The account an event must name is `--account`, else the caller's own (STS); events for
+another account or region are ignored as the Lambda ignores them.
+
+Exit 0 when every event was handled or ignored with a reason, 2 for unreadable input or settings,
+1 when handling an event failed (the Lambda would have been retried).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, TextIO
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .. import interrupting
+from ..aws import clients
+from ..runtime import Runtime
+from ..settings import Settings, SettingsError
+
+
+class ReplayInputError(Exception):
+    """A file that cannot be replayed; the message names it and says why."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "replay",
+        help="feed recorded EventBridge events to the interruption handler (against the configured environment)",
+        description="Run recorded interruption events (spot warnings, rebalance, state changes, AWS Health) "
+        "through the interruption function's code path and print what it did.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="a JSON file holding one event or a list of events")
+    p.add_argument("-o", "--output", choices=("json", "text"), default="text", help="output format")
+    p.add_argument("--account", help="the account events must be for (default: the caller's, from STS)")
+    p.add_argument("--seconds", type=float, default=interrupting.DEFAULT_DRAIN_SECONDS,
+                   help="how long each event may keep draining (default %(default)s)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        recorded = list(read_events(args.files))
+        settings = Settings.from_env()
+    except (ReplayInputError, SettingsError) as exc:
+        print(f"nodescale replay: {exc}", file=err)
+        return 2
+    account = args.account or caller_account(settings.region)
+    holder: list[Runtime] = []
+
+    def runtime() -> Runtime:
+        if not holder:
+            holder.append(Runtime.from_settings(settings))
+        return holder[0]
+
+    summaries: list[dict[str, Any]] = []
+    status = 0
+    for source, event in recorded:
+        try:
+            summary = interrupting.process(
+                event, settings, runtime, account=account, deadline_monotonic=time.monotonic() + args.seconds
+            )
+        except Exception as exc:  # noqa: BLE001 - reported per event; the Lambda would retry it
+            summary = {"source": source, "error": f"{type(exc).__name__}: {exc}"}
+            status = 1
+        summaries.append({"source": source, **summary})
+    if args.output == "json":
+        json.dump(summaries, out, indent=2, default=str)
+        out.write("\n")
+    else:
+        out.write(to_text(summaries))
+    return status
+
+
+def read_events(paths: Iterable[str]) -> Iterable[tuple[str, Any]]:
+    for path in paths:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ReplayInputError(f"{path}: cannot read the file ({exc})") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ReplayInputError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        if isinstance(data, list):
+            for n, event in enumerate(data):
+                yield f"{path}[{n}]", event
+        else:
+            yield path, data
+
+
+def caller_account(region: str) -> str | None:
+    """The account of the credentials in use, or None (no account check) when STS cannot say."""
+    try:
+        return str(clients.client("sts", region).get_caller_identity()["Account"])
+    except (ClientError, BotoCoreError, KeyError):
+        return None
+
+
+def to_text(summaries: list[dict[str, Any]]) -> str:
+    lines = []
+    for s in summaries:
+        head = f"{s['source']}: {s.get('detailType') or '?'} ({s.get('eventId') or 'no id'})"
+        if s.get("error"):
+            lines.append(f"{head}: FAILED {s['error']}")
+            continue
+        if s.get("ignored"):
+            lines.append(f"{head}: ignored: {s['ignored']}")
+            continue
+        lines.append(head)
+        for inst in s.get("instances") or []:
+            line = f"  {inst['instanceId']} node={inst.get('node') or '-'} {inst['action']}"
+            if inst.get("reason"):
+                line += f" ({inst['reason']})"
+            replacement = inst.get("replacement") or {}
+            launched = replacement.get("launched") or []
+            if launched:
+                line += " replacement=" + ",".join(f"{x['instanceType']}/{x['instanceId']}" for x in launched)
+            elif replacement.get("waitingOnInFlight"):
+                line += " replacement=in-flight:" + ",".join(replacement["waitingOnInFlight"])
+            if "podsEvicted" in inst:
+                line += f" evicted={inst['podsEvicted']} blocked={len(inst.get('podsBlockedByPdb') or [])}"
+            lines.append(line)
+    return "\n".join(lines) + "\n"

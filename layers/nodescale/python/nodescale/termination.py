@@ -1,0 +1,179 @@
+"""Finishing the termination of a node that carries the disruption taint, one step per call.
+
+The taint `karpenter.sh/disrupted:NoSchedule` is the only state a termination has: whichever
+function runs next (interruption or disruption) calls :func:`continue_termination`, which drains
+one round and, once the node is empty, terminates the instance (if it is not already gone) and
+deletes the Node. Nothing is remembered between calls, so a drain outlives any one invocation.
+
+When pods are forced: never before the grace deadline, the earliest of
+- the taint's ``timeAdded`` plus the NodePool's ``terminationGracePeriod``, and
+- the moment the instance goes away regardless, which the interruption function writes on the node
+  as the annotation ``nodescale.io/interruption-deadline`` (end of the two-minute spot notice, or an
+  AWS Health scheduled change's startTime).
+A node without either is never forced. Only an involuntary termination forces anything; a node the
+interruption function marked (annotation ``nodescale.io/interruption``) is involuntary whoever
+continues it.
+
+A node whose instance this cluster cannot prove it owns (no ``nodescale.io/cluster`` tag, e.g. a
+node Karpenter itself tainted) is left exactly as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from . import clock
+from .aws import instances as ec2_instances
+from .interruption.ownership import GONE_STATES, NOT_RUNNING_STATES, classify
+from .k8s import drain as k8s_drain
+from .k8s import nodes as k8s_nodes
+from .model import labels as wk
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+    from .world import World
+
+log = logging.getLogger(__name__)
+
+INTERRUPTION_ANNOTATION = "nodescale.io/interruption"  # the event kind that marked the node
+DEADLINE_ANNOTATION = "nodescale.io/interruption-deadline"  # RFC 3339: when the instance goes away
+
+DRAINING = "draining"  # pods left; the taint stays and a later call carries on
+TERMINATED = "terminated"  # empty: instance terminated (or already gone) and Node deleted
+SKIPPED = "skipped"  # nothing done; `reason` says why
+
+
+@dataclass
+class TerminationStep:
+    node: str
+    state: str
+    instance_id: str | None = None
+    reason: str = ""
+    drain: k8s_drain.DrainResult | None = None
+    instance_terminated: bool = False  # this call terminated it
+    node_deleted: bool = False  # the Node is gone (this call deleted it, or it already was)
+    involuntary: bool = False
+    delete_after: datetime | None = None
+    blocked_pods: list[str] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.state == TERMINATED
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"node": self.node, "state": self.state, "instanceId": self.instance_id}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.drain is not None:
+            out["drain"] = self.drain.summary()
+        out["instanceTerminated"] = self.instance_terminated
+        out["nodeDeleted"] = self.node_deleted
+        if self.delete_after is not None:
+            out["forceAfter"] = clock.format_timestamp(self.delete_after)
+        return out
+
+
+def node_name(node: dict[str, Any]) -> str:
+    return str((node.get("metadata") or {}).get("name") or "")
+
+
+def interruption_deadline(node: dict[str, Any]) -> datetime | None:
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return clock.parse_timestamp(annotations.get(DEADLINE_ANNOTATION))
+
+
+def marked_by_interruption(node: dict[str, Any]) -> bool:
+    return bool(((node.get("metadata") or {}).get("annotations") or {}).get(INTERRUPTION_ANNOTATION))
+
+
+def grace_deadline(node: dict[str, Any], termination_grace_seconds: float | None) -> datetime | None:
+    """The earliest moment pods may be forced off the node (see the module docstring), or None."""
+    candidates = []
+    started = k8s_drain.drain_started_at(node)
+    if started is not None and termination_grace_seconds is not None:
+        candidates.append(started + timedelta(seconds=termination_grace_seconds))
+    notice = interruption_deadline(node)
+    if notice is not None:
+        candidates.append(notice)
+    return min(candidates) if candidates else None
+
+
+def _pool_grace(world: World, node: dict[str, Any], pool_name: str | None) -> float | None:
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    name = pool_name or labels.get(wk.NODEPOOL) or labels.get(wk.LEGACY_PROVISIONER) or ""
+    pool = world.nodepools.get(name)
+    return pool.disruption.termination_grace_period_seconds if pool is not None else None
+
+
+def continue_termination(
+    rt: Runtime, world: World, node: dict[str, Any], *, involuntary: bool, deadline_monotonic: float
+) -> TerminationStep:
+    """One step of the node's termination: a drain round, then (when empty) instance and Node go.
+
+    ``node`` should be fresh (a GET, or the world's copy); ``deadline_monotonic`` is a
+    ``time.monotonic()`` value past which nothing new is started.
+    """
+    name = node_name(node)
+    step = TerminationStep(node=name, state=SKIPPED, involuntary=involuntary or marked_by_interruption(node))
+    if not k8s_nodes.has_taint(node, k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule"):
+        step.reason = f"node has no {k8s_nodes.DISRUPTED_TAINT} taint: not being terminated"
+        return step
+    iid = k8s_nodes.instance_id(node)
+    step.instance_id = iid
+    if not iid:
+        step.reason = "node names no EC2 instance in spec.providerID"
+        return step
+    managed = world.instance(iid)
+    if managed is not None:
+        state, pool_name = managed.state, managed.nodepool
+    else:
+        # Not among the live instances: it may be stopped or terminated, or not ours at all.
+        found = classify(rt.aws.ec2, [iid], rt.cluster)
+        owned = found.owned.get(iid)
+        if owned is None:
+            step.reason = found.not_ours.get(iid, f"instance {iid} not found")
+            return step
+        state, pool_name = owned.state, owned.nodepool
+    if time.monotonic() >= deadline_monotonic:
+        step.state = DRAINING
+        step.reason = "out of time in this invocation; the next run carries on"
+        return step
+
+    now = clock.now()
+    step.delete_after = grace_deadline(node, _pool_grace(world, node, pool_name))
+    notice = interruption_deadline(node)
+    # Pods get at most until the instance goes away to shut down, however long they asked for.
+    cap = max(0, int((notice - now).total_seconds())) if notice is not None else None
+    result = k8s_drain.drain_round(
+        rt.api,
+        name,
+        involuntary=step.involuntary,
+        delete_after=step.delete_after,
+        grace_period_seconds=cap,
+        now=lambda: now,
+    )
+    step.drain = result
+    step.blocked_pods = sorted(result.blocked_by_pdb + result.blocked_by_do_not_disrupt)
+    # An instance that no longer runs its pods cannot be waited for: what could be evicted was
+    # (so controllers recreate it elsewhere), the rest goes with the Node.
+    if not result.empty and state not in NOT_RUNNING_STATES:
+        step.state = DRAINING
+        return step
+    if state not in GONE_STATES:
+        outcome = ec2_instances.terminate(rt.aws.ec2, [iid], rt.cluster)
+        if iid in outcome.refused:
+            step.reason = f"instance {iid} lost this cluster's tag: left alone"
+            return step
+        step.instance_terminated = iid in outcome.terminated
+    k8s_nodes.delete_node(rt.api, name)  # False when EC2's node lifecycle already removed it: gone either way
+    step.node_deleted = True
+    step.state = TERMINATED
+    log.info(
+        "node terminated",
+        extra={"node": name, "instance_id": iid, "instance_state": state, "evicted": len(result.evicted)},
+    )
+    return step

@@ -1,0 +1,517 @@
+"""The interruption function on `sim/`: boto3 over HTTP to moto, the kubernetes client over HTTP to the sim API.
+
+Capacity is launched the way the product launches it (the provisioner's `provision_once` for pending
+pods), the sim's kubelet registers the instances as Nodes, and the recorded events in
+tests/fixtures/events/ are replayed with their instance id set to one of those instances.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib.util
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kubernetes.client.exceptions import ApiException
+
+from nodescale import cli, clock, interrupting, provisioning, runtime
+from nodescale.aws import clients
+from nodescale.aws.clients import AwsClients
+from nodescale.k8s.listing import is_provisionable
+from nodescale.k8s.raw import request_json
+from nodescale.runtime import Runtime
+from nodescale.settings import Settings
+from sim.environment import Environment
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "tests" / "fixtures" / "examples"
+EVENTS = ROOT / "tests" / "fixtures" / "events"
+SAMPLE_ID = "i-0a1b2c3d4e5f60718"
+ACCOUNT = "123456789012"  # moto's account, and the samples'
+CLUSTER_TAG = "nodescale.io/cluster"
+
+
+# ------------------------------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
+    environment = Environment(tmp_path_factory.mktemp("interruption-sim"), ready_delay=1.0)
+    environment.start()
+    ssm = environment.boto3_client("ssm")
+    path = environment.env["NODESCALE_NODEPOOL_PARAMETER_PATH"].rstrip("/")
+    # The example spot pool, held to one size so a node holds the whole nginx Deployment (the PDB then
+    # has work to do) and every replacement is alike.
+    docs = list(yaml.safe_load_all((EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml").read_text()))
+    docs[0]["spec"]["requirements"].append(
+        {"key": "karpenter.k8s.aws/instance-size", "operator": "In", "values": ["xlarge"]}
+    )
+    text = yaml.safe_dump_all(docs)
+    ssm.put_parameter(Name=f"{path}/default-spot", Value=text, Type="String", Overwrite=True)
+    try:
+        yield environment
+    finally:
+        environment.stop()
+
+
+@pytest.fixture
+def sim(env: Environment) -> Iterator[Environment]:
+    """The environment, emptied after the test: no workloads, instances, nodes or marks of it are left."""
+    yield env
+    env.reset_faults()
+    api = env.kube_api_client()
+    for ns in request_json(api, "GET", "/api/v1/namespaces").get("items") or []:
+        name = ns["metadata"]["name"]
+        if name.startswith("t-"):
+            for dep in request_json(api, "GET", f"/apis/apps/v1/namespaces/{name}/deployments").get("items") or []:
+                request_json(api, "DELETE", f"/apis/apps/v1/namespaces/{name}/deployments/{dep['metadata']['name']}")
+            for pod in request_json(api, "GET", f"/api/v1/namespaces/{name}/pods").get("items") or []:
+                request_json(api, "DELETE", f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}",
+                             body={"gracePeriodSeconds": 0})
+    ec2 = env.boto3_client("ec2")
+    ours = [i["InstanceId"] for r in ec2.describe_instances(Filters=[
+        {"Name": f"tag:{CLUSTER_TAG}", "Values": [env.cluster]},
+        {"Name": "instance-state-name", "Values": ["pending", "running"]},
+    ])["Reservations"] for i in r["Instances"]]
+    if ours:
+        ec2.terminate_instances(InstanceIds=ours)
+    dynamodb = env.boto3_client("dynamodb")
+    table = env.seed["table_name"]
+    for item in dynamodb.scan(TableName=table).get("Items") or []:
+        dynamodb.delete_item(TableName=table, Key={"pk": item["pk"]})
+    wait_for("the test's nodes to go", lambda: not [
+        n for n in request_json(api, "GET", "/api/v1/nodes").get("items") or []
+        if "karpenter.sh/nodepool" in (n["metadata"].get("labels") or {})
+    ])
+
+
+@pytest.fixture
+def rt(sim: Environment) -> Runtime:
+    return runtime_for(sim)
+
+
+def runtime_for(sim: Environment) -> Runtime:
+    settings = Settings.from_env(sim.env)
+    aws = AwsClients(**{s: sim.boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
+    return Runtime(settings, aws, sim.kube_api_client())
+
+
+@pytest.fixture
+def ns(sim: Environment) -> str:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    request_json(sim.kube_api_client(), "POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
+    return name
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def deploy(sim: Environment, ns: str, file: str, **overrides: Any) -> None:
+    """The example workloads in `file`, in `ns`; `overrides[name]` is merged into that Deployment's pod spec
+    (`replicas`, `annotations` of the pods and `cpu`, the first container's request, go where they belong)."""
+    api = sim.kube_api_client()
+    for doc in yaml.safe_load_all((EXAMPLES / "workloads" / file).read_text()):
+        doc["metadata"]["namespace"] = ns
+        kind = doc["kind"]
+        if kind == "Deployment":
+            extra = dict(overrides.get(doc["metadata"]["name"]) or {})
+            if "replicas" in extra:
+                doc["spec"]["replicas"] = extra.pop("replicas")
+            if "annotations" in extra:
+                doc["spec"]["template"]["metadata"]["annotations"] = extra.pop("annotations")
+            if "cpu" in extra:
+                doc["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = extra.pop("cpu")
+            doc["spec"]["template"]["spec"].update(extra)
+            request_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=doc)
+        elif kind == "PodDisruptionBudget":
+            request_json(api, "POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", body=doc)
+
+
+def pods(sim: Environment, ns: str, selector: str | None = None) -> list[dict]:
+    query = {"labelSelector": selector} if selector else None
+    return request_json(sim.kube_api_client(), "GET", f"/api/v1/namespaces/{ns}/pods", query).get("items") or []
+
+
+def available(pod: dict) -> bool:
+    if pod["metadata"].get("deletionTimestamp") or pod.get("status", {}).get("phase") != "Running":
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod["status"].get("conditions") or [])
+
+
+def wait_running(sim: Environment, ns: str, count: int, timeout: float = 30.0) -> list[dict]:
+    def check() -> list[dict] | None:
+        running = [p for p in pods(sim, ns) if p["spec"].get("nodeName") and available(p)]
+        return running if len(running) >= count else None
+
+    return wait_for(f"{count} running pods in {ns}", check, timeout)
+
+
+def provision(sim: Environment, rt: Runtime, ns: str, count: int) -> list[dict]:
+    """Launch capacity for the namespace's pending pods and wait until they all run."""
+    wait_for(f"{count} unschedulable pods", lambda: len([p for p in pods(sim, ns) if is_provisionable(p)]) >= count)
+    summary = provisioning.provision_once(rt)
+    assert summary["launches"], summary
+    return wait_running(sim, ns, count)
+
+
+def node(sim: Environment, name: str) -> dict | None:
+    try:
+        return request_json(sim.kube_api_client(), "GET", f"/api/v1/nodes/{name}")
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def instance_of(node_obj: dict) -> str:
+    return node_obj["spec"]["providerID"].rsplit("/", 1)[-1]
+
+
+def instance_state(sim: Environment, instance_id: str) -> str:
+    out = sim.boto3_client("ec2").describe_instances(InstanceIds=[instance_id])
+    return out["Reservations"][0]["Instances"][0]["State"]["Name"]
+
+
+def event(sample: str, instance_id: str, sim: Environment, **changes: Any) -> dict:
+    """A recorded sample aimed at `instance_id`, with a fresh id and the sim's current time."""
+    ev = json.loads((EVENTS / sample).read_text().replace(SAMPLE_ID, instance_id))
+    ev["id"] = str(uuid.uuid4())
+    ev["time"] = clock.format_timestamp(sim_now(sim))
+    if ev.get("source") == "aws.health":
+        ev["detail"]["startTime"] = clock.format_timestamp(sim_now(sim)).replace("Z", "+00:00")
+    ev.update(changes)
+    return ev
+
+
+def sim_now(sim: Environment) -> Any:
+    return clock.parse_timestamp(sim.clock()["now"])
+
+
+def replay(rt: Runtime, ev: dict, seconds: float = 60.0) -> dict:
+    return interrupting.process(ev, rt.settings, lambda: rt, account=ACCOUNT,
+                                deadline_monotonic=time.monotonic() + seconds)
+
+
+def fleet_calls(sim: Environment) -> list[dict]:
+    return sim.aws_calls(service="ec2", action="CreateFleet")
+
+
+def terminate_calls(sim: Environment, instance_id: str) -> list[dict]:
+    return [c for c in sim.aws_calls(service="ec2", action="TerminateInstances") if instance_id in json.dumps(c)]
+
+
+def offering_marks(sim: Environment) -> set[str]:
+    table = sim.seed["table_name"]
+    items = sim.boto3_client("dynamodb").scan(TableName=table).get("Items") or []
+    return {i["pk"]["S"] for i in items if i["pk"]["S"].startswith("offering#")}
+
+
+def nodes_of(pod_list: list[dict]) -> set[str]:
+    return {p["spec"]["nodeName"] for p in pod_list}
+
+
+class PodWatcher(threading.Thread):
+    """Samples the namespace's pods until stopped: the fewest available nginx pods ever seen, and when
+    `node` first held none of the namespace's pods."""
+
+    def __init__(self, sim: Environment, ns: str, node: str) -> None:
+        super().__init__(daemon=True)
+        self.sim, self.ns, self.node = sim, ns, node
+        self.fewest_nginx = 99
+        self.emptied_at: float | None = None
+        self.samples = 0
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            current = pods(self.sim, self.ns)
+            nginx = [p for p in current if p["metadata"].get("labels", {}).get("app") == "nginx" and available(p)]
+            self.fewest_nginx = min(self.fewest_nginx, len(nginx))
+            if self.emptied_at is None and not [p for p in current if p["spec"].get("nodeName") == self.node]:
+                self.emptied_at = time.time()
+            self.samples += 1
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=5)
+
+
+# --------------------------------------------------------------------------------------------- tests
+
+
+def test_spot_warning_cordons_replaces_first_drains_within_the_pdb_and_terminates(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    # The pods' own grace is shortened so terminating pods leave in a second, not thirty.
+    deploy(sim, ns, "nginx-with-pdb.yaml", **{"nginx-to-scaleout": {"terminationGracePeriodSeconds": 1}})
+    # do-not-disrupt holds off voluntary disruption only: this instance goes away regardless.
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1, "annotations": {"karpenter.sh/do-not-disrupt": "true"}})
+    running = provision(sim, rt, ns, 5)
+    (victim,) = nodes_of(running)  # one node holds all five
+    labels = node(sim, victim)["metadata"]["labels"]
+    offering = (labels["node.kubernetes.io/instance-type"], labels["topology.kubernetes.io/zone"], "spot")
+    instance_id = instance_of(node(sim, victim))
+    fleets_before = len(fleet_calls(sim))
+
+    watcher = PodWatcher(sim, ns, victim)
+    watcher.start()
+    try:
+        summary = replay(rt, event("spot-interruption-warning.json", instance_id, sim))
+        moved = wait_running(sim, ns, 5)
+    finally:
+        watcher.stop()
+
+    (report,) = summary["instances"]
+    assert report["node"] == victim and report["action"] == interrupting.DRAINED, report
+    assert report["podsEvicted"] == 5 and report["instanceTerminated"] and report["nodeDeleted"]
+    (launch,) = report["replacement"]["launched"]
+    # the failing offering is not where the replacement goes, and is marked for everyone else too
+    assert (launch["instanceType"], launch["zone"], launch["capacityType"]) != offering
+    assert "offering#" + "#".join(offering) in offering_marks(sim)
+    fleets = fleet_calls(sim)[fleets_before:]
+    assert len(fleets) == 1
+    assert watcher.emptied_at is not None and fleets[0]["time"] < watcher.emptied_at
+    assert watcher.fewest_nginx >= 2 and watcher.samples > 10
+    assert victim not in nodes_of(moved)
+    assert node(sim, victim) is None
+    assert instance_state(sim, instance_id) in ("shutting-down", "terminated")
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_repeats_and_a_late_state_change_make_one_replacement_and_one_drain(
+    sim: Environment, rt: Runtime, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deploy(sim, ns, "nginx-with-pdb.yaml", **{"nginx-to-scaleout": {"terminationGracePeriodSeconds": 1}})
+    running = provision(sim, rt, ns, 4)
+    (victim,) = nodes_of(running)
+    instance_id = instance_of(node(sim, victim))
+    fleets_before = len(fleet_calls(sim))
+    handler = load_handler()
+    monkeypatch.setattr(runtime, "_RUNTIME", rt)
+    for key, value in sim.env.items():
+        monkeypatch.setenv(key, value)
+    context = FakeContext(seconds=11.0)  # 1 s of draining: the budget stops it part way
+
+    warning = event("spot-interruption-warning.json", instance_id, sim)
+    first = handler.handler(warning, context)
+    again = [handler.handler(copy.deepcopy(warning), context) for _ in range(2)]
+    (report,) = first["instances"]
+    assert report["action"] == interrupting.DRAINING and len(report["replacement"]["launched"]) == 1
+    assert again == [first, first]  # the same event id: the first summary, nothing done again
+
+    second_warning = replay(rt, event("spot-interruption-warning.json", instance_id, sim), seconds=0.5)
+    (second,) = second_warning["instances"]
+    assert second["alreadyDisrupted"] and second["replacement"]["launched"] == []
+    assert second["replacement"]["waitingOnInFlight"] or second["replacement"]["placedOnExisting"]
+
+    terminated = replay(rt, event("state-change-terminated.json", instance_id, sim))
+    (last,) = terminated["instances"]
+    assert last["alreadyDisrupted"] and last["replacement"]["launched"] == []
+    assert last["action"] == interrupting.DRAINED
+    assert len(fleet_calls(sim)) - fleets_before == 1
+    assert len(terminate_calls(sim, instance_id)) == 1
+    # every pod left the node exactly once: evictions over the three runs add up to the four pods
+    assert report["podsEvicted"] + second["podsEvicted"] + last["podsEvicted"] == 4
+    wait_running(sim, ns, 4)
+    assert node(sim, victim) is None
+
+
+@dataclasses.dataclass
+class FakeContext:
+    seconds: float
+    function_name: str = "nodescale-interruption"
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = "req-1"
+
+    def __post_init__(self) -> None:
+        self._until = time.monotonic() + self.seconds
+        self.invoked_function_arn = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int(max(0.0, self._until - time.monotonic()) * 1000)
+
+
+def load_handler() -> Any:
+    spec = importlib.util.spec_from_file_location("interruption_handler", ROOT / "lambdas" / "interruption" / "handler.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_recorded_sample_does_what_the_events_readme_says(sim: Environment, rt: Runtime, ns: str) -> None:
+    # 3 CPUs each: one pod per (xlarge) node, so each event has a node of its own.
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 5, "cpu": "3"})
+    running = provision(sim, rt, ns, 5)
+    nodes = sorted(nodes_of(running))
+    assert len(nodes) == 5
+    ids = {n: instance_of(node(sim, n)) for n in nodes}
+    spot_node, stopping_node, terminated_node, health_node, quiet_node = nodes
+
+    # rebalance: recorded on the node, nothing else
+    rebalance = replay(rt, event("rebalance-recommendation.json", ids[quiet_node], sim))
+    assert rebalance["instances"][0]["action"] == interrupting.RECORDED
+    quiet = node(sim, quiet_node)
+    assert not quiet["spec"].get("unschedulable") and not quiet["spec"].get("taints")
+    node_events = request_json(sim.kube_api_client(), "GET", "/api/v1/namespaces/default/events").get("items") or []
+    assert any(e["involvedObject"]["name"] == quiet_node and e["reason"] == "RebalanceRecommendation"
+               for e in node_events)
+
+    # running: no disruption
+    before = node(sim, quiet_node)["metadata"]["resourceVersion"]
+    running_state = replay(rt, event("state-change-running.json", ids[quiet_node], sim))
+    assert running_state["instances"][0]["action"] == interrupting.NOTHING
+    assert node(sim, quiet_node)["metadata"]["resourceVersion"] == before
+
+    # not ours to act on
+    for sample in ("health-issue-not-ec2.json", "scheduled-tick.json"):
+        ignored = replay(rt, event(sample, ids[quiet_node], sim))
+        assert ignored["ignored"] and ignored["instances"] == [], sample
+
+    # the node is going away: taint, replace, drain, terminate, delete
+    for sample, victim in (
+        ("spot-interruption-warning.json", spot_node),
+        ("state-change-stopping.json", stopping_node),
+        ("state-change-terminated.json", terminated_node),
+        ("health-scheduled-change.json", health_node),
+    ):
+        summary = replay(rt, event(sample, ids[victim], sim))
+        (report,) = summary["instances"]
+        assert report["node"] == victim and report["action"] == interrupting.DRAINED, (sample, report)
+        assert len(report["replacement"]["launched"]) == 1, (sample, json.dumps(report))
+        assert node(sim, victim) is None, sample
+        assert instance_state(sim, ids[victim]) in ("shutting-down", "terminated"), sample
+    assert any(pk.startswith("offering#") and pk.endswith("#spot") for pk in offering_marks(sim))
+    moved = wait_running(sim, ns, 5)
+    assert quiet_node in nodes_of(moved) and not nodes_of(moved) & {spot_node, stopping_node, terminated_node,
+                                                                       health_node}
+
+
+def test_an_unmanaged_instance_and_its_node_are_never_touched(sim: Environment, rt: Runtime) -> None:
+    ec2 = sim.boto3_client("ec2")
+    foreign = [
+        i for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]
+        if not any(t["Key"] == CLUSTER_TAG for t in i.get("Tags") or []) and i["State"]["Name"] == "running"
+    ]
+    assert foreign, "the sim seeds instances nodescale does not own"
+    api = sim.kube_api_client()
+    touched_before = len(sim.aws_calls(service="ec2", action="TerminateInstances"))
+    for inst in foreign:
+        iid, zone = inst["InstanceId"], inst["Placement"]["AvailabilityZone"]
+        name = f"foreign-{uuid.uuid4().hex[:6]}"
+        request_json(api, "POST", "/api/v1/nodes", body={
+            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}},
+            "spec": {"providerID": f"aws:///{zone}/{iid}"},
+        })
+        version = node(sim, name)["metadata"]["resourceVersion"]
+        marks = offering_marks(sim)
+        for sample in ("spot-interruption-warning.json", "state-change-terminated.json",
+                       "health-scheduled-change.json", "rebalance-recommendation.json"):
+            summary = replay(rt, event(sample, iid, sim))
+            (report,) = summary["instances"]
+            assert report["action"] == interrupting.IGNORED and "not launched by this cluster" in report["reason"]
+        assert node(sim, name)["metadata"]["resourceVersion"] == version
+        assert instance_state(sim, iid) == "running"
+        assert offering_marks(sim) == marks
+        request_json(api, "DELETE", f"/api/v1/nodes/{name}")
+    assert len(sim.aws_calls(service="ec2", action="TerminateInstances")) == touched_before
+
+
+@st.composite
+def broken_events(draw: st.DrawFn, instance_id: str) -> dict:
+    """A going-away event for a managed instance, broken the way no EventBridge delivery for us could be."""
+    name = draw(st.sampled_from(["spot-interruption-warning.json", "state-change-terminated.json",
+                                 "state-change-stopping.json", "health-scheduled-change.json"]))
+    ev = json.loads((EVENTS / name).read_text().replace(SAMPLE_ID, instance_id))
+    how = draw(st.sampled_from(["drop", "retype", "detail-type", "account", "region", "huge", "instance"]))
+    field = draw(st.sampled_from(["detail-type", "source", "account", "region", "detail"]))
+    if how == "drop":
+        del ev[field]
+    elif how == "retype":
+        ev[field] = draw(st.none() | st.integers() | st.lists(st.text(max_size=4), max_size=3))
+    elif how == "detail-type":
+        ev["detail-type"] = draw(st.text(max_size=40).filter(lambda t: not t.startswith(("EC2", "AWS Health"))))
+    elif how == "account":
+        ev["account"] = draw(st.from_regex(r"[0-9]{12}", fullmatch=True).filter(lambda a: a != ACCOUNT))
+    elif how == "region":
+        ev["region"] = draw(st.sampled_from(["eu-west-1", "us-west-2", "US-EAST-1", ""]))
+    elif how == "huge":
+        ev["detail"]["note"] = "x" * (300 * 1024)
+    else:
+        bad = draw(st.none() | st.integers() | st.text(max_size=12).filter(lambda t: not t.startswith("i-")))
+        ev["detail"]["instance-id"] = bad
+        ev["detail"]["affectedEntities"] = [{"entityValue": bad}]
+    return ev
+
+
+def test_thousands_of_broken_events_for_a_managed_node_never_raise_or_touch_it(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1})
+    (victim,) = nodes_of(provision(sim, rt, ns, 1))
+    instance_id = instance_of(node(sim, victim))
+    version = node(sim, victim)["metadata"]["resourceVersion"]
+    fleets = len(fleet_calls(sim))
+    seen = []
+
+    @settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(ev=broken_events(instance_id))
+    def check(ev: dict) -> None:
+        summary = replay(rt, ev)
+        assert summary["ignored"] and summary["instances"] == []
+        seen.append(summary["ignored"])
+
+    check()
+    assert len(seen) >= 500
+    assert node(sim, victim)["metadata"]["resourceVersion"] == version
+    assert instance_state(sim, instance_id) == "running"
+    assert len(fleet_calls(sim)) == fleets and terminate_calls(sim, instance_id) == []
+
+
+def test_nodescale_replay_runs_recorded_events_from_a_shell(
+    sim: Environment, rt: Runtime, ns: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1})
+    (target,) = nodes_of(provision(sim, rt, ns, 1))
+    instance_id = instance_of(node(sim, target))
+    files = []
+    for sample in ("rebalance-recommendation.json", "state-change-running.json", "health-issue-not-ec2.json"):
+        path = tmp_path / sample
+        path.write_text(json.dumps(event(sample, instance_id, sim)))
+        files.append(str(path))
+    for key, value in sim.env.items():
+        monkeypatch.setenv(key, value)
+    clients.reset()  # clients cached by earlier tests may point elsewhere
+    try:
+        code = cli.main(["replay", *files, "-o", "json"])
+    finally:
+        clients.reset()
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [s["instances"][0]["action"] if s["instances"] else "ignored" for s in out] == [
+        interrupting.RECORDED, interrupting.NOTHING, "ignored"]
+    assert out[0]["instances"][0]["node"] == target

@@ -1,0 +1,78 @@
+"""Each event id is acted on once, recorded in a table shaped like the shared one (pk, TTL on expiresAt)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from nodescale.interruption import idempotency
+
+TABLE = "nodescale-demo-cluster"
+
+
+@pytest.fixture
+def dynamodb() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(
+            TableName=TABLE,
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield client
+
+
+def counting(result: dict | None = None, fail: bool = False):
+    calls: list[dict] = []
+
+    def run(event: dict) -> dict:
+        calls.append(event)
+        if fail:
+            raise ConnectionError("API server unavailable")
+        return result or {"eventId": event["id"], "run": len(calls)}
+
+    return run, calls
+
+
+def test_the_same_event_three_times_runs_once_and_answers_the_first_summary(dynamodb: Any) -> None:
+    run, calls = counting()
+    event = {"id": "8a2f3c1e-1111", "detail-type": "EC2 Spot Instance Interruption Warning"}
+    answers = [idempotency.once_per_event(run, dict(event), table=TABLE, dynamodb=dynamodb) for _ in range(3)]
+    assert len(calls) == 1
+    assert answers == [{"eventId": "8a2f3c1e-1111", "run": 1}] * 3
+    other = idempotency.once_per_event(run, {**event, "id": "another"}, table=TABLE, dynamodb=dynamodb)
+    assert other == {"eventId": "another", "run": 2}
+
+
+def test_records_use_the_tables_key_and_expire_through_its_ttl_attribute(dynamodb: Any) -> None:
+    run, _ = counting()
+    idempotency.once_per_event(run, {"id": "e-1"}, table=TABLE, dynamodb=dynamodb)
+    (item,) = dynamodb.scan(TableName=TABLE)["Items"]
+    assert item["pk"]["S"].startswith("interruption#")
+    expires = int(item["expiresAt"]["N"])
+    assert time.time() + idempotency.EXPIRES_AFTER_SECONDS - 60 < expires <= time.time() + idempotency.EXPIRES_AFTER_SECONDS
+    assert item["status"]["S"] == "COMPLETED"
+
+
+def test_a_failed_run_is_forgotten_so_the_retry_runs_again(dynamodb: Any) -> None:
+    failing, failed = counting(fail=True)
+    with pytest.raises(ConnectionError):
+        idempotency.once_per_event(failing, {"id": "e-2"}, table=TABLE, dynamodb=dynamodb)
+    run, calls = counting()
+    assert idempotency.once_per_event(run, {"id": "e-2"}, table=TABLE, dynamodb=dynamodb)["run"] == 1
+    assert len(failed) == 1 and len(calls) == 1
+
+
+def test_without_a_table_or_an_event_id_every_delivery_runs(dynamodb: Any) -> None:
+    run, calls = counting({"ok": True})
+    for _ in range(2):
+        idempotency.once_per_event(run, {"id": "e-3"}, table=None, dynamodb=None)
+        idempotency.once_per_event(run, {"detail-type": "x"}, table=TABLE, dynamodb=dynamodb)
+    assert len(calls) == 4
+    assert dynamodb.scan(TableName=TABLE)["Items"] == []

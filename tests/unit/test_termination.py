@@ -1,0 +1,80 @@
+"""When a node's termination may force pods, and which nodes it refuses to touch at all."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+from nodescale import termination
+from nodescale.model.nodepool import Disruption, NodePool
+from nodescale.model.requirements import Requirements
+from nodescale.world import World
+from tests.unit import test_interrupt_fakes as fakes
+
+IID = "i-0a1b2c3d4e5f60718"
+OURS = {"nodescale.io/cluster": fakes.CLUSTER, "karpenter.sh/nodepool": "default"}
+T0 = datetime(2026, 11, 20, 10, 0, 0, tzinfo=UTC)
+
+
+def tainted(annotations: dict[str, str] | None = None, added: datetime = T0) -> dict:
+    node = fakes.node("n1", IID, taints=[{"key": "karpenter.sh/disrupted", "effect": "NoSchedule",
+                                           "timeAdded": added.strftime("%Y-%m-%dT%H:%M:%SZ")}],
+                      unschedulable=True)
+    node["metadata"]["annotations"] = dict(annotations or {})
+    node["metadata"]["labels"] = {"karpenter.sh/nodepool": "default"}
+    return node
+
+
+def pool(grace: float | None) -> NodePool:
+    return NodePool("default", Requirements(), "default", disruption=Disruption(termination_grace_period_seconds=grace))
+
+
+def test_grace_runs_from_the_taint_by_the_pools_termination_grace_period() -> None:
+    assert termination.grace_deadline(tainted(), 600) == T0 + timedelta(minutes=10)
+
+
+def test_the_instance_going_away_earlier_wins() -> None:
+    notice = T0 + timedelta(minutes=2)
+    node = tainted({termination.DEADLINE_ANNOTATION: "2026-11-20T10:02:00Z"})
+    assert termination.grace_deadline(node, 3600) == notice
+    assert termination.grace_deadline(node, None) == notice
+
+
+def test_without_a_grace_period_or_a_notice_nothing_is_ever_forced() -> None:
+    assert termination.grace_deadline(tainted(), None) is None
+    untainted = fakes.node("n1", IID)
+    assert termination.grace_deadline(untainted, 600) is None
+
+
+def test_a_node_without_the_taint_is_left_alone() -> None:
+    rt = fakes.runtime([fakes.instance(IID, OURS)], [])
+    step = termination.continue_termination(rt, World(now=T0, cluster=fakes.CLUSTER), fakes.node("n1", IID),
+                                            involuntary=True, deadline_monotonic=time.monotonic() + 60)
+    assert step.state == termination.SKIPPED and "taint" in step.reason
+    assert rt.api.requests == [] and rt.aws.ec2.calls == []
+
+
+def test_a_tainted_node_of_an_instance_this_cluster_does_not_own_is_never_touched() -> None:
+    # Karpenter, running beside nodescale during a migration, taints its own nodes the same way.
+    rt = fakes.runtime([fakes.instance(IID, {"karpenter.sh/nodepool": "default"})], [])
+    world = World(now=T0, cluster=fakes.CLUSTER, nodepools={"default": pool(0)})
+    step = termination.continue_termination(rt, world, tainted(), involuntary=True,
+                                            deadline_monotonic=time.monotonic() + 60)
+    assert step.state == termination.SKIPPED and "not launched by this cluster" in step.reason
+    assert rt.api.requests == [] and rt.aws.ec2.writes == []
+
+
+def test_nothing_new_starts_once_the_invocation_is_out_of_time() -> None:
+    rt = fakes.runtime([fakes.instance(IID, OURS)], [])
+    step = termination.continue_termination(rt, World(now=T0, cluster=fakes.CLUSTER), tainted(),
+                                            involuntary=True, deadline_monotonic=time.monotonic() - 1)
+    assert step.state == termination.DRAINING and "out of time" in step.reason
+    assert rt.api.requests == [] and rt.aws.ec2.writes == []
+
+
+def test_a_node_marked_by_the_interruption_function_stays_involuntary_for_whoever_continues() -> None:
+    rt = fakes.runtime([fakes.instance(IID, OURS)], [])
+    node = tainted({termination.INTERRUPTION_ANNOTATION: "SpotInterruption"})
+    step = termination.continue_termination(rt, World(now=T0, cluster=fakes.CLUSTER), node,
+                                            involuntary=False, deadline_monotonic=time.monotonic() - 1)
+    assert step.involuntary
