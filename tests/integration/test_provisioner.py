@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from nodescale import provisioning
 from nodescale.aws.clients import AwsClients
+from nodescale.clock import CLOCK_URL
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
@@ -41,9 +42,13 @@ CLUSTER_TAG = "nodescale.io/cluster"
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
     environment = Environment(tmp_path_factory.mktemp("provisioner-sim"), ready_delay=1.0)
     environment.start()
+    # The product decides by the environment's (simulated) clock, as the Lambdas do against sim/.
+    patch = pytest.MonkeyPatch()
+    patch.setenv(CLOCK_URL, environment.env[CLOCK_URL])
     try:
         yield environment
     finally:
+        patch.undo()
         environment.stop()
 
 
@@ -513,3 +518,35 @@ def test_the_lambda_handler_runs_a_poll_pass_and_returns_the_summary(
         "error": "event field mode='sometimes': allowed are 'watch' and 'poll'"}
     monkeypatch.setattr(runtime, "_RUNTIME", None)
     clients.reset()
+
+
+def test_an_instance_that_never_registers_is_terminated_after_the_timeout_and_its_pods_planned_again(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    put_pools(sim, "karpenter-v1alpha5/default-spot.yaml")
+    # A tagged instance whose user data can never join a node (as a broken AMI or bootstrap would).
+    ec2 = sim.boto3_client("ec2")
+    image = sim.boto3_client("ssm").get_parameter(
+        Name="/aws/service/eks/optimized-ami/1.31/amazon-linux-2/recommended/image_id"
+    )["Parameter"]["Value"]
+    stuck = ec2.run_instances(
+        ImageId=image, InstanceType="c6a.2xlarge", MinCount=1, MaxCount=1, UserData="#!/bin/bash\nexit 1\n",
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [
+            {"Key": CLUSTER_TAG, "Value": sim.cluster}, {"Key": "karpenter.sh/nodepool", "Value": "default"},
+        ]}],
+    )["Instances"][0]["InstanceId"]
+    apply_workloads(sim, ns, "workloads/inflate.yaml", {"inflate": 2})
+    wait_pending(sim, ns, 2)
+
+    # Within the timeout the stuck instance counts as capacity on its way: nothing new is launched.
+    waiting = provisioning.provision_once(rt)
+    assert waiting["launches"] == [] and waiting["waitingForInFlight"] == 2
+
+    sim.advance(rt.settings.registration_timeout_seconds + 1)
+    after = provisioning.provision_once(runtime_for(sim))
+
+    assert stuck in after["registrationTimeouts"]
+    state = ec2.describe_instances(InstanceIds=[stuck])["Reservations"][0]["Instances"][0]["State"]["Name"]
+    assert state in ("shutting-down", "terminated")
+    assert sum(len(x["pods"]) for x in after["launches"]) == 2  # its pods were planned again at once
+    wait_running(sim, ns, 2)
