@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from . import interruption, provisioner, scheduling
+from . import disruption, interruption, provisioner, scheduling, soak
 
 # Each benchmark module has run() yielding the lines it prints.
-BENCHMARKS: tuple[ModuleType, ...] = (scheduling, provisioner, interruption)
+BENCHMARKS: tuple[ModuleType, ...] = (scheduling, provisioner, disruption, interruption, soak)
 
 
 def main() -> int:

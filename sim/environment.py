@@ -96,6 +96,7 @@ def serve(
         parts.append(kubelet)
         proxy = FaultProxy(
             moto.url,
+            clock=clock,
             routes={
                 "GET /sim/v1/seed": lambda: json.loads(account.to_json()),
                 "GET /sim/v1/kubelet": kubelet.status,

@@ -489,11 +489,23 @@ def empty_fleet_response(errors: list[dict[str, str]]) -> bytes:
 Route = Callable[[], Any]
 
 
+_INSTANCE_ID = re.compile(r"\bi-[0-9a-f]{8,17}\b")
+# One instance of a DescribeInstances answer: its id, then (before the next instance) its launch time.
+_LAUNCH_TIME = re.compile(
+    r"<instanceId>(i-[0-9a-f]+)</instanceId>((?:(?!<instanceId>).)*?)<launchTime>([^<]*)</launchTime>", re.S
+)
+
+
 class FaultProxy:
     """Reverse proxy on 127.0.0.1 (free port) in front of `upstream` (moto's URL)."""
 
-    def __init__(self, upstream: str, routes: dict[str, Route] | None = None) -> None:
+    def __init__(self, upstream: str, routes: dict[str, Route] | None = None, clock: Any = None) -> None:
         self.upstream = urlsplit(upstream)
+        # moto stamps LaunchTime with the real clock; the environment runs on simulated time, so the
+        # launch time reported is the simulated time the launch happened (a TTL scenario that advances
+        # the clock must see an instance grow old, as a real one would).
+        self.clock = clock
+        self._launch_times: dict[str, str] = {}
         self.rules = FaultRules()
         self.extra_routes = dict(routes or {})
         self._rest = _RestRoutes()
@@ -544,6 +556,22 @@ class FaultProxy:
                 if attempt:
                     raise
         raise AssertionError("unreachable")
+
+    def simulated_launch_times(self, action: str, data: bytes) -> bytes:
+        if action in ("CreateFleet", "RunInstances"):
+            stamp = self.clock.now().strftime("%Y-%m-%dT%H:%M:%S.000Z")
+            for iid in set(_INSTANCE_ID.findall(data.decode("utf-8", "replace"))):
+                self._launch_times.setdefault(iid, stamp)
+            return data
+        if action != "DescribeInstances" or not self._launch_times:
+            return data
+        times = self._launch_times
+
+        def stamp_launch(match: re.Match[str]) -> str:
+            when = times.get(match.group(1))
+            return match.group(0) if when is None else f"{match.group(0)[: match.start(3) - match.start(0)]}{when}</launchTime>"
+
+        return _LAUNCH_TIME.sub(stamp_launch, data.decode("utf-8")).encode("utf-8")
 
     def subnet_zone(self, subnet_id: str) -> str:
         if not subnet_id:
@@ -682,6 +710,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 return
         status, response_headers, data = owner.forward(method, self.path, headers, body)
         record["status"] = status
+        if call.service == "ec2" and status == 200 and owner.clock is not None:
+            data = owner.simulated_launch_times(call.action, data)
         self._send(status, response_headers, data)
 
     def _capacity(self, call: Call, rules: list[Rule], headers: dict[str, str], record: dict[str, Any]) -> bool:

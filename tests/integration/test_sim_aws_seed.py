@@ -114,3 +114,23 @@ def test_p3_types_that_moto_lacks_are_described_and_offered(sim_env) -> None:
         LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": ["p3.16xlarge"]}]
     )["InstanceTypeOfferings"]
     assert {"us-east-1a", "us-east-1b", "us-east-1c"} <= {o["Location"] for o in offered}
+
+
+def test_launch_time_is_the_simulated_time_of_the_launch(sim: Environment) -> None:
+    # An instance must grow old as the environment's clock is advanced (registration timeouts, expiry).
+    from datetime import datetime
+
+    ec2 = sim.boto3_client("ec2")
+    image = sim.boto3_client("ssm").get_parameter(
+        Name="/aws/service/eks/optimized-ami/1.31/amazon-linux-2/recommended/image_id"
+    )["Parameter"]["Value"]
+    launched_at = datetime.fromisoformat(sim.clock()["now"].replace("Z", "+00:00"))
+    iid = ec2.run_instances(ImageId=image, InstanceType="t3.micro", MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+    try:
+        sim.advance(3600)
+        now = datetime.fromisoformat(sim.clock()["now"].replace("Z", "+00:00"))
+        launch = ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]["LaunchTime"]
+        assert abs((launch - launched_at).total_seconds()) < 5
+        assert (now - launch).total_seconds() >= 3600
+    finally:
+        ec2.terminate_instances(InstanceIds=[iid])

@@ -104,7 +104,15 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> FakeRecorder:
 
 def _rt(launcher: FakeLauncher, **limits: str) -> Any:
     settings = Settings(cluster_name="demo", region="us-east-1", cluster_limits=limits)
-    return SimpleNamespace(settings=settings, launcher=launcher, api=None, cluster="demo")
+    # No table: the launch lease is this process's own lock.
+    aws = SimpleNamespace(dynamodb=None, ec2=None)
+    return SimpleNamespace(settings=settings, launcher=launcher, api=None, cluster="demo", aws=aws)
+
+
+@pytest.fixture(autouse=True)
+def _instances_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The worlds here are built by hand; re-reading EC2 under the launch lease keeps what they hold.
+    monkeypatch.setattr(World, "refresh_instances", lambda self, ec2, cluster: None)
 
 
 def test_pods_launch_one_node_each_claim_and_get_a_nomination_event(recorder: FakeRecorder) -> None:
@@ -140,6 +148,23 @@ def test_the_launch_key_depends_on_the_pool_and_pods_not_their_order() -> None:
     assert key == provisioning.launch_key(SimpleNamespace(nodepool="default", pods=[b, a]))
     assert key != provisioning.launch_key(SimpleNamespace(nodepool="other", pods=[a, b]))
     assert key != provisioning.launch_key(SimpleNamespace(nodepool="default", pods=[a]))
+
+
+def test_a_node_being_replaced_still_counts_against_its_nodepool_limit(recorder: FakeRecorder) -> None:
+    # The interrupted node's instance runs until EC2 takes it: its replacement must fit beside it.
+    going = ManagedInstance("i-going", "m5.large", "us-east-1a", "spot", "default", "running", NOW)
+    launcher = FakeLauncher()
+    pods = [_pod("moved", "1")]
+
+    held = provisioning.launch_capacity(
+        _rt(launcher), _world(limit="3", instances=[going]), pods, exclude_nodes=["i-going"]
+    )
+    assert launcher.calls == [] and [x["nodePool"] for x in held.limits] == ["default"]
+
+    room = provisioning.launch_capacity(
+        _rt(launcher), _world(limit="4", instances=[going]), pods, exclude_nodes=["i-going"]
+    )
+    assert len(launcher.calls) == 1 and [x.pods for x in room.launches] == [["default/moved"]]
 
 
 def test_nodepool_limit_counts_in_flight_capacity_and_is_reported(recorder: FakeRecorder) -> None:

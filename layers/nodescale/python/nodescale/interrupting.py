@@ -142,7 +142,7 @@ def process(
     parsed = events.parse(event, account, settings.region)
     if isinstance(parsed, events.Ignored):
         return ignored_summary(event, parsed)
-    rt = runtime()
+    rt = runtime().begin_invocation()
     accepted = dict(event) if isinstance(event, Mapping) else {}  # parse() accepts only objects
     return once_per_event(
         lambda e: handle_event(rt, e, account=account, deadline_monotonic=deadline_monotonic),

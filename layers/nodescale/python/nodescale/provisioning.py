@@ -27,9 +27,11 @@ from kubernetes.client.exceptions import ApiException
 from . import clock, telemetry
 from .aws import catalog as catalogs
 from .aws import instances as ec2_instances
+from .aws import leases
 from .aws.fleet import LaunchResult
 from .k8s import events as k8s_events
 from .k8s.watch import watch_pending_pods
+from .model import resources as res
 from .model.instancetype import InstanceType
 from .model.pod import Pod
 from .provisioning_limits import ClusterBudget
@@ -46,6 +48,8 @@ FAILED_SCHEDULING = "FailedScheduling"
 EVENT_WINDOW_SECONDS = 60.0
 # Offerings the caller excludes are marked unavailable until far beyond any invocation.
 _FOREVER = 1e12
+# How long a launch waits for another invocation's launch to finish before leaving it to the next run.
+LEASE_WAIT_SECONDS = 20.0
 _LIMIT_REASON = re.compile(r"nodepool (\S+?): it would exceed the nodepool's limits")
 
 
@@ -120,8 +124,41 @@ def launch_capacity(
     outcome = LaunchOutcome(dry_run=dry_run)
     if not pods:
         return outcome
+    if dry_run:
+        return _plan_and_launch(rt, world, pods, outcome, exclude_nodes, extra_unavailable, reason, retries)
+    try:
+        with leases.hold(rt.aws.dynamodb, rt.settings.table_name, "launch", wait_seconds=LEASE_WAIT_SECONDS):
+            # Another invocation may have launched since this one read the world: count its instances too.
+            world.refresh_instances(rt.aws.ec2, rt.cluster)
+            return _plan_and_launch(rt, world, pods, outcome, exclude_nodes, extra_unavailable, reason, retries)
+    except leases.LeaseBusy as exc:
+        outcome.count_error("LaunchInProgress", str(exc))
+        outcome.unschedulable.extend((p.key, "another invocation is launching; planned again next run") for p in pods)
+        return outcome
+
+
+def _plan_and_launch(
+    rt: Runtime,
+    world: World,
+    pods: list[Pod],
+    outcome: LaunchOutcome,
+    exclude_nodes: Iterable[str],
+    extra_unavailable: Iterable[tuple[str, str, str]],
+    reason: str,
+    retries: int,
+    prior_usage: dict[str, res.Resources] | None = None,
+) -> LaunchOutcome:
+    dry_run = outcome.dry_run
     extra = set(extra_unavailable)
+    everything = world.existing_nodes()
     existing = world.existing_nodes(exclude=exclude_nodes)
+    # A node being replaced takes no pods, but until its instance is gone it still counts against its
+    # NodePool's limits: a replacement must fit beside it.
+    kept = {n.name for n in existing}
+    limits_usage: dict[str, res.Resources] = dict(prior_usage or {})
+    for node in everything:
+        if node.name not in kept and node.nodepool:
+            limits_usage[node.nodepool] = res.add(limits_usage.get(node.nodepool, {}), node.capacity or node.allocatable)
     types_by_pool = world.types_by_pool()
     if extra:
         forever = dict.fromkeys(extra, _FOREVER)
@@ -133,6 +170,7 @@ def launch_capacity(
         existing_nodes=existing,
         daemonset_pods=world.daemonset_pods(),
         unavailable=set(world.unavailable) | extra,
+        limits_usage=limits_usage,
         node_labels_by_pool=world.labels_by_pool(),
     )
     outcome.solve_seconds = plan.solve_seconds
@@ -147,7 +185,7 @@ def launch_capacity(
     unschedulable = [(u.pod, u.reason) for u in plan.unschedulable]
     _note_pool_limits(plan, outcome)
 
-    budget = ClusterBudget.of(rt.settings.cluster_limits, existing) if rt.settings.cluster_limits else None
+    budget = ClusterBudget.of(rt.settings.cluster_limits, everything) if rt.settings.cluster_limits else None
     recorder = None if dry_run else _recorder(rt, world)
     retry_pods: list[Pod] = []
     failed_offerings: set[tuple[str, str, str]] = set()
@@ -187,9 +225,16 @@ def launch_capacity(
     if recorder is not None:
         _warn_unschedulable(recorder, unschedulable)
     if retry_pods:
-        again = launch_capacity(
-            rt, world, retry_pods, exclude_nodes=exclude_nodes, extra_unavailable=extra | failed_offerings,
-            reason=reason, retries=retries - 1,
+        # Still under the lease. What this pass launched is not in the world yet: it counts against the
+        # limits of the retry, but takes none of its pods (it was launched for others).
+        launched_usage = dict(prior_usage or {})
+        for launch in outcome.launches:
+            it = next((t for t in types_by_pool.get(launch.nodepool, []) if t.name == launch.instance_type), None)
+            if it is not None:
+                launched_usage[launch.nodepool] = res.add(launched_usage.get(launch.nodepool, {}), it.capacity)
+        again = _plan_and_launch(
+            rt, world, retry_pods, LaunchOutcome(dry_run=dry_run), exclude_nodes, extra | failed_offerings,
+            reason, retries - 1, launched_usage,
         )
         _merge(outcome, again)
     return outcome
@@ -448,6 +493,7 @@ def _pass(rt: Runtime, summary: Summary, dry_run: bool) -> LaunchOutcome:
 
 def provision_once(rt: Runtime, *, dry_run: bool = False) -> dict[str, Any]:
     """One pass over every provisionable pod (the poll mode, and `nodescale provision --once`)."""
+    rt.begin_invocation()
     summary = Summary("poll", dry_run)
     _pass(rt, summary, dry_run)
     return summary.finish()
@@ -456,6 +502,7 @@ def provision_once(rt: Runtime, *, dry_run: bool = False) -> dict[str, Any]:
 def provision_watch(rt: Runtime, deadline: float, *, dry_run: bool = False) -> dict[str, Any]:
     """Watch for pods the default scheduler gave up on and act on them in batches (1 s quiet, 10 s at
     most) until ``deadline`` (a ``time.monotonic()`` value)."""
+    rt.begin_invocation()
     summary = Summary("watch", dry_run)
     for batch in watch_pending_pods(rt.api, deadline):
         if not batch.pending:

@@ -30,6 +30,13 @@ class Runtime:
         settings = settings or Settings.from_env()
         return cls(settings, AwsClients.for_region(settings.region), build_api_client(settings))
 
+    def begin_invocation(self) -> Runtime:
+        """Forget what the previous invocation resolved (AMIs, subnets, the launch templates it made):
+        a warm container must see a new AMI release, or drift would go unnoticed and replacements would
+        launch with the old image. Clients and the instance-type catalog are kept."""
+        self.__dict__.pop("launcher", None)
+        return self
+
     @cached_property
     def launcher(self) -> Launcher:
         return Launcher.from_settings(self.settings, self.aws)

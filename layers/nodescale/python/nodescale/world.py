@@ -98,6 +98,11 @@ class World:
                 self._node_by_instance[iid] = node
         self._instance_by_id = {i.instance_id: i for i in self.instances}
 
+    def refresh_instances(self, ec2: Any, cluster: str) -> None:
+        """Re-read this cluster's instances: another invocation may have launched since the world was read."""
+        self.instances = ec2_instances.list_instances(ec2, cluster)
+        self.index()
+
     # -- lookups -------------------------------------------------------------------------------------------
 
     def node_for_instance(self, instance_id: str) -> dict[str, Any] | None:

@@ -1,0 +1,155 @@
+"""Destroy-time cleanup: when the stack goes, the capacity it made goes with it (unless asked to stay).
+
+    run(rt, retain=False) -> summary         cordon, drain and terminate every instance tagged for this
+                                             cluster, delete the Nodes and this system's launch templates
+    run_without_cluster(settings, aws, ...)  the same when the Kubernetes API cannot be reached (the
+                                             cluster went first): instances and templates only
+
+Only what carries ``nodescale.io/cluster: <cluster>`` is touched. Pods get one drain period (PDBs
+honoured, do-not-disrupt not: the nodes go regardless); what is still there when it ends is deleted
+with its node. With ``retain`` nothing is changed and the summary says what was kept, so moving the
+nodes to another autoscaler is a deliberate choice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from . import clock
+from .aws import instances as ec2_instances
+from .aws import launchtemplates
+from .aws.clients import AwsClients
+from .k8s import drain as k8s_drain
+from .k8s import listing
+from .k8s import nodes as k8s_nodes
+from .runtime import Runtime
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+# How long pods get to leave before their nodes are terminated anyway (the function runs up to 15 minutes).
+DRAIN_SECONDS = 300.0
+
+
+@dataclass
+class CleanupSummary:
+    cluster: str
+    retained: bool
+    instances: list[str] = field(default_factory=list)  # terminated (or, when retained, kept)
+    nodes: list[str] = field(default_factory=list)  # deleted (or kept)
+    launch_templates: list[str] = field(default_factory=list)  # deleted (or kept)
+    pods_evicted: int = 0
+    pods_left: list[str] = field(default_factory=list)  # still on a node when its drain time ran out
+    errors: list[str] = field(default_factory=list)
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "retained": self.retained,
+            "instances": self.instances,
+            "nodes": self.nodes,
+            "launchTemplates": self.launch_templates,
+            "podsEvicted": self.pods_evicted,
+            "podsLeft": self.pods_left,
+            "errors": self.errors,
+            "message": self.message,
+        }
+
+
+def run(rt: Runtime, retain: bool, *, drain_seconds: float = DRAIN_SECONDS,
+        sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+    return _run(rt.settings, rt.aws, rt.api, retain, drain_seconds, sleep)
+
+
+def run_without_cluster(settings: Settings, aws: AwsClients, retain: bool) -> dict[str, Any]:
+    return _run(settings, aws, None, retain, 0.0, time.sleep)
+
+
+def _run(
+    settings: Settings, aws: AwsClients, api: ApiClient | None, retain: bool, drain_seconds: float,
+    sleep: Callable[[float], None],
+) -> dict[str, Any]:
+    cluster = settings.cluster_name
+    summary = CleanupSummary(cluster, retain)
+    instances = ec2_instances.list_instances(aws.ec2, cluster)
+    templates = [t["LaunchTemplateName"] for t in launchtemplates.list_managed(aws.ec2, cluster)]
+    ids = {i.instance_id for i in instances}
+    nodes: list[dict[str, Any]] = []
+    if api is not None:
+        try:
+            nodes = [n for n in listing.list_nodes(api).items if k8s_nodes.instance_id(n) in ids]
+        except (ApiException, HTTPError, OSError) as exc:
+            summary.errors.append(f"the Kubernetes API could not be read ({exc}); instances go without a drain")
+            api = None
+    names = sorted(str(n["metadata"]["name"]) for n in nodes)
+    if retain:
+        summary.instances, summary.nodes, summary.launch_templates = sorted(ids), names, sorted(templates)
+        summary.message = (
+            f"RetainNodes is true: kept {len(ids)} instance(s), {len(names)} node(s) and {len(templates)} launch "
+            f"template(s) of cluster {cluster}; nothing was removed"
+        )
+        log.info(summary.message, extra={"instances": summary.instances})
+        return summary.to_dict()
+
+    if api is not None and names:
+        _drain(api, names, summary, drain_seconds, sleep)
+    result = ec2_instances.terminate(aws.ec2, ids, cluster)
+    summary.instances = sorted(result.terminated)
+    if api is not None:
+        for name in names:
+            try:
+                # False means already gone (the instance's end can remove its Node first): removed all the same.
+                k8s_nodes.delete_node(api, name)
+                summary.nodes.append(name)
+            except (ApiException, HTTPError, OSError) as exc:
+                summary.errors.append(f"node {name} not deleted: {exc}")
+    summary.launch_templates = sorted(
+        launchtemplates.cleanup_unused(aws.ec2, cluster, (), min_age_seconds=0.0, now=clock.now())
+    )
+    summary.message = (
+        f"removed {len(summary.instances)} instance(s), {len(summary.nodes)} node(s) and "
+        f"{len(summary.launch_templates)} launch template(s) of cluster {cluster}"
+    )
+    log.info(summary.message, extra=summary.to_dict())
+    return summary.to_dict()
+
+
+def _drain(api: ApiClient, names: list[str], summary: CleanupSummary, seconds: float,
+           sleep: Callable[[float], None]) -> None:
+    """Cordon and taint every node, then drain them together until empty or the time is up."""
+    for name in names:
+        try:
+            k8s_nodes.mark_disrupted(api, name)
+        except k8s_nodes.NodeGoneError:
+            continue
+        except (ApiException, HTTPError, OSError) as exc:
+            summary.errors.append(f"node {name} not cordoned: {exc}")
+    until = time.monotonic() + seconds
+    force_at = clock.now() + timedelta(seconds=seconds)
+    left = list(names)
+    remaining: dict[str, list[str]] = {}
+    while left:
+        for name in left:
+            try:
+                result = k8s_drain.drain_round(api, name, involuntary=True, delete_after=force_at, now=clock.now)
+            except (ApiException, HTTPError, OSError) as exc:
+                summary.errors.append(f"node {name} not drained: {exc}")
+                remaining.pop(name, None)
+                continue
+            summary.pods_evicted += len(result.evicted)
+            remaining[name] = result.remaining
+        left = [n for n in left if remaining.get(n)]
+        if not left or time.monotonic() >= until:
+            break
+        sleep(1.0)
+    summary.pods_left = sorted(p for n in left for p in remaining.get(n, []))

@@ -1,0 +1,108 @@
+"""`nodescale disrupt`: run the disruption function from a shell against the environment in the settings.
+
+    nodescale disrupt --once [--dry-run] [-o json|text]     one run, as the scheduled function makes
+    nodescale disrupt [--dry-run] [-o json|text]            one run a minute until interrupted
+
+``--dry-run`` lists what would be disrupted, why, and the saving per hour, and acts on nothing.
+Exit 0 when the run completed, 2 for unusable settings, 1 when AWS or the API server could not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+from botocore.exceptions import BotoCoreError, ClientError
+from kubernetes.client.exceptions import ApiException
+
+from ..clock import ClockError
+from ..settings import SettingsError
+
+INTERVAL_SECONDS = 60.0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "disrupt",
+        help="expire, repair, replace drifted and consolidate nodes, as the disruption function does",
+        description="Finish drains under way, clean up leaked instances and nodes, and make the disruption "
+        "decisions (repair, expiry, drift, emptiness, consolidation) with this process's settings.",
+    )
+    p.add_argument("--once", action="store_true", help="one run, then exit (default: one run a minute)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="show what would be disrupted, why, and the saving per hour; change nothing")
+    p.add_argument("-o", "--output", choices=("json", "text"), default="text", help="output format")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    # The run's decisions are this command's output; its JSON log lines would only repeat them on stdout.
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    from .. import disrupting
+    from ..runtime import Runtime
+
+    try:
+        rt = Runtime.from_settings()
+    except SettingsError as exc:
+        print(f"nodescale disrupt: {exc}", file=err)
+        return 2
+    while True:
+        started = time.monotonic()
+        try:
+            summary = disrupting.disrupt_once(rt, dry_run=args.dry_run)
+        except SettingsError as exc:
+            print(f"nodescale disrupt: {exc}", file=err)
+            return 2
+        except (OSError, ApiException, ClientError, BotoCoreError, ClockError) as exc:
+            print(f"nodescale disrupt: cannot reach the cluster or AWS: {exc}", file=err)
+            return 1
+        if args.output == "json":
+            json.dump(summary, out, indent=2, default=str)
+            out.write("\n")
+        else:
+            out.write(to_text(summary))
+        out.flush()
+        if args.once:
+            return 0
+        time.sleep(max(0.0, INTERVAL_SECONDS - (time.monotonic() - started)))
+
+
+def to_text(summary: dict[str, Any]) -> str:
+    dry = summary.get("dryRun")
+    lines: list[str] = []
+    decisions = summary.get("decisions") or []
+    if decisions:
+        lines.append("Would disrupt:" if dry else "Disrupted:")
+        for d in decisions:
+            saving = f", saves ${d['savingPerHour']:.4f}/h" if d.get("savingPerHour") else ""
+            lines.append(f"  {', '.join(d['nodes'])}: {d['action']} ({d['reason']}{saving}): {d['detail']}")
+            if d.get("error"):
+                lines.append(f"    {d['error']}")
+    else:
+        lines.append("Nothing to disrupt.")
+    for r in summary.get("refused") or []:
+        lines.append(f"  {', '.join(r['nodes'])}: {r['why']}")
+    for t in summary.get("terminations") or []:
+        lines.append(f"  {t['node']}: {t['state']}" + (f" ({t['reason']})" if t.get("reason") else ""))
+    for w in summary.get("waitingForReplacement") or []:
+        lines.append(f"  {w['node']}: waiting for replacement {', '.join(w['replacements'])}")
+    cleanup = summary.get("cleanup") or {}
+    verb = "would remove" if dry else "removed"
+    for key, label in (("unregisteredInstances", "unregistered instances"), ("orphanedNodes", "nodes without instance"),
+                       ("launchTemplates", "unused launch templates")):
+        if cleanup.get(key):
+            lines.append(f"Clean-up {verb} {label}: {', '.join(cleanup[key])}")
+    for note in summary.get("notes") or []:
+        lines.append(f"Note: {note}")
+    for error in summary.get("errors") or []:
+        lines.append(f"Error: {error}")
+    saved = summary.get("pricePerHourSaved") or 0.0
+    lines.append(f"{'Would save' if dry else 'Saving'} ${saved:.4f}/h in total")
+    return "\n".join(lines) + "\n"

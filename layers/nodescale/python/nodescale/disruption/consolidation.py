@@ -1,0 +1,154 @@
+"""Consolidation: remove nodes whose pods fit elsewhere, or replace several nodes with one cheaper one.
+
+The search is pure: it is handed a ``simulate(nodes)`` function (the use-case runs the bin-packer
+with those nodes gone) and decides from its answers. Multi-node consolidation comes first: the
+candidates, cheapest to disrupt first, are tried as ever longer prefixes by binary search, and the
+longest prefix that consolidates wins. Failing that, single nodes are tried one by one until one
+consolidates or the time allowed runs out.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..model import labels as wk
+from .decisions import UNDERUTILIZED, Decision, Refusal
+from .nodes import NodeView
+
+# Karpenter's rule for spot-to-spot replacement: only with this many cheaper types to choose from,
+# so the replacement is not the next node to be interrupted.
+MIN_SPOT_OPTIONS = 15
+MAX_MULTI_NODE = 100
+
+
+@dataclass(slots=True)
+class Replacement:
+    """The one new node a consolidation would launch."""
+
+    nodepool: str
+    price: float  # of the cheapest option
+    options: list[tuple[str, float, str]]  # (instance type, price, capacity type), cheapest first
+    capacity_types: list[str]
+    pods: list[str] = field(default_factory=list)
+
+    @property
+    def instance_type(self) -> str:
+        return self.options[0][0] if self.options else ""
+
+
+@dataclass(slots=True)
+class Simulation:
+    """What the bin-packer says happens to the pods of the nodes taken away."""
+
+    unschedulable: list[tuple[str, str]] = field(default_factory=list)  # (pod, why)
+    replacements: list[Replacement] = field(default_factory=list)  # new nodes the candidates' pods need
+
+
+Simulator = Callable[[Sequence[NodeView]], Simulation]
+
+
+def disruption_cost(node: NodeView) -> tuple:
+    """Cheapest to disrupt first: fewest pods, then the dearest node (most saved), then by name."""
+    return (len(node.pods), -node.price, node.name)
+
+
+def evaluate(nodes: Sequence[NodeView], sim: Simulation) -> Decision | Refusal:
+    """Whether taking ``nodes`` away (and launching at most one replacement) is a consolidation."""
+    names = [n.name for n in nodes]
+    if sim.unschedulable:
+        pod, why = sim.unschedulable[0]
+        more = f" (and {len(sim.unschedulable) - 1} more pod(s))" if len(sim.unschedulable) > 1 else ""
+        return Refusal(names, UNDERUTILIZED, f"pod {pod} would have nowhere to go: {why}{more}")
+    current = sum(n.price for n in nodes)
+    pods = [p.key for n in nodes for p in n.pods]
+    if not sim.replacements:
+        detail = _describe("delete", nodes, current)
+        return Decision(names, UNDERUTILIZED, detail, "delete", saving_per_hour=current, pods=pods)
+    if len(sim.replacements) > 1:
+        return Refusal(names, UNDERUTILIZED, f"the pods would need {len(sim.replacements)} new nodes, not one")
+    new = sim.replacements[0]
+    if new.price >= current - 1e-9:
+        return Refusal(
+            names,
+            UNDERUTILIZED,
+            f"the cheapest replacement ({new.instance_type}, ${new.price:.4f}/h) is not cheaper than "
+            f"${current:.4f}/h",
+        )
+    all_spot = all(n.capacity_type == wk.CAPACITY_SPOT for n in nodes)
+    if all_spot and new.options and new.options[0][2] == wk.CAPACITY_SPOT:
+        cheaper = len({t for t, p, ct in new.options if ct == wk.CAPACITY_SPOT and p < current})
+        if cheaper < MIN_SPOT_OPTIONS:
+            return Refusal(
+                names,
+                UNDERUTILIZED,
+                f"spot would be replaced by spot with only {cheaper} cheaper instance type(s) "
+                f"(at least {MIN_SPOT_OPTIONS} needed)",
+            )
+    detail = _describe("replace", nodes, current, new)
+    return Decision(
+        names, UNDERUTILIZED, detail, "replace", saving_per_hour=current - new.price, replacement=new, pods=pods
+    )
+
+
+def _describe(action: str, nodes: Sequence[NodeView], current: float, new: Replacement | None = None) -> str:
+    count = f"{len(nodes)} nodes" if len(nodes) > 1 else "node"
+    if new is None:
+        return f"underutilized: the pods of the {count} fit on other nodes (saves ${current:.4f}/h)"
+    return (
+        f"underutilized: the {count} (${current:.4f}/h) can be replaced by one {new.instance_type} "
+        f"(${new.price:.4f}/h)"
+    )
+
+
+@dataclass(slots=True)
+class SearchResult:
+    decision: Decision | None
+    refusals: list[Refusal] = field(default_factory=list)  # single-node attempts that did not consolidate
+    simulations: int = 0
+    timed_out: bool = False
+
+
+def search(
+    candidates: Sequence[NodeView],
+    simulate: Simulator,
+    *,
+    max_multi: int = MAX_MULTI_NODE,
+    max_seconds: float = 30.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> SearchResult:
+    """The best consolidation among ``candidates`` (already filtered by guards and budgets)."""
+    ordered = sorted(candidates, key=disruption_cost)
+    result = SearchResult(None)
+    if not ordered:
+        return result
+    stop = clock() + max_seconds
+
+    def attempt(nodes: Sequence[NodeView]) -> Decision | Refusal:
+        result.simulations += 1
+        return evaluate(nodes, simulate(nodes))
+
+    # Multi-node: the longest prefix (of 2 or more) that consolidates; binary search as Karpenter does.
+    lo, hi = 2, min(len(ordered), max_multi)
+    best: Decision | None = None
+    while lo <= hi and clock() < stop:
+        mid = (lo + hi) // 2
+        outcome = attempt(ordered[:mid])
+        if isinstance(outcome, Decision):
+            best, lo = outcome, mid + 1
+        else:
+            hi = mid - 1
+    if best is not None:
+        result.decision = best
+        return result
+    for node in ordered:
+        if clock() >= stop:
+            result.timed_out = True
+            break
+        outcome = attempt([node])
+        if isinstance(outcome, Decision):
+            result.decision = outcome
+            break
+        result.refusals.append(outcome)
+    return result

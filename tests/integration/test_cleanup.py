@@ -1,0 +1,192 @@
+"""Destroy-time cleanup on `sim/` (issue 9): the code the stack-deletion custom resource calls, run directly."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+
+from nodescale import cleanup, provisioning, runtime
+from nodescale.aws import clients
+from nodescale.aws.clients import AwsClients
+from nodescale.k8s.raw import request_json
+from nodescale.runtime import Runtime
+from nodescale.settings import Settings
+from sim.environment import Environment
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "tests" / "fixtures" / "examples"
+CLUSTER_TAG = "nodescale.io/cluster"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
+    environment = Environment(tmp_path_factory.mktemp("cleanup-sim"), ready_delay=1.0)
+    environment.start()
+    try:
+        yield environment
+    finally:
+        environment.stop()
+
+
+def runtime_for(sim: Environment) -> Runtime:
+    settings = Settings.from_env(sim.env)
+    aws = AwsClients(**{s: sim.boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
+    return Runtime(settings, aws, sim.kube_api_client())
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def states(sim: Environment, ids: list[str]) -> dict[str, str]:
+    out = sim.boto3_client("ec2").describe_instances(InstanceIds=ids)
+    return {i["InstanceId"]: i["State"]["Name"] for r in out["Reservations"] for i in r["Instances"]}
+
+
+def managed_instances(sim: Environment) -> list[str]:
+    out = sim.boto3_client("ec2").describe_instances(Filters=[
+        {"Name": f"tag:{CLUSTER_TAG}", "Values": [sim.cluster]},
+        {"Name": "instance-state-name", "Values": ["pending", "running"]},
+    ])
+    return sorted(i["InstanceId"] for r in out["Reservations"] for i in r["Instances"])
+
+
+def template_names(sim: Environment) -> set[str]:
+    return {t["LaunchTemplateName"] for t in sim.boto3_client("ec2").describe_launch_templates()["LaunchTemplates"]}
+
+
+def node_names(sim: Environment) -> set[str]:
+    items = request_json(sim.kube_api_client(), "GET", "/api/v1/nodes").get("items") or []
+    return {n["metadata"]["name"] for n in items if "karpenter.sh/nodepool" in n["metadata"].get("labels", {})}
+
+
+@pytest.fixture(scope="module")
+def capacity(env: Environment) -> dict[str, Any]:
+    """A NodePool with running capacity, a leaked (tagged, unregistered) instance, and things not ours."""
+    path = env.env["NODESCALE_NODEPOOL_PARAMETER_PATH"].rstrip("/")
+    env.boto3_client("ssm").put_parameter(
+        Name=f"{path}/default", Type="String", Overwrite=True,
+        Value=(EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml").read_text(),
+    )
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    api = env.kube_api_client()
+    request_json(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+    doc = yaml.safe_load((EXAMPLES / "workloads" / "inflate.yaml").read_text())
+    doc["metadata"]["namespace"] = ns
+    doc["spec"]["replicas"] = 3
+    request_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=doc)
+    rt = runtime_for(env)
+
+    def running() -> bool:
+        pods = request_json(api, "GET", f"/api/v1/namespaces/{ns}/pods").get("items") or []
+        return len([p for p in pods if p["status"].get("phase") == "Running"]) == 3
+
+    deadline = time.monotonic() + 40
+    while not running() and time.monotonic() < deadline:
+        provisioning.provision_once(rt)
+        env.advance(2)
+        time.sleep(0.5)
+    assert running()
+    ec2 = env.boto3_client("ec2")
+    image = env.boto3_client("ssm").get_parameter(
+        Name="/aws/service/eks/optimized-ami/1.31/amazon-linux-2/recommended/image_id")["Parameter"]["Value"]
+    leaked = ec2.run_instances(
+        ImageId=image, InstanceType="m5.large", MinCount=1, MaxCount=1, SubnetId=env.seed["subnets"]["us-east-1a"],
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": CLUSTER_TAG, "Value": env.cluster}]}],
+    )["Instances"][0]["InstanceId"]
+    foreign_template = f"someone-else-{uuid.uuid4().hex[:6]}"
+    ec2.create_launch_template(LaunchTemplateName=foreign_template, LaunchTemplateData={"ImageId": image})
+    ours = managed_instances(env)
+    assert leaked in ours and len(ours) >= 2
+    return {
+        "ns": ns,
+        "instances": ours,
+        "nodes": node_names(env),
+        "templates": {t for t in template_names(env) if t.startswith("nodescale/")},
+        "foreign_template": foreign_template,
+        "foreign_instances": [*env.seed["unmanaged_instance_ids"], *env.seed["karpenter_instance_ids"]],
+    }
+
+
+def load_handler() -> Any:
+    spec = importlib.util.spec_from_file_location("cleanup_handler", ROOT / "lambdas" / "cleanup" / "handler.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CONTEXT = SimpleNamespace(function_name="cleanup", memory_limit_in_mb=512, aws_request_id="req-1",
+                          invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:cleanup")
+
+
+def event(request: str, cluster: str, retain: str) -> dict[str, Any]:
+    return {"RequestType": request, "ResourceProperties": {"ClusterName": cluster, "RetainNodes": retain},
+            "PhysicalResourceId": "nodescale-cleanup-demo-cluster" if request != "Create" else None}
+
+
+def test_retain_removes_nothing_and_says_so(env: Environment, capacity: dict[str, Any]) -> None:
+    summary = cleanup.run(runtime_for(env), retain=True)
+
+    assert summary["retained"] is True
+    assert set(summary["instances"]) == set(capacity["instances"])
+    assert set(summary["launchTemplates"]) == capacity["templates"]
+    assert "nothing was removed" in summary["message"]
+    assert managed_instances(env) == capacity["instances"]
+    assert capacity["templates"] <= template_names(env)
+    assert node_names(env) == capacity["nodes"]
+
+
+def test_handler_create_and_update_touch_nothing_and_delete_with_retain_keeps_everything(
+    env: Environment, capacity: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in env.env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(runtime, "_RUNTIME", None)
+    clients.reset()  # process-wide clients may point at another test module's environment
+    handler = load_handler().handler
+
+    created = handler(event("Create", env.cluster, "false"), CONTEXT)
+    updated = handler(event("Update", env.cluster, "false"), CONTEXT)
+    kept = handler(event("Delete", env.cluster, "true"), CONTEXT)
+
+    assert created == {"PhysicalResourceId": f"nodescale-cleanup-{env.cluster}"}
+    assert updated["PhysicalResourceId"] == "nodescale-cleanup-demo-cluster"
+    assert "nothing was removed" in kept["Data"]["Message"]
+    assert managed_instances(env) == capacity["instances"]
+    clients.reset()
+
+
+def test_cleanup_removes_every_managed_instance_node_and_template_and_nothing_else(
+    env: Environment, capacity: dict[str, Any]
+) -> None:
+    summary = cleanup.run(runtime_for(env), retain=False, drain_seconds=20)
+
+    assert summary["retained"] is False and not summary["errors"]
+    assert set(summary["instances"]) == set(capacity["instances"])
+    assert set(summary["launchTemplates"]) == capacity["templates"]
+    assert set(summary["nodes"]) == capacity["nodes"]
+    assert summary["podsEvicted"] >= 3
+    assert managed_instances(env) == []
+    assert all(s in ("shutting-down", "terminated") for s in states(env, capacity["instances"]).values())
+    assert all(s == "running" for s in states(env, capacity["foreign_instances"]).values())
+    names = template_names(env)
+    assert not names & capacity["templates"] and capacity["foreign_template"] in names
+    wait_for("the nodes to be gone", lambda: not node_names(env))
+

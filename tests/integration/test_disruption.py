@@ -1,0 +1,480 @@
+"""The disruption function on `sim/`, on simulated time: emptiness, consolidation, budgets, drift, leaks.
+
+Capacity comes from the provisioner's own code (NodePools in SSM, Deployments in the API); time is
+the environment's clock, which the product reads through NODESCALE_CLOCK_URL, so a 30-second TTL
+takes a clock advance, not a sleep.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from nodescale import cli, disrupting, provisioning
+from nodescale.aws import clients
+from nodescale.aws.clients import AwsClients
+from nodescale.clock import CLOCK_URL
+from nodescale.k8s.raw import MERGE_PATCH, request_json
+from nodescale.runtime import Runtime
+from nodescale.settings import Settings
+from sim.environment import Environment
+
+pytestmark = pytest.mark.integration
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "examples"
+CLUSTER_TAG = "nodescale.io/cluster"
+POOL_LABEL = "karpenter.sh/nodepool"
+
+
+# ------------------------------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
+    environment = Environment(tmp_path_factory.mktemp("disruption-sim"), ready_delay=1.0)
+    environment.start()
+    patch = pytest.MonkeyPatch()
+    # The product decides by the environment's (simulated) clock, as it does when sim/ exports it.
+    patch.setenv(CLOCK_URL, environment.env[CLOCK_URL])
+    try:
+        yield environment
+    finally:
+        patch.undo()
+        environment.stop()
+
+
+@pytest.fixture
+def sim(env: Environment) -> Iterator[Environment]:
+    """The environment, left without pools, workloads or instances of this cluster after the test."""
+    yield env
+    env.reset_faults()
+    api = env.kube_api_client()
+    for ns in request_json(api, "GET", "/api/v1/namespaces").get("items") or []:
+        name = ns["metadata"]["name"]
+        if name.startswith("t-"):
+            for dep in request_json(api, "GET", f"/apis/apps/v1/namespaces/{name}/deployments").get("items") or []:
+                _delete(api, f"/apis/apps/v1/namespaces/{name}/deployments/{dep['metadata']['name']}")
+            for pdb in request_json(api, "GET", f"/apis/policy/v1/namespaces/{name}/poddisruptionbudgets").get(
+                    "items") or []:
+                _delete(api, f"/apis/policy/v1/namespaces/{name}/poddisruptionbudgets/{pdb['metadata']['name']}")
+            for pod in request_json(api, "GET", f"/api/v1/namespaces/{name}/pods").get("items") or []:
+                _delete(api, f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}")
+    ec2 = env.boto3_client("ec2")
+    ours = instance_ids(env)
+    if ours:
+        ec2.terminate_instances(InstanceIds=ours)
+    ssm = env.boto3_client("ssm")
+    path = env.env["NODESCALE_NODEPOOL_PARAMETER_PATH"].rstrip("/")
+    names = [p["Name"] for p in ssm.get_parameters_by_path(Path=path, Recursive=True).get("Parameters") or []]
+    if names:
+        ssm.delete_parameters(Names=names)
+    wait_for("the test's nodes to go", lambda: not managed_nodes(env), timeout=30)
+
+
+def runtime_for(sim: Environment, **changes: Any) -> Runtime:
+    # moto stamps LaunchTime with the real clock while these tests move the simulated one ahead, so a
+    # fresh instance would look older than the registration timeout; the leak test has its own module.
+    changes.setdefault("registration_timeout_seconds", 10.0**6)
+    settings = dataclasses.replace(Settings.from_env(sim.env), **changes)
+    aws = AwsClients(**{s: sim.boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
+    return Runtime(settings, aws, sim.kube_api_client())
+
+
+@pytest.fixture
+def rt(sim: Environment) -> Runtime:
+    return runtime_for(sim)
+
+
+@pytest.fixture
+def ns(sim: Environment) -> str:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    request_json(sim.kube_api_client(), "POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
+    return name
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def _delete(api: Any, path: str) -> None:
+    try:
+        request_json(api, "DELETE", path)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def instance_ids(sim: Environment, states: tuple[str, ...] = ("pending", "running")) -> list[str]:
+    out = sim.boto3_client("ec2").describe_instances(Filters=[
+        {"Name": f"tag:{CLUSTER_TAG}", "Values": [sim.cluster]},
+        {"Name": "instance-state-name", "Values": list(states)},
+    ])
+    return [i["InstanceId"] for r in out["Reservations"] for i in r["Instances"]]
+
+
+def instance_state(sim: Environment, iid: str) -> str:
+    out = sim.boto3_client("ec2").describe_instances(InstanceIds=[iid])
+    return out["Reservations"][0]["Instances"][0]["State"]["Name"]
+
+
+def managed_nodes(sim: Environment) -> list[dict]:
+    nodes = request_json(sim.kube_api_client(), "GET", "/api/v1/nodes").get("items") or []
+    return [n for n in nodes if POOL_LABEL in (n["metadata"].get("labels") or {})]
+
+
+def put_pool_text(sim: Environment, text: str, name: str = "pool") -> None:
+    path = sim.env["NODESCALE_NODEPOOL_PARAMETER_PATH"].rstrip("/")
+    sim.boto3_client("ssm").put_parameter(Name=f"{path}/{name}", Value=text, Type="String", Overwrite=True)
+
+
+def deployment(sim: Environment, ns: str, name: str, replicas: int, cpu: str, annotations: dict | None = None,
+               anti_affinity: bool = False) -> None:
+    doc = yaml.safe_load((EXAMPLES / "workloads" / "inflate.yaml").read_text())
+    doc["metadata"] = {"name": name, "namespace": ns}
+    doc["spec"]["replicas"] = replicas
+    doc["spec"]["selector"] = {"matchLabels": {"app": name}}
+    template = doc["spec"]["template"]
+    template["metadata"] = {"labels": {"app": name}, "annotations": annotations or {}}
+    template["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+    if anti_affinity:
+        template["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": name}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    request_json(sim.kube_api_client(), "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=doc)
+
+
+def scale(sim: Environment, ns: str, name: str, replicas: int) -> None:
+    request_json(sim.kube_api_client(), "PATCH", f"/apis/apps/v1/namespaces/{ns}/deployments/{name}",
+                 body={"spec": {"replicas": replicas}}, content_type=MERGE_PATCH)
+
+
+def pods(sim: Environment, ns: str) -> list[dict]:
+    return request_json(sim.kube_api_client(), "GET", f"/api/v1/namespaces/{ns}/pods").get("items") or []
+
+
+def running(sim: Environment, ns: str) -> list[dict]:
+    return [p for p in pods(sim, ns) if p["spec"].get("nodeName") and p["status"].get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp")]
+
+
+def provision_until_running(sim: Environment, rt: Runtime, ns: str, count: int) -> None:
+    """Launch for the pending pods and let the nodes come up until ``count`` pods run."""
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline:
+        if len(running(sim, ns)) >= count:
+            return
+        provisioning.provision_once(rt)
+        sim.advance(2)
+        time.sleep(0.5)
+    raise AssertionError(f"{count} pods never ran in {ns}: {[p['status'].get('phase') for p in pods(sim, ns)]}")
+
+
+def node_events(sim: Environment, node: str) -> list[dict]:
+    items = request_json(sim.kube_api_client(), "GET", "/api/v1/namespaces/default/events").get("items") or []
+    return [e for e in items if e["involvedObject"].get("name") == node and e["source"]["component"] == "nodescale"]
+
+
+def settle(sim: Environment, rt: Runtime, runs: int = 8, advance: float = 5.0) -> list[dict]:
+    """Disruption runs with time between them, until nothing is under way; returns their summaries."""
+    out = []
+    for _ in range(runs):
+        summary = disrupting.disrupt_once(rt)
+        out.append(summary)
+        busy = summary["decisions"] or summary["waitingForReplacement"] or [
+            t for t in summary["terminations"] if t["state"] != "terminated"]
+        if not busy:
+            break
+        sim.advance(advance)
+        time.sleep(0.7)  # the kubelet and the scheduler catch up (they poll in real time)
+    return out
+
+
+SPOT_TTL_POOL = (EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml").read_text()
+
+
+# --------------------------------------------------------------------------------------------- tests
+
+
+def test_empty_node_goes_about_30_simulated_seconds_after_it_empties_not_before(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    put_pool_text(sim, SPOT_TTL_POOL)
+    deployment(sim, ns, "inflate", 5, "1")
+    provision_until_running(sim, rt, ns, 5)
+    nodes = {n["metadata"]["name"] for n in managed_nodes(sim)}
+    launched = set(instance_ids(sim))
+    assert nodes and launched
+
+    scale(sim, ns, "inflate", 0)
+    wait_for("the pods to go", lambda: not pods(sim, ns))
+    first = disrupting.disrupt_once(rt)
+    emptied_at = sim.clock()["now"]
+    assert first["decisions"] == []
+    marked = [n for n in managed_nodes(sim) if "nodescale.io/empty-since" in n["metadata"].get("annotations", {})]
+    assert {n["metadata"]["name"] for n in marked} == nodes
+
+    sim.advance(20)
+    early = disrupting.disrupt_once(rt)
+    assert early["decisions"] == []
+    assert {n["metadata"]["name"] for n in managed_nodes(sim)} == nodes
+
+    sim.advance(11)
+    removed_at = sim.clock()["now"]
+    summaries = settle(sim, rt, advance=1)
+    decided = [d for s in summaries for d in s["decisions"]]
+    assert decided and {d["reason"] for d in decided} == {"Empty"}
+    assert {n for d in decided for n in d["nodes"]} == nodes
+    wait_for("the nodes to be deleted", lambda: not managed_nodes(sim))
+    assert all(instance_state(sim, i) in ("shutting-down", "terminated") for i in launched)
+    waited = (_ts(removed_at) - _ts(emptied_at))
+    assert 30 <= waited < 40
+    events = node_events(sim, sorted(nodes)[0])
+    assert any(e["reason"] == "DisruptionDecision" and "Empty" in e["message"] for e in events)
+
+
+def m5_pool(budgets: str = '      - nodes: "50%"', labels: str = "", policy: str = "WhenEmptyOrUnderutilized",
+            after: str = "0s", expire: str = "720h") -> str:
+    """A v1 NodePool of on-demand m5.large nodes that consolidates at once, with the given budgets."""
+    return f"""
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: default
+spec:
+  template:
+    metadata:
+      labels:
+        team: platform{labels}
+    spec:
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+      expireAfter: {expire}
+      requirements:
+        - {{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}}
+        - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+  disruption:
+    consolidationPolicy: {policy}
+    consolidateAfter: {after}
+    budgets:
+{budgets}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: KarpenterNodeRole-demo-cluster
+  amiSelectorTerms:
+    - alias: al2023@latest
+  subnetSelectorTerms:
+    - tags: {{karpenter.sh/discovery: demo-cluster}}
+  securityGroupSelectorTerms:
+    - tags: {{karpenter.sh/discovery: demo-cluster}}
+"""
+
+
+def three_half_empty_nodes(sim: Environment, rt: Runtime, ns: str, pinned: bool = False) -> dict[str, str]:
+    """Three m5.large nodes, each left with one small pod (all three fit on one node); pod -> node.
+
+    A 1.5-CPU pod per node is launched first, one node at a time, then the small pods fill the room
+    left on each node (one each), then the big pods go.
+    """
+    for i in range(3):
+        deployment(sim, ns, f"big{i}", 1, "1500m")
+        provision_until_running(sim, rt, ns, i + 1)
+    assert len(managed_nodes(sim)) == 3
+    if pinned:
+        deployment(sim, ns, "pinned", 1, "300m", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    deployment(sim, ns, "small", 2 if pinned else 3, "300m")
+    wait_for("the small pods to run", lambda: len(running(sim, ns)) == 6)
+    for i in range(3):
+        _delete(sim.kube_api_client(), f"/apis/apps/v1/namespaces/{ns}/deployments/big{i}")
+    wait_for("the big pods to go", lambda: len(pods(sim, ns)) == 3)
+    placed = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in running(sim, ns)}
+    assert len(set(placed.values())) == 3
+    return placed
+
+
+def dry_run_cli(sim: Environment, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> dict:
+    """`nodescale disrupt --once --dry-run -o json` with the environment's settings, as a shell runs it."""
+    for key, value in sim.env.items():
+        monkeypatch.setenv(key, value)
+    capsys.readouterr()
+    clients.reset()  # process-wide clients may point at another test module's environment
+    try:
+        assert cli.main(["disrupt", "--once", "--dry-run", "-o", "json"]) == 0
+    finally:
+        clients.reset()
+    return json.loads(capsys.readouterr().out)
+
+def test_three_half_empty_nodes_consolidate_to_one_with_every_pod_running_and_the_price_lower(
+    sim: Environment, rt: Runtime, ns: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put_pool_text(sim, m5_pool())
+    three_half_empty_nodes(sim, rt, ns)
+    before = dry_run_cli(sim, capsys, monkeypatch)
+    [planned] = before["decisions"]
+    assert planned["reason"] == "Underutilized" and len(planned["nodes"]) == 2 and planned["savingPerHour"] > 0
+    assert len(managed_nodes(sim)) == 3  # a dry run changes nothing
+
+    summaries = settle(sim, rt)
+    wait_for("two nodes to go", lambda: len(managed_nodes(sim)) == 1)
+    wait_for("every pod to run again", lambda: len(running(sim, ns)) == 3)
+    assert {p["spec"]["nodeName"] for p in running(sim, ns)} == {managed_nodes(sim)[0]["metadata"]["name"]}
+    after = disrupting.disrupt_once(rt)
+    assert after["cluster"]["pricePerHour"] < before["cluster"]["pricePerHour"]
+    assert summaries[0]["decisions"][0]["nodes"] == planned["nodes"]
+
+
+def test_a_do_not_disrupt_pod_keeps_its_node_and_the_refusal_is_recorded(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    put_pool_text(sim, m5_pool())
+    placed = three_half_empty_nodes(sim, rt, ns, pinned=True)
+    pinned_pod, pinned_node = next((p, n) for p, n in placed.items() if p.startswith("pinned"))
+
+    summaries = settle(sim, rt)
+    refused = [r for s in summaries for r in s["refused"] if r["nodes"] == [pinned_node]]
+    assert refused and refused[0]["blockedBy"] == "do-not-disrupt"
+    assert refused[0]["why"] == f"not consolidated: pod {ns}/{pinned_pod} has karpenter.sh/do-not-disrupt"
+    wait_for("the other nodes to go", lambda: len(managed_nodes(sim)) == 1)
+    assert managed_nodes(sim)[0]["metadata"]["name"] == pinned_node
+    wait_for("every pod to run", lambda: len(running(sim, ns)) == 3)
+    events = node_events(sim, pinned_node)
+    assert any(e["reason"] == "DisruptionBlocked" and pinned_pod in e["message"] for e in events)
+
+
+def window(sim: Environment, starts_in_minutes: int) -> str:
+    """A budget of 0 nodes for drift and consolidation, one hour from ``starts_in_minutes`` from now."""
+    start = datetime.fromtimestamp(_ts(sim.clock()["now"]), UTC) + timedelta(minutes=starts_in_minutes)
+    return (
+        f'      - nodes: "0"\n        schedule: "{start.minute} {start.hour} * * *"\n        duration: 1h\n'
+        f'        reasons: [Drifted, Underutilized]\n      - nodes: "50%"'
+    )
+
+
+def test_a_zero_budget_inside_its_window_blocks_consolidation_and_drift_and_outside_they_proceed(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    put_pool_text(sim, m5_pool(window(sim, -2)))
+    three_half_empty_nodes(sim, rt, ns)
+    names = {n["metadata"]["name"] for n in managed_nodes(sim)}
+
+    held = disrupting.disrupt_once(rt)
+    assert held["decisions"] == []
+    budget = [r for r in held["refused"] if r["blockedBy"] == "budget"]
+    assert {r["reason"] for r in budget} == {"Underutilized"} and {n for r in budget for n in r["nodes"]} == names
+    assert all(r["why"].startswith("not consolidated: budget nodes=0") for r in budget)
+    assert any(e["reason"] == "DisruptionBlocked" and "budget nodes=0" in e["message"]
+               for e in node_events(sim, sorted(names)[0]))
+
+    put_pool_text(sim, m5_pool(window(sim, -2), labels="\n        tier: gold"))
+    drifted = disrupting.disrupt_once(rt)
+    assert drifted["decisions"] == []
+    blocked = [r for r in drifted["refused"] if r["reason"] == "Drifted"]
+    assert {n for r in blocked for n in r["nodes"]} == names
+    assert all(r["blockedBy"] == "budget" and "not replaced (drifted): budget nodes=0" in r["why"] for r in blocked)
+    assert len(managed_nodes(sim)) == 3
+
+    put_pool_text(sim, m5_pool(window(sim, 120)))
+    summaries = settle(sim, rt)
+    assert summaries[0]["decisions"] and summaries[0]["decisions"][0]["reason"] == "Underutilized"
+    wait_for("consolidation to leave one node", lambda: len(managed_nodes(sim)) == 1)
+    wait_for("every pod to run", lambda: len(running(sim, ns)) == 3)
+
+
+AL2023 = "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/standard/recommended/image_id"
+
+
+def images_of(sim: Environment, ids: list[str]) -> dict[str, str]:
+    out = sim.boto3_client("ec2").describe_instances(InstanceIds=ids)
+    return {i["InstanceId"]: i["ImageId"] for r in out["Reservations"] for i in r["Instances"]}
+
+
+def test_a_new_ami_in_ssm_drifts_the_nodes_and_they_are_replaced_one_at_a_time_within_the_budget(
+    sim: Environment, ns: str
+) -> None:
+    from sim.aws.amis import eks_release
+
+    put_pool_text(sim, m5_pool('      - nodes: "1"', policy="WhenEmpty", after="10m"))
+    rt = runtime_for(sim)
+    for i in range(2):
+        deployment(sim, ns, f"big{i}", 1, "1500m")
+        provision_until_running(sim, rt, ns, i + 1)
+    old_instances = instance_ids(sim)
+    ssm = sim.boto3_client("ssm")
+    old_image = ssm.get_parameter(Name=AL2023)["Parameter"]["Value"]
+    assert set(images_of(sim, old_instances).values()) == {old_image}
+
+    sim.publish_release(eks_release("1.31", "v20250115"))
+    new_image = ssm.get_parameter(Name=AL2023)["Parameter"]["Value"]
+    assert new_image != old_image
+    reasons = []
+    for _ in range(30):
+        summary = disrupting.disrupt_once(runtime_for(sim))
+        reasons += [d["reason"] for d in summary["decisions"]]
+        disrupting_now = [n for n in managed_nodes(sim)
+                          if "nodescale.io/disruption-reason" in n["metadata"].get("annotations", {})]
+        assert len(disrupting_now) <= 1, "the budget allows one node at a time"
+        live = instance_ids(sim)
+        if not set(live) & set(old_instances) and len(running(sim, ns)) == 2 and not disrupting_now:
+            break
+        sim.advance(3)
+        time.sleep(0.6)
+    assert reasons == ["Drifted", "Drifted"]
+    live = instance_ids(sim)
+    assert len(live) == 2 and not set(live) & set(old_instances)
+    assert set(images_of(sim, live).values()) == {new_image}
+    wait_for("both pods to run", lambda: len(running(sim, ns)) == 2)
+
+
+def test_an_expired_node_is_replaced_first_then_drained_despite_do_not_disrupt(sim: Environment, ns: str) -> None:
+    put_pool_text(sim, m5_pool(policy="WhenEmpty", after="10m", expire="1h"))
+    rt = runtime_for(sim)
+    deployment(sim, ns, "held", 1, "1500m", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    provision_until_running(sim, rt, ns, 1)
+    [old] = instance_ids(sim)
+
+    assert disrupting.disrupt_once(runtime_for(sim))["decisions"] == []
+    sim.advance(3601)
+    first = disrupting.disrupt_once(runtime_for(sim))
+    [decision] = first["decisions"]
+    assert decision["reason"] == "Expired" and decision["action"] == "replace"
+    [new] = decision["replacementInstances"]
+    # The old node keeps its pod until the replacement is Ready.
+    assert instance_state(sim, old) == "running" and len(running(sim, ns)) == 1
+    for _ in range(20):
+        disrupting.disrupt_once(runtime_for(sim))
+        if instance_ids(sim) == [new] and len(running(sim, ns)) == 1:
+            break
+        sim.advance(3)
+        time.sleep(0.6)
+    assert instance_ids(sim) == [new]
+    wait_for("the pod to run on the replacement", lambda: len(running(sim, ns)) == 1)
+    [node] = managed_nodes(sim)
+    assert running(sim, ns)[0]["spec"]["nodeName"] == node["metadata"]["name"]
+
+
+def _ts(value: str) -> float:
+    from nodescale.clock import parse_timestamp
+
+    parsed = parse_timestamp(value)
+    assert parsed is not None
+    return parsed.timestamp()

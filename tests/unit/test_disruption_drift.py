@@ -1,0 +1,94 @@
+"""Template drift, the cluster gauges, and how `nodescale disrupt` shows a run."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from nodescale.commands import disrupt
+from nodescale.disruption.drift import template_drift
+from nodescale.disruption.gauges import cluster_gauges
+from nodescale.disruption.nodes import NodeView
+from nodescale.model.nodepool import NodePool
+from nodescale.model.requirements import Requirement, Requirements
+from nodescale.model.taints import Taint
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pool(**changes: object) -> NodePool:
+    base = dict(
+        name="default",
+        requirements=Requirements([Requirement.exactly("karpenter.sh/capacity-type", "on-demand"),
+                                   Requirement.exactly("karpenter.k8s.aws/instance-category", "c", "m")]),
+        node_class="default",
+        labels={"team": "a"},
+        taints=(Taint("dedicated", "NoSchedule", "a"),),
+        limits={"cpu": 100_000},
+    )
+    base.update(changes)
+    return NodePool(**base)  # type: ignore[arg-type]
+
+
+def node(labels: dict | None = None, taints: list | None = None, price: float = 0.1, ct: str = "on-demand") -> NodeView:
+    raw = {"metadata": {"name": "n", "labels": {"karpenter.sh/nodepool": "default", "karpenter.sh/capacity-type": ct,
+                                                "karpenter.k8s.aws/instance-category": "m", "team": "a",
+                                                **(labels or {})}},
+           "spec": {"taints": taints if taints is not None else [{"key": "dedicated", "value": "a",
+                                                                  "effect": "NoSchedule"}]},
+           "status": {"capacity": {"cpu": "2", "memory": "8Gi"}, "allocatable": {"cpu": "1930m", "memory": "7Gi"}}}
+    return NodeView.from_node(raw, [], price)
+
+
+def test_a_node_matching_its_pool_has_not_drifted_and_weight_or_limits_change_nothing() -> None:
+    assert template_drift(node(), pool()) is None
+    assert template_drift(node(), pool(weight=50, limits={"cpu": 1})) is None
+
+
+def test_requirements_labels_and_taints_drift() -> None:
+    assert "karpenter.k8s.aws/instance-category=r" in template_drift(node({"karpenter.k8s.aws/instance-category": "r"}),
+                                                                      pool())
+    assert template_drift(node({"team": "b"}), pool()) == "NodePool label team='a' is 'b' on the node"
+    assert template_drift(node(), pool(labels={"team": "a", "tier": "gold"})) == \
+        "NodePool label tier='gold' is missing on the node"
+    assert template_drift(node(taints=[]), pool()) == "NodePool taint dedicated=a:NoSchedule is missing on the node"
+
+
+def test_gauges_count_nodes_price_and_pool_usage_against_limits() -> None:
+    views = [node(price=0.1), node(price=0.05, ct="spot")]
+    views[1].name = "m"
+    caps = {"n": {"cpu": 2000, "memory": 8 * 2**30}, "m": {"cpu": 2000, "memory": 8 * 2**30}}
+    g = cluster_gauges(views, caps, {"default": pool()}).to_dict()
+    assert g["nodes"] == {"default/on-demand": 1, "default/spot": 1}
+    assert abs(g["pricePerHour"] - 0.15) < 1e-9 and g["cpu"] == 4.0 and g["memoryGiB"] == 16.0
+    assert g["usage"]["default/cpu"] == 4.0 and g["usage"]["default/nodes"] == 2
+    assert g["limits"] == {"default/cpu": 100.0}
+
+
+def test_dry_run_text_lists_what_why_and_the_saving() -> None:
+    summary = {
+        "dryRun": True,
+        "decisions": [{"nodes": ["a", "b"], "action": "delete", "reason": "Underutilized", "savingPerHour": 0.192,
+                       "detail": "underutilized: the pods of the 2 nodes fit on other nodes (saves $0.1920/h)"}],
+        "refused": [{"nodes": ["c"], "why": "not consolidated: pod default/x has karpenter.sh/do-not-disrupt"}],
+        "cleanup": {"launchTemplates": ["nodescale/demo/abc"]},
+        "pricePerHourSaved": 0.192,
+    }
+    text = disrupt.to_text(summary)
+    assert "Would disrupt:\n  a, b: delete (Underutilized, saves $0.1920/h)" in text
+    assert "c: not consolidated: pod default/x has karpenter.sh/do-not-disrupt" in text
+    assert "Clean-up would remove unused launch templates: nodescale/demo/abc" in text
+    assert text.endswith("Would save $0.1920/h in total\n")
+
+
+def test_the_handler_keeps_a_margin_before_the_invocation_ends() -> None:
+    spec = importlib.util.spec_from_file_location("disruption_handler", ROOT / "lambdas/disruption/handler.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    class Context:
+        def get_remaining_time_in_millis(self) -> int:
+            return 300_000
+
+    assert module.run_deadline(Context(), now=100.0) == 100.0 + 300 - module.MARGIN_SECONDS
