@@ -147,3 +147,29 @@ def test_public_ip_choice_moves_security_groups_onto_the_interface():
     data = spec(associate_public_ip=False).data()
     assert "SecurityGroupIds" not in data
     assert data["NetworkInterfaces"] == [{"DeviceIndex": 0, "AssociatePublicIpAddress": False, "Groups": ["sg-1", "sg-2"]}]
+
+
+def test_a_newer_nodescale_gives_the_same_launch_configuration(monkeypatch):
+    # Redeploying nodescale must not drift running nodes: the launch configuration (and so the template
+    # name and the config hash drift compares) depends on the NodePool, node class and AMI only.
+    from pathlib import Path
+
+    import nodescale
+    from nodescale.aws import userdata
+    from nodescale.aws.cluster import ClusterInfo
+    from nodescale.config import load, parse_documents
+
+    example = Path(__file__).parents[1] / "fixtures" / "examples" / "karpenter-v1" / "default.yaml"
+    cluster = ClusterInfo("demo-cluster", "1.31", "https://example.eks.amazonaws.com", "Q0E=", "10.100.0.0/16")
+
+    def configuration() -> tuple[str, str]:
+        config = load(parse_documents(example.read_text(), str(example)))
+        pool, node_class = config.nodepools["default"], config.nodeclasses["default"]
+        data = userdata.render("AL2023", cluster, userdata.bootstrap_for(pool, node_class), node_class.user_data)
+        built = spec(user_data=data, metadata_options=lts.metadata_options(node_class),
+                     tags=tagging.resource_tags("demo-cluster", pool.name, node_class.name, node_class.tags))
+        return built.name, built.settings_hash
+
+    before = configuration()
+    monkeypatch.setattr(nodescale, "__version__", "99.0.0")
+    assert configuration() == before
