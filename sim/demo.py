@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import tempfile
 import threading
@@ -165,6 +164,8 @@ class Demo:
         self.scale(REPLICAS)
         self.wait("5 inflate pods Running", lambda: len(self.running_pods()) == REPLICAS, 90)
         self.running_at = self.timeline.elapsed()
+        # The launch is told from the provisioner's summary, which its watch invocation returns at its end.
+        self.wait("the provisioner's report of the launch", lambda: bool(self.launched), 30)
         nodes = sorted({p.spec.node_name for p in self.running_pods()})
         self.timeline.log(
             f"all {REPLICAS} pods Running on {', '.join(nodes)}",
@@ -263,11 +264,27 @@ def _replacement_launches(summary: Any) -> dict[str, Any]:
 
 
 def _describe(summary: Any) -> str:
+    """One line a person can read from a handler's summary."""
     if not isinstance(summary, dict):
         return str(summary)[:200]
-    keys = ("actions", "decisions", "instances", "launches", "terminated", "evicted")
-    parts = [f"{k}: {summary[k]}" for k in keys if summary.get(k)]
-    return ("; ".join(parts) or str(summary))[:300]
+    parts: list[str] = []
+    for inst in summary.get("instances") or []:
+        launched = [x.get("instanceId") for x in _replacement_launches(inst.get("replacement"))["launches"]]
+        text = f"{inst.get('node') or inst.get('instanceId')}: {inst.get('action')}"
+        if inst.get("reason"):
+            text += f" ({inst['reason']})"
+        if launched:
+            text += f", replacement {', '.join(launched)}"
+        if "podsEvicted" in inst:
+            text += f", {inst['podsEvicted']} pod(s) evicted"
+        if inst.get("podsBlockedByPdb"):
+            text += f", {len(inst['podsBlockedByPdb'])} held by PDBs for now"
+        parts.append(text)
+    for d in summary.get("decisions") or []:
+        parts.append(f"{d.get('reason')}: {', '.join(d.get('nodes') or [])} ({d.get('detail', '')})")
+    for t in summary.get("terminations") or []:
+        parts.append(f"{t.get('node')}: {t.get('state')}")
+    return "; ".join(parts) or "nothing to do yet"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,10 +293,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", help="sim/ state directory (default: a temporary one)")
     args = parser.parse_args(argv)
 
-    # Quiet, readable output: the timeline is the story; metrics and info logs would drown it.
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
-    os.environ.setdefault("LOG_LEVEL", "ERROR")
     timeline = Timeline("nodescale demo: inflate on the default spot NodePool")
     workdir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="nodescale-demo-"))
     env = Environment(workdir, ready_delay=2.0)
@@ -288,16 +301,27 @@ def main(argv: list[str] | None = None) -> int:
     demo: Demo | None = None
     failed: str | None = None
     try:
-        os.environ.update(env.env)
-        os.environ["NODESCALE_PROVISIONER_MODE"] = "watch"
-        os.environ["NODESCALE_WATCH_SECONDS"] = "8"
-        timeline.log("sim/ is up", f"cluster {env.env['CLUSTER_NAME']}, API {env.kube_url}")
-        demo = Demo(env, timeline)
-        demo.configure()
-        demo.start_background()
-        demo.scale_out()
-        demo.interrupt()
-        demo.scale_in()
+        # The handlers run with the settings the stack would give them, pointed at sim/. Quiet, readable
+        # output: the timeline is the story; metrics and info logs would drown it.
+        with invoke.product_environment(
+            env.env,
+            NODESCALE_PROVISIONER_MODE="watch",
+            NODESCALE_WATCH_SECONDS="3",
+            POWERTOOLS_METRICS_DISABLED="true",
+            POWERTOOLS_LOG_LEVEL="ERROR",
+            LOG_LEVEL="ERROR",
+        ):
+            try:
+                timeline.log("sim/ is up", f"cluster {env.env['CLUSTER_NAME']}, API {env.kube_url}")
+                demo = Demo(env, timeline)
+                demo.configure()
+                demo.start_background()
+                demo.scale_out()
+                demo.interrupt()
+                demo.scale_in()
+            finally:
+                if demo is not None:
+                    demo.stop_background()
     except StoryFailed as exc:
         failed = str(exc)
         timeline.log("the story did not happen", failed)
@@ -305,8 +329,6 @@ def main(argv: list[str] | None = None) -> int:
         failed = f"{type(exc).__name__}: {exc}"
         timeline.log("the story did not happen", failed)
     finally:
-        if demo is not None:
-            demo.stop_background()
         env.stop()
         timeline.log("sim/ stopped")
     summary = demo.summary() if demo else {}

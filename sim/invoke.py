@@ -9,8 +9,11 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import os
 import time
 import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -96,3 +99,25 @@ def event_for_instance(name: str, instance_id: str, when: datetime | None = None
 
 def invoke(function: str, event: dict[str, Any], timeout_seconds: float = 60.0, cluster: str = "demo-cluster") -> Any:
     return handler_module(function).handler(event, LambdaContext(function, timeout_seconds, cluster))
+
+
+@contextmanager
+def product_environment(settings: Mapping[str, str], **overrides: str) -> Iterator[None]:
+    """The process set up as a Lambda of this deployment would be: its settings (``settings``, e.g. a sim/
+    environment's ``env``, plus ``overrides``) in ``os.environ`` and fresh process-wide clients and runtime;
+    everything restored afterwards, so the next user of this process sees none of it."""
+    from nodescale import runtime
+    from nodescale.aws import clients
+
+    saved = dict(os.environ)
+    os.environ.update(settings)
+    os.environ.update(overrides)
+    runtime._RUNTIME = None
+    clients.reset()
+    try:
+        yield
+    finally:
+        runtime._RUNTIME = None
+        clients.reset()
+        os.environ.clear()
+        os.environ.update(saved)

@@ -58,7 +58,8 @@ def chart_svg(samples: list[Sample], width: int = 880, height: int = 300) -> str
     pad_l, pad_r, pad_t, pad_b = 50, 70, 20, 40
     w, h = width - pad_l - pad_r, height - pad_t - pad_b
     t_max = max(s.at for s in samples) or 1.0
-    y_max = max(1, *(max(s.pending, s.running, s.nodes) for s in samples))
+    # Whole-number ticks: counts of pods and nodes.
+    y_max = 4 * max(1, -(-max(max(s.pending, s.running, s.nodes) for s in samples) // 4))
     p_max = max(0.01, *(s.price for s in samples))
 
     def x(t: float) -> float:

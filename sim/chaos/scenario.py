@@ -14,7 +14,6 @@ checked. `ChaosRun(env, config).run()` returns a `ChaosReport` with the figures 
 from __future__ import annotations
 
 import logging
-import os
 import random
 import threading
 import time
@@ -25,7 +24,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from nodescale import runtime
 from nodescale.aws.clients import AwsClients
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
@@ -458,19 +456,12 @@ def _items(api: Any, path: str) -> list[dict[str, Any]]:
 @contextmanager
 def product_environment(env: Environment, watch_seconds: float = 4.0) -> Iterator[None]:
     """The handlers' settings pointed at `env` (as the CDK stack would set them), and a fresh runtime."""
-    saved = dict(os.environ)
-    os.environ.update(env.env)
-    os.environ.update({
-        "NODESCALE_PROVISIONER_MODE": "poll",
-        "NODESCALE_WATCH_SECONDS": str(watch_seconds),
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "CRITICAL",
-        "LOG_LEVEL": "CRITICAL",
-    })
-    runtime._RUNTIME = None
-    try:
+    with invoke.product_environment(
+        env.env,
+        NODESCALE_PROVISIONER_MODE="poll",
+        NODESCALE_WATCH_SECONDS=str(watch_seconds),
+        POWERTOOLS_METRICS_DISABLED="true",
+        POWERTOOLS_LOG_LEVEL="CRITICAL",
+        LOG_LEVEL="CRITICAL",
+    ):
         yield
-    finally:
-        runtime._RUNTIME = None
-        os.environ.clear()
-        os.environ.update(saved)
