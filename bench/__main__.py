@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from . import disruption, interruption, provisioner, scheduling, soak
+from . import coldstart, disruption, interruption, provisioner, scale, scheduling, soak
 
 # Each benchmark module has run() yielding the lines it prints.
-BENCHMARKS: tuple[ModuleType, ...] = (scheduling, provisioner, disruption, interruption, soak)
+BENCHMARKS: tuple[ModuleType, ...] = (scheduling, provisioner, disruption, interruption, scale, coldstart, soak)
 
 
 def main() -> int:

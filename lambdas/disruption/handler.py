@@ -8,11 +8,10 @@ annotations tell the next run where to carry on. An event may say ``{"dryRun": t
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from nodescale import disrupting, runtime, telemetry
-from nodescale.settings import SettingsError
+from nodescale import disrupting, lambda_support, telemetry
+from nodescale.runtime import Runtime
 
 logger = telemetry.logger()
 metrics = telemetry.metrics()
@@ -23,22 +22,12 @@ MARGIN_SECONDS = 30.0
 
 @logger.inject_lambda_context(log_event=False)
 @metrics.log_metrics
-def handler(event: Any, context: Any) -> dict[str, Any]:
-    event = event if isinstance(event, dict) else {}
-    try:
-        rt = runtime.shared()
-    except SettingsError as exc:
-        logger.error("configuration error: %s", exc)
-        return {"error": str(exc)}
+@lambda_support.with_shared_runtime(logger)
+def handler(event: dict[str, Any], context: Any, rt: Runtime) -> dict[str, Any]:
     return disrupting.disrupt_once(rt, dry_run=bool(event.get("dryRun")), deadline=run_deadline(context))
 
 
 def run_deadline(context: Any, now: float | None = None) -> float:
     """A ``time.monotonic()`` deadline: the invocation's remaining time less the margin."""
-    now = time.monotonic() if now is None else now
-    get = getattr(context, "get_remaining_time_in_millis", None)
-    try:
-        remaining = float(get()) / 1000.0 if get is not None else disrupting.DEFAULT_RUN_SECONDS + MARGIN_SECONDS
-    except (TypeError, ValueError):
-        remaining = disrupting.DEFAULT_RUN_SECONDS + MARGIN_SECONDS
-    return now + max(0.0, remaining - MARGIN_SECONDS)
+    left = lambda_support.seconds_left(context, MARGIN_SECONDS)
+    return lambda_support.deadline_in(disrupting.DEFAULT_RUN_SECONDS if left is None else left, now)

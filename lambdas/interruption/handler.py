@@ -13,10 +13,9 @@ and the node's taint tells the next run to carry on.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from nodescale import interrupting, runtime, telemetry
+from nodescale import interrupting, lambda_support, runtime, telemetry
 from nodescale.settings import Settings
 
 logger = telemetry.logger()
@@ -50,12 +49,5 @@ def account_of(context: Any) -> str | None:
 
 def drain_deadline(context: Any, now: float | None = None) -> float | None:
     """A ``time.monotonic()`` deadline for draining: the invocation's remaining time minus a margin."""
-    get = getattr(context, "get_remaining_time_in_millis", None)
-    if get is None:
-        return None
-    try:
-        remaining = float(get()) / 1000.0
-    except (TypeError, ValueError):
-        return None
-    now = time.monotonic() if now is None else now
-    return now + max(0.0, remaining - MARGIN_SECONDS)
+    left = lambda_support.seconds_left(context, MARGIN_SECONDS)
+    return None if left is None else lambda_support.deadline_in(left, now)

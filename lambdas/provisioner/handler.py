@@ -7,11 +7,10 @@ An event may say ``{"mode": "poll"}`` or ``{"dryRun": true}`` for a one-off run.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from nodescale import provisioning, runtime, telemetry
-from nodescale.settings import SettingsError
+from nodescale import lambda_support, provisioning, telemetry
+from nodescale.runtime import Runtime
 
 logger = telemetry.logger()
 metrics = telemetry.metrics()
@@ -22,13 +21,8 @@ MARGIN_SECONDS = 10.0
 
 @logger.inject_lambda_context(log_event=False)
 @metrics.log_metrics
-def handler(event: Any, context: Any) -> dict[str, Any]:
-    event = event if isinstance(event, dict) else {}
-    try:
-        rt = runtime.shared()
-    except SettingsError as exc:
-        logger.error("configuration error: %s", exc)
-        return {"error": str(exc)}
+@lambda_support.with_shared_runtime(logger)
+def handler(event: dict[str, Any], context: Any, rt: Runtime) -> dict[str, Any]:
     mode = event.get("mode") or rt.settings.provisioner_mode
     dry_run = bool(event.get("dryRun"))
     if mode not in ("watch", "poll"):
@@ -41,17 +35,5 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
 
 def watch_deadline(watch_seconds: float, context: Any, now: float | None = None) -> float:
     """A ``time.monotonic()`` deadline: the watch period, cut short by the invocation's remaining time."""
-    now = time.monotonic() if now is None else now
-    remaining = _remaining_seconds(context)
-    seconds = watch_seconds if remaining is None else min(watch_seconds, remaining - MARGIN_SECONDS)
-    return now + max(0.0, seconds)
-
-
-def _remaining_seconds(context: Any) -> float | None:
-    get = getattr(context, "get_remaining_time_in_millis", None)
-    if get is None:
-        return None
-    try:
-        return float(get()) / 1000.0
-    except (TypeError, ValueError):
-        return None
+    left = lambda_support.seconds_left(context, MARGIN_SECONDS)
+    return lambda_support.deadline_in(watch_seconds if left is None else min(watch_seconds, left), now)

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,43 +12,25 @@ import yaml
 
 from nodescale import cleanup, provisioning, runtime
 from nodescale.aws import clients
-from nodescale.aws.clients import AwsClients
 from nodescale.k8s.raw import request_json
-from nodescale.runtime import Runtime
-from nodescale.settings import Settings
 from sim.environment import Environment
+from tests.integration import helpers
+from tests.integration.helpers import (
+    CLUSTER_TAG,
+    EXAMPLES,
+    instance_ids,
+    load_handler,
+    managed_nodes,
+    new_namespace,
+    put_pool,
+    runtime_for,
+    use_settings,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "tests" / "fixtures" / "examples"
-CLUSTER_TAG = "nodescale.io/cluster"
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-    environment = Environment(tmp_path_factory.mktemp("cleanup-sim"), ready_delay=1.0)
-    environment.start()
-    try:
-        yield environment
-    finally:
-        environment.stop()
-
-
-def runtime_for(sim: Environment) -> Runtime:
-    settings = Settings.from_env(sim.env)
-    aws = AwsClients(**{s: sim.boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
-    return Runtime(settings, aws, sim.kube_api_client())
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+env = helpers.environment_fixture("cleanup", sim_clock=False)
 
 
 def states(sim: Environment, ids: list[str]) -> dict[str, str]:
@@ -60,11 +39,7 @@ def states(sim: Environment, ids: list[str]) -> dict[str, str]:
 
 
 def managed_instances(sim: Environment) -> list[str]:
-    out = sim.boto3_client("ec2").describe_instances(Filters=[
-        {"Name": f"tag:{CLUSTER_TAG}", "Values": [sim.cluster]},
-        {"Name": "instance-state-name", "Values": ["pending", "running"]},
-    ])
-    return sorted(i["InstanceId"] for r in out["Reservations"] for i in r["Instances"])
+    return sorted(instance_ids(sim))
 
 
 def template_names(sim: Environment) -> set[str]:
@@ -72,21 +47,15 @@ def template_names(sim: Environment) -> set[str]:
 
 
 def node_names(sim: Environment) -> set[str]:
-    items = request_json(sim.kube_api_client(), "GET", "/api/v1/nodes").get("items") or []
-    return {n["metadata"]["name"] for n in items if "karpenter.sh/nodepool" in n["metadata"].get("labels", {})}
+    return {n["metadata"]["name"] for n in managed_nodes(sim)}
 
 
 @pytest.fixture(scope="module")
 def capacity(env: Environment) -> dict[str, Any]:
     """A NodePool with running capacity, a leaked (tagged, unregistered) instance, and things not ours."""
-    path = env.env["NODESCALE_NODEPOOL_PARAMETER_PATH"].rstrip("/")
-    env.boto3_client("ssm").put_parameter(
-        Name=f"{path}/default", Type="String", Overwrite=True,
-        Value=(EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml").read_text(),
-    )
-    ns = f"t-{uuid.uuid4().hex[:8]}"
+    put_pool(env, (EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml").read_text(), "default")
     api = env.kube_api_client()
-    request_json(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+    ns = new_namespace(api)
     doc = yaml.safe_load((EXAMPLES / "workloads" / "inflate.yaml").read_text())
     doc["metadata"]["namespace"] = ns
     doc["spec"]["replicas"] = 3
@@ -124,14 +93,6 @@ def capacity(env: Environment) -> dict[str, Any]:
     }
 
 
-def load_handler() -> Any:
-    spec = importlib.util.spec_from_file_location("cleanup_handler", ROOT / "lambdas" / "cleanup" / "handler.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 CONTEXT = SimpleNamespace(function_name="cleanup", memory_limit_in_mb=512, aws_request_id="req-1",
                           invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:cleanup")
 
@@ -156,11 +117,10 @@ def test_retain_removes_nothing_and_says_so(env: Environment, capacity: dict[str
 def test_handler_create_and_update_touch_nothing_and_delete_with_retain_keeps_everything(
     env: Environment, capacity: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for key, value in env.env.items():
-        monkeypatch.setenv(key, value)
+    use_settings(env, monkeypatch)
     monkeypatch.setattr(runtime, "_RUNTIME", None)
     clients.reset()  # process-wide clients may point at another test module's environment
-    handler = load_handler().handler
+    handler = load_handler("cleanup").handler
 
     created = handler(event("Create", env.cluster, "false"), CONTEXT)
     updated = handler(event("Update", env.cluster, "false"), CONTEXT)

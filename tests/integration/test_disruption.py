@@ -7,87 +7,47 @@ takes a clock advance, not a sleep.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
-import uuid
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 from nodescale import cli, disrupting, provisioning
-from nodescale.aws import clients
-from nodescale.aws.clients import AwsClients
-from nodescale.clock import CLOCK_URL
 from nodescale.k8s.raw import MERGE_PATCH, request_json
 from nodescale.runtime import Runtime
-from nodescale.settings import Settings
 from sim.environment import Environment
+from tests.integration import helpers
+from tests.integration.helpers import (
+    EXAMPLES,
+    delete_quietly,
+    fresh_clients,
+    instance_ids,
+    instance_state,
+    managed_nodes,
+    pods,
+    put_pool,
+    use_settings,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "examples"
-CLUSTER_TAG = "nodescale.io/cluster"
-POOL_LABEL = "karpenter.sh/nodepool"
 
 
 # ------------------------------------------------------------------------------------------ fixtures
 
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-    environment = Environment(tmp_path_factory.mktemp("disruption-sim"), ready_delay=1.0)
-    environment.start()
-    patch = pytest.MonkeyPatch()
-    # The product decides by the environment's (simulated) clock, as it does when sim/ exports it.
-    patch.setenv(CLOCK_URL, environment.env[CLOCK_URL])
-    try:
-        yield environment
-    finally:
-        patch.undo()
-        environment.stop()
-
-
-@pytest.fixture
-def sim(env: Environment) -> Iterator[Environment]:
-    """The environment, left without pools, workloads or instances of this cluster after the test."""
-    yield env
-    env.reset_faults()
-    api = env.kube_api_client()
-    for ns in request_json(api, "GET", "/api/v1/namespaces").get("items") or []:
-        name = ns["metadata"]["name"]
-        if name.startswith("t-"):
-            for dep in request_json(api, "GET", f"/apis/apps/v1/namespaces/{name}/deployments").get("items") or []:
-                _delete(api, f"/apis/apps/v1/namespaces/{name}/deployments/{dep['metadata']['name']}")
-            for pdb in request_json(api, "GET", f"/apis/policy/v1/namespaces/{name}/poddisruptionbudgets").get(
-                    "items") or []:
-                _delete(api, f"/apis/policy/v1/namespaces/{name}/poddisruptionbudgets/{pdb['metadata']['name']}")
-            for pod in request_json(api, "GET", f"/api/v1/namespaces/{name}/pods").get("items") or []:
-                _delete(api, f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}")
-    ec2 = env.boto3_client("ec2")
-    ours = instance_ids(env)
-    if ours:
-        ec2.terminate_instances(InstanceIds=ours)
-    ssm = env.boto3_client("ssm")
-    path = env.env["NODESCALE_NODEPOOL_PARAMETER_PATH"].rstrip("/")
-    names = [p["Name"] for p in ssm.get_parameters_by_path(Path=path, Recursive=True).get("Parameters") or []]
-    if names:
-        ssm.delete_parameters(Names=names)
-    wait_for("the test's nodes to go", lambda: not managed_nodes(env), timeout=30)
+env = helpers.environment_fixture("disruption")
+sim = helpers.emptied_environment_fixture()
+ns = helpers.namespace_fixture()
 
 
 def runtime_for(sim: Environment, **changes: Any) -> Runtime:
     # moto stamps LaunchTime with the real clock while these tests move the simulated one ahead, so a
     # fresh instance would look older than the registration timeout; the leak test has its own module.
     changes.setdefault("registration_timeout_seconds", 10.0**6)
-    settings = dataclasses.replace(Settings.from_env(sim.env), **changes)
-    aws = AwsClients(**{s: sim.boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
-    return Runtime(settings, aws, sim.kube_api_client())
+    return helpers.runtime_for(sim, **changes)
 
 
 @pytest.fixture
@@ -95,55 +55,7 @@ def rt(sim: Environment) -> Runtime:
     return runtime_for(sim)
 
 
-@pytest.fixture
-def ns(sim: Environment) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    request_json(sim.kube_api_client(), "POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
-    return name
-
-
 # ------------------------------------------------------------------------------------------- helpers
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def _delete(api: Any, path: str) -> None:
-    try:
-        request_json(api, "DELETE", path)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-
-
-def instance_ids(sim: Environment, states: tuple[str, ...] = ("pending", "running")) -> list[str]:
-    out = sim.boto3_client("ec2").describe_instances(Filters=[
-        {"Name": f"tag:{CLUSTER_TAG}", "Values": [sim.cluster]},
-        {"Name": "instance-state-name", "Values": list(states)},
-    ])
-    return [i["InstanceId"] for r in out["Reservations"] for i in r["Instances"]]
-
-
-def instance_state(sim: Environment, iid: str) -> str:
-    out = sim.boto3_client("ec2").describe_instances(InstanceIds=[iid])
-    return out["Reservations"][0]["Instances"][0]["State"]["Name"]
-
-
-def managed_nodes(sim: Environment) -> list[dict]:
-    nodes = request_json(sim.kube_api_client(), "GET", "/api/v1/nodes").get("items") or []
-    return [n for n in nodes if POOL_LABEL in (n["metadata"].get("labels") or {})]
-
-
-def put_pool_text(sim: Environment, text: str, name: str = "pool") -> None:
-    path = sim.env["NODESCALE_NODEPOOL_PARAMETER_PATH"].rstrip("/")
-    sim.boto3_client("ssm").put_parameter(Name=f"{path}/{name}", Value=text, Type="String", Overwrite=True)
 
 
 def deployment(sim: Environment, ns: str, name: str, replicas: int, cpu: str, annotations: dict | None = None,
@@ -164,10 +76,6 @@ def deployment(sim: Environment, ns: str, name: str, replicas: int, cpu: str, an
 def scale(sim: Environment, ns: str, name: str, replicas: int) -> None:
     request_json(sim.kube_api_client(), "PATCH", f"/apis/apps/v1/namespaces/{ns}/deployments/{name}",
                  body={"spec": {"replicas": replicas}}, content_type=MERGE_PATCH)
-
-
-def pods(sim: Environment, ns: str) -> list[dict]:
-    return request_json(sim.kube_api_client(), "GET", f"/api/v1/namespaces/{ns}/pods").get("items") or []
 
 
 def running(sim: Environment, ns: str) -> list[dict]:
@@ -216,7 +124,7 @@ SPOT_TTL_POOL = (EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml").read_tex
 def test_empty_node_goes_about_30_simulated_seconds_after_it_empties_not_before(
     sim: Environment, rt: Runtime, ns: str
 ) -> None:
-    put_pool_text(sim, SPOT_TTL_POOL)
+    put_pool(sim, SPOT_TTL_POOL)
     deployment(sim, ns, "inflate", 5, "1")
     provision_until_running(sim, rt, ns, 5)
     nodes = {n["metadata"]["name"] for n in managed_nodes(sim)}
@@ -305,7 +213,7 @@ def three_half_empty_nodes(sim: Environment, rt: Runtime, ns: str, pinned: bool 
     deployment(sim, ns, "small", 2 if pinned else 3, "300m")
     wait_for("the small pods to run", lambda: len(running(sim, ns)) == 6)
     for i in range(3):
-        _delete(sim.kube_api_client(), f"/apis/apps/v1/namespaces/{ns}/deployments/big{i}")
+        delete_quietly(sim.kube_api_client(), f"/apis/apps/v1/namespaces/{ns}/deployments/big{i}")
     wait_for("the big pods to go", lambda: len(pods(sim, ns)) == 3)
     placed = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in running(sim, ns)}
     assert len(set(placed.values())) == 3
@@ -314,20 +222,16 @@ def three_half_empty_nodes(sim: Environment, rt: Runtime, ns: str, pinned: bool 
 
 def dry_run_cli(sim: Environment, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> dict:
     """`nodescale disrupt --once --dry-run -o json` with the environment's settings, as a shell runs it."""
-    for key, value in sim.env.items():
-        monkeypatch.setenv(key, value)
+    use_settings(sim, monkeypatch)
     capsys.readouterr()
-    clients.reset()  # process-wide clients may point at another test module's environment
-    try:
+    with fresh_clients():
         assert cli.main(["disrupt", "--once", "--dry-run", "-o", "json"]) == 0
-    finally:
-        clients.reset()
     return json.loads(capsys.readouterr().out)
 
 def test_three_half_empty_nodes_consolidate_to_one_with_every_pod_running_and_the_price_lower(
     sim: Environment, rt: Runtime, ns: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    put_pool_text(sim, m5_pool())
+    put_pool(sim, m5_pool())
     three_half_empty_nodes(sim, rt, ns)
     before = dry_run_cli(sim, capsys, monkeypatch)
     [planned] = before["decisions"]
@@ -346,7 +250,7 @@ def test_three_half_empty_nodes_consolidate_to_one_with_every_pod_running_and_th
 def test_a_do_not_disrupt_pod_keeps_its_node_and_the_refusal_is_recorded(
     sim: Environment, rt: Runtime, ns: str
 ) -> None:
-    put_pool_text(sim, m5_pool())
+    put_pool(sim, m5_pool())
     placed = three_half_empty_nodes(sim, rt, ns, pinned=True)
     pinned_pod, pinned_node = next((p, n) for p, n in placed.items() if p.startswith("pinned"))
 
@@ -373,7 +277,7 @@ def window(sim: Environment, starts_in_minutes: int) -> str:
 def test_a_zero_budget_inside_its_window_blocks_consolidation_and_drift_and_outside_they_proceed(
     sim: Environment, rt: Runtime, ns: str
 ) -> None:
-    put_pool_text(sim, m5_pool(window(sim, -2)))
+    put_pool(sim, m5_pool(window(sim, -2)))
     three_half_empty_nodes(sim, rt, ns)
     names = {n["metadata"]["name"] for n in managed_nodes(sim)}
 
@@ -385,7 +289,7 @@ def test_a_zero_budget_inside_its_window_blocks_consolidation_and_drift_and_outs
     assert any(e["reason"] == "DisruptionBlocked" and "budget nodes=0" in e["message"]
                for e in node_events(sim, sorted(names)[0]))
 
-    put_pool_text(sim, m5_pool(window(sim, -2), labels="\n        tier: gold"))
+    put_pool(sim, m5_pool(window(sim, -2), labels="\n        tier: gold"))
     drifted = disrupting.disrupt_once(rt)
     assert drifted["decisions"] == []
     blocked = [r for r in drifted["refused"] if r["reason"] == "Drifted"]
@@ -393,7 +297,7 @@ def test_a_zero_budget_inside_its_window_blocks_consolidation_and_drift_and_outs
     assert all(r["blockedBy"] == "budget" and "not replaced (drifted): budget nodes=0" in r["why"] for r in blocked)
     assert len(managed_nodes(sim)) == 3
 
-    put_pool_text(sim, m5_pool(window(sim, 120)))
+    put_pool(sim, m5_pool(window(sim, 120)))
     summaries = settle(sim, rt)
     assert summaries[0]["decisions"] and summaries[0]["decisions"][0]["reason"] == "Underutilized"
     wait_for("consolidation to leave one node", lambda: len(managed_nodes(sim)) == 1)
@@ -413,7 +317,7 @@ def test_a_new_ami_in_ssm_drifts_the_nodes_and_they_are_replaced_one_at_a_time_w
 ) -> None:
     from sim.aws.amis import eks_release
 
-    put_pool_text(sim, m5_pool('      - nodes: "1"', policy="WhenEmpty", after="10m"))
+    put_pool(sim, m5_pool('      - nodes: "1"', policy="WhenEmpty", after="10m"))
     rt = runtime_for(sim)
     for i in range(2):
         deployment(sim, ns, f"big{i}", 1, "1500m")
@@ -446,7 +350,7 @@ def test_a_new_ami_in_ssm_drifts_the_nodes_and_they_are_replaced_one_at_a_time_w
 
 
 def test_an_expired_node_is_replaced_first_then_drained_despite_do_not_disrupt(sim: Environment, ns: str) -> None:
-    put_pool_text(sim, m5_pool(policy="WhenEmpty", after="10m", expire="1h"))
+    put_pool(sim, m5_pool(policy="WhenEmpty", after="10m", expire="1h"))
     rt = runtime_for(sim)
     deployment(sim, ns, "held", 1, "1500m", annotations={"karpenter.sh/do-not-disrupt": "true"})
     provision_until_running(sim, rt, ns, 1)

@@ -6,71 +6,35 @@ simulated clock must not have run ahead (as other scenarios make it) before the 
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from nodescale import disrupting
-from nodescale.aws.clients import AwsClients
-from nodescale.clock import CLOCK_URL
 from nodescale.k8s.raw import request_json
-from nodescale.runtime import Runtime
-from nodescale.settings import Settings
 from sim.environment import Environment
+from tests.integration import helpers
+from tests.integration.helpers import (
+    CLUSTER_TAG,
+    EXAMPLES,
+    POOL_LABEL,
+    delete_quietly,
+    instance_state,
+    put_pool,
+    runtime_for,
+)
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "examples"
-CLUSTER_TAG = "nodescale.io/cluster"
-POOL_LABEL = "karpenter.sh/nodepool"
 AL2 = "/aws/service/eks/optimized-ami/1.31/amazon-linux-2/recommended/image_id"
 
-
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-    environment = Environment(tmp_path_factory.mktemp("disruption-cleanup-sim"), ready_delay=1.0)
-    environment.start()
-    patch = pytest.MonkeyPatch()
-    patch.setenv(CLOCK_URL, environment.env[CLOCK_URL])
-    try:
-        yield environment
-    finally:
-        patch.undo()
-        environment.stop()
-
-
-def runtime_for(sim: Environment, **changes: Any) -> Runtime:
-    settings = dataclasses.replace(Settings.from_env(sim.env), **changes)
-    aws = AwsClients(**{s: sim.boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
-    return Runtime(settings, aws, sim.kube_api_client())
-
-
-def instance_state(sim: Environment, iid: str) -> str:
-    out = sim.boto3_client("ec2").describe_instances(InstanceIds=[iid])
-    return out["Reservations"][0]["Instances"][0]["State"]["Name"]
-
-
-def _delete(api: Any, path: str) -> None:
-    try:
-        request_json(api, "DELETE", path)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
+sim = helpers.environment_fixture("disruption-cleanup", fixture_name="sim")
 
 
 def test_leaks_are_cleaned_up_after_the_timeout_and_nothing_without_the_cluster_tag_is_touched(
     sim: Environment,
 ) -> None:
-    path = sim.env["NODESCALE_NODEPOOL_PARAMETER_PATH"].rstrip("/")
-    sim.boto3_client("ssm").put_parameter(
-        Name=f"{path}/default", Type="String", Overwrite=True,
-        Value=(EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml").read_text(),
-    )
+    put_pool(sim, (EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml").read_text(), "default")
     rt = runtime_for(sim, registration_timeout_seconds=120)
     ec2 = sim.boto3_client("ec2")
     image = sim.boto3_client("ssm").get_parameter(Name=AL2)["Parameter"]["Value"]
@@ -114,5 +78,5 @@ def test_leaks_are_cleaned_up_after_the_timeout_and_nothing_without_the_cluster_
     nodes = {n["metadata"]["name"] for n in request_json(api, "GET", "/api/v1/nodes")["items"]}
     assert "ghost" not in nodes and {"stranger", "theirs"} <= nodes
     for name in ("stranger", "theirs"):
-        _delete(api, f"/api/v1/nodes/{name}")
+        delete_quietly(api, f"/api/v1/nodes/{name}")
     ec2.terminate_instances(InstanceIds=[untagged])

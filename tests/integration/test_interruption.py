@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib.util
 import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,107 +23,50 @@ from hypothesis import strategies as st
 from kubernetes.client.exceptions import ApiException
 
 from nodescale import cli, clock, interrupting, provisioning, runtime
-from nodescale.aws import clients
-from nodescale.aws.clients import AwsClients
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
-from nodescale.settings import Settings
 from sim.environment import Environment
+from tests.integration import helpers
+from tests.integration.helpers import (
+    CLUSTER_TAG,
+    EXAMPLES,
+    ROOT,
+    fresh_clients,
+    instance_state,
+    load_handler,
+    put_pool,
+    use_settings,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "tests" / "fixtures" / "examples"
 EVENTS = ROOT / "tests" / "fixtures" / "events"
 SAMPLE_ID = "i-0a1b2c3d4e5f60718"
 ACCOUNT = "123456789012"  # moto's account, and the samples'
-CLUSTER_TAG = "nodescale.io/cluster"
 
 
 # ------------------------------------------------------------------------------------------ fixtures
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-    environment = Environment(tmp_path_factory.mktemp("interruption-sim"), ready_delay=1.0)
-    environment.start()
-    ssm = environment.boto3_client("ssm")
-    path = environment.env["NODESCALE_NODEPOOL_PARAMETER_PATH"].rstrip("/")
-    # The example spot pool, held to one size so a node holds the whole nginx Deployment (the PDB then
-    # has work to do) and every replacement is alike.
+def one_size_spot_pool(environment: Environment) -> None:
+    """The example spot pool, held to one size so a node holds the whole nginx Deployment (the PDB then
+    has work to do) and every replacement is alike."""
     docs = list(yaml.safe_load_all((EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml").read_text()))
     docs[0]["spec"]["requirements"].append(
         {"key": "karpenter.k8s.aws/instance-size", "operator": "In", "values": ["xlarge"]}
     )
-    text = yaml.safe_dump_all(docs)
-    ssm.put_parameter(Name=f"{path}/default-spot", Value=text, Type="String", Overwrite=True)
-    try:
-        yield environment
-    finally:
-        environment.stop()
+    put_pool(environment, yaml.safe_dump_all(docs), "default-spot")
 
 
-@pytest.fixture
-def sim(env: Environment) -> Iterator[Environment]:
-    """The environment, emptied after the test: no workloads, instances, nodes or marks of it are left."""
-    yield env
-    env.reset_faults()
-    api = env.kube_api_client()
-    for ns in request_json(api, "GET", "/api/v1/namespaces").get("items") or []:
-        name = ns["metadata"]["name"]
-        if name.startswith("t-"):
-            for dep in request_json(api, "GET", f"/apis/apps/v1/namespaces/{name}/deployments").get("items") or []:
-                request_json(api, "DELETE", f"/apis/apps/v1/namespaces/{name}/deployments/{dep['metadata']['name']}")
-            for pod in request_json(api, "GET", f"/api/v1/namespaces/{name}/pods").get("items") or []:
-                request_json(api, "DELETE", f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}",
-                             body={"gracePeriodSeconds": 0})
-    ec2 = env.boto3_client("ec2")
-    ours = [i["InstanceId"] for r in ec2.describe_instances(Filters=[
-        {"Name": f"tag:{CLUSTER_TAG}", "Values": [env.cluster]},
-        {"Name": "instance-state-name", "Values": ["pending", "running"]},
-    ])["Reservations"] for i in r["Instances"]]
-    if ours:
-        ec2.terminate_instances(InstanceIds=ours)
-    dynamodb = env.boto3_client("dynamodb")
-    table = env.seed["table_name"]
-    for item in dynamodb.scan(TableName=table).get("Items") or []:
-        dynamodb.delete_item(TableName=table, Key={"pk": item["pk"]})
-    wait_for("the test's nodes to go", lambda: not [
-        n for n in request_json(api, "GET", "/api/v1/nodes").get("items") or []
-        if "karpenter.sh/nodepool" in (n["metadata"].get("labels") or {})
-    ])
-
-
-@pytest.fixture
-def rt(sim: Environment) -> Runtime:
-    return runtime_for(sim)
-
-
-def runtime_for(sim: Environment) -> Runtime:
-    settings = Settings.from_env(sim.env)
-    aws = AwsClients(**{s: sim.boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
-    return Runtime(settings, aws, sim.kube_api_client())
-
-
-@pytest.fixture
-def ns(sim: Environment) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    request_json(sim.kube_api_client(), "POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
-    return name
+env = helpers.environment_fixture("interruption", sim_clock=False, prepare=one_size_spot_pool)
+sim = helpers.emptied_environment_fixture(keep_pools=True)
+rt = helpers.runtime_fixture()
+ns = helpers.namespace_fixture()
 
 
 # ------------------------------------------------------------------------------------------- helpers
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def deploy(sim: Environment, ns: str, file: str, **overrides: Any) -> None:
@@ -187,11 +128,6 @@ def node(sim: Environment, name: str) -> dict | None:
 
 def instance_of(node_obj: dict) -> str:
     return node_obj["spec"]["providerID"].rsplit("/", 1)[-1]
-
-
-def instance_state(sim: Environment, instance_id: str) -> str:
-    out = sim.boto3_client("ec2").describe_instances(InstanceIds=[instance_id])
-    return out["Reservations"][0]["Instances"][0]["State"]["Name"]
 
 
 def event(sample: str, instance_id: str, sim: Environment, **changes: Any) -> dict:
@@ -309,7 +245,7 @@ def test_repeats_and_a_late_state_change_make_one_replacement_and_one_drain(
     (victim,) = nodes_of(running)
     instance_id = instance_of(node(sim, victim))
     fleets_before = len(fleet_calls(sim))
-    handler = load_handler()
+    handler = load_handler("interruption")
     monkeypatch.setattr(runtime, "_RUNTIME", rt)
     for key, value in sim.env.items():
         monkeypatch.setenv(key, value)
@@ -352,14 +288,6 @@ class FakeContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return int(max(0.0, self._until - time.monotonic()) * 1000)
-
-
-def load_handler() -> Any:
-    spec = importlib.util.spec_from_file_location("interruption_handler", ROOT / "lambdas" / "interruption" / "handler.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_each_recorded_sample_does_what_the_events_readme_says(sim: Environment, rt: Runtime, ns: str) -> None:
@@ -503,13 +431,9 @@ def test_nodescale_replay_runs_recorded_events_from_a_shell(
         path = tmp_path / sample
         path.write_text(json.dumps(event(sample, instance_id, sim)))
         files.append(str(path))
-    for key, value in sim.env.items():
-        monkeypatch.setenv(key, value)
-    clients.reset()  # clients cached by earlier tests may point elsewhere
-    try:
+    use_settings(sim, monkeypatch)
+    with fresh_clients():
         code = cli.main(["replay", *files, "-o", "json"])
-    finally:
-        clients.reset()
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     assert [s["instances"][0]["action"] if s["instances"] else "ignored" for s in out] == [

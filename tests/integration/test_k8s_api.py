@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 
@@ -10,41 +9,14 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from nodescale.k8s import events, listing, nodes
-from nodescale.k8s.client import client_from_kubeconfig
-from nodescale.k8s.raw import MERGE_PATCH, request_json
-from sim.kube.server import KubeServer
-from sim.kube.store import Store
+from nodescale.k8s.raw import request_json
+from tests.integration import helpers
+from tests.integration.helpers import create_pod, new_namespace
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory):
-    store = Store()
-    server = KubeServer(store).start()
-    path = tmp_path_factory.mktemp("kube") / "config"
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "sim", "cluster": {"server": server.url}}],
-                "users": [{"name": "nodescale", "user": {"token": "sim"}}],
-                "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "nodescale"}}],
-                "current-context": "sim",
-            }
-        )
-    )
-    api = client_from_kubeconfig(str(path))
-    yield store, server, api
-    api.close()
-    server.stop()
-
-
-def namespace(api) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    request_json(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
-    return name
+sim = helpers.kube_api_fixture("sim")
 
 
 def pod(ns: str, name: str, node: str = "", labels: dict | None = None, unschedulable: bool = False, **spec) -> dict:
@@ -60,23 +32,13 @@ def pod(ns: str, name: str, node: str = "", labels: dict | None = None, unschedu
     }
 
 
-def create_pod(api, body: dict) -> dict:
-    """Create the pod, then write its status the way the scheduler and kubelet would."""
-    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    created = request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body={k: v for k, v in body.items() if k != "status"})
-    if not body.get("status"):
-        return created
-    return request_json(api, "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
-                        body={"status": body["status"]}, content_type=MERGE_PATCH)
-
-
 def create_node(api, name: str, **spec) -> dict:
     return request_json(api, "POST", "/api/v1/nodes", body={"metadata": {"name": name}, "spec": spec})
 
 
 def test_listing_pages_through_everything_with_selectors(sim):
     store, _, api = sim
-    ns = namespace(api)
+    ns = new_namespace(api)
     for i in range(23):
         create_pod(api, pod(ns, f"p{i:02d}", labels={"app": "web" if i % 2 else "db"}))
     result = listing.list_pods(api, ns, limit=5)
@@ -90,7 +52,7 @@ def test_listing_pages_through_everything_with_selectors(sim):
 
 def test_provisionable_pods_and_pods_on_a_node(sim):
     _, _, api = sim
-    ns = namespace(api)
+    ns = new_namespace(api)
     node = f"n-{ns}"
     create_node(api, node)
     create_pod(api, pod(ns, "waiting", unschedulable=True))
@@ -106,7 +68,7 @@ def test_provisionable_pods_and_pods_on_a_node(sim):
 
 def test_pdbs_and_daemonsets_are_listed_as_dicts(sim):
     _, _, api = sim
-    ns = namespace(api)
+    ns = new_namespace(api)
     request_json(api, "POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
                  body={"metadata": {"name": "pdb"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"a": "b"}}}})
     request_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/daemonsets", body={
@@ -198,7 +160,7 @@ def test_labels_annotations_and_delete(sim):
 
 def test_events_are_created_then_folded(sim):
     store, _, api = sim
-    ns = namespace(api)
+    ns = new_namespace(api)
     target = create_pod(api, pod(ns, "p", unschedulable=True))
     now = [time.time()]
     recorder = events.EventRecorder(api, dedupe_seconds=60, clock=lambda: now[0])

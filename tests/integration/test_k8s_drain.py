@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -10,41 +9,20 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from nodescale.k8s import drain, nodes
-from nodescale.k8s.client import client_from_kubeconfig
-from nodescale.k8s.raw import MERGE_PATCH, request_json
-from sim.kube.server import KubeServer
-from sim.kube.store import Store
+from nodescale.k8s.raw import request_json
+from tests.integration import helpers
+from tests.integration.helpers import create_pod
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory):
-    store = Store()
-    server = KubeServer(store).start()
-    path = tmp_path_factory.mktemp("kube") / "config"
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "sim", "cluster": {"server": server.url}}],
-                "users": [{"name": "nodescale", "user": {"token": "sim"}}],
-                "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "nodescale"}}],
-                "current-context": "sim",
-            }
-        )
-    )
-    api = client_from_kubeconfig(str(path))
-    yield store, api
-    api.close()
-    server.stop()
+sim = helpers.kube_api_fixture("sim")
 
 
 @pytest.fixture
 def env(sim):
     """A fresh namespace and a tainted, cordoned node for each test."""
-    store, api = sim
+    store, _, api = sim
     suffix = uuid.uuid4().hex[:8]
     ns, node = f"t-{suffix}", f"n-{suffix}"
     request_json(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
@@ -63,16 +41,6 @@ def run_pod(api, ns: str, name: str, node: str, labels=None, annotations=None, g
         "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}]},
     }
     return create_pod(api, body)
-
-
-def create_pod(api, body: dict) -> dict:
-    """Create the pod, then write its status the way the scheduler and kubelet would."""
-    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    created = request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body={k: v for k, v in body.items() if k != "status"})
-    if not body.get("status"):
-        return created
-    return request_json(api, "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
-                        body={"status": body["status"]}, content_type=MERGE_PATCH)
 
 
 def pdb(api, ns: str, app: str, **spec) -> None:

@@ -2,49 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
 import time
-import uuid
 
 import pytest
 
 from nodescale.k8s import listing
-from nodescale.k8s.client import client_from_kubeconfig
-from nodescale.k8s.raw import MERGE_PATCH, request_json
 from nodescale.k8s.watch import PendingWatchReader, watch_pending_pods
-from sim.kube.server import KubeServer
 from sim.kube.store import Store
+from tests.integration import helpers
+from tests.integration.helpers import create_pod, new_namespace, serve
 
 pytestmark = pytest.mark.integration
 
 
-def serve(store: Store, directory) -> tuple[KubeServer, object]:
-    server = KubeServer(store).start()
-    path = directory / f"config-{server.port}"
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "sim", "cluster": {"server": server.url}}],
-                "users": [{"name": "nodescale", "user": {"token": "sim"}}],
-                "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "nodescale"}}],
-                "current-context": "sim",
-            }
-        )
-    )
-    return server, client_from_kubeconfig(str(path))
-
-
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory):
-    store = Store()
-    server, api = serve(store, tmp_path_factory.mktemp("kube"))
-    yield store, api
-    api.close()
-    server.stop()
+sim = helpers.kube_api_fixture("sim")
 
 
 def unschedulable(ns: str, name: str) -> dict:
@@ -54,22 +27,6 @@ def unschedulable(ns: str, name: str) -> dict:
         "status": {"phase": "Pending", "conditions": [
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]},
     }
-
-
-def create_pod(api, body: dict) -> dict:
-    """Create the pod, then write its status the way the scheduler and kubelet would."""
-    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    created = request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body={k: v for k, v in body.items() if k != "status"})
-    if not body.get("status"):
-        return created
-    return request_json(api, "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
-                        body={"status": body["status"]}, content_type=MERGE_PATCH)
-
-
-def fresh_namespace(api) -> str:
-    ns = f"w-{uuid.uuid4().hex[:8]}"
-    request_json(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
-    return ns
 
 
 def collect(api, ns: str, seconds: float, **kwargs) -> tuple[list, threading.Thread, list]:
@@ -90,8 +47,8 @@ def collect(api, ns: str, seconds: float, **kwargs) -> tuple[list, threading.Thr
 
 
 def test_pods_arrive_in_batches_closed_by_a_quiet_second(sim):
-    store, api = sim
-    ns = fresh_namespace(api)
+    store, _, api = sim
+    ns = new_namespace(api, "w-")
     create_pod(api, unschedulable(ns, "early"))
     start = time.monotonic()
     batches, thread, errors = collect(api, ns, 4.5)
@@ -115,8 +72,8 @@ def test_pods_arrive_in_batches_closed_by_a_quiet_second(sim):
 
 
 def test_a_steady_trickle_is_cut_at_the_maximum_batch_time(sim):
-    _, api = sim
-    ns = fresh_namespace(api)
+    _, _, api = sim
+    ns = new_namespace(api, "w-")
     batches, thread, errors = collect(api, ns, 3.5, quiet=0.5, max_wait=1.2)
     time.sleep(0.3)
     for i in range(8):

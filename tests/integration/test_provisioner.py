@@ -7,146 +7,51 @@ created in the API, and the sim's scheduler marks what it cannot place Unschedul
 from __future__ import annotations
 
 import base64
-import dataclasses
-import time
-import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
 from nodescale import provisioning
-from nodescale.aws.clients import AwsClients
-from nodescale.clock import CLOCK_URL
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
-from nodescale.settings import Settings
 from nodescale.world import read_world
 from sim.environment import Environment
 from sim.kube.crds import karpenter_crds
+from tests.integration import helpers
+from tests.integration.helpers import (
+    CLUSTER_TAG,
+    EXAMPLES,
+    load_handler,
+    node_of,
+    pods,
+    put_pool,
+    runtime_for,
+    use_settings,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "examples"
-CLUSTER_TAG = "nodescale.io/cluster"
 
 
 # ------------------------------------------------------------------------------------------ fixtures
 
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-    environment = Environment(tmp_path_factory.mktemp("provisioner-sim"), ready_delay=1.0)
-    environment.start()
-    # The product decides by the environment's (simulated) clock, as the Lambdas do against sim/.
-    patch = pytest.MonkeyPatch()
-    patch.setenv(CLOCK_URL, environment.env[CLOCK_URL])
-    try:
-        yield environment
-    finally:
-        patch.undo()
-        environment.stop()
-
-
-@pytest.fixture
-def sim(env: Environment) -> Iterator[Environment]:
-    """The environment, left empty after the test: no pools, workloads, instances, faults or marks."""
-    yield env
-    env.reset_faults()
-    api = env.kube_api_client()
-    ns_list = request_json(api, "GET", "/api/v1/namespaces").get("items") or []
-    for ns in ns_list:
-        name = ns["metadata"]["name"]
-        if name.startswith("t-"):
-            for dep in request_json(api, "GET", f"/apis/apps/v1/namespaces/{name}/deployments").get("items") or []:
-                _delete(api, f"/apis/apps/v1/namespaces/{name}/deployments/{dep['metadata']['name']}")
-            for pod in request_json(api, "GET", f"/api/v1/namespaces/{name}/pods").get("items") or []:
-                _delete(api, f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}")
-    ec2 = env.boto3_client("ec2")
-    ours = _instance_ids(ec2, env.cluster)
-    if ours:
-        ec2.terminate_instances(InstanceIds=ours)
-    ssm = env.boto3_client("ssm")
-    path = env.env["NODESCALE_NODEPOOL_PARAMETER_PATH"].rstrip("/")
-    names = [p["Name"] for p in ssm.get_parameters_by_path(Path=path, Recursive=True).get("Parameters") or []]
-    if names:
-        ssm.delete_parameters(Names=names)
-    for group, version, plural in (("karpenter.sh", "v1", "nodepools"), ("karpenter.k8s.aws", "v1", "ec2nodeclasses")):
-        try:
-            items = request_json(api, "GET", f"/apis/{group}/{version}/{plural}").get("items") or []
-        except ApiException:
-            items = []
-        for item in items:
-            _delete(api, f"/apis/{group}/{version}/{plural}/{item['metadata']['name']}")
-    table = env.seed["table_name"]
-    dynamodb = env.boto3_client("dynamodb")
-    for item in dynamodb.scan(TableName=table).get("Items") or []:
-        dynamodb.delete_item(TableName=table, Key={"pk": item["pk"]})
-    wait_for("the test's nodes to go", lambda: not _managed_nodes(api), timeout=20)
-
-
-@pytest.fixture
-def rt(sim: Environment) -> Runtime:
-    return runtime_for(sim)
-
-
-def runtime_for(sim: Environment, **changes: Any) -> Runtime:
-    settings = dataclasses.replace(Settings.from_env(sim.env), **changes)
-    aws = AwsClients(**{s: sim.boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
-    return Runtime(settings, aws, sim.kube_api_client())
-
-
-@pytest.fixture
-def ns(sim: Environment) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    request_json(sim.kube_api_client(), "POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
-    return name
+env = helpers.environment_fixture("provisioner")
+sim = helpers.emptied_environment_fixture(node_timeout=20)
+rt = helpers.runtime_fixture()
+ns = helpers.namespace_fixture()
 
 
 # ------------------------------------------------------------------------------------------- helpers
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def _delete(api: Any, path: str) -> None:
-    try:
-        request_json(api, "DELETE", path)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-
-
-def _instance_ids(ec2: Any, cluster: str) -> list[str]:
-    out = ec2.describe_instances(Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster]},
-                                          {"Name": "instance-state-name", "Values": ["pending", "running"]}])
-    return [i["InstanceId"] for r in out["Reservations"] for i in r["Instances"]]
-
-
-def _managed_nodes(api: Any) -> list[dict]:
-    nodes = request_json(api, "GET", "/api/v1/nodes").get("items") or []
-    return [n for n in nodes if "karpenter.sh/nodepool" in (n["metadata"].get("labels") or {})]
-
-
 def put_pools(sim: Environment, *files: str, text: str | None = None) -> None:
-    ssm = sim.boto3_client("ssm")
-    path = sim.env["NODESCALE_NODEPOOL_PARAMETER_PATH"].rstrip("/")
     for i, f in enumerate(files):
-        ssm.put_parameter(Name=f"{path}/{i}-{Path(f).stem}", Value=(EXAMPLES / f).read_text(), Type="String",
-                          Overwrite=True)
+        put_pool(sim, (EXAMPLES / f).read_text(), f"{i}-{Path(f).stem}")
     if text is not None:
-        ssm.put_parameter(Name=f"{path}/inline", Value=text, Type="String", Overwrite=True)
+        put_pool(sim, text, "inline")
 
 
 def apply_workloads(sim: Environment, ns: str, file: str, replicas: dict[str, int] | None = None) -> list[str]:
@@ -160,10 +65,6 @@ def apply_workloads(sim: Environment, ns: str, file: str, replicas: dict[str, in
         request_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=doc)
         names.append(name)
     return names
-
-
-def pods(sim: Environment, ns: str) -> list[dict]:
-    return request_json(sim.kube_api_client(), "GET", f"/api/v1/namespaces/{ns}/pods").get("items") or []
 
 
 def wait_pending(sim: Environment, ns: str, count: int) -> list[dict]:
@@ -182,16 +83,6 @@ def wait_running(sim: Environment, ns: str, count: int, timeout: float = 20.0) -
 
 def fleet_calls(sim: Environment) -> list[dict]:
     return sim.aws_calls(service="ec2", action="CreateFleet")
-
-
-def node_of(sim: Environment, instance_id: str) -> dict:
-    def find() -> dict | None:
-        for n in request_json(sim.kube_api_client(), "GET", "/api/v1/nodes").get("items") or []:
-            if (n.get("spec") or {}).get("providerID", "").endswith("/" + instance_id):
-                return n
-        return None
-
-    return wait_for(f"the node of {instance_id}", find)
 
 
 def template_of(sim: Environment, launch: dict) -> tuple[dict, str, str]:
@@ -490,23 +381,18 @@ def test_bad_nodepool_is_reported_and_valid_pools_still_launch(sim: Environment,
 def test_the_lambda_handler_runs_a_poll_pass_and_returns_the_summary(
     sim: Environment, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import importlib.util
     from types import SimpleNamespace
 
     from nodescale import runtime
     from nodescale.aws import clients
 
-    for key, value in sim.env.items():
-        monkeypatch.setenv(key, value)
+    use_settings(sim, monkeypatch)
     monkeypatch.setattr(runtime, "_RUNTIME", None)
     clients.reset()
     put_pools(sim, "karpenter-v1alpha5/default-spot.yaml")
     request_json(sim.kube_api_client(), "POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(ns, "p", "1"))
     wait_pending(sim, ns, 1)
-    path = Path(__file__).resolve().parents[2] / "lambdas" / "provisioner" / "handler.py"
-    spec = importlib.util.spec_from_file_location("provisioner_handler_it", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_handler("provisioner")
     context = SimpleNamespace(function_name="provisioner", memory_limit_in_mb=512, aws_request_id="req-1",
                               invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:provisioner",
                               get_remaining_time_in_millis=lambda: 60_000)

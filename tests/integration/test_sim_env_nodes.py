@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import base64
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,6 +11,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from sim.environment import Environment
+from tests.integration.helpers import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -32,16 +31,6 @@ api-server = "https://example.eks.amazonaws.com"
 [settings.kubernetes.node-labels]
 "karpenter.sh/nodepool" = "arm"
 """
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def ssm_image(sim: Environment, name: str) -> str:

@@ -54,7 +54,7 @@ class FakeLauncher:
         self.failing = failing
 
     def launch(self, pool, node_class, types, key, count=1, requirements=None) -> LaunchResult:
-        self.calls.append({"pool": pool.name, "types": [t.name for t in types], "key": key})
+        self.calls.append({"pool": pool.name, "types": [t.name for t in types], "key": key, "count": count})
         result = LaunchResult(requested=count)
         for t in types:
             if t.name in self.failing:
@@ -63,8 +63,10 @@ class FakeLauncher:
                     for o in t.offerings if o.capacity_type == "spot"
                 )
                 continue
-            result.instances.append(LaunchedInstance(f"i-{len(self.calls)}", t.name, "us-east-1a", "subnet-a", "spot",
-                                                     0.04, "lt", "launch"))
+            result.instances.extend(
+                LaunchedInstance(f"i-{len(self.calls)}-{n}", t.name, "us-east-1a", "subnet-a", "spot", 0.04, "lt", "launch")
+                for n in range(count)
+            )
             break
         return result
 
@@ -259,3 +261,28 @@ def test_watch_deadline_leaves_a_margin_before_the_lambda_timeout() -> None:
     long_context = SimpleNamespace(get_remaining_time_in_millis=lambda: 900_000)
     assert handler.watch_deadline(50.0, long_context, now=100.0) == pytest.approx(150.0)
     assert handler.watch_deadline(50.0, SimpleNamespace(get_remaining_time_in_millis=lambda: 1000), now=0) == 0.0
+
+
+def test_identical_nodes_go_out_in_one_fleet_request(recorder: FakeRecorder) -> None:
+    # Hostname anti-affinity: four pods, four identical nodes; one request for four, not four requests.
+    pods = [
+        Pod.from_dict({
+            "metadata": {"name": f"spread-{i}", "namespace": "default", "uid": f"uid-spread-{i}", "labels": {"app": "s"}},
+            "spec": {
+                "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "500m"}}}],
+                "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "s"}}}
+                ]}},
+            },
+        })
+        for i in range(4)
+    ]
+    launcher = FakeLauncher()
+
+    outcome = provisioning.launch_capacity(_rt(launcher), _world(), pods)
+
+    assert [c["count"] for c in launcher.calls] == [4]
+    assert len({x.instance_id for x in outcome.launches}) == 4
+    assert sorted(len(x.pods) for x in outcome.launches) == [1, 1, 1, 1]
+    nominated = {e[0]: e[3] for e in recorder.events if e[1] == "Nominated"}
+    assert len({msg for msg in nominated.values()}) == 4  # each pod names its own instance

@@ -7,10 +7,10 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from .commands import disrupt, plan, provision, replay
+from .commands import disrupt, explain, plan, provision, replay, status
 
 # Each module registers its own parser and returns an exit code from run(args).
-COMMANDS: tuple[ModuleType, ...] = (plan, provision, replay, disrupt)
+COMMANDS: tuple[ModuleType, ...] = (plan, provision, replay, disrupt, status, explain)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -337,21 +337,12 @@ class _Run:
             if pool not in self.world.nodepools or inst is None:
                 continue
             name = _name(raw)
-            view = NodeView.from_node(raw, self.world.pods_by_node.get(name, []), self._price(inst))
+            view = NodeView.from_node(raw, self.world.pods_by_node.get(name, []), self.world.price_of(inst))
             if not view.capacity_type:
                 view.capacity_type = inst.capacity_type
             out.append(view)
             capacities[name] = res.parse_resource_list((raw.get("status") or {}).get("capacity") or {}, "capacity")
         return out, capacities
-
-    def _price(self, inst: ec2_instances.ManagedInstance) -> float:
-        it = self.world.instance_type(inst.instance_type, inst.nodepool)
-        if it is None:
-            return 0.0
-        for o in it.offerings:
-            if o.zone == inst.zone and o.capacity_type == inst.capacity_type:
-                return o.price
-        return 0.0
 
     def cloud_drift(self, views: list[NodeView], skip: set[str]) -> dict[str, str]:
         out: dict[str, str] = {}

@@ -189,6 +189,7 @@ def _plan_and_launch(
     recorder = None if dry_run else _recorder(rt, world)
     retry_pods: list[Pod] = []
     failed_offerings: set[tuple[str, str, str]] = set()
+    launchable: list[tuple[NodeClaim, list[InstanceType]]] = []
     for claim in plan.node_claims:
         pool_types = {t.name: t for t in types_by_pool.get(claim.nodepool, [])}
         options = [pool_types[n] for n in claim.instance_types if n in pool_types]
@@ -198,6 +199,9 @@ def _plan_and_launch(
                 outcome.limits.append({"scope": "cluster", "nodePool": claim.nodepool, "reason": blocked})
                 unschedulable.extend((p, blocked) for p in claim.pods)
                 continue
+            # Reserved before the launch (its largest, dearest option), so claims launched together
+            # cannot overrun a cluster-wide limit whichever types the Fleet picks.
+            budget.add(_largest(options), _dearest(options, claim))
         if dry_run:
             outcome.launches.append(
                 Launch(claim.nodepool, "", claim.instance_types[0] if claim.instance_types else "",
@@ -205,22 +209,23 @@ def _plan_and_launch(
                        [p.key for p in claim.pods], list(claim.instance_types))
             )
             continue
-        launched, capacity_failures = _launch_claim(rt, world, claim, options, outcome, reason)
-        if launched is None:
-            if capacity_failures and retries > 0:
-                # Every offering the plan chose is out of capacity: plan these pods again without them.
-                retry_pods.extend(claim.pods)
-                failed_offerings |= capacity_failures
+        launchable.append((claim, options))
+    for group, options in _identical_claims(launchable):
+        for claim, launched, capacity_failures in _launch_claims(rt, world, group, options, outcome, reason):
+            if launched is None:
+                if capacity_failures and retries > 0:
+                    # Every offering the plan chose is out of capacity: plan these pods again without them.
+                    retry_pods.extend(claim.pods)
+                    failed_offerings |= capacity_failures
+                    continue
+                why = "the launch failed: " + (
+                    outcome.error_messages[-1] if outcome.error_messages else "no capacity"
+                )
+                unschedulable.extend((p, why) for p in claim.pods)
                 continue
-            why = "the launch failed: " + (outcome.error_messages[-1] if outcome.error_messages else "no capacity")
-            unschedulable.extend((p, why) for p in claim.pods)
-            continue
-        outcome.launches.append(launched)
-        if budget is not None:
-            it = pool_types.get(launched.instance_type)
-            budget.add(it.capacity if it else _largest(options), launched.price)
-        if recorder is not None:
-            _nominate(recorder, claim.pods, launched)
+            outcome.launches.append(launched)
+            if recorder is not None:
+                _nominate(recorder, claim.pods, launched)
     outcome.unschedulable = [(p.key, why) for p, why in unschedulable]
     if recorder is not None:
         _warn_unschedulable(recorder, unschedulable)
@@ -259,50 +264,93 @@ def launch_key(claim: NodeClaim) -> str:
     return hashlib.sha256("\0".join([claim.nodepool, *ids]).encode()).hexdigest()[:32]
 
 
-def _launch_claim(
-    rt: Runtime, world: World, claim: NodeClaim, options: list[InstanceType], outcome: LaunchOutcome, reason: str
-) -> tuple[Launch | None, set[tuple[str, str, str]]]:
-    """The launch, and the offerings that failed with a capacity error."""
-    pool = world.nodepools.get(claim.nodepool)
+# One EC2 Fleet request launches at most this many identical nodes (a hostname spread of 2,000 pods
+# is 2,000 identical nodes: 20 requests, not 2,000).
+MAX_FLEET_COUNT = 100
+
+
+def _identical_claims(
+    claims: list[tuple[NodeClaim, list[InstanceType]]],
+) -> list[tuple[list[NodeClaim], list[InstanceType]]]:
+    """Claims that would make the same Fleet request (pool, options, zones, capacity types, node
+    requirements, labels, taints), in batches: each batch is one request for ``len(batch)`` nodes."""
+    groups: dict[tuple, tuple[list[NodeClaim], list[InstanceType]]] = {}
+    for claim, options in claims:
+        key = (
+            claim.nodepool,
+            tuple(claim.instance_types),
+            tuple(sorted(claim.zones)),
+            tuple(sorted(claim.capacity_types)),
+            claim.requirements,
+            tuple(sorted(claim.labels.items())),
+            claim.taints,
+            claim.startup_taints,
+        )
+        groups.setdefault(key, ([], options))[0].append(claim)
+    out = []
+    for members, options in groups.values():
+        for i in range(0, len(members), MAX_FLEET_COUNT):
+            out.append((members[i : i + MAX_FLEET_COUNT], options))
+    return out
+
+
+def _launch_claims(
+    rt: Runtime,
+    world: World,
+    claims: list[NodeClaim],
+    options: list[InstanceType],
+    outcome: LaunchOutcome,
+    reason: str,
+) -> list[tuple[NodeClaim, Launch | None, set[tuple[str, str, str]]]]:
+    """Launch identical claims with one Fleet request: each claim gets one of the instances, in order;
+    claims left without one get the offerings that failed with a capacity error."""
+    first = claims[0]
+    pool = world.nodepools.get(first.nodepool)
     node_class = world.nodeclasses.get(pool.node_class) if pool is not None else None
     if pool is None or node_class is None or not options:
-        outcome.count_error("NoUsableOptions", f"nodepool {claim.nodepool}: nothing left to launch")
-        return None, set()
+        outcome.count_error("NoUsableOptions", f"nodepool {first.nodepool}: nothing left to launch")
+        return [(c, None, set()) for c in claims]
     started = time.perf_counter()
+    key = launch_key(first) if len(claims) == 1 else hashlib.sha256(
+        "\0".join(launch_key(c) for c in claims).encode()
+    ).hexdigest()[:32]
     try:
-        result = rt.launcher.launch(pool, node_class, options, launch_key(claim), 1, claim.requirements)
+        result = rt.launcher.launch(pool, node_class, options, key, len(claims), first.requirements)
     except ClientError as exc:
         error = exc.response.get("Error", {})
         code = error.get("Code") or "Unknown"
         outcome.count_error(code, f"nodepool {pool.name}: {error.get('Message', '')}")
         telemetry.count(telemetry.LAUNCH_FAILURES, **{telemetry.ERROR_CODE_DIMENSION: code})
-        return None, set()
+        return [(c, None, set()) for c in claims]
     except (ValueError, SettingsError, BotoCoreError) as exc:
         # Configuration the account cannot satisfy (no AMI, no subnet, bad user data...): say which.
         code = type(exc).__name__
         outcome.count_error(code, f"nodepool {pool.name}: {exc}")
         telemetry.count(telemetry.LAUNCH_FAILURES, **{telemetry.ERROR_CODE_DIMENSION: code})
-        return None, set()
+        return [(c, None, set()) for c in claims]
     _count_launch_errors(result, outcome, pool.name)
     failed = {e.offering for e in result.offering_errors if e.is_capacity_error}
-    if not result.instances:
-        return None, failed
-    inst = result.instances[0]
-    launch = Launch(pool.name, inst.instance_id, inst.instance_type, inst.zone, inst.capacity_type, inst.price,
-                    [p.key for p in claim.pods], list(claim.instance_types), inst.launch_template)
-    telemetry.count(telemetry.LAUNCHES, **{telemetry.NODEPOOL_DIMENSION: pool.name,
-                                          telemetry.CAPACITY_TYPE_DIMENSION: inst.capacity_type})
-    telemetry.gauge(telemetry.PRICE_LAUNCHED, inst.price)
+    out: list[tuple[NodeClaim, Launch | None, set[tuple[str, str, str]]]] = []
     now = clock.now()
-    for p in claim.pods:
-        since = pending_since(p)
-        if since is not None:
-            telemetry.seconds(telemetry.PENDING_TO_LAUNCH, max(0.0, (now - since).total_seconds()))
-    log.info(
-        "launched",
-        extra={**launch.to_dict(), "reason": reason, "seconds": round(time.perf_counter() - started, 3)},
-    )
-    return launch, failed
+    for claim, inst in zip(claims, [*result.instances, *([None] * len(claims))], strict=False):
+        if inst is None:
+            out.append((claim, None, failed))
+            continue
+        launch = Launch(pool.name, inst.instance_id, inst.instance_type, inst.zone, inst.capacity_type, inst.price,
+                        [p.key for p in claim.pods], list(claim.instance_types), inst.launch_template)
+        telemetry.count(telemetry.LAUNCHES, **{telemetry.NODEPOOL_DIMENSION: pool.name,
+                                              telemetry.CAPACITY_TYPE_DIMENSION: inst.capacity_type})
+        telemetry.gauge(telemetry.PRICE_LAUNCHED, inst.price)
+        for p in claim.pods:
+            since = pending_since(p)
+            if since is not None:
+                telemetry.seconds(telemetry.PENDING_TO_LAUNCH, max(0.0, (now - since).total_seconds()))
+        log.info(
+            "launched",
+            extra={**launch.to_dict(), "reason": reason, "seconds": round(time.perf_counter() - started, 3)},
+        )
+        out.append((claim, launch, failed))
+    return out
 
 
 def _count_launch_errors(result: LaunchResult, outcome: LaunchOutcome, pool: str) -> None:

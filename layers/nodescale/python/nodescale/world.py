@@ -185,7 +185,7 @@ class World:
                 node.taints = tuple(t for t in node.taints if t.key not in self._startup_keys(node.nodepool))
             inst = self._instance_by_id.get(iid or "")
             if inst is not None:
-                node.price = self._price(inst)
+                node.price = self.price_of(inst)
             if (raw.get("metadata") or {}).get("deletionTimestamp"):
                 node.unschedulable = True
             out.append(node)
@@ -211,7 +211,8 @@ class World:
                 return it
         return next((it for it in self.catalog if it.name == name), None)
 
-    def _price(self, inst: ManagedInstance) -> float:
+    def price_of(self, inst: ManagedInstance) -> float:
+        """The instance's offering price per hour (0 when the catalog does not know it)."""
         it = self.instance_type(inst.instance_type, inst.nodepool)
         if it is None:
             return 0.0
@@ -250,7 +251,7 @@ class World:
             taints=taints,
             capacity=dict(it.capacity),
             in_flight=True,
-            price=self._price(inst),
+            price=self.price_of(inst),
         )
         # The DaemonSets that will run there take their share before any pending pod does.
         for d in self.daemonset_pods():

@@ -26,19 +26,11 @@ from typing import Any
 from ..model import labels as wk
 from ..model import resources as res
 from ..model.instancetype import InstanceType
-from ..model.nodepool import NodeClass, SelectorTerm
+from ..model.nodepool import AMI_ALIASES, WINDOWS_FAMILIES, NodeClass, SelectorTerm
 from ..model.requirements import Requirement, Requirements
+from .selectors import tag_filters
 
 FAMILIES = ("AL2", "AL2023", "Bottlerocket", "Ubuntu", "Windows2019", "Windows2022", "Windows2025", "Custom")
-WINDOWS = ("Windows2019", "Windows2022", "Windows2025")
-ALIASES = {
-    "al2": "AL2",
-    "al2023": "AL2023",
-    "bottlerocket": "Bottlerocket",
-    "windows2019": "Windows2019",
-    "windows2022": "Windows2022",
-    "windows2025": "Windows2025",
-}
 # Before karpenter.k8s.aws/v1 an AWSNodeTemplate / EC2NodeClass without amiFamily meant AL2.
 DEFAULT_FAMILY = "AL2"
 
@@ -146,15 +138,15 @@ def parse_alias(alias: str, where: str = "") -> tuple[str, str]:
     ``where`` prefixes error messages (e.g. "ssm:/nodescale/demo/nodepools/a#1: ").
     """
     name, _, version = alias.partition("@")
-    family = ALIASES.get(name.strip().lower())
+    family = AMI_ALIASES.get(name.strip().lower())
     prefix = where
     if family is None:
         raise AmiError(
             f"{prefix}amiSelectorTerms alias {alias!r}: family {name!r} is not allowed; "
-            f"allowed are {', '.join(sorted(ALIASES))} followed by @latest or @<version>"
+            f"allowed are {', '.join(sorted(AMI_ALIASES))} followed by @latest or @<version>"
         )
     version = version.strip() or "latest"
-    if family in WINDOWS and version != "latest":
+    if family in WINDOWS_FAMILIES and version != "latest":
         raise AmiError(f"{prefix}amiSelectorTerms alias {alias!r}: Windows images can only be selected @latest")
     if version != "latest" and not re.fullmatch(r"v?[0-9][0-9A-Za-z.\-]*", version):
         raise AmiError(f"{prefix}amiSelectorTerms alias {alias!r}: version {version!r} is not a release name")
@@ -234,7 +226,7 @@ def ssm_parameters(family: str, k8s_version: str, release: str = "latest") -> li
                         False,
                     )
                 )
-    elif family in WINDOWS:
+    elif family in WINDOWS_FAMILIES:
         year = family[-4:]
         out.append(
             _Candidate(
@@ -284,13 +276,8 @@ def resolve_family(ssm: Any, family: str, k8s_version: str, release: str = "late
 
 
 def _describe_images(ec2: Any, term: SelectorTerm, where: str) -> list[dict]:
-    filters: list[dict] = [{"Name": "state", "Values": ["available"]}]
+    filters: list[dict] = [{"Name": "state", "Values": ["available"]}, *tag_filters(term.tags)]
     kwargs: dict[str, Any] = {}
-    for key, value in sorted(term.tags.items()):
-        if value == "*":
-            filters.append({"Name": "tag-key", "Values": [key]})
-        else:
-            filters.append({"Name": f"tag:{key}", "Values": [str(value)]})
     if term.id:
         # A filter, not ImageIds: an id that does not exist selects nothing instead of failing the call.
         filters.append({"Name": "image-id", "Values": [term.id]})

@@ -11,14 +11,17 @@ class SelectorError(ValueError):
     """A selector term that selects nothing or cannot be expressed; the message names the field."""
 
 
+def tag_filters(tags: dict[str, str]) -> list[dict]:
+    """A term's tags as filters. A tag value ``*`` means the tag must exist with any value."""
+    return [
+        {"Name": "tag-key", "Values": [key]} if value == "*" else {"Name": f"tag:{key}", "Values": [str(value)]}
+        for key, value in sorted(tags.items())
+    ]
+
+
 def term_filters(term: SelectorTerm, id_filter: str, name_filter: str | None, where: str) -> list[dict]:
-    """One term's filters. A tag value ``*`` means the tag must exist with any value."""
-    filters: list[dict] = []
-    for key, value in sorted(term.tags.items()):
-        if value == "*":
-            filters.append({"Name": "tag-key", "Values": [key]})
-        else:
-            filters.append({"Name": f"tag:{key}", "Values": [str(value)]})
+    """One term's filters: its tags (see `tag_filters`), id and name."""
+    filters = tag_filters(term.tags)
     if term.id:
         filters.append({"Name": id_filter, "Values": [term.id]})
     if term.name:

@@ -10,9 +10,7 @@ Exit 0 when the run completed, 2 for unusable settings, 1 when AWS or the API se
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 import time
 from typing import Any, TextIO
 
@@ -21,13 +19,15 @@ from kubernetes.client.exceptions import ApiException
 
 from ..clock import ClockError
 from ..settings import SettingsError
+from . import common
 
+COMMAND = "disrupt"
 INTERVAL_SECONDS = 60.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "disrupt",
+        COMMAND,
         help="expire, repair, replace drifted and consolidate nodes, as the disruption function does",
         description="Finish drains under way, clean up leaked instances and nodes, and make the disruption "
         "decisions (repair, expiry, drift, emptiness, consolidation) with this process's settings.",
@@ -35,39 +35,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--once", action="store_true", help="one run, then exit (default: one run a minute)")
     p.add_argument("--dry-run", action="store_true",
                    help="show what would be disrupted, why, and the saving per hour; change nothing")
-    p.add_argument("-o", "--output", choices=("json", "text"), default="text", help="output format")
+    common.add_output_option(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    out, err = common.streams(out, err)
+    common.quiet_metrics()
     # The run's decisions are this command's output; its JSON log lines would only repeat them on stdout.
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     from .. import disrupting
-    from ..runtime import Runtime
 
-    try:
-        rt = Runtime.from_settings()
-    except SettingsError as exc:
-        print(f"nodescale disrupt: {exc}", file=err)
-        return 2
+    rt = common.runtime_from_settings(COMMAND, err)
+    if rt is None:
+        return common.EXIT_BAD_INPUT
     while True:
         started = time.monotonic()
         try:
             summary = disrupting.disrupt_once(rt, dry_run=args.dry_run)
         except SettingsError as exc:
-            print(f"nodescale disrupt: {exc}", file=err)
-            return 2
+            return common.fail(COMMAND, err, exc)
         except (OSError, ApiException, ClientError, BotoCoreError, ClockError) as exc:
-            print(f"nodescale disrupt: cannot reach the cluster or AWS: {exc}", file=err)
-            return 1
-        if args.output == "json":
-            json.dump(summary, out, indent=2, default=str)
-            out.write("\n")
-        else:
-            out.write(to_text(summary))
+            return common.fail(COMMAND, err, f"cannot reach the cluster or AWS: {exc}", common.EXIT_UNREACHABLE)
+        common.write_result(out, summary, args.output, to_text)
         out.flush()
         if args.once:
             return 0

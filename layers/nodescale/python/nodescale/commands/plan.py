@@ -8,8 +8,6 @@ Exit 0 when it planned (unschedulable pods included), 2 with one line per proble
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TextIO
@@ -23,6 +21,7 @@ from ..model.instancetype import InstanceType, WindowsFamilyError, windows_build
 from ..model.nodepool import NodeClass, NodePool
 from ..scheduling import Plan, solve
 from ..workloads import WorkloadError, read_workloads
+from . import common
 
 SUFFIXES = (".yaml", ".yml", ".json")
 _GIB = 2**30
@@ -50,24 +49,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--instance-types", metavar="FILE",
                    help="instance types in Karpenter's kwok JSON format instead of the bundled catalog")
     p.add_argument("--region", default="us-east-1", help="region of the bundled catalog (default us-east-1)")
-    p.add_argument("-o", "--output", choices=("json", "text"), default="text", help="output format")
+    common.add_output_option(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
+    out, err = common.streams(out, err)
     try:
         plan = plan_paths(args.paths, args.instance_types, args.region)
     except InputError as exc:
         for line in exc.lines:
-            print(f"nodescale plan: {line}", file=err)
-        return 2
-    if args.output == "json":
-        json.dump(to_json(plan), out, indent=2)
-        out.write("\n")
-    else:
-        out.write(to_text(plan))
+            common.fail("plan", err, line)
+        return common.EXIT_BAD_INPUT
+    common.write_result(out, plan, args.output, to_text, to_json)
     return 0
 
 

@@ -10,41 +10,36 @@ API server could not be reached.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
 import time
 from typing import Any, TextIO
 
 from ..settings import SettingsError
+from . import common
+
+COMMAND = "provision"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "provision",
+        COMMAND,
         help="launch capacity for pending pods, as the provisioner function does",
         description="Find pods the default scheduler cannot place and launch EC2 capacity for them, with the "
         "settings of this process's environment (a real cluster and AWS, or sim/).",
     )
     p.add_argument("--once", action="store_true", help="one pass over the pending pods, then exit")
     p.add_argument("--dry-run", action="store_true", help="show what would be launched and why; launch nothing")
-    p.add_argument("-o", "--output", choices=("json", "text"), default="text", help="output format")
+    common.add_output_option(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    # EMF lines must not mix with this command's own output.
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    out, err = common.streams(out, err)
+    common.quiet_metrics()
     from .. import provisioning
-    from ..runtime import Runtime
 
-    try:
-        rt = Runtime.from_settings()
-    except SettingsError as exc:
-        print(f"nodescale provision: {exc}", file=err)
-        return 2
+    rt = common.runtime_from_settings(COMMAND, err)
+    if rt is None:
+        return common.EXIT_BAD_INPUT
     try:
         if args.once:
             summary = provisioning.provision_once(rt, dry_run=args.dry_run)
@@ -52,16 +47,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             deadline = time.monotonic() + rt.settings.watch_seconds
             summary = provisioning.provision_watch(rt, deadline, dry_run=args.dry_run)
     except SettingsError as exc:
-        print(f"nodescale provision: {exc}", file=err)
-        return 2
+        return common.fail(COMMAND, err, exc)
     except OSError as exc:
-        print(f"nodescale provision: cannot reach the cluster or AWS: {exc}", file=err)
-        return 1
-    if args.output == "json":
-        json.dump(summary, out, indent=2, default=str)
-        out.write("\n")
-    else:
-        out.write(to_text(summary))
+        return common.fail(COMMAND, err, f"cannot reach the cluster or AWS: {exc}", common.EXIT_UNREACHABLE)
+    common.write_result(out, summary, args.output, to_text)
     return 0
 
 

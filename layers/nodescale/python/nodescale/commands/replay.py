@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -28,6 +27,7 @@ from .. import interrupting
 from ..aws import clients
 from ..runtime import Runtime
 from ..settings import Settings, SettingsError
+from . import common
 
 
 class ReplayInputError(Exception):
@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "through the interruption function's code path and print what it did.",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="a JSON file holding one event or a list of events")
-    p.add_argument("-o", "--output", choices=("json", "text"), default="text", help="output format")
+    common.add_output_option(p)
     p.add_argument("--account", help="the account events must be for (default: the caller's, from STS)")
     p.add_argument("--seconds", type=float, default=interrupting.DEFAULT_DRAIN_SECONDS,
                    help="how long each event may keep draining (default %(default)s)")
@@ -50,14 +50,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
+    out, err = common.streams(out, err)
     try:
         recorded = list(read_events(args.files))
         settings = Settings.from_env()
     except (ReplayInputError, SettingsError) as exc:
-        print(f"nodescale replay: {exc}", file=err)
-        return 2
+        return common.fail("replay", err, exc)
     account = args.account or caller_account(settings.region)
     holder: list[Runtime] = []
 
@@ -77,11 +75,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             summary = {"source": source, "error": f"{type(exc).__name__}: {exc}"}
             status = 1
         summaries.append({"source": source, **summary})
-    if args.output == "json":
-        json.dump(summaries, out, indent=2, default=str)
-        out.write("\n")
-    else:
-        out.write(to_text(summaries))
+    common.write_result(out, summaries, args.output, to_text)
     return status
 
 

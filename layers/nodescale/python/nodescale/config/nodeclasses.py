@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
-from ..model.nodepool import NodeClass, SelectorTerm
+from ..model.nodepool import AMI_ALIASES, WINDOWS_FAMILIES, NodeClass, SelectorTerm
 from .errors import Collector, ConfigError, show
 from .fields import FieldError, attempt, boolean, bytes_quantity, integer, items, mapping, string, string_map
 from .kubelet import parse_kubelet
@@ -24,16 +25,6 @@ V1 = "karpenter.k8s.aws/v1"
 _FAMILIES_V1ALPHA1 = ("AL2", "AL2023", "Bottlerocket", "Ubuntu", "Windows2019", "Windows2022", "Custom")
 _FAMILIES_V1BETA1 = _FAMILIES_V1ALPHA1
 _FAMILIES_V1 = ("AL2", "AL2023", "Bottlerocket", "Windows2019", "Windows2022", "Windows2025", "Custom")
-# v1 `alias: family@version`: the family part names the AMI family.
-ALIAS_FAMILIES = {
-    "al2": "AL2",
-    "al2023": "AL2023",
-    "bottlerocket": "Bottlerocket",
-    "windows2019": "Windows2019",
-    "windows2022": "Windows2022",
-    "windows2025": "Windows2025",
-}
-_WINDOWS = ("Windows2019", "Windows2022", "Windows2025")
 _VOLUME_TYPES = ("standard", "io1", "io2", "gp2", "sc1", "st1", "gp3")
 _GIB = 2**30
 _MAX_VOLUME = 64 * 2**40
@@ -70,22 +61,11 @@ def convert_node_template(doc: Mapping, source: str) -> tuple[NodeClass | None, 
     common = _common(c, spec, hop_limit=2)
     if not c.ok or name is None or common is None:
         return None, c.errors
-    return (
-        NodeClass(
-            name=name,
-            ami_family=family,
-            ami_selector_terms=amis or (),
-            subnet_selector_terms=subnets or (),
-            security_group_selector_terms=groups or (),
-            role=None,
-            instance_profile=common["instance_profile"],
-            api_version=V1ALPHA1,
-            source=source,
-            kind="AWSNodeTemplate",
-            **{k: v for k, v in common.items() if k != "instance_profile"},
-        ),
-        c.errors,
+    node_class = _node_class(
+        name, family, amis, subnets, groups, role=None, api_version=V1ALPHA1, source=source, kind="AWSNodeTemplate",
+        **common,
     )
+    return node_class, c.errors
 
 
 def convert_ec2nodeclass(doc: Mapping, source: str) -> tuple[NodeClass | None, list[ConfigError]]:
@@ -124,21 +104,24 @@ def convert_ec2nodeclass(doc: Mapping, source: str) -> tuple[NodeClass | None, l
             c.fail("spec.role", "is required (or spec.instanceProfile): nodes need an IAM identity")
     if not c.ok or name is None or common is None or family is None:
         return None, c.errors
-    return (
-        NodeClass(
-            name=name,
-            ami_family=family,
-            ami_selector_terms=amis or (),
-            subnet_selector_terms=subnets or (),
-            security_group_selector_terms=groups or (),
-            role=role,
-            kubelet=kubelet,
-            api_version=str(api),
-            source=source,
-            kind="EC2NodeClass",
-            **common,
-        ),
-        c.errors,
+    node_class = _node_class(
+        name, family, amis, subnets, groups, role=role, kubelet=kubelet, api_version=str(api), source=source,
+        kind="EC2NodeClass", **common,
+    )
+    return node_class, c.errors
+
+
+def _node_class(
+    name: str, family: str, amis: tuple | None, subnets: tuple | None, groups: tuple | None, **fields: Any
+) -> NodeClass:
+    """A NodeClass of both kinds: selector terms a field did not give are empty."""
+    return NodeClass(
+        name=name,
+        ami_family=family,
+        ami_selector_terms=amis or (),
+        subnet_selector_terms=subnets or (),
+        security_group_selector_terms=groups or (),
+        **fields,
     )
 
 
@@ -333,9 +316,9 @@ def _check_alias(alias: str, path: str) -> None:
     family, sep, version = alias.partition("@")
     if not sep or not family.isalnum() or not version:
         raise FieldError(path, f"{show(alias)} is not allowed; expected family@version like al2023@latest")
-    if family not in ALIAS_FAMILIES:
-        raise FieldError(path, f"{show(alias)} is not allowed; families are {', '.join(ALIAS_FAMILIES)}")
-    if ALIAS_FAMILIES[family] in _WINDOWS and version != "latest":
+    if family not in AMI_ALIASES:
+        raise FieldError(path, f"{show(alias)} is not allowed; families are {', '.join(AMI_ALIASES)}")
+    if AMI_ALIASES[family] in WINDOWS_FAMILIES and version != "latest":
         raise FieldError(path, f"{show(alias)} is not allowed; Windows families only take @latest")
 
 
@@ -348,7 +331,7 @@ def _v1_family(raw: object, amis: tuple[SelectorTerm, ...] | None) -> str | None
         if family is None and amis is not None:
             raise FieldError(path, "is required when amiSelectorTerms has no alias; allowed are " + ", ".join(_FAMILIES_V1))
         return family
-    derived = ALIAS_FAMILIES[alias.partition("@")[0]]
+    derived = AMI_ALIASES[alias.partition("@")[0]]
     if family is not None and family not in (derived, "Custom"):
         raise FieldError(path, f"{show(family)} does not match the alias {alias}; use {derived}, Custom, or leave it out")
     return family or derived

@@ -69,6 +69,18 @@ class SelectorTerm:
     alias: str | None = None
 
 
+# v1 `alias: family@version` selector terms: the family part names the AMI family.
+AMI_ALIASES = {
+    "al2": "AL2",
+    "al2023": "AL2023",
+    "bottlerocket": "Bottlerocket",
+    "windows2019": "Windows2019",
+    "windows2022": "Windows2022",
+    "windows2025": "Windows2025",
+}
+WINDOWS_FAMILIES = ("Windows2019", "Windows2022", "Windows2025")
+
+
 @dataclass(frozen=True, slots=True)
 class NodeClass:
     name: str

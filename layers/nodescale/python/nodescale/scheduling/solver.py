@@ -216,12 +216,7 @@ class _Solver:
             b.open = not n.unschedulable
             self.bins.append(b)
             for gid, k in b.counts.items():
-                if zone:
-                    zc = self.zone_counts.setdefault(zone, {})
-                    zc[gid] = zc.get(gid, 0) + k
-                if ct:
-                    cc = self.ct_counts.setdefault(ct, {})
-                    cc[gid] = cc.get(gid, 0) + k
+                self._count_domains(zone, ct, gid, k)
 
     # -- main loop -----------------------------------------------------------------------------------------
 
@@ -764,7 +759,10 @@ class _Solver:
 
     def _count(self, b: _Bin, gid: int, k: int) -> None:
         b.counts[gid] = b.counts.get(gid, 0) + k
-        zone, ct = b.zone, b.ct
+        self._count_domains(b.zone, b.ct, gid, k)
+
+    def _count_domains(self, zone: str | None, ct: str | None, gid: int, k: int) -> None:
+        """`k` more pods of group `gid` in the zone and capacity type (for topology spread)."""
         if zone:
             zc = self.zone_counts.setdefault(zone, {})
             zc[gid] = zc.get(gid, 0) + k
@@ -805,13 +803,10 @@ class _Solver:
         b.cts = cts
         if (was_zone is None and b.zone) or (was_ct is None and b.ct):
             # Newly pinned: the pods already on it now count in that domain.
+            new_zone = b.zone if was_zone is None else None
+            new_ct = b.ct if was_ct is None else None
             for gid, n in b.counts.items():
-                if was_zone is None and b.zone:
-                    zc = self.zone_counts.setdefault(b.zone, {})
-                    zc[gid] = zc.get(gid, 0) + n
-                if was_ct is None and b.ct:
-                    cc = self.ct_counts.setdefault(b.ct, {})
-                    cc[gid] = cc.get(gid, 0) + n
+                self._count_domains(new_zone, new_ct, gid, n)
         b.opts = opts
         b.price = opts[0].price(zones, cts)
         b.next_price = opts[1].price(zones, cts) if len(opts) > 1 else float("inf")

@@ -1,0 +1,234 @@
+"""Why a pod has no node yet, or which NodePool and instance types it would get: `nodescale explain`.
+
+A pod is in one of these states, checked in this order:
+- bound to a node (nothing to explain but where), or finished;
+- not for nodescale (another scheduler, a DaemonSet's pod, being deleted, nominated for a node by a
+  preemption, not yet given up on by the scheduler): the rule that leaves it out;
+- provisionable: a dry plan of every pending pod (the pod among them, as the provisioner would see
+  it) says whether it fits on a node that exists or is on its way, gets a new node of pool X with
+  types [...] in zones [...], or is unschedulable and why (the bin-packer's reason words, including
+  NodePool and cluster-wide limits).
+
+The same verdicts feed the pending-pods part of `nodescale status`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kubernetes.client.exceptions import ApiException
+
+from . import provisioning
+from .k8s.raw import path_segment, request_json
+from .model.pod import DEFAULT_SCHEDULER, Pod
+from .model.quantity import QuantityError
+from .model.requirements import RequirementError
+from .model.taints import TaintError
+from .world import IN_FLIGHT_PREFIX, World, read_world
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+# Verdicts, from "nothing to do" to "nodescale cannot help".
+BOUND = "bound"
+FINISHED = "finished"
+NOT_PROVISIONABLE = "not-provisionable"
+EXISTING = "existing-node"  # fits on a Ready node: the scheduler will place it
+IN_FLIGHT = "in-flight"  # planned onto capacity already launched
+NEW_NODE = "new-node"  # a node would be launched for it
+UNSCHEDULABLE = "unschedulable"
+INVALID = "invalid"  # its spec cannot be read
+
+
+class PodNotFound(LookupError):
+    """The pod named on the command line does not exist."""
+
+
+@dataclass
+class PodFate:
+    """Where a pod stands and the one line that says why."""
+
+    pod: str  # namespace/name
+    verdict: str
+    message: str
+    nodepool: str = ""
+    instance_types: list[str] = field(default_factory=list)
+    zones: list[str] = field(default_factory=list)
+    capacity_types: list[str] = field(default_factory=list)
+    node: str = ""  # the node it is bound to, or the in-flight node it waits for
+    scheduler_message: str = ""  # what kube-scheduler said when it gave up (PodScheduled=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"pod": self.pod, "verdict": self.verdict, "message": self.message}
+        if self.nodepool:
+            out.update(nodePool=self.nodepool, instanceTypes=self.instance_types, zones=self.zones,
+                       capacityTypes=self.capacity_types)
+        if self.node:
+            out["node"] = self.node
+        if self.scheduler_message:
+            out["schedulerMessage"] = self.scheduler_message
+        return out
+
+
+# --------------------------------------------------------------------------------------------- the rules
+
+
+def why_not_provisionable(pod: Mapping[str, Any]) -> str | None:
+    """The rule that keeps the provisioner away from this pod, or None when it is provisionable.
+
+    The same rules as :func:`nodescale.k8s.listing.is_provisionable`, each with its reason in words.
+    """
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    if spec.get("nodeName"):
+        return f"it is bound to node {spec['nodeName']}"
+    if status.get("nominatedNodeName"):
+        return (f"the scheduler nominated node {status['nominatedNodeName']} for it (it waits for pods to be "
+                "preempted there)")
+    if meta.get("deletionTimestamp"):
+        return "it is being deleted"
+    phase = status.get("phase")
+    if phase not in (None, "", "Pending"):
+        return f"its phase is {phase}, not Pending"
+    scheduler = spec.get("schedulerName") or DEFAULT_SCHEDULER
+    if scheduler != DEFAULT_SCHEDULER:
+        return f"it is scheduled by {scheduler}, not by {DEFAULT_SCHEDULER}"
+    if any(o.get("kind") == "DaemonSet" for o in meta.get("ownerReferences") or []):
+        return "it belongs to a DaemonSet: such pods follow nodes and never justify one"
+    condition = _scheduled_condition(pod)
+    if condition is None or condition.get("status") != "False":
+        return "the scheduler has not tried to place it yet"
+    if condition.get("reason") != "Unschedulable":
+        return f"the scheduler has not given up on it (PodScheduled reason {condition.get('reason') or 'none'})"
+    return None
+
+
+def _scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled":
+            return cond
+    return None
+
+
+def _scheduler_message(pod: Mapping[str, Any]) -> str:
+    cond = _scheduled_condition(pod) or {}
+    return str(cond.get("message") or "") if cond.get("status") == "False" else ""
+
+
+def _key(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
+# ------------------------------------------------------------------------------------------ the dry plan
+
+
+def plan_fates(rt: Runtime, world: World, pods: list[Pod]) -> dict[str, PodFate]:
+    """A dry run of the provisioner for ``pods``: each pod's fate by its key."""
+    if not pods:
+        return {}
+    outcome = provisioning.launch_capacity(rt, world, pods, dry_run=True, reason="nodescale explain")
+    fates: dict[str, PodFate] = {}
+    for launch in outcome.launches:
+        types = launch.instance_types or [launch.instance_type]
+        zones = [z for z in launch.zone.split(",") if z]
+        capacity = [c for c in launch.capacity_type.split(",") if c]
+        message = (f"would get a new node of NodePool {launch.nodepool}: {_list(types)} in {_list(zones)} "
+                   f"({'/'.join(capacity)}), from ${launch.price:.4f}/h")
+        for key in launch.pods:
+            fates[key] = PodFate(key, NEW_NODE, message, launch.nodepool, list(types), zones, capacity)
+    for node, keys in outcome.waiting.items():
+        if node.startswith(IN_FLIGHT_PREFIX):
+            message = f"waits for instance {node[len(IN_FLIGHT_PREFIX):]}, launched and not registered yet"
+        else:
+            message = f"waits for node {node}, registered and not Ready yet"
+        for key in keys:
+            fates[key] = PodFate(key, IN_FLIGHT, message, node=node)
+    for key, why in outcome.unschedulable:
+        fates[key] = PodFate(key, UNSCHEDULABLE, f"unschedulable: {why}")
+    for p in pods:
+        fates.setdefault(p.key, PodFate(p.key, EXISTING, "fits on a Ready node: the scheduler will place it"))
+    return fates
+
+
+def pending_fates(rt: Runtime, world: World) -> list[PodFate]:
+    """Every unbound, unfinished pod of the snapshot and why it waits, sorted by pod."""
+    planned = plan_fates(rt, world, world.pending)
+    invalid = dict(world.pod_errors)
+    out: list[PodFate] = []
+    for raw in world.pods:
+        spec = raw.get("spec") or {}
+        phase = (raw.get("status") or {}).get("phase")
+        if spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+            continue
+        key = _key(raw)
+        if key in invalid:
+            fate = PodFate(key, INVALID, f"its spec cannot be read: {invalid[key]}")
+        elif key in planned:
+            fate = planned[key]
+        else:
+            fate = PodFate(key, NOT_PROVISIONABLE, f"not for nodescale: {why_not_provisionable(raw) or 'unknown'}")
+        fate.scheduler_message = _scheduler_message(raw)
+        out.append(fate)
+    return sorted(out, key=lambda f: f.pod)
+
+
+# ----------------------------------------------------------------------------------------------- one pod
+
+
+def read_pod(rt: Runtime, namespace: str, name: str) -> dict[str, Any]:
+    path = f"/api/v1/namespaces/{path_segment(namespace)}/pods/{path_segment(name)}"
+    try:
+        return request_json(rt.api, "GET", path)
+    except ApiException as exc:
+        if exc.status == 404:
+            raise PodNotFound(f"no pod {name!r} in namespace {namespace!r}") from None
+        raise
+
+
+def explain(rt: Runtime, namespace: str, name: str, world: World | None = None) -> PodFate:
+    """Why the pod has no node yet, or which NodePool and instance types it would get."""
+    raw = read_pod(rt, namespace, name)
+    key = f"{namespace}/{name}"
+    spec = raw.get("spec") or {}
+    phase = (raw.get("status") or {}).get("phase") or "Pending"
+    if spec.get("nodeName"):
+        return PodFate(key, BOUND, f"bound to node {spec['nodeName']} ({phase})", node=spec["nodeName"])
+    if phase in ("Succeeded", "Failed"):
+        return PodFate(key, FINISHED, f"finished ({phase}): it needs no node")
+    scheduler_message = _scheduler_message(raw)
+    rule = why_not_provisionable(raw)
+    try:
+        pod = Pod.from_dict(raw)
+    except (QuantityError, RequirementError, TaintError, TypeError, ValueError, AttributeError) as exc:
+        return PodFate(key, INVALID, f"its spec cannot be read: {exc}", scheduler_message=scheduler_message)
+    if rule is not None and not _worth_planning(raw, pod):
+        return PodFate(key, NOT_PROVISIONABLE, f"not for nodescale: {rule}", scheduler_message=scheduler_message)
+    world = world or read_world(rt)
+    # The pod is planned with every other pending pod: they compete for the same new nodes.
+    others = [p for p in world.pending if p.key != key]
+    fate = plan_fates(rt, world, [*others, pod])[key]
+    if rule is not None:
+        # Not provisionable yet (the scheduler has not given up): say so, and what it would get.
+        fate = PodFate(key, NOT_PROVISIONABLE, f"not for nodescale yet: {rule}. Were it pending, the plan says: {fate.message}",
+                       fate.nodepool, fate.instance_types, fate.zones, fate.capacity_types, fate.node)
+    fate.scheduler_message = scheduler_message
+    return fate
+
+
+def _worth_planning(raw: Mapping[str, Any], pod: Pod) -> bool:
+    """A pod left out only because the scheduler has not given up on it yet is still planned, to show
+    what it would get; one that nodescale never handles is not."""
+    meta = raw.get("metadata") or {}
+    status = raw.get("status") or {}
+    if meta.get("deletionTimestamp") or status.get("nominatedNodeName") or pod.is_daemon:
+        return False
+    return pod.scheduler_name == DEFAULT_SCHEDULER
+
+
+def _list(items: list[str], n: int = 4) -> str:
+    shown = ", ".join(items[:n])
+    return f"[{shown}{f', +{len(items) - n} more' if len(items) > n else ''}]"

@@ -1,0 +1,312 @@
+"""Plumbing shared by the integration tests that run the product against `sim/` or a bare local API server.
+
+A test module that wants an environment of its own (not the session one of `simfixtures`) declares:
+
+    env = helpers.environment_fixture("provisioner")      # module scope, started once
+    sim = helpers.emptied_environment_fixture()           # the same, left empty after each test
+    rt = helpers.runtime_fixture()
+    ns = helpers.namespace_fixture()
+
+and reaches nodes, instances, pods and pools through the functions below, all over HTTP.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any, NamedTuple
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from nodescale.aws import clients
+from nodescale.aws.clients import AwsClients
+from nodescale.clock import CLOCK_URL
+from nodescale.k8s.client import client_from_kubeconfig
+from nodescale.k8s.raw import MERGE_PATCH, request_json
+from nodescale.runtime import Runtime
+from nodescale.settings import Settings
+from sim.environment import Environment
+from sim.kube.server import KubeServer
+from sim.kube.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "tests" / "fixtures" / "examples"
+CLUSTER_TAG = "nodescale.io/cluster"
+POOL_LABEL = "karpenter.sh/nodepool"
+LIVE_STATES = ("pending", "running")
+POOL_PATH_SETTING = "NODESCALE_NODEPOOL_PARAMETER_PATH"
+# Test namespaces start with this, so the clean-up knows which ones a test made.
+TEST_NAMESPACE_PREFIX = "t-"
+
+
+# ------------------------------------------------------------------------------------------ fixtures
+
+
+def environment_fixture(
+    name: str, *, sim_clock: bool = True, prepare: Callable[[Environment], None] | None = None,
+    fixture_name: str = "env",
+) -> Any:
+    """A module-scoped fixture (called `fixture_name`): a running `Environment` of the module's own.
+
+    With `sim_clock` the product decides by the environment's (simulated) clock, as the Lambdas do
+    against sim/; `prepare` runs once after the start (e.g. to put the module's NodePools in place).
+    """
+
+    @pytest.fixture(scope="module", name=fixture_name)
+    def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
+        environment = Environment(tmp_path_factory.mktemp(f"{name}-sim"), ready_delay=1.0)
+        environment.start()
+        patch = pytest.MonkeyPatch()
+        try:
+            if sim_clock:
+                patch.setenv(CLOCK_URL, environment.env[CLOCK_URL])
+            if prepare is not None:
+                prepare(environment)
+            yield environment
+        finally:
+            patch.undo()
+            environment.stop()
+
+    return env
+
+
+def emptied_environment_fixture(*, keep_pools: bool = False, node_timeout: float = 30.0) -> Any:
+    """A fixture over the module's `env`: the same environment, left empty after each test (see `empty`)."""
+
+    @pytest.fixture
+    def sim(env: Environment) -> Iterator[Environment]:
+        yield env
+        empty(env, keep_pools=keep_pools, node_timeout=node_timeout)
+
+    return sim
+
+
+def runtime_fixture() -> Any:
+    """A fixture: a Runtime over the test's `sim`."""
+
+    @pytest.fixture
+    def rt(sim: Environment) -> Runtime:
+        return runtime_for(sim)
+
+    return rt
+
+
+def namespace_fixture() -> Any:
+    """A fixture: a fresh namespace in the test's `sim` (emptied by `empty` afterwards)."""
+
+    @pytest.fixture
+    def ns(sim: Environment) -> str:
+        return new_namespace(sim.kube_api_client())
+
+    return ns
+
+
+# ------------------------------------------------------------------------------------- environment
+
+
+def empty(env: Environment, *, keep_pools: bool = False, node_timeout: float = 30.0) -> None:
+    """Leave the environment as a test found it: no faults, test workloads, instances of the cluster,
+    offering marks or nodes, and (unless `keep_pools`) no NodePools in SSM or as custom objects."""
+    env.reset_faults()
+    api = env.kube_api_client()
+    for ns in request_json(api, "GET", "/api/v1/namespaces").get("items") or []:
+        name = ns["metadata"]["name"]
+        if not name.startswith(TEST_NAMESPACE_PREFIX):
+            continue
+        for kind in ("apis/apps/v1/namespaces/{}/deployments", "apis/policy/v1/namespaces/{}/poddisruptionbudgets"):
+            base = "/" + kind.format(name)
+            for item in request_json(api, "GET", base).get("items") or []:
+                delete_quietly(api, f"{base}/{item['metadata']['name']}")
+        for pod in request_json(api, "GET", f"/api/v1/namespaces/{name}/pods").get("items") or []:
+            delete_quietly(api, f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}",
+                           body={"gracePeriodSeconds": 0})
+    ours = instance_ids(env)
+    if ours:
+        env.boto3_client("ec2").terminate_instances(InstanceIds=ours)
+    if not keep_pools:
+        _delete_pools(env, api)
+    table = env.seed["table_name"]
+    dynamodb = env.boto3_client("dynamodb")
+    for item in dynamodb.scan(TableName=table).get("Items") or []:
+        dynamodb.delete_item(TableName=table, Key={"pk": item["pk"]})
+    wait_for("the test's nodes to go", lambda: not managed_nodes(env), timeout=node_timeout)
+
+
+def _delete_pools(env: Environment, api: Any) -> None:
+    ssm = env.boto3_client("ssm")
+    path = pool_path(env)
+    names = [p["Name"] for p in ssm.get_parameters_by_path(Path=path, Recursive=True).get("Parameters") or []]
+    if names:
+        ssm.delete_parameters(Names=names)
+    for group, version, plural in (("karpenter.sh", "v1", "nodepools"), ("karpenter.k8s.aws", "v1", "ec2nodeclasses")):
+        try:
+            items = request_json(api, "GET", f"/apis/{group}/{version}/{plural}").get("items") or []
+        except ApiException:
+            items = []
+        for item in items:
+            delete_quietly(api, f"/apis/{group}/{version}/{plural}/{item['metadata']['name']}")
+
+
+def runtime_for(sim: Environment, **changes: Any) -> Runtime:
+    """A Runtime over the environment's clients, with `changes` applied to its settings."""
+    settings = dataclasses.replace(Settings.from_env(sim.env), **changes)
+    aws = AwsClients(**{s: sim.boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
+    return Runtime(settings, aws, sim.kube_api_client())
+
+
+def pool_path(sim: Environment) -> str:
+    return sim.env[POOL_PATH_SETTING].rstrip("/")
+
+
+def put_pool(sim: Environment, text: str, name: str = "pool") -> None:
+    """NodePool (and EC2NodeClass) YAML as the SSM parameter `name` under the pool path."""
+    sim.boto3_client("ssm").put_parameter(Name=f"{pool_path(sim)}/{name}", Value=text, Type="String",
+                                          Overwrite=True)
+
+
+def use_settings(sim: Environment, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment's settings in `os.environ`, as a shell or a Lambda would have them."""
+    for key, value in sim.env.items():
+        monkeypatch.setenv(key, value)
+
+
+class fresh_clients:  # noqa: N801 - used as a context manager, like contextlib's
+    """Process-wide clients dropped on entry and exit: cached ones may point at another module's environment."""
+
+    def __enter__(self) -> None:
+        clients.reset()
+
+    def __exit__(self, *exc: object) -> None:
+        clients.reset()
+
+
+def load_handler(function: str) -> ModuleType:
+    """`lambdas/<function>/handler.py`, loaded as the Lambda runtime would load it."""
+    spec = importlib.util.spec_from_file_location(f"{function}_handler", ROOT / "lambdas" / function / "handler.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---------------------------------------------------------------------------------- waiting, lookups
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
+    """Poll `check` until it returns something truthy, and return that; fail naming `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def delete_quietly(api: Any, path: str, body: dict | None = None) -> None:
+    """DELETE `path`; one that is already gone is fine."""
+    try:
+        request_json(api, "DELETE", path, body=body)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def new_namespace(api: Any, prefix: str = TEST_NAMESPACE_PREFIX) -> str:
+    name = f"{prefix}{uuid.uuid4().hex[:8]}"
+    request_json(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
+    return name
+
+
+def pods(sim: Environment, ns: str) -> list[dict]:
+    return request_json(sim.kube_api_client(), "GET", f"/api/v1/namespaces/{ns}/pods").get("items") or []
+
+
+def managed_nodes(sim: Environment) -> list[dict]:
+    """The nodes of a NodePool (nodescale's and the sim's own alike carry the pool label)."""
+    nodes = request_json(sim.kube_api_client(), "GET", "/api/v1/nodes").get("items") or []
+    return [n for n in nodes if POOL_LABEL in (n["metadata"].get("labels") or {})]
+
+
+def node_of(sim: Environment, instance_id: str) -> dict:
+    """The node of the instance, once it has registered."""
+
+    def find() -> dict | None:
+        for n in request_json(sim.kube_api_client(), "GET", "/api/v1/nodes").get("items") or []:
+            if (n.get("spec") or {}).get("providerID", "").endswith("/" + instance_id):
+                return n
+        return None
+
+    return wait_for(f"the node of {instance_id}", find)
+
+
+def instance_ids(sim: Environment, states: tuple[str, ...] = LIVE_STATES) -> list[str]:
+    """The cluster's instances (by the ownership tag) in the given states."""
+    out = sim.boto3_client("ec2").describe_instances(Filters=[
+        {"Name": f"tag:{CLUSTER_TAG}", "Values": [sim.cluster]},
+        {"Name": "instance-state-name", "Values": list(states)},
+    ])
+    return [i["InstanceId"] for r in out["Reservations"] for i in r["Instances"]]
+
+
+def instance_state(sim: Environment, instance_id: str) -> str:
+    out = sim.boto3_client("ec2").describe_instances(InstanceIds=[instance_id])
+    return out["Reservations"][0]["Instances"][0]["State"]["Name"]
+
+
+# ------------------------------------------------------------------------- a bare local API server
+
+
+class KubeApi(NamedTuple):
+    store: Store
+    server: KubeServer
+    api: Any
+
+
+def serve(store: Store, directory: Path) -> tuple[KubeServer, Any]:
+    """An API server over `store`, and a client made from a kubeconfig file, as the product makes its own."""
+    server = KubeServer(store).start()
+    path = directory / f"config-{server.port}"
+    path.write_text(json.dumps({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "sim", "cluster": {"server": server.url}}],
+        "users": [{"name": "nodescale", "user": {"token": "sim"}}],
+        "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "nodescale"}}],
+        "current-context": "sim",
+    }))
+    return server, client_from_kubeconfig(str(path))
+
+
+def kube_api_fixture(name: str = "kube") -> Any:
+    """A module-scoped fixture called `name`: a `KubeApi` (store, server, client) over a fresh store."""
+
+    @pytest.fixture(scope="module", name=name)
+    def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeApi]:
+        store = Store()
+        server, api = serve(store, tmp_path_factory.mktemp("kube"))
+        try:
+            yield KubeApi(store, server, api)
+        finally:
+            api.close()
+            server.stop()
+
+    return kube
+
+
+def create_pod(api: Any, body: dict) -> dict:
+    """Create the pod, then write its status the way the scheduler and kubelet would."""
+    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    created = request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods",
+                           body={k: v for k, v in body.items() if k != "status"})
+    if not body.get("status"):
+        return created
+    return request_json(api, "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                        body={"status": body["status"]}, content_type=MERGE_PATCH)
