@@ -13,8 +13,7 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +22,14 @@ import yaml
 
 from nodescale import explain as explaining
 from nodescale import provisioning
-from nodescale.aws.clients import AwsClients
 from nodescale.clock import CLOCK_URL
 from nodescale.k8s import nodes as k8s_nodes
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
-from nodescale.settings import Settings
 from nodescale.status import DISRUPTION_REASON_ANNOTATION, read_status
 from sim.environment import Environment
+from tests.integration.helpers import runtime_for, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -39,22 +37,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "tests" / "fixtures" / "examples"
 NS = "team-a"
 CLUSTER_LIMITS = {"cpu": "100", "pricePerHour": "50"}
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def runtime_for(env: Environment, **changes: Any) -> Runtime:
-    settings = dataclasses.replace(Settings.from_env(env.env), **changes)
-    aws = AwsClients(**{s: env.boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
-    return Runtime(settings, aws, env.kube_api_client())
 
 
 def pods(env: Environment) -> list[dict]:
