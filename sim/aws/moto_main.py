@@ -23,7 +23,7 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
-from sim.aws import instance_types
+from sim.aws import instance_types, moto_speedups
 from sim.aws.amis import catalog, public_parameters
 
 # Catalog plus anything published at run time; read by the SSM loader after every reset.
@@ -179,6 +179,7 @@ def main() -> None:
         os.unlink(amis_path)
     _install_public_parameters()
     instance_types.install()
+    moto_speedups.install()
 
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,

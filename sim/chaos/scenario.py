@@ -251,14 +251,21 @@ class ChaosRun:
                     continue
                 if inst.tags.get(CLUSTER_TAG) != self.cluster or iid not in registered:
                     continue
+                # A short run must still see pods moved by an interruption, so the one it forces is aimed
+                # at a node that holds pods and is warned in time; the dice pick any node.
+                with_pods = sum(1 for i in self.interrupted.values() if i["had_pods"] and not i["late"])
+                overdue = with_pods < self.config.min_interruptions and self.elapsed() > self.config.seconds / 4
+                occupied = not self._node_empty(iid)
+                if overdue and not occupied:
+                    continue  # not decided yet: it may hold pods next time round
                 self.decided.add(iid)
-                overdue = len(self.interrupted) < self.config.min_interruptions and self.elapsed() > self.config.seconds / 4
-                if not (self._roll(self.config.interruption_share) or overdue):
+                if not (overdue or self._roll(self.config.interruption_share)):
                     continue
                 # Marked before anything is sent: what happens to its pods from now on is not voluntary.
                 self.disruption.mark_involuntary(iid)
-                self.interrupted[iid] = {"late": self._roll(self.config.late_share),
-                                         "duplicate": self._roll(self.config.duplicate_share)}
+                self.interrupted[iid] = {"late": not overdue and self._roll(self.config.late_share),
+                                         "duplicate": self._roll(self.config.duplicate_share),
+                                         "had_pods": occupied}
                 self._spawn(self._interrupt, iid)
             now = self.env.clock()["elapsedSeconds"]
             for iid, info in list(self.interrupted.items()):

@@ -35,6 +35,9 @@ UNREACHABLE_TAINTS = [
 ]
 GONE_STATES = ("stopping", "stopped", "shutting-down", "terminated")
 FOREIGN_RECHECK_SECONDS = 5.0
+MAX_BACKOFF_SECONDS = 2.0
+JOIN_CHUNK = 200
+JOIN_PER_POLL = 400
 _ARCH = {"x86_64": "amd64", "arm64": "arm64", "i386": "386"}
 
 
@@ -102,8 +105,9 @@ class Kubelet:
                 self.poll_once()
             except Exception:  # keep simulating: a transient moto/store error must not kill the nodes
                 log.exception("kubelet poll failed")
-            # With thousands of instances a poll costs real CPU, shared with the API server: back off.
-            self._stop.wait(max(self.poll_interval, 2 * (time.monotonic() - started)))
+            # With thousands of instances a poll costs real CPU, shared with the API server: back off,
+            # but by no more than a couple of seconds, or nodes join in bursts minutes apart.
+            self._stop.wait(max(self.poll_interval, min(time.monotonic() - started, MAX_BACKOFF_SECONDS)))
 
     def status(self) -> dict[str, Any]:
         """What joined and what did not (and why), for tests and `python -m sim status`:
@@ -139,28 +143,38 @@ class Kubelet:
             and self._foreign.get(instance_id, 0.0) <= now
         ]
         if new:
-            self._join(new, now)
+            # Bounded per pass: the nodes that joined last pass turn Ready in this one's steps instead
+            # of waiting for every instance of a thousand-node launch to be described first.
+            self._join(new[:JOIN_PER_POLL], now)
         for instance_id, member in list(self._members.items()):
             if member.phase not in ("deleted", "gone"):
                 self._step(member, states.get(instance_id, "terminated"))
 
     def _join(self, instance_ids: list[str], now: float) -> None:
+        # A chunk at a time, so the first nodes of a big launch join while the rest are still described.
+        templates_read = False
+        for start in range(0, len(instance_ids), JOIN_CHUNK):
+            ours = self._ours(instance_ids[start : start + JOIN_CHUNK], now)
+            if not ours:
+                continue
+            if not templates_read:
+                self._refresh_launch_templates()
+                templates_read = True
+            with ThreadPoolExecutor(max_workers=4, thread_name_prefix="sim-kubelet-join") as pool:
+                list(pool.map(self._register, ours))
+
+    def _ours(self, instance_ids: list[str], now: float) -> list[dict[str, Any]]:
         ours: list[dict[str, Any]] = []
-        for start in range(0, len(instance_ids), 200):
-            described = self._ec2.describe_instances(InstanceIds=instance_ids[start : start + 200])
-            for reservation in described["Reservations"]:
-                for instance in reservation["Instances"]:
-                    tags = {t["Key"]: t["Value"] for t in instance.get("Tags") or []}
-                    if tags.get(OWNERSHIP_TAG) == self.cluster:
-                        ours.append(instance)
-                    else:
-                        # Not this cluster's (yet): look again later in case the tag is added after launch.
-                        self._foreign[instance["InstanceId"]] = now + FOREIGN_RECHECK_SECONDS
-        if not ours:
-            return
-        self._refresh_launch_templates()
-        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="sim-kubelet-join") as pool:
-            list(pool.map(self._register, ours))
+        described = self._ec2.describe_instances(InstanceIds=instance_ids)
+        for reservation in described["Reservations"]:
+            for instance in reservation["Instances"]:
+                tags = {t["Key"]: t["Value"] for t in instance.get("Tags") or []}
+                if tags.get(OWNERSHIP_TAG) == self.cluster:
+                    ours.append(instance)
+                else:
+                    # Not this cluster's (yet): look again later in case the tag is added after launch.
+                    self._foreign[instance["InstanceId"]] = now + FOREIGN_RECHECK_SECONDS
+        return ours
 
     def _step(self, member: Member, state: str) -> None:
         if member.phase in ("registered", "ready") and state in GONE_STATES:

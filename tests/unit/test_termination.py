@@ -6,6 +6,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from nodescale import termination
+from nodescale.aws import instances as ec2_instances
 from nodescale.model.nodepool import Disruption, NodePool
 from nodescale.model.requirements import Requirements
 from nodescale.world import World
@@ -78,3 +79,29 @@ def test_a_node_marked_by_the_interruption_function_stays_involuntary_for_whoeve
     step = termination.continue_termination(rt, World(now=T0, cluster=fakes.CLUSTER), node,
                                             involuntary=False, deadline_monotonic=time.monotonic() - 1)
     assert step.involuntary
+
+
+def test_a_batch_terminates_every_emptied_instance_in_one_call_then_deletes_their_nodes() -> None:
+    ids = [f"i-0a1b2c3d4e5f6071{n}" for n in range(3)]
+    nodes = []
+    for n, iid in enumerate(ids):
+        node = tainted()
+        node["metadata"]["name"] = f"n{n}"
+        node["spec"]["providerID"] = f"aws:///us-east-1a/{iid}"
+        nodes.append(node)
+    rt = fakes.runtime([fakes.instance(iid, OURS) for iid in ids], nodes)
+    rt.api.objects["/api/v1/pods"] = {"kind": "PodList", "metadata": {}, "items": []}
+    world = World(now=T0, cluster=fakes.CLUSTER, nodepools={"default": pool(None)},
+                  instances=ec2_instances.list_instances(rt.aws.ec2, fakes.CLUSTER))
+    batch = termination.TerminationBatch(rt)
+    steps = [termination.continue_termination(rt, world, n, involuntary=False,
+                                              deadline_monotonic=time.monotonic() + 60, batch=batch) for n in nodes]
+    assert [s.state for s in steps] == [termination.TERMINATING] * 3
+    assert rt.aws.ec2.writes == [] and not [r for r in rt.api.writes if r[0] == "DELETE"]
+
+    batch.flush()
+    terminations = [kwargs for name, kwargs in rt.aws.ec2.calls if name == "terminate_instances"]
+    assert terminations == [{"InstanceIds": sorted(ids)}]
+    assert [s.state for s in steps] == [termination.TERMINATED] * 3
+    assert sorted(p for m, p in rt.api.writes if m == "DELETE") == [f"/api/v1/nodes/n{n}" for n in range(3)]
+    assert batch.flush() == []  # nothing is terminated twice

@@ -42,7 +42,7 @@ from .model.instancetype import InstanceType
 from .provisioning import launch_capacity
 from .runtime import Runtime
 from .scheduling import NodeClaim, solve
-from .termination import continue_termination
+from .termination import TERMINATING, TerminationBatch, TerminationStep, continue_termination
 from .world import IN_FLIGHT_PREFIX, World, read_world
 
 log = logging.getLogger(__name__)
@@ -121,6 +121,8 @@ class _Run:
         self.raw_by_name = {_name(n): n for n in world.nodes}
         self.refusal_events = 0
         self.events_skipped = 0
+        self.batch = TerminationBatch(rt)
+        self.terminating: list[tuple[TerminationStep, str, dict[str, Any]]] = []
 
     # -- helpers -------------------------------------------------------------------------------------------
 
@@ -181,12 +183,36 @@ class _Run:
             return
         try:
             step = continue_termination(
-                self.rt, self.world, raw, involuntary=reason in FORCEFUL, deadline_monotonic=self.deadline
+                self.rt, self.world, raw, involuntary=reason in FORCEFUL, deadline_monotonic=self.deadline,
+                batch=self.batch,
             )
         except (ApiException, ClientError, BotoCoreError) as exc:
             self.report.errors.append(f"node {name}: termination step failed: {exc}")
             log.warning("termination step failed", extra={"node": name, "error": str(exc)})
             return
+        if step.state == TERMINATING:
+            self.terminating.append((step, reason, annotations))
+            return
+        self._record(step, reason, annotations)
+
+    def flush_terminations(self) -> None:
+        """Terminate the instances of the nodes drained empty so far, together (see TerminationBatch)."""
+        waiting, self.terminating = self.terminating, []
+        if not waiting:
+            return
+        try:
+            self.batch.flush()
+        except (ApiException, ClientError, BotoCoreError) as exc:
+            for step, _, _ in waiting:
+                self.report.errors.append(f"node {step.node}: terminating its instance failed: {exc}")
+            log.warning("terminating instances failed", extra={"nodes": [s.node for s, _, _ in waiting],
+                                                               "error": str(exc)})
+            return
+        for step, reason, notes in waiting:
+            self._record(step, reason, notes)
+
+    def _record(self, step: TerminationStep, reason: str, annotations: Mapping[str, str]) -> None:
+        name = step.node
         entry = step.summary()
         if reason:
             entry["disruptionReason"] = reason
@@ -591,8 +617,10 @@ def disrupt_once(rt: Runtime, *, dry_run: bool = False, deadline: float | None =
     for error in world.config_errors:
         run.report.errors.append(f"configuration: {error}")
     in_progress, protected = run.finish_under_way()
+    run.flush_terminations()
     run.clean_up()
     run.decide(in_progress, protected)
+    run.flush_terminations()
     summary = run.report.to_dict()
     telemetry.logger().info("disruption summary", extra={"summary": summary})
     return summary

@@ -16,6 +16,7 @@ from . import tags as tagging
 log = logging.getLogger(__name__)
 
 ACTIVE_STATES = ("pending", "running", "stopping", "shutting-down")
+_PAGE = 1000  # DescribeInstances' MaxResults ceiling
 _CHUNK = 100  # ids per Describe*/Terminate call (the APIs accept more; smaller pages stay fast)
 
 
@@ -72,7 +73,9 @@ def _from_ec2(raw: dict) -> ManagedInstance:
 
 def _describe(ec2: Any, filters: list[dict]) -> list[dict]:
     out = []
-    for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
+    # The largest page the API allows: a cluster of thousands is listed in a few calls, not dozens.
+    pages = ec2.get_paginator("describe_instances").paginate(Filters=filters, PaginationConfig={"PageSize": _PAGE})
+    for page in pages:
         for reservation in page.get("Reservations", []):
             out.extend(reservation.get("Instances", []))
     return out

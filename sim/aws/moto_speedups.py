@@ -1,0 +1,99 @@
+"""Make moto's EC2 answer in linear time at the thousands of instances a scale run creates.
+
+Three hot spots, measured with 2,000 instances (see `bench.scale`):
+
+- A resource's tags: moto filters every tag of every resource (`describe_tags` with a `resource-id`
+  filter) and DescribeInstances reads each instance's tags several times, so listing 2,000
+  instances took about a minute. Here they come straight from the backend's per-resource map.
+- One instance by id (DescribeInstanceAttribute, ModifyInstanceAttribute, ...): moto copies every
+  reservation before scanning them. Here it scans without copying.
+- The response serializer works out, for every field of every object, which attribute holds it
+  (a chain of alias rules evaluated afresh each time). The answer depends only on the object's
+  class, the field and its place in the API model, so it is worked out once and remembered.
+
+Every patch returns exactly what moto would; the integration tests run on top of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_MISSING = object()
+
+
+def install() -> None:
+    _tags_by_resource()
+    _instance_by_id()
+    _remembered_attribute_names()
+
+
+def _tags_by_resource() -> None:
+    from moto.ec2.models.core import TaggedEC2Resource
+    from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, get_prefix
+
+    def get_tags(self: Any) -> list[dict[str, str]]:
+        resource_id = getattr(self, "id", None)
+        if not resource_id:
+            return []
+        # .get, not [...]: the map is a defaultdict and a read must not add an entry.
+        tags = self.ec2_backend.tags.get(resource_id)
+        if not tags:
+            return []
+        resource_type = EC2_PREFIX_TO_RESOURCE.get(get_prefix(resource_id), "")
+        return [{"resource_id": resource_id, "key": key, "value": value, "resource_type": resource_type}
+                for key, value in list(tags.items())]
+
+    TaggedEC2Resource.get_tags = get_tags  # type: ignore[method-assign]
+
+
+def _instance_by_id() -> None:
+    from moto.ec2.exceptions import InvalidInstanceIdError
+    from moto.ec2.models.instances import InstanceBackend
+
+    def get_instance(self: Any, instance_id: str) -> Any:
+        for reservation in list(self.reservations.values()):
+            for instance in reservation.instances:
+                if instance.id == instance_id:
+                    return instance
+        raise InvalidInstanceIdError(instance_id)
+
+    InstanceBackend.get_instance = get_instance  # type: ignore[method-assign]
+
+
+def _remembered_attribute_names() -> None:
+    from moto.core import serialize
+    from moto.core.utils import get_value
+
+    picker = serialize.AttributePicker
+    names: dict[tuple[Any, ...], tuple[str, ...]] = {}
+
+    def shape_key(context: Any) -> tuple[Any, ...]:
+        shape = context.shape
+        if shape is None:
+            return (None,)
+        parent = getattr(shape, "parent", None)
+        service = context.service_model.service_name if context.service_model is not None else None
+        # Shape names are unique within a service model, so (service, shape, parent) pins the place.
+        return (service, shape.name, shape.type_name, None if parent is None else (parent.name, parent.type_name))
+
+    def call(self: Any, context: Any) -> Any:
+        obj = context.obj
+        key = (type(self), id(self.alias_providers), type(obj), context.key, *shape_key(context))
+        candidates = names.get(key)
+        if candidates is None:
+            candidates = names[key] = tuple(self.get_possible_keys(context))
+        value = None
+        for candidate in candidates:
+            found = get_value(obj, candidate, _MISSING)
+            if found is not _MISSING:
+                value = found
+                break
+        if self.response_transformers:
+            key_path = f"{context.key_path}.{context.key}"
+            for transform_path, transform in self.response_transformers.items():
+                if key_path.endswith(transform_path):
+                    return transform(value)
+        return value
+
+    if getattr(picker.__call__, "__module__", "") != __name__:
+        picker.__call__ = call  # type: ignore[method-assign]
