@@ -34,7 +34,7 @@ PODS = 50_000
 LIST_TARGET_SECONDS = 10.0
 LIST_TARGET_BYTES = 2**30
 SCALE_OUT_TARGET_SECONDS = 120.0
-SPREAD_CAP_SECONDS = 300.0
+SPREAD_CAP_SECONDS = 600.0
 
 
 # ----------------------------------------------------------------------------------------------- listing

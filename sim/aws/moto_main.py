@@ -149,7 +149,32 @@ def _set_cluster_endpoint(body: dict[str, Any]) -> dict[str, Any]:
     raise ValueError(f"no EKS cluster named {name!r}")
 
 
-_CONTROL = {"/sim/v1/public-release": _publish, "/sim/v1/eks-endpoint": _set_cluster_endpoint}
+def _instance_user_data(body: dict[str, Any]) -> dict[str, Any]:
+    """What each instance's metadata service would hand its bootstrap: the user data, base64 as EC2
+    returns it (None when there is none). One call for many instances, as many nodes booting at once
+    each read their own; instances unknown in the region are left out."""
+    from moto.ec2.models import ec2_backends
+
+    region, wanted = body.get("region"), body.get("instanceIds")
+    if not isinstance(region, str) or not isinstance(wanted, list):
+        raise ValueError("body must be {'region': name, 'instanceIds': [ids]}")
+    wanted_ids = {str(i) for i in wanted}
+    found: dict[str, str | None] = {}
+    backends = [b for account in ec2_backends.values() for b in account.values() if b.region_name == region]
+    for backend in backends:
+        for reservation in list(backend.reservations.values()):
+            for instance in reservation.instances:
+                if instance.id in wanted_ids:
+                    data = instance.user_data
+                    found[instance.id] = data.as_bytes().decode() if data is not None else None
+    return {"userData": found}
+
+
+_CONTROL = {
+    "/sim/v1/public-release": _publish,
+    "/sim/v1/eks-endpoint": _set_cluster_endpoint,
+    "/sim/v1/instance-user-data": _instance_user_data,
+}
 
 
 def _control_app(moto_app: Any) -> Any:

@@ -11,9 +11,11 @@ is deleted. Instances whose user data cannot bootstrap this cluster never join; 
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
+import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -74,6 +76,7 @@ class Kubelet:
         self.poll_interval = poll_interval
         self.kubernetes_version = kubernetes_version
         self._ec2 = boto3.client("ec2", endpoint_url=ec2_endpoint, region_name=region, **DUMMY_CREDENTIALS)
+        self._moto_url = ec2_endpoint.rstrip("/")
         self._members: dict[str, Member] = {}
         self._types: dict[str, dict[str, Any]] = {}
         self._images: dict[str, dict[str, Any] | None] = {}
@@ -160,8 +163,9 @@ class Kubelet:
             if not templates_read:
                 self._refresh_launch_templates()
                 templates_read = True
+            user_data = self._user_data([i["InstanceId"] for i in ours])
             with ThreadPoolExecutor(max_workers=4, thread_name_prefix="sim-kubelet-join") as pool:
-                list(pool.map(self._register, ours))
+                list(pool.map(self._register, ours, [user_data.get(i["InstanceId"]) for i in ours]))
 
     def _ours(self, instance_ids: list[str], now: float) -> list[dict[str, Any]]:
         ours: list[dict[str, Any]] = []
@@ -203,10 +207,22 @@ class Kubelet:
                 member.reason = reason
 
     # joining ------------------------------------------------------------------------------------------
-    def _register(self, instance: dict[str, Any]) -> None:
+    def _user_data(self, instance_ids: list[str]) -> dict[str, str | None]:
+        """Each instance's user data as its metadata service serves it to the bootstrap (not through
+        the EC2 API, whose DescribeInstanceAttribute a real node never calls)."""
+        request = urllib.request.Request(
+            f"{self._moto_url}/sim/v1/instance-user-data",
+            data=json.dumps({"region": self.region, "instanceIds": instance_ids}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.loads(response.read())["userData"]
+
+    def _register(self, instance: dict[str, Any], user_data: str | None) -> None:
         instance_id = instance["InstanceId"]
         try:
-            node = self._node_for(instance)
+            node = self._node_for(instance, user_data)
         except UserDataError as exc:
             self._reject(instance_id, str(exc))
             return
@@ -232,10 +248,8 @@ class Kubelet:
         with self._lock:
             self._members[instance_id] = Member(instance_id=instance_id, phase="rejected", reason=reason)
 
-    def _node_for(self, instance: dict[str, Any]) -> dict[str, Any]:
-        instance_id = instance["InstanceId"]
-        raw = self._ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="userData")
-        boot = parse(decode((raw.get("UserData") or {}).get("Value")))
+    def _node_for(self, instance: dict[str, Any], user_data: str | None) -> dict[str, Any]:
+        boot = parse(decode(user_data))
         if boot.cluster != self.cluster:
             raise UserDataError(f"the user data bootstraps cluster {boot.cluster!r}, not {self.cluster!r}")
         image = self._image(instance.get("ImageId", ""))
