@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from croniter import croniter
 
 from ..model import labels as wk
-from ..model.nodepool import Budget, Disruption, KubeletSettings, NodePool
+from ..model.nodepool import DEFAULT_BUDGETS, Budget, Disruption, KubeletSettings, NodePool
 from ..model.quantity import QuantityError, to_int, to_milli
 from ..model.requirements import Requirements
 from ..model.taints import EFFECTS, Taint
@@ -30,7 +30,6 @@ WHEN_EMPTY = "WhenEmpty"
 WHEN_UNDERUTILIZED = "WhenEmptyOrUnderutilized"  # v1's name; v1beta1 called it WhenUnderutilized
 REASONS = ("Empty", "Drifted", "Underutilized")
 DEFAULT_EXPIRE_AFTER = 720 * 3600.0  # v1beta1 and v1 both default expireAfter to 720h
-DEFAULT_BUDGETS = (Budget(nodes="10%"),)  # v1beta1 and v1: one budget of 10% when none is given
 
 
 def convert_provisioner(doc: Mapping, source: str) -> tuple[NodePool | None, list[ConfigError]]:

@@ -9,15 +9,13 @@ from datetime import datetime, timedelta
 
 from croniter import croniter
 
-from ..model.nodepool import Budget
+from ..model.nodepool import DEFAULT_BUDGETS, Budget
 
 # The reasons Karpenter's budgets name; a budget without reasons applies to all of them.
 EMPTY = "Empty"
 DRIFTED = "Drifted"
 UNDERUTILIZED = "Underutilized"
 REASONS = (EMPTY, DRIFTED, UNDERUTILIZED)
-
-DEFAULT_BUDGETS = (Budget(nodes="10%"),)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,10 @@ class Budget:
     reasons: tuple[str, ...] = ()  # empty: every reason (Empty, Drifted, Underutilized)
 
 
+# Karpenter's default when a NodePool names no budget: 10% of its nodes at once.
+DEFAULT_BUDGETS = (Budget(nodes="10%"),)
+
+
 @dataclass(frozen=True, slots=True)
 class Disruption:
     consolidation_policy: str = "WhenEmptyOrUnderutilized"  # | "WhenEmpty"
