@@ -105,3 +105,32 @@ def test_a_batch_terminates_every_emptied_instance_in_one_call_then_deletes_thei
     assert [s.state for s in steps] == [termination.TERMINATED] * 3
     assert sorted(p for m, p in rt.api.writes if m == "DELETE") == [f"/api/v1/nodes/n{n}" for n in range(3)]
     assert batch.flush() == []  # nothing is terminated twice
+
+
+def test_a_node_the_api_will_not_delete_does_not_stop_the_rest_of_the_batch() -> None:
+    ids = ["i-0a1b2c3d4e5f60710", "i-0a1b2c3d4e5f60711"]
+    nodes = []
+    for n, iid in enumerate(ids):
+        node = tainted()
+        node["metadata"]["name"] = f"n{n}"
+        node["spec"]["providerID"] = f"aws:///us-east-1a/{iid}"
+        nodes.append(node)
+    rt = fakes.runtime([fakes.instance(iid, OURS) for iid in ids], nodes)
+    rt.api.objects["/api/v1/pods"] = {"kind": "PodList", "metadata": {}, "items": []}
+    answer = rt.api.call_api
+
+    def failing_first_delete(method, url, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if method == "DELETE" and url.endswith("/api/v1/nodes/n0"):
+            rt.api.requests.append((method, "/api/v1/nodes/n0"))
+            return fakes.FakeResponse(500, {"kind": "Status", "reason": "InternalError", "message": "etcd"})
+        return answer(method, url, *args, **kwargs)
+
+    rt.api.call_api = failing_first_delete  # type: ignore[method-assign]
+    world = World(now=T0, cluster=fakes.CLUSTER, nodepools={"default": pool(None)},
+                  instances=ec2_instances.list_instances(rt.aws.ec2, fakes.CLUSTER))
+    batch = termination.TerminationBatch(rt)
+    steps = [termination.continue_termination(rt, world, n, involuntary=False,
+                                              deadline_monotonic=time.monotonic() + 60, batch=batch) for n in nodes]
+    batch.flush()
+    assert steps[0].state == termination.TERMINATING and "deleting the Node failed (500" in steps[0].reason
+    assert steps[1].state == termination.TERMINATED and steps[1].node_deleted
