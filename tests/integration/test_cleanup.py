@@ -39,7 +39,7 @@ def states(sim: Environment, ids: list[str]) -> dict[str, str]:
 
 
 def managed_instances(sim: Environment) -> list[str]:
-    return sorted(instance_ids(sim))
+    return sorted(instance_ids(sim, ("pending", "running", "stopping", "stopped")))
 
 
 def template_names(sim: Environment) -> set[str]:
@@ -79,10 +79,16 @@ def capacity(env: Environment) -> dict[str, Any]:
         ImageId=image, InstanceType="m5.large", MinCount=1, MaxCount=1, SubnetId=env.seed["subnets"]["us-east-1a"],
         TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": CLUSTER_TAG, "Value": env.cluster}]}],
     )["Instances"][0]["InstanceId"]
+    # Stopped by hand: no longer running, still paid for (its volumes), still this cluster's to remove.
+    stopped = ec2.run_instances(
+        ImageId=image, InstanceType="m5.large", MinCount=1, MaxCount=1, SubnetId=env.seed["subnets"]["us-east-1b"],
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": CLUSTER_TAG, "Value": env.cluster}]}],
+    )["Instances"][0]["InstanceId"]
+    ec2.stop_instances(InstanceIds=[stopped])
     foreign_template = f"someone-else-{uuid.uuid4().hex[:6]}"
     ec2.create_launch_template(LaunchTemplateName=foreign_template, LaunchTemplateData={"ImageId": image})
     ours = managed_instances(env)
-    assert leaked in ours and len(ours) >= 2
+    assert leaked in ours and stopped in ours and len(ours) >= 3
     return {
         "ns": ns,
         "instances": ours,

@@ -382,3 +382,42 @@ def _ts(value: str) -> float:
     parsed = parse_timestamp(value)
     assert parsed is not None
     return parsed.timestamp()
+
+
+def test_a_node_notready_past_the_repair_threshold_is_replaced_and_its_pod_moves(sim: Environment, ns: str) -> None:
+    # Five nodes, one goes bad: repair acts only while at most 20% of a pool is unhealthy.
+    put_pool(sim, m5_pool(policy="WhenEmpty", after="10m"))
+    rt = runtime_for(sim, repair_threshold_seconds=600.0)
+    deployment(sim, ns, "web", 5, "1500m")
+    provision_until_running(sim, rt, ns, 5)
+    by_node = {n["metadata"]["name"]: n["spec"]["providerID"].rsplit("/", 1)[-1] for n in managed_nodes(sim)}
+    assert len(by_node) == 5
+    old_node, old = sorted(by_node.items())[0]
+
+    # The instance stops answering (stopped under its kubelet): its Node goes NotReady.
+    sim.boto3_client("ec2").stop_instances(InstanceIds=[old])
+
+    def not_ready() -> bool:
+        [node] = [n for n in managed_nodes(sim) if n["metadata"]["name"] == old_node]
+        return {c["type"]: c["status"] for c in node["status"].get("conditions") or []}.get("Ready") != "True"
+
+    wait_for("the node to go NotReady", not_ready)
+    sim.advance(300)
+    early = disrupting.disrupt_once(runtime_for(sim, repair_threshold_seconds=600.0))
+    assert [d for d in early["decisions"] if d["reason"] == "Unhealthy"] == []
+
+    sim.advance(301)
+    decided: list[dict] = []
+    for _ in range(25):
+        summary = disrupting.disrupt_once(runtime_for(sim, repair_threshold_seconds=600.0))
+        decided += [d for d in summary["decisions"] if d["reason"] == "Unhealthy"]
+        provisioning.provision_once(rt)  # the evicted pod is recreated and needs room
+        if instance_state(sim, old) in ("shutting-down", "terminated") and len(running(sim, ns)) == 5:
+            break
+        sim.advance(3)
+        time.sleep(0.6)
+    assert [d["nodes"] for d in decided] == [[old_node]]
+    assert instance_state(sim, old) in ("shutting-down", "terminated")
+    wait_for("every pod to run on a healthy node", lambda: len(running(sim, ns)) == 5)
+    assert old_node not in {p["spec"]["nodeName"] for p in running(sim, ns)}
+    assert old_node not in {n["metadata"]["name"] for n in managed_nodes(sim)}

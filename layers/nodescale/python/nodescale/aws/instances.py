@@ -15,7 +15,9 @@ from . import tags as tagging
 
 log = logging.getLogger(__name__)
 
-ACTIVE_STATES = ("pending", "running", "stopping", "shutting-down")
+# Every state but terminated: a stopped instance still costs its volumes and still backs a (NotReady)
+# Node, so repair, cleanup and `cdk destroy` must all see it.
+ACTIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
 _PAGE = 1000  # DescribeInstances' MaxResults ceiling
 _CHUNK = 100  # ids per Describe*/Terminate call (the APIs accept more; smaller pages stay fast)
 
@@ -84,7 +86,7 @@ def _describe(ec2: Any, filters: list[dict]) -> list[dict]:
 def list_instances(
     ec2: Any, cluster: str, states: Sequence[str] = ACTIVE_STATES, nodepool: str | None = None
 ) -> list[ManagedInstance]:
-    """This cluster's instances in ``states`` (default: everything not yet stopped or terminated)."""
+    """This cluster's instances in ``states`` (default: everything not yet terminated)."""
     filters = [*tagging.cluster_filters(cluster, nodepool), {"Name": "instance-state-name", "Values": list(states)}]
     return sorted(
         (_from_ec2(raw) for raw in _describe(ec2, filters) if tagging.is_managed(raw.get("Tags"), cluster)),
