@@ -421,3 +421,67 @@ def test_a_node_notready_past_the_repair_threshold_is_replaced_and_its_pod_moves
     wait_for("every pod to run on a healthy node", lambda: len(running(sim, ns)) == 5)
     assert old_node not in {p["spec"]["nodeName"] for p in running(sim, ns)}
     assert old_node not in {n["metadata"]["name"] for n in managed_nodes(sim)}
+
+
+SPOT_POOL = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: default
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
+        - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}
+        - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidateAfter: 0s
+    budgets:
+      - nodes: "100%"
+""" + m5_pool().split("---", 1)[1].join(["---", ""])
+
+
+def test_an_underused_spot_node_is_replaced_by_a_cheaper_spot_node_when_there_are_enough_cheaper_types(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    put_pool(sim, SPOT_POOL)
+    deployment(sim, ns, "big", 1, "6")
+    deployment(sim, ns, "small", 1, "500m")
+    provision_until_running(sim, rt, ns, 2)
+    [old_node] = managed_nodes(sim)
+    [old] = instance_ids(sim)
+    delete_quietly(sim.kube_api_client(), f"/apis/apps/v1/namespaces/{ns}/deployments/big")
+    wait_for("the big pod to go", lambda: len(pods(sim, ns)) == 1)
+    first = disrupting.disrupt_once(runtime_for(sim))
+    before = first["cluster"]["pricePerHour"]
+    summaries = [first, *settle(sim, rt)]
+    [decision] = [d for s in summaries for d in s["decisions"]]
+    assert decision["reason"] == "Underutilized" and decision["action"] == "replace"
+    assert decision["nodes"] == [old_node["metadata"]["name"]] and decision["savingPerHour"] > 0
+    wait_for("the old spot instance to go", lambda: old not in instance_ids(sim))
+    wait_for("the small pod to run on the replacement", lambda: len(running(sim, ns)) == 1
+             and running(sim, ns)[0]["spec"]["nodeName"] != old_node["metadata"]["name"])
+    [new_node] = managed_nodes(sim)
+    assert new_node["metadata"]["labels"]["karpenter.sh/capacity-type"] == "spot"
+    assert disrupting.disrupt_once(runtime_for(sim))["cluster"]["pricePerHour"] < before
+
+
+def test_an_underused_spot_node_stays_when_fewer_than_fifteen_cheaper_spot_types_could_replace_it(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    # m5 only: too few cheaper spot types, so the replacement would likely be the next one interrupted.
+    put_pool(sim, SPOT_POOL.replace("values: [c, m, r]}", "values: [c, m, r]}\n"
+                                    "        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}"))
+    deployment(sim, ns, "big", 1, "6")
+    deployment(sim, ns, "small", 1, "500m")
+    provision_until_running(sim, rt, ns, 2)
+    [old] = instance_ids(sim)
+    delete_quietly(sim.kube_api_client(), f"/apis/apps/v1/namespaces/{ns}/deployments/big")
+    wait_for("the big pod to go", lambda: len(pods(sim, ns)) == 1)
+
+    summaries = [disrupting.disrupt_once(runtime_for(sim)) for _ in range(2)]
+    assert [d for s in summaries for d in s["decisions"]] == []
+    assert instance_ids(sim) == [old] and len(running(sim, ns)) == 1
