@@ -76,9 +76,15 @@ def _remembered_attribute_names() -> None:
         # Shape names are unique within a service model, so (service, shape, parent) pins the place.
         return (service, shape.name, shape.type_name, None if parent is None else (parent.name, parent.type_name))
 
+    original = picker.__call__
+    if getattr(original, "__module__", "") == __name__:
+        return  # installed already
+
     def call(self: Any, context: Any) -> Any:
+        if self.alias_providers is not serialize.DEFAULT_ALIAS_PROVIDERS:
+            return original(self, context)  # rules of its own: nothing to remember them by
         obj = context.obj
-        key = (type(self), id(self.alias_providers), type(obj), context.key, *shape_key(context))
+        key = (type(self), type(obj), context.key, *shape_key(context))
         candidates = names.get(key)
         if candidates is None:
             candidates = names[key] = tuple(self.get_possible_keys(context))
@@ -95,5 +101,4 @@ def _remembered_attribute_names() -> None:
                     return transform(value)
         return value
 
-    if getattr(picker.__call__, "__module__", "") != __name__:
-        picker.__call__ = call  # type: ignore[method-assign]
+    picker.__call__ = call  # type: ignore[method-assign]
