@@ -9,6 +9,7 @@ from nodescale import termination
 from nodescale.aws import instances as ec2_instances
 from nodescale.model.nodepool import Disruption, NodePool
 from nodescale.model.requirements import Requirements
+from nodescale.runtime import Runtime
 from nodescale.world import World
 from tests.unit import test_interrupt_fakes as fakes
 
@@ -81,8 +82,8 @@ def test_a_node_marked_by_the_interruption_function_stays_involuntary_for_whoeve
     assert step.involuntary
 
 
-def test_a_batch_terminates_every_emptied_instance_in_one_call_then_deletes_their_nodes() -> None:
-    ids = [f"i-0a1b2c3d4e5f6071{n}" for n in range(3)]
+def empty_tainted_nodes(ids: list[str]) -> tuple[Runtime, list[dict]]:
+    """Tainted nodes n0, n1, ... with no pods, one per instance of this cluster."""
     nodes = []
     for n, iid in enumerate(ids):
         node = tainted()
@@ -91,11 +92,21 @@ def test_a_batch_terminates_every_emptied_instance_in_one_call_then_deletes_thei
         nodes.append(node)
     rt = fakes.runtime([fakes.instance(iid, OURS) for iid in ids], nodes)
     rt.api.objects["/api/v1/pods"] = {"kind": "PodList", "metadata": {}, "items": []}
+    return rt, nodes
+
+
+def queue(rt: Runtime, nodes: list[dict], batch: termination.TerminationBatch) -> list[termination.TerminationStep]:
     world = World(now=T0, cluster=fakes.CLUSTER, nodepools={"default": pool(None)},
                   instances=ec2_instances.list_instances(rt.aws.ec2, fakes.CLUSTER))
+    return [termination.continue_termination(rt, world, n, involuntary=False,
+                                             deadline_monotonic=time.monotonic() + 60, batch=batch) for n in nodes]
+
+
+def test_a_batch_terminates_every_emptied_instance_in_one_call_then_deletes_their_nodes() -> None:
+    ids = [f"i-0a1b2c3d4e5f6071{n}" for n in range(3)]
+    rt, nodes = empty_tainted_nodes(ids)
     batch = termination.TerminationBatch(rt)
-    steps = [termination.continue_termination(rt, world, n, involuntary=False,
-                                              deadline_monotonic=time.monotonic() + 60, batch=batch) for n in nodes]
+    steps = queue(rt, nodes, batch)
     assert [s.state for s in steps] == [termination.TERMINATING] * 3
     assert rt.aws.ec2.writes == [] and not [r for r in rt.api.writes if r[0] == "DELETE"]
 
@@ -108,15 +119,7 @@ def test_a_batch_terminates_every_emptied_instance_in_one_call_then_deletes_thei
 
 
 def test_a_node_the_api_will_not_delete_does_not_stop_the_rest_of_the_batch() -> None:
-    ids = ["i-0a1b2c3d4e5f60710", "i-0a1b2c3d4e5f60711"]
-    nodes = []
-    for n, iid in enumerate(ids):
-        node = tainted()
-        node["metadata"]["name"] = f"n{n}"
-        node["spec"]["providerID"] = f"aws:///us-east-1a/{iid}"
-        nodes.append(node)
-    rt = fakes.runtime([fakes.instance(iid, OURS) for iid in ids], nodes)
-    rt.api.objects["/api/v1/pods"] = {"kind": "PodList", "metadata": {}, "items": []}
+    rt, nodes = empty_tainted_nodes(["i-0a1b2c3d4e5f60710", "i-0a1b2c3d4e5f60711"])
     answer = rt.api.call_api
 
     def failing_first_delete(method, url, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -126,11 +129,8 @@ def test_a_node_the_api_will_not_delete_does_not_stop_the_rest_of_the_batch() ->
         return answer(method, url, *args, **kwargs)
 
     rt.api.call_api = failing_first_delete  # type: ignore[method-assign]
-    world = World(now=T0, cluster=fakes.CLUSTER, nodepools={"default": pool(None)},
-                  instances=ec2_instances.list_instances(rt.aws.ec2, fakes.CLUSTER))
     batch = termination.TerminationBatch(rt)
-    steps = [termination.continue_termination(rt, world, n, involuntary=False,
-                                              deadline_monotonic=time.monotonic() + 60, batch=batch) for n in nodes]
+    steps = queue(rt, nodes, batch)
     batch.flush()
     assert steps[0].state == termination.TERMINATING and "deleting the Node failed (500" in steps[0].reason
     assert steps[1].state == termination.TERMINATED and steps[1].node_deleted
