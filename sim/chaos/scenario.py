@@ -191,7 +191,14 @@ class ChaosRun:
             timeout = 14.0 if watch else 30.0
         else:
             event, timeout = invoke.scheduled_tick(self.cluster, rule=function), 40.0
-        self.invoke(function, event, timeout, cut=self._roll(self.config.cutoff_share), overlapped=False)
+        self.invoke(function, event, timeout, cut=self._roll(self.config.cutoff_share) or self._cut_overdue(),
+                    overlapped=False)
+
+    def _cut_overdue(self) -> bool:
+        """Half-way through and nothing cut off yet: a short run still sees one, whatever the dice say."""
+        with self._inv_lock:
+            cut = any(i.outcome == "cut-off" for i in self.invocations)
+        return not cut and self.elapsed() > self.config.seconds / 2
 
     def _schedule(self, function: str, every: float) -> None:
         while not self.stop_chaos.is_set():

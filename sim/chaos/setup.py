@@ -1,6 +1,7 @@
 """What a chaos run starts from: two NodePools and three workloads from the examples, and a foreign Node.
 
-- `default` (Karpenter v1alpha5 example, spot only, ttlSecondsAfterEmpty 30);
+- `default` (Karpenter v1alpha5 example, spot only, with `consolidation.enabled` in place of its
+  ttlSecondsAfterEmpty);
 - `general` (Karpenter v1 example, renamed, with a tight cpu limit so the limits are tested, and
   without its weekday "no consolidation" window so a run behaves the same any day);
 - nginx with its PodDisruptionBudget (held to `general` by its `team: platform` label), the
@@ -35,7 +36,11 @@ INFLATE = "inflate"
 
 def pool_documents(cluster: str) -> dict[str, str]:
     """SSM parameter name (under the pool path) -> YAML text."""
-    spot = (EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml").read_text().replace("demo-cluster", cluster)
+    # Consolidation on rather than the example's ttlSecondsAfterEmpty: the run checks that capacity ends
+    # within a node of the bin-packer's plan, which a pool that only removes empty nodes need not reach.
+    spot = ((EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml").read_text().replace("demo-cluster", cluster)
+            .replace("  ttlSecondsAfterEmpty: 30\n", "  consolidation:\n    enabled: true\n"))
+    assert "enabled: true" in spot, "the v1alpha5 example no longer has ttlSecondsAfterEmpty: 30"
     docs = list(yaml.safe_load_all((EXAMPLES / "karpenter-v1" / "default.yaml").read_text()))
     pool, nodeclass = copy.deepcopy(docs[0]), copy.deepcopy(docs[1])
     pool["metadata"]["name"] = "general"
