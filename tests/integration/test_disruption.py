@@ -158,9 +158,19 @@ def test_empty_node_goes_about_30_simulated_seconds_after_it_empties_not_before(
     assert any(e["reason"] == "DisruptionDecision" and "Empty" in e["message"] for e in events)
 
 
-def m5_pool(budgets: str = '      - nodes: "50%"', labels: str = "", policy: str = "WhenEmptyOrUnderutilized",
-            after: str = "0s", expire: str = "720h") -> str:
-    """A v1 NodePool of on-demand m5.large nodes that consolidates at once, with the given budgets."""
+M5_ON_DEMAND = """\
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}"""
+
+SPOT_CMR = """\
+        - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
+        - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}
+        - {key: kubernetes.io/arch, operator: In, values: [amd64]}"""
+
+
+def v1_pool(budgets: str = '      - nodes: "50%"', labels: str = "", policy: str = "WhenEmptyOrUnderutilized",
+            after: str = "0s", expire: str = "720h", requirements: str = M5_ON_DEMAND) -> str:
+    """A v1 NodePool (default: on-demand m5.large nodes that consolidate at once) with the given budgets."""
     return f"""
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -175,8 +185,7 @@ spec:
       nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
       expireAfter: {expire}
       requirements:
-        - {{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}}
-        - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+{requirements}
   disruption:
     consolidationPolicy: {policy}
     consolidateAfter: {after}
@@ -231,7 +240,7 @@ def dry_run_cli(sim: Environment, capsys: pytest.CaptureFixture[str], monkeypatc
 def test_three_half_empty_nodes_consolidate_to_one_with_every_pod_running_and_the_price_lower(
     sim: Environment, rt: Runtime, ns: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    put_pool(sim, m5_pool())
+    put_pool(sim, v1_pool())
     three_half_empty_nodes(sim, rt, ns)
     before = dry_run_cli(sim, capsys, monkeypatch)
     [planned] = before["decisions"]
@@ -250,7 +259,7 @@ def test_three_half_empty_nodes_consolidate_to_one_with_every_pod_running_and_th
 def test_a_do_not_disrupt_pod_keeps_its_node_and_the_refusal_is_recorded(
     sim: Environment, rt: Runtime, ns: str
 ) -> None:
-    put_pool(sim, m5_pool())
+    put_pool(sim, v1_pool())
     placed = three_half_empty_nodes(sim, rt, ns, pinned=True)
     pinned_pod, pinned_node = next((p, n) for p, n in placed.items() if p.startswith("pinned"))
 
@@ -277,7 +286,7 @@ def window(sim: Environment, starts_in_minutes: int) -> str:
 def test_a_zero_budget_inside_its_window_blocks_consolidation_and_drift_and_outside_they_proceed(
     sim: Environment, rt: Runtime, ns: str
 ) -> None:
-    put_pool(sim, m5_pool(window(sim, -2)))
+    put_pool(sim, v1_pool(window(sim, -2)))
     three_half_empty_nodes(sim, rt, ns)
     names = {n["metadata"]["name"] for n in managed_nodes(sim)}
 
@@ -289,7 +298,7 @@ def test_a_zero_budget_inside_its_window_blocks_consolidation_and_drift_and_outs
     assert any(e["reason"] == "DisruptionBlocked" and "budget nodes=0" in e["message"]
                for e in node_events(sim, sorted(names)[0]))
 
-    put_pool(sim, m5_pool(window(sim, -2), labels="\n        tier: gold"))
+    put_pool(sim, v1_pool(window(sim, -2), labels="\n        tier: gold"))
     drifted = disrupting.disrupt_once(rt)
     assert drifted["decisions"] == []
     blocked = [r for r in drifted["refused"] if r["reason"] == "Drifted"]
@@ -297,7 +306,7 @@ def test_a_zero_budget_inside_its_window_blocks_consolidation_and_drift_and_outs
     assert all(r["blockedBy"] == "budget" and "not replaced (drifted): budget nodes=0" in r["why"] for r in blocked)
     assert len(managed_nodes(sim)) == 3
 
-    put_pool(sim, m5_pool(window(sim, 120)))
+    put_pool(sim, v1_pool(window(sim, 120)))
     summaries = settle(sim, rt)
     assert summaries[0]["decisions"] and summaries[0]["decisions"][0]["reason"] == "Underutilized"
     wait_for("consolidation to leave one node", lambda: len(managed_nodes(sim)) == 1)
@@ -317,7 +326,7 @@ def test_a_new_ami_in_ssm_drifts_the_nodes_and_they_are_replaced_one_at_a_time_w
 ) -> None:
     from sim.aws.amis import eks_release
 
-    put_pool(sim, m5_pool('      - nodes: "1"', policy="WhenEmpty", after="10m"))
+    put_pool(sim, v1_pool('      - nodes: "1"', policy="WhenEmpty", after="10m"))
     rt = runtime_for(sim)
     for i in range(2):
         deployment(sim, ns, f"big{i}", 1, "1500m")
@@ -350,7 +359,7 @@ def test_a_new_ami_in_ssm_drifts_the_nodes_and_they_are_replaced_one_at_a_time_w
 
 
 def test_an_expired_node_is_replaced_first_then_drained_despite_do_not_disrupt(sim: Environment, ns: str) -> None:
-    put_pool(sim, m5_pool(policy="WhenEmpty", after="10m", expire="1h"))
+    put_pool(sim, v1_pool(policy="WhenEmpty", after="10m", expire="1h"))
     rt = runtime_for(sim)
     deployment(sim, ns, "held", 1, "1500m", annotations={"karpenter.sh/do-not-disrupt": "true"})
     provision_until_running(sim, rt, ns, 1)
@@ -386,7 +395,7 @@ def _ts(value: str) -> float:
 
 def test_a_node_notready_past_the_repair_threshold_is_replaced_and_its_pod_moves(sim: Environment, ns: str) -> None:
     # Five nodes, one goes bad: repair acts only while at most 20% of a pool is unhealthy.
-    put_pool(sim, m5_pool(policy="WhenEmpty", after="10m"))
+    put_pool(sim, v1_pool(policy="WhenEmpty", after="10m"))
     rt = runtime_for(sim, repair_threshold_seconds=600.0)
     deployment(sim, ns, "web", 5, "1500m")
     provision_until_running(sim, rt, ns, 5)
@@ -423,25 +432,7 @@ def test_a_node_notready_past_the_repair_threshold_is_replaced_and_its_pod_moves
     assert old_node not in {n["metadata"]["name"] for n in managed_nodes(sim)}
 
 
-SPOT_POOL = """
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata:
-  name: default
-spec:
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-      requirements:
-        - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
-        - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}
-        - {key: kubernetes.io/arch, operator: In, values: [amd64]}
-  disruption:
-    consolidationPolicy: WhenEmptyOrUnderutilized
-    consolidateAfter: 0s
-    budgets:
-      - nodes: "100%"
-""" + m5_pool().split("---", 1)[1].join(["---", ""])
+SPOT_POOL = v1_pool(budgets='      - nodes: "100%"', requirements=SPOT_CMR)
 
 
 def test_an_underused_spot_node_is_replaced_by_a_cheaper_spot_node_when_there_are_enough_cheaper_types(
@@ -473,8 +464,8 @@ def test_an_underused_spot_node_stays_when_fewer_than_fifteen_cheaper_spot_types
     sim: Environment, rt: Runtime, ns: str
 ) -> None:
     # m5 only: too few cheaper spot types, so the replacement would likely be the next one interrupted.
-    put_pool(sim, SPOT_POOL.replace("values: [c, m, r]}", "values: [c, m, r]}\n"
-                                    "        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}"))
+    m5_only = SPOT_CMR + "\n        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}"
+    put_pool(sim, v1_pool(budgets='      - nodes: "100%"', requirements=m5_only))
     deployment(sim, ns, "big", 1, "6")
     deployment(sim, ns, "small", 1, "500m")
     provision_until_running(sim, rt, ns, 2)
