@@ -7,4 +7,21 @@ ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 DISCOVERY_TAG = "karpenter.sh/discovery"
 # Everything nodescale launches carries this tag; the kubelet only joins instances that have it.
 OWNERSHIP_TAG = "nodescale.io/cluster"
+# Unrestricted credentials (DIR/admin.env): seeding, tests, fixtures, sim's own controllers.
 DUMMY_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+ADMIN_CREDENTIALS = DUMMY_CREDENTIALS
+# The functions' identities (DIR/env), held to the IAM policies the stack synthesizes. Each function has
+# its own role, as deployed; the CLI's identity ("operator") may do what any of the functions may do,
+# since it runs every use-case.
+FUNCTIONS = ("provisioner", "interruption", "disruption", "cleanup")
+FUNCTION_CREDENTIALS = {
+    name: {"aws_access_key_id": f"AKIANODESCALE{name.upper()}", "aws_secret_access_key": f"sim-{name}-secret"}
+    for name in FUNCTIONS
+}
+OPERATOR_CREDENTIALS = {"aws_access_key_id": "AKIANODESCALEOPERATOR", "aws_secret_access_key": "sim-operator-secret"}
+# Kubernetes bearer tokens in the kubeconfigs sim writes: the admin (system:masters) and the functions
+# (user and group nodescale-functions, which infra/manifests/rbac.yaml binds).
+KUBE_ADMIN_TOKEN = "sim-admin-token"
+KUBE_FUNCTIONS_TOKEN = "sim-functions-token"
+KUBE_FUNCTIONS_USER = "nodescale-functions"
+KUBE_FUNCTIONS_GROUP = "nodescale-functions"
