@@ -2,7 +2,7 @@
 
 A launched instance only becomes a node if its role has an access entry (EC2_LINUX or EC2_WINDOWS).
 EKS allows one access entry per IAM principal, so Windows nodes get a role of their own.
-The functions' role gets a STANDARD entry bound to FUNCTIONS_GROUP, which the shipped RBAC manifest
+Each function's role gets a STANDARD entry bound to FUNCTIONS_GROUP, which the shipped RBAC manifest
 (`infra/manifests/rbac.yaml`) grants exactly what the functions do.
 """
 
@@ -96,11 +96,11 @@ class NodeAccess(Construct):
         )
 
 
-def functions_access_entry(scope: Construct, cluster: str, role: iam.IRole) -> eks.CfnAccessEntry:
-    """The functions' own entry: STANDARD, no access policy, only the RBAC group the manifest binds."""
+def function_access_entry(scope: Construct, construct_id: str, cluster: str, role: iam.IRole) -> eks.CfnAccessEntry:
+    """A function role's entry: STANDARD, no access policy, only the RBAC group the manifest binds."""
     return eks.CfnAccessEntry(
         scope,
-        "FunctionsEntry",
+        construct_id,
         cluster_name=cluster,
         principal_arn=role.role_arn,
         type="STANDARD",

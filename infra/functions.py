@@ -48,6 +48,7 @@ INTERRUPTION = FunctionSpec("interruption", "Reacts to spot interruptions, rebal
 DISRUPTION = FunctionSpec("disruption", "Consolidates, expires, repairs and replaces drifted nodes", 1024, 300, 1)
 CLEANUP = FunctionSpec("cleanup", "Removes this cluster's capacity when the stack is deleted", 512, 900)
 SCHEDULED = (PROVISIONER, DISRUPTION)
+FUNCTION_SPECS = (PROVISIONER, INTERRUPTION, DISRUPTION, CLEANUP)
 PROVISIONER_WATCH_SECONDS = 50
 
 # A missed tick is dropped: the next one comes a minute later and sees the same cluster.

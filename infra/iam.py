@@ -1,39 +1,102 @@
-"""The functions' IAM permissions: each EC2 change is scoped to this cluster's ownership tag.
+"""The functions' IAM permissions: one role per function, each granted what that function calls.
 
-Ownership is the tag `nodescale.io/cluster: <cluster>`. Launches may only create resources that carry
-it (aws:RequestTag), and terminations or deletions only touch resources that already carry it
-(aws:ResourceTag), so the functions cannot change capacity owned by another cluster or system.
+What each function calls was read from its code path (``lambdas/<fn>/handler.py`` -> the nodescale
+use-case -> ``nodescale/aws/``) and is written down once here, as capabilities (``FUNCTION_CAPABILITIES``);
+each capability names the AWS calls behind it. docs/deploy.md lists the same table for a reviewer.
+
+Every EC2 change is scoped to this cluster's ownership tag ``nodescale.io/cluster: <cluster>``. Launches
+may only create resources that carry it (aws:RequestTag), and terminations or deletions only touch
+resources that already carry it (aws:ResourceTag), so no function can change capacity owned by another
+cluster or system.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from aws_cdk import Aws, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from infra.functions import CLEANUP, DISRUPTION, INTERRUPTION, PROVISIONER
+
 OWNER_TAG = "nodescale.io/cluster"
 
-# Resources a launch creates: each must carry the ownership tag in the request.
-LAUNCH_CREATED_TYPES = ("fleet", "instance", "volume", "network-interface", "launch-template",
-                        "spot-instances-request")
-LAUNCH_ACTIONS = ("ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate")
-REMOVE_ACTIONS = ("ec2:TerminateInstances", "ec2:DeleteLaunchTemplate")
-# Read-only EC2 calls; Describe* actions support no resource-level scoping, so they take Resource "*".
-EC2_READ_ACTIONS = (
-    "ec2:DescribeAvailabilityZones",
-    "ec2:DescribeCapacityReservations",
-    "ec2:DescribeImages",
-    "ec2:DescribeInstanceTypeOfferings",
-    "ec2:DescribeInstanceTypes",
-    "ec2:DescribeInstances",
-    "ec2:DescribeLaunchTemplates",
-    "ec2:DescribeSecurityGroups",
-    "ec2:DescribeSpotPriceHistory",
-    "ec2:DescribeSubnets",
-)
-# Public parameters that name the current AMIs for each family nodescale supports.
+# Capabilities: what a function does, each backed by the calls named beside it.
+READ_WORLD = "read-world"  # world.read_world: NodePool parameters, this cluster's instances, the catalog
+LAUNCH = "launch"  # aws/launcher + aws/fleet: AMIs, subnets, groups, instance profile, templates, CreateFleet
+TERMINATE = "terminate"  # aws/instances.terminate: reads each instance's tags, then terminates the owned ones
+DELETE_TEMPLATES = "delete-templates"  # aws/launchtemplates.cleanup_unused
+STATUS_CHECKS = "status-checks"  # disrupting.impaired_instances (repair)
+KUBERNETES = "kubernetes"  # k8s/client.py and aws/cluster.py: the endpoint and CA of this cluster
+OFFERINGS = "offerings"  # aws/offerings: offerings that just failed, shared through the table
+LEASE = "lease"  # aws/leases: one launch at a time across functions (conditional put, delete)
+IDEMPOTENCY = "idempotency"  # interruption/idempotency: Powertools' DynamoDB persistence layer
+
+FUNCTION_CAPABILITIES: dict[str, frozenset[str]] = {
+    # A pass: read the world, expire instances that never registered, launch for pending pods.
+    PROVISIONER.name: frozenset({READ_WORLD, LAUNCH, TERMINATE, KUBERNETES, OFFERINGS, LEASE}),
+    # An event: mark the reclaimed offering, launch a replacement, drain, terminate; once per event id.
+    INTERRUPTION.name: frozenset({READ_WORLD, LAUNCH, TERMINATE, KUBERNETES, OFFERINGS, LEASE, IDEMPOTENCY}),
+    # Consolidation, expiry, drift (resolves the node class as a launch would), repair (status checks),
+    # replacements, and garbage collection of unused launch templates.
+    DISRUPTION.name: frozenset(
+        {READ_WORLD, LAUNCH, TERMINATE, DELETE_TEMPLATES, STATUS_CHECKS, KUBERNETES, OFFERINGS, LEASE}
+    ),
+    # Stack deletion: list this cluster's instances and templates, drain, terminate, delete. No launch, no
+    # table, no NodePool parameters.
+    CLEANUP.name: frozenset({TERMINATE, DELETE_TEMPLATES, KUBERNETES}),
+}
+
+# EC2 reads per capability. Describe* actions support no resource-level permissions (Service
+# Authorization Reference, Amazon EC2), so they take Resource "*", limited to this region.
+EC2_READS: dict[str, tuple[str, ...]] = {
+    READ_WORLD: (
+        "ec2:DescribeInstances",  # aws/instances.list_instances
+        "ec2:DescribeInstanceTypes",  # aws/catalog.live_catalog
+        "ec2:DescribeInstanceTypeOfferings",  # aws/catalog.live_catalog
+        "ec2:DescribeSpotPriceHistory",  # aws/pricing.spot_prices
+    ),
+    LAUNCH: (
+        "ec2:DescribeImages",  # aws/ami: selector terms
+        "ec2:DescribeLaunchTemplates",  # aws/launchtemplates.ensure: reuse the template of a configuration
+        "ec2:DescribeSecurityGroups",  # aws/securitygroups.discover
+        "ec2:DescribeSubnets",  # aws/subnets.discover
+    ),
+    TERMINATE: ("ec2:DescribeInstances",),  # the tags of each instance, read just before terminating
+    DELETE_TEMPLATES: ("ec2:DescribeLaunchTemplates",),  # aws/launchtemplates.list_managed
+    STATUS_CHECKS: ("ec2:DescribeInstanceStatus",),
+}
+# Item actions on the state table per capability (nothing reads its stream: it has none).
+TABLE_ACTIONS: dict[str, tuple[str, ...]] = {
+    OFFERINGS: ("dynamodb:Scan", "dynamodb:BatchWriteItem"),
+    LEASE: ("dynamodb:PutItem", "dynamodb:DeleteItem"),
+    IDEMPOTENCY: ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
+}
+
+# Resources a launch creates that can carry the ownership tag in the request: the Fleet request tags
+# fleet, instance and volume (CreateFleet TagSpecifications), the launch template tags instance, volume
+# and network-interface (nodescale/aws/launchtemplates.py), as Karpenter does.
+LAUNCH_TAGGED_TYPES = ("fleet", "instance", "volume", "network-interface")
+# Resource types created with a request tag, and so taggable at creation (ec2:CreateTags with ec2:CreateAction).
+CREATED_TYPES = (*LAUNCH_TAGGED_TYPES, "launch-template")
+# A spot launch also creates a spot-instances-request. It cannot carry the tag: a launch template may
+# only tag spot-instances-request when every launch from it creates one ("If the instance does not
+# include the resource type that you specify, the instance launch fails", EC2 API Reference,
+# LaunchTemplateTagSpecificationRequest; EC2 answers an on-demand launch from such a template with
+# "You cannot specify tags for Spot instances requests if there are no Spot instances requests being
+# created by the request"), and one template serves both capacity types (on-demand is spot's
+# fallback). So the condition is scoped to what is taggable: the request is allowed untagged, which
+# grants nothing on its own, since the same call must create a tagged instance (LAUNCH_TAGGED_TYPES).
+LAUNCH_UNTAGGED_TYPES = ("spot-instances-request",)
+# CreateFleet of type instant launches through RunInstances with the caller's permissions (it does not
+# use the EC2 Fleet service-linked role), so RunInstances is granted beside it, as Karpenter's policy does.
+LAUNCH_ACTIONS = ("ec2:CreateFleet", "ec2:RunInstances")
+# Resources a launch uses but does not create or change.
+LAUNCH_USED_TYPES = ("image", "snapshot", "subnet", "security-group", "capacity-reservation")
+SHARED_TYPES = ("image", "snapshot")  # ARNs without an account: public and other accounts' AMIs
+# Public parameters that name the current AMIs for each family nodescale supports (aws/ami.py).
 PUBLIC_AMI_PARAMETER_PATHS = (
     "aws/service/eks/optimized-ami/*",
     "aws/service/bottlerocket/*",
@@ -49,6 +112,27 @@ VPC_ACTIONS = (
 )
 
 
+@dataclass(frozen=True)
+class FunctionAccess:
+    """What one function's role is granted, for its policy, its cdk-nag findings and the tests."""
+
+    name: str
+    capabilities: frozenset[str]
+    statements: tuple[iam.PolicyStatement, ...]
+
+    @property
+    def ec2_wildcard_types(self) -> tuple[str, ...]:
+        """EC2 resource types granted as ``<type>/*`` (each a cdk-nag IAM5 finding with its reason)."""
+        types: list[str] = []
+        if LAUNCH in self.capabilities:
+            types += [*CREATED_TYPES, *LAUNCH_UNTAGGED_TYPES, *LAUNCH_USED_TYPES]
+        if TERMINATE in self.capabilities:
+            types.append("instance")
+        if DELETE_TEMPLATES in self.capabilities:
+            types.append("launch-template")
+        return tuple(dict.fromkeys(types))
+
+
 def ec2_arn(scope: Construct, resource: str, *, account: bool = True) -> str:
     """An EC2 ARN in this stack's partition and region; images and snapshots have no account part."""
     return Stack.of(scope).format_arn(
@@ -56,41 +140,95 @@ def ec2_arn(scope: Construct, resource: str, *, account: bool = True) -> str:
     )
 
 
-def ec2_statements(scope: Construct, cluster: str) -> list[iam.PolicyStatement]:
-    """Launch, tag, terminate and read EC2 capacity, only ever on this cluster's own resources."""
+def function_access(
+    scope: Construct,
+    name: str,
+    *,
+    cluster: str,
+    parameter_path: str,
+    node_role_arns: Sequence[str],
+    table_arn: str,
+    log_group_arn: str,
+    in_vpc: bool,
+) -> FunctionAccess:
+    """The statements of function ``name``'s role: its capabilities' calls and its own log group."""
+    capabilities = FUNCTION_CAPABILITIES[name]
+    statements: list[iam.PolicyStatement] = []
+    if LAUNCH in capabilities:
+        statements += launch_statements(scope, cluster, node_role_arns)
+    if TERMINATE in capabilities:
+        statements.append(iam.PolicyStatement(
+            sid="TerminateOnlyThisClustersInstances",
+            actions=["ec2:TerminateInstances"],
+            resources=[ec2_arn(scope, "instance")],
+            conditions={"StringEquals": {f"aws:ResourceTag/{OWNER_TAG}": cluster}},
+        ))
+    if DELETE_TEMPLATES in capabilities:
+        statements.append(iam.PolicyStatement(
+            sid="DeleteOnlyThisClustersLaunchTemplates",
+            actions=["ec2:DeleteLaunchTemplate"],
+            resources=[ec2_arn(scope, "launch-template")],
+            conditions={"StringEquals": {f"aws:ResourceTag/{OWNER_TAG}": cluster}},
+        ))
+    reads = sorted({a for c in sorted(capabilities) for a in EC2_READS.get(c, ())})
+    if reads:
+        statements.append(iam.PolicyStatement(
+            sid="ReadEc2InThisRegion",
+            actions=reads,
+            resources=["*"],
+            conditions={"StringEquals": {"aws:RequestedRegion": Aws.REGION}},
+        ))
+    if KUBERNETES in capabilities:
+        statements.append(describe_cluster_statement(scope, cluster))
+    if READ_WORLD in capabilities:
+        statements.append(nodepool_parameters_statement(scope, parameter_path))
+    table_actions = sorted({a for c in sorted(capabilities) for a in TABLE_ACTIONS.get(c, ())})
+    if table_actions:
+        statements.append(iam.PolicyStatement(sid="UseStateTableItems", actions=table_actions, resources=[table_arn]))
+    statements.append(log_statement([log_group_arn]))
+    if in_vpc:
+        statements.append(vpc_statement())
+    return FunctionAccess(name, capabilities, tuple(statements))
+
+
+def launch_statements(scope: Construct, cluster: str, node_role_arns: Sequence[str]) -> list[iam.PolicyStatement]:
+    """Create launch templates and launch from them, only ever tagged for this cluster."""
     request_tag = {"StringEquals": {f"aws:RequestTag/{OWNER_TAG}": cluster}}
-    resource_tag = {"StringEquals": {f"aws:ResourceTag/{OWNER_TAG}": cluster}}
-    created = [ec2_arn(scope, t) for t in LAUNCH_CREATED_TYPES]
     return [
         iam.PolicyStatement(
             sid="LaunchOnlyTaggedForThisCluster",
             actions=list(LAUNCH_ACTIONS),
-            resources=created,
+            resources=[ec2_arn(scope, t) for t in LAUNCH_TAGGED_TYPES],
             conditions=request_tag,
         ),
-        # A launch also names resources it does not create (AMI, subnets, security groups, the launch
-        # template): these are used, not changed, and carry no request tag.
+        iam.PolicyStatement(
+            sid="LaunchSpotRequestsWithTaggedInstances",
+            actions=list(LAUNCH_ACTIONS),
+            resources=[ec2_arn(scope, t) for t in LAUNCH_UNTAGGED_TYPES],
+        ),
+        iam.PolicyStatement(
+            sid="CreateOnlyTaggedLaunchTemplates",
+            actions=["ec2:CreateLaunchTemplate"],
+            resources=[ec2_arn(scope, "launch-template")],
+            conditions=request_tag,
+        ),
+        # A launch also names resources it does not create (AMI, subnets, security groups, a capacity
+        # reservation): these are used, not changed, and carry no request tag.
         iam.PolicyStatement(
             sid="LaunchUsesNetworkAndImages",
-            actions=["ec2:CreateFleet", "ec2:RunInstances"],
-            resources=[
-                ec2_arn(scope, "image", account=False),
-                ec2_arn(scope, "snapshot", account=False),
-                ec2_arn(scope, "subnet"),
-                ec2_arn(scope, "security-group"),
-                ec2_arn(scope, "capacity-reservation"),
-            ],
+            actions=list(LAUNCH_ACTIONS),
+            resources=[ec2_arn(scope, t, account=t not in SHARED_TYPES) for t in LAUNCH_USED_TYPES],
         ),
         iam.PolicyStatement(
             sid="LaunchFromOwnLaunchTemplates",
-            actions=["ec2:CreateFleet", "ec2:RunInstances"],
+            actions=list(LAUNCH_ACTIONS),
             resources=[ec2_arn(scope, "launch-template")],
-            conditions=resource_tag,
+            conditions={"StringEquals": {f"aws:ResourceTag/{OWNER_TAG}": cluster}},
         ),
         iam.PolicyStatement(
             sid="TagOnlyWhileCreating",
             actions=["ec2:CreateTags"],
-            resources=created,
+            resources=[ec2_arn(scope, t) for t in CREATED_TYPES],
             conditions={
                 "StringEquals": {
                     f"aws:RequestTag/{OWNER_TAG}": cluster,
@@ -98,20 +236,16 @@ def ec2_statements(scope: Construct, cluster: str) -> list[iam.PolicyStatement]:
                 }
             },
         ),
+        pass_node_role_statement(node_role_arns),
+        # aws/instanceprofiles.resolve: a v1/v1beta1 node class names a role, and its instance profile is
+        # looked up. Only the node role(s) are listed: an instance of any other role could not be launched
+        # anyway (PassRole is scoped to the same ARNs), and the error names the role it could not list.
         iam.PolicyStatement(
-            sid="RemoveOnlyThisClustersResources",
-            actions=list(REMOVE_ACTIONS),
-            resources=[ec2_arn(scope, "instance"), ec2_arn(scope, "launch-template")],
-            conditions=resource_tag,
+            sid="ListNodeRoleInstanceProfiles",
+            actions=["iam:ListInstanceProfilesForRole"],
+            resources=list(node_role_arns),
         ),
-        iam.PolicyStatement(
-            sid="ReadEc2InThisRegion",
-            actions=list(EC2_READ_ACTIONS),
-            resources=["*"],
-            conditions={"StringEquals": {"aws:RequestedRegion": Aws.REGION}},
-        ),
-        # The Price List API answers from a few regions only, so no region condition here.
-        iam.PolicyStatement(sid="ReadPrices", actions=["pricing:GetProducts"], resources=["*"]),
+        public_ami_parameters_statement(scope),
     ]
 
 
@@ -125,37 +259,44 @@ def pass_node_role_statement(node_role_arns: Sequence[str]) -> iam.PolicyStateme
     )
 
 
-def cluster_statements(scope: Construct, cluster: str, parameter_path: str) -> list[iam.PolicyStatement]:
-    """Describe this cluster (endpoint and CA for the Kubernetes client) and read its NodePool parameters."""
+def describe_cluster_statement(scope: Construct, cluster: str) -> iam.PolicyStatement:
+    """Describe this cluster: the endpoint and CA for the Kubernetes client, its version for AMIs."""
+    return iam.PolicyStatement(
+        sid="DescribeThisCluster",
+        actions=["eks:DescribeCluster"],
+        resources=[Stack.of(scope).format_arn(service="eks", resource="cluster", resource_name=cluster)],
+    )
+
+
+def nodepool_parameters_statement(scope: Construct, parameter_path: str) -> iam.PolicyStatement:
+    """config/sources.read_ssm_documents: GetParametersByPath, recursive, under this stack's own path."""
     stack = Stack.of(scope)
     own_path = parameter_path.strip("/")
-    return [
-        iam.PolicyStatement(
-            sid="DescribeThisCluster",
-            actions=["eks:DescribeCluster"],
-            resources=[stack.format_arn(service="eks", resource="cluster", resource_name=cluster)],
-        ),
-        iam.PolicyStatement(
-            sid="ReadNodePoolParameters",
-            actions=["ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath"],
-            resources=[
-                stack.format_arn(service="ssm", resource="parameter", resource_name=own_path),
-                stack.format_arn(service="ssm", resource="parameter", resource_name=f"{own_path}/*"),
-            ],
-        ),
-        iam.PolicyStatement(
-            sid="ReadPublicAmiParameters",
-            actions=["ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath"],
-            resources=[
-                stack.format_arn(service="ssm", resource="parameter", resource_name=path, account="")
-                for path in PUBLIC_AMI_PARAMETER_PATHS
-            ],
-        ),
-    ]
+    return iam.PolicyStatement(
+        sid="ReadNodePoolParameters",
+        actions=["ssm:GetParametersByPath"],
+        resources=[
+            stack.format_arn(service="ssm", resource="parameter", resource_name=own_path),
+            stack.format_arn(service="ssm", resource="parameter", resource_name=f"{own_path}/*"),
+        ],
+    )
+
+
+def public_ami_parameters_statement(scope: Construct) -> iam.PolicyStatement:
+    """aws/ami.resolve_family: GetParameters on AWS's public parameters naming the current AMIs."""
+    stack = Stack.of(scope)
+    return iam.PolicyStatement(
+        sid="ReadPublicAmiParameters",
+        actions=["ssm:GetParameters"],
+        resources=[
+            stack.format_arn(service="ssm", resource="parameter", resource_name=path, account="")
+            for path in PUBLIC_AMI_PARAMETER_PATHS
+        ],
+    )
 
 
 def log_statement(log_group_arns: Sequence[str]) -> iam.PolicyStatement:
-    """Write to the functions' own log groups (instead of the broad AWSLambdaBasicExecutionRole)."""
+    """Write to the function's own log group (instead of the broad AWSLambdaBasicExecutionRole)."""
     return iam.PolicyStatement(
         sid="WriteOwnLogs",
         actions=["logs:CreateLogStream", "logs:PutLogEvents"],

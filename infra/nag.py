@@ -34,7 +34,7 @@ def acknowledge_findings(stack: NodescaleStack) -> None:
         _ack(function, "L1",
              "Python 3.12 on purpose: the dependencies layer is built for exactly this runtime and the code is "
              "tested on it; moving to a newer runtime is a deliberate upgrade, not an automatic one.")
-    _acknowledge_functions_role(stack)
+    _acknowledge_function_roles(stack)
     provider_role = stack.cleanup.provider.node.find_child("framework-onEvent").node.find_child("ServiceRole")
     _ack(provider_role, "IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
          "The CDK custom resource provider framework's own function: it only writes its logs.")
@@ -47,36 +47,44 @@ def acknowledge_findings(stack: NodescaleStack) -> None:
              "used by CloudWatch alarms, so encryption would need a customer key for no gain.")
 
 
-def _acknowledge_functions_role(stack: NodescaleStack) -> None:
-    role = stack.role
+def _acknowledge_function_roles(stack: NodescaleStack) -> None:
     # cdk-nag names findings by the ARN as written: pseudo parameters, or the literal region when the
     # stack was given one.
     region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
     ec2_arn = "arn:<AWS::Partition>:ec2:" + region + ":<AWS::AccountId>:{}/*"
     shared_ec2_arn = "arn:<AWS::Partition>:ec2:" + region + "::{}/*"
     ssm_arn = "arn:<AWS::Partition>:ssm:" + region + ":{}:parameter/{}"
-    for resource_type in policies.LAUNCH_CREATED_TYPES:
-        _ack(role, f"IAM5[Resource::{ec2_arn.format(resource_type)}]",
-             f"Any {resource_type} id, but only with this cluster's nodescale.io/cluster tag: launches must carry it "
-             "(aws:RequestTag) and terminations or deletions require it (aws:ResourceTag). Ids are not known "
-             "before launch.")
-    for resource_type in ("image", "snapshot"):
-        _ack(role, f"IAM5[Resource::{shared_ec2_arn.format(resource_type)}]",
-             f"A launch reads the {resource_type} of the AMI chosen by the NodePool's node class, which may be "
-             "any public EKS-optimized or customer AMI; it is used, never changed.")
-    for resource_type in ("subnet", "security-group", "capacity-reservation"):
-        _ack(role, f"IAM5[Resource::{ec2_arn.format(resource_type)}]",
-             f"A launch places instances in the {resource_type}s the node class selects by tag at run time; the "
-             "launch only uses them and cannot change them.")
-    _ack(role, "IAM5[Resource::*]",
-         "EC2 Describe* and pricing:GetProducts support no resource-level permissions (EC2 reads are limited to "
-         "this region by aws:RequestedRegion); in a VPC, Lambda's ENI actions likewise take no resource scoping.")
     own_path = stack.config.nodepool_parameter_path.strip("/")
-    _ack(role, f"IAM5[Resource::{ssm_arn.format('<AWS::AccountId>', own_path)}/*]",
-         "Reads the NodePool parameters under this stack's own path, whose names the user chooses.")
-    for path in policies.PUBLIC_AMI_PARAMETER_PATHS:
-        _ack(role, f"IAM5[Resource::{ssm_arn.format('', path)}]",
-             "Reads AWS's public parameters naming the current AMI for each Kubernetes version and family.")
+    for name, access in stack.access.items():
+        role = stack.roles[name]
+        for resource_type in access.ec2_wildcard_types:
+            if resource_type in policies.SHARED_TYPES:
+                _ack(role, f"IAM5[Resource::{shared_ec2_arn.format(resource_type)}]",
+                     f"A launch reads the {resource_type} of the AMI chosen by the NodePool's node class, which may "
+                     "be any public EKS-optimized or customer AMI; it is used, never changed.")
+            elif resource_type in policies.LAUNCH_USED_TYPES:
+                _ack(role, f"IAM5[Resource::{ec2_arn.format(resource_type)}]",
+                     f"A launch places instances in the {resource_type}s the node class selects by tag at run time; "
+                     "the launch only uses them and cannot change them.")
+            elif resource_type in policies.LAUNCH_UNTAGGED_TYPES:
+                _ack(role, f"IAM5[Resource::{ec2_arn.format(resource_type)}]",
+                     "A spot launch creates a spot-instances-request, which one launch template cannot tag for both "
+                     "capacity types; the same call must create an instance carrying this cluster's tag.")
+            else:
+                _ack(role, f"IAM5[Resource::{ec2_arn.format(resource_type)}]",
+                     f"Any {resource_type} id, but only with this cluster's nodescale.io/cluster tag: launches must "
+                     "carry it (aws:RequestTag) and terminations or deletions require it (aws:ResourceTag). Ids are "
+                     "not known before launch.")
+        _ack(role, "IAM5[Resource::*]",
+             "EC2 Describe* actions support no resource-level permissions (limited to this region by "
+             "aws:RequestedRegion); in a VPC, Lambda's ENI actions likewise take no resource scoping.")
+        if policies.READ_WORLD in access.capabilities:
+            _ack(role, f"IAM5[Resource::{ssm_arn.format('<AWS::AccountId>', own_path)}/*]",
+                 "Reads the NodePool parameters under this stack's own path, whose names the user chooses.")
+        if policies.LAUNCH in access.capabilities:
+            for path in policies.PUBLIC_AMI_PARAMETER_PATHS:
+                _ack(role, f"IAM5[Resource::{ssm_arn.format('', path)}]",
+                     "Reads AWS's public parameters naming the current AMI for each Kubernetes version and family.")
 
 
 def _ack(construct: IConstruct, finding: str, reason: str) -> None:

@@ -6,7 +6,9 @@ import json
 
 from aws_cdk import Duration, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_eks as eks
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
@@ -15,12 +17,13 @@ from constructs import Construct
 from infra import iam as policies
 from infra import settings_names as env
 from infra.cleanup import Cleanup
-from infra.cluster_access import NodeAccess, functions_access_entry
+from infra.cluster_access import NodeAccess, function_access_entry
 from infra.config import StackConfig
 from infra.dashboard import Monitoring
 from infra.functions import (
     CLEANUP,
     DISRUPTION,
+    FUNCTION_SPECS,
     INTERRUPTION,
     PROVISIONER,
     PROVISIONER_WATCH_SECONDS,
@@ -74,43 +77,55 @@ class NodescaleStack(Stack):
         self.nodepool_parameters = nodepool_parameters(self, config)
         self.nodes = NodeAccess(self, "Nodes", config=config)
 
-        self.role = iam.Role(
-            self,
-            "FunctionsRole",
-            role_name=physical_name(cluster, "functions"),
-            description=f"nodescale functions for the EKS cluster {cluster}",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-        )
-        self.functions_entry = functions_access_entry(self, cluster, self.role)
+        # One role per function, each granted what that function calls (infra/iam.py), and each mapped by its
+        # own access entry to the Kubernetes group the RBAC manifest binds.
+        self.roles: dict[str, iam.Role] = {}
+        self.function_entries: dict[str, eks.CfnAccessEntry] = {}
+        for spec in FUNCTION_SPECS:
+            role = iam.Role(
+                self,
+                f"{spec.name.title()}Role",
+                role_name=physical_name(cluster, spec.name),
+                description=f"nodescale {spec.name} function for the EKS cluster {cluster}",
+                assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            )
+            self.roles[spec.name] = role
+            self.function_entries[spec.name] = function_access_entry(
+                self, f"{spec.name.title()}Entry", cluster, role
+            )
 
         layers = Layers(self, "Layers")
         environment = self._environment()
         self.provisioner, provisioner_logs = make_function(
-            self, PROVISIONER, config=config, role=self.role, layers=layers,
+            self, PROVISIONER, config=config, role=self.roles[PROVISIONER.name], layers=layers,
             environment={**environment, env.WATCH_SECONDS: str(PROVISIONER_WATCH_SECONDS)},
         )
         self.interruption, interruption_logs = make_function(
-            self, INTERRUPTION, config=config, role=self.role, layers=layers, environment=environment,
-            failure_queue=self.dead_letter_queue,
+            self, INTERRUPTION, config=config, role=self.roles[INTERRUPTION.name], layers=layers,
+            environment=environment, failure_queue=self.dead_letter_queue,
         )
         self.disruption, disruption_logs = make_function(
-            self, DISRUPTION, config=config, role=self.role, layers=layers, environment=environment,
+            self, DISRUPTION, config=config, role=self.roles[DISRUPTION.name], layers=layers,
+            environment=environment,
         )
         self.cleanup_function, cleanup_logs = make_function(
-            self, CLEANUP, config=config, role=self.role, layers=layers, environment=environment,
+            self, CLEANUP, config=config, role=self.roles[CLEANUP.name], layers=layers, environment=environment,
         )
         self.functions = [self.provisioner, self.interruption, self.disruption]
-        self._grant(
-            [provisioner_logs, interruption_logs, disruption_logs, cleanup_logs],
-        )
+        self.access = self._grant({
+            PROVISIONER.name: provisioner_logs, INTERRUPTION.name: interruption_logs,
+            DISRUPTION.name: disruption_logs, CLEANUP.name: cleanup_logs,
+        })
 
         self.cleanup = Cleanup(
             self, "Cleanup", cluster=cluster, function=self.cleanup_function,
             retain_nodes=config.retain_nodes_on_destroy,
         )
-        # Deleted after the cleanup has run: what it needs to drain and terminate, and the node
-        # identities the instances still use until then.
-        for dependency in [self.role, self.functions_entry, *self.nodes.entries, self.nodes, self.table]:
+        # Deleted after the cleanup has run: what it needs to drain and terminate (its role with that role's
+        # policy, and its access entry), the node identities the instances still use until then, and the
+        # table the other functions' last invocations may still write.
+        cleanup_identity = [self.roles[CLEANUP.name], self.function_entries[CLEANUP.name]]
+        for dependency in [*cleanup_identity, *self.nodes.entries, self.nodes, self.table]:
             self.cleanup.resource.node.add_dependency(dependency)
 
         self.rules = interruption_rules(self, cluster, self.interruption, self.dead_letter_queue)
@@ -146,19 +161,24 @@ class NodescaleStack(Stack):
             environment[env.CLUSTER_LIMITS] = json.dumps(config.cluster_limits, sort_keys=True)
         return environment
 
-    def _grant(self, log_groups: list) -> None:  # type: ignore[type-arg]
+    def _grant(self, log_groups: dict[str, logs.LogGroup]) -> dict[str, policies.FunctionAccess]:
         config = self.config
-        statements = [
-            *policies.ec2_statements(self, config.cluster_name),
-            policies.pass_node_role_statement([n.role.role_arn for n in self.nodes.identities]),
-            *policies.cluster_statements(self, config.cluster_name, config.nodepool_parameter_path),
-            policies.log_statement([g.log_group_arn for g in log_groups]),
-        ]
-        if config.in_vpc:
-            statements.append(policies.vpc_statement())
-        for statement in statements:
-            self.role.add_to_policy(statement)
-        self.table.grant_read_write_data(self.role)
+        granted = {}
+        for name, log_group in log_groups.items():
+            access = policies.function_access(
+                self,
+                name,
+                cluster=config.cluster_name,
+                parameter_path=config.nodepool_parameter_path,
+                node_role_arns=[n.role.role_arn for n in self.nodes.identities],
+                table_arn=self.table.table_arn,
+                log_group_arn=log_group.log_group_arn,
+                in_vpc=config.in_vpc,
+            )
+            for statement in access.statements:
+                self.roles[name].add_to_policy(statement)
+            granted[name] = access
+        return granted
 
     def _alarm_topic(self) -> sns.ITopic | None:
         config = self.config
