@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 from datetime import UTC, datetime, timedelta
 
 import boto3
@@ -173,3 +175,43 @@ def test_a_newer_nodescale_gives_the_same_launch_configuration(monkeypatch):
     before = configuration()
     monkeypatch.setattr(nodescale, "__version__", "99.0.0")
     assert configuration() == before
+
+
+def _tag_specs(data: dict) -> dict[str, dict[str, str]]:
+    return {t["ResourceType"]: {x["Key"]: x["Value"] for x in t["Tags"]} for t in data["TagSpecifications"]}
+
+
+def test_a_launch_tags_its_network_interfaces_and_never_spot_requests():
+    # The launch policy requires the ownership tag on every instance, volume and network interface a
+    # launch creates; a spot-instances-request tag would fail every on-demand launch from the template.
+    specs = _tag_specs(spec().data())
+    assert set(specs) == {"instance", "volume", "network-interface"}
+    for resource_type, tags in specs.items():
+        assert tags[tagging.CLUSTER] == "demo-cluster", resource_type
+        assert tags[tagging.NODEPOOL] == "default", resource_type
+
+
+def test_a_template_of_the_previous_release_is_replaced_without_drifting_nodes(ec2):
+    # Made by a release that tagged instances and volumes only, under the name that release gave it (the
+    # hash of the node's data, tag specifications left out): its launches would be denied by the policy.
+    new = spec(cluster="upgrade")
+    old_data = new._node_data()
+    old_tags = {**old_data.pop("Tags"), tagging.CONFIG_HASH: new.settings_hash}
+    canonical = json.dumps(new._node_data(), sort_keys=True, separators=(",", ":"), default=str)
+    old_name = f"nodescale/upgrade/{hashlib.sha256(canonical.encode()).hexdigest()[:20]}"
+    ec2.create_launch_template(
+        LaunchTemplateName=old_name,
+        LaunchTemplateData={**old_data, "TagSpecifications": tagging.specifications(("instance", "volume"), old_tags)},
+        TagSpecifications=tagging.specifications(("launch-template",), tagging.ownership("upgrade")),
+    )
+    ref = lts.ensure(ec2, new)
+    assert ref.created and ref.name != old_name
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=ref.id)["LaunchTemplateVersions"][0][
+        "LaunchTemplateData"
+    ]
+    assert _tag_specs(data)["network-interface"][tagging.CLUSTER] == "upgrade"
+    # Nodes launched from the old template carry the same configuration hash: the upgrade drifts none.
+    assert _tag_specs(data)["instance"][tagging.CONFIG_HASH] == old_tags[tagging.CONFIG_HASH]
+    # The old template is this cluster's and unused now: the clean-up removes it once it is old enough.
+    later = datetime.now(UTC) + timedelta(hours=1)
+    assert lts.cleanup_unused(ec2, "upgrade", [ref.name], now=later) == [old_name]

@@ -49,6 +49,7 @@ CAPACITY_ERRORS = frozenset(
 )
 # Account-wide: every spot offering fails alike, so spot is abandoned for this launch.
 SPOT_EXHAUSTED = frozenset({"MaxSpotInstanceCountExceeded"})
+FLEET_TAGGED_RESOURCE_TYPES = ("instance", "volume", "fleet")
 ALLOCATION = {wk.CAPACITY_SPOT: "price-capacity-optimized", wk.CAPACITY_ON_DEMAND: "lowest-price"}
 
 
@@ -229,7 +230,11 @@ def fleet_request(request: LaunchRequest, capacity_type: str, overrides: Sequenc
             "TotalTargetCapacity": count,
             "DefaultTargetCapacityType": capacity_type,
         },
-        "TagSpecifications": tagging.specifications(("instance", "volume", "fleet"), request.instance_tags()),
+        # What an instant fleet's request can tag (EC2 API Reference, CreateFleet: fleet, instance; volumes
+        # too, as Karpenter's requests do). Network interfaces are tagged by the launch template
+        # (launchtemplates.LAUNCH_TAGGED_RESOURCE_TYPES): together every resource the functions' launch
+        # policy requires the ownership tag on carries it.
+        "TagSpecifications": tagging.specifications(FLEET_TAGGED_RESOURCE_TYPES, request.instance_tags()),
     }
     if request.context:
         params["Context"] = request.context

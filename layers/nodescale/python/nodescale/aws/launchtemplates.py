@@ -1,10 +1,10 @@
 """Launch templates, one per distinct node configuration, named by a hash of what shapes the node.
 
-The name is ``nodescale/<cluster>/<hash>``; the hash covers exactly the launch template data (AMI,
-user data, security groups, instance profile, IMDS, block devices, tags, monitoring, public IP),
-so the same configuration always finds the same template, in every run and every function, and any
-change that would change the node makes a new one. Templates carry the ownership tags, and only
-templates with this cluster's tag are ever deleted.
+The name is ``nodescale/<cluster>/<hash>``; the hash covers exactly the launch template data sent to
+EC2 (AMI, user data, security groups, instance profile, IMDS, block devices, tags and the resource
+types they go on, monitoring, public IP), so the same configuration always finds the same template, in
+every run and every function, and any change to what a launch gets makes a new one. Templates carry
+the ownership tags, and only templates with this cluster's tag are ever deleted.
 """
 
 from __future__ import annotations
@@ -32,6 +32,19 @@ PREFIX = "nodescale/"
 _NAME_MAX = 128
 _HASH_LEN = 20
 _GIB = 2**30
+# What a launch from the template creates and tags with the ownership tag. The functions' IAM policy
+# (infra/iam.py, LaunchOnlyTaggedForThisCluster) requires aws:RequestTag/nodescale.io/cluster on every
+# instance, volume and network interface a launch creates, and AWS denies a launch any of whose created
+# resources fails that condition. The Fleet request tags instances and volumes (and the fleet), but
+# CreateFleet's TagSpecifications take no network-interface ("If the fleet type is instant, specify a
+# resource type of fleet to tag the fleet or instance to tag the instances at launch", EC2 API
+# Reference, CreateFleet), so the network interface is tagged here, as Karpenter tags its network
+# interfaces from its launch templates. A template may tag "instance | volume | network-interface |
+# spot-instances-request" only (EC2 API Reference, LaunchTemplateTagSpecificationRequest), and a type
+# the launch does not create fails it: spot-instances-request would fail every on-demand launch from a
+# template that also serves the on-demand fallback, so it is left out and the policy does not require
+# its tag (see infra/iam.py, LAUNCH_UNTAGGED_TYPES).
+LAUNCH_TAGGED_RESOURCE_TYPES = ("instance", "volume", "network-interface")
 
 
 class LaunchTemplateError(ValueError):
@@ -158,7 +171,7 @@ class LaunchTemplateSpec:
         """
         data = self._node_data()
         tags = {**data.pop("Tags"), tagging.CONFIG_HASH: self.settings_hash}
-        data["TagSpecifications"] = tagging.specifications(("instance", "volume"), tags)
+        data["TagSpecifications"] = tagging.specifications(LAUNCH_TAGGED_RESOURCE_TYPES, tags)
         return data
 
     def _node_data(self) -> dict[str, Any]:
@@ -187,7 +200,11 @@ class LaunchTemplateSpec:
 
     @property
     def config_hash(self) -> str:
-        canonical = json.dumps(self._node_data(), sort_keys=True, separators=(",", ":"), default=str)
+        """The hash of the whole template data, tag specifications included: a template made by an earlier
+        release with other tag specifications (before network interfaces were tagged) has another name,
+        so it is never reused, and a new one is made beside it; the old one is deleted once unused. The
+        node's own configuration (``settings_hash``, which drift compares) does not change with it."""
+        canonical = json.dumps(self.data(), sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()[:_HASH_LEN]
 
     @property
