@@ -41,6 +41,15 @@ CONFIGURATIONS: dict[str, tuple[dict[str, Any], str | None]] = {
         None,
     ),
     "china": ({"clusterName": "cn-cluster", "windows": "true"}, "cn-north-1"),
+    # An existing alarm topic, and an existing node role given without its instance profile (the stack makes one).
+    "topic": (
+        {
+            "clusterName": "topic-cluster",
+            "alarmTopicArn": "arn:aws:sns:us-west-2:111122223333:platform-alarms",
+            "nodeRoleArn": "arn:aws:iam::111122223333:role/eks/KarpenterNodeRole-topic-cluster",
+        },
+        "us-west-2",
+    ),
 }
 
 
@@ -50,6 +59,7 @@ class Synth:
     template: Template
     json: dict[str, Any]
     report: dict[str, Any]  # cdk-nag's validation report
+    region: str | None  # the stack's region, None for an environment-agnostic template
 
     def resources(self, type_: str) -> dict[str, dict[str, Any]]:
         return {k: v for k, v in self.json["Resources"].items() if v["Type"] == type_}
@@ -84,7 +94,7 @@ class Synths:
                     raise
             template_json = json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
             report = json.loads((outdir / "validation-report.json").read_text())
-            self._cache[name] = Synth(stack, Template.from_json(template_json), template_json, report)
+            self._cache[name] = Synth(stack, Template.from_json(template_json), template_json, report, region)
         return self._cache[name]
 
 

@@ -4,17 +4,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from infra.cluster_access import FUNCTIONS_GROUP, NODE_MANAGED_POLICIES
+from infra.functions import FUNCTION_SPECS
 from infra.layers import REPO_ROOT
 from tests.cdk.conftest import Synth
 
 MANIFESTS = REPO_ROOT / "infra" / "manifests"
+FUNCTIONS = [spec.name for spec in FUNCTION_SPECS]
 
 
 def _entries(synth: Synth) -> dict[str, dict]:
+    """Node entries by type (one each); the functions' STANDARD entries are in `_function_entries`."""
     return {e["Properties"]["Type"]: e["Properties"] for e in synth.resources("AWS::EKS::AccessEntry").values()}
+
+
+def _function_entries(synth: Synth) -> list[dict]:
+    return [e["Properties"] for e in synth.resources("AWS::EKS::AccessEntry").values()
+            if e["Properties"]["Type"] == "STANDARD"]
 
 
 def test_node_role_profile_and_linux_entry(default: Synth) -> None:
@@ -46,14 +55,20 @@ def test_an_existing_node_role_is_not_changed(full: Synth) -> None:
     assert all("KarpenterNodeInstanceProfile" not in str(p) for p in profiles)
 
 
-def test_functions_entry_maps_to_the_rbac_group(default: Synth) -> None:
-    standard = _entries(default)["STANDARD"]
-    assert standard["PrincipalArn"] == {"Fn::GetAtt": [default.logical_id(default.stack.role), "Arn"]}
-    assert standard["KubernetesGroups"] == [FUNCTIONS_GROUP]
-    assert "AccessPolicies" not in standard  # Kubernetes RBAC decides, not an EKS access policy
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_each_function_role_has_an_entry_in_the_rbac_group(default: Synth, name: str) -> None:
+    role_arn = {"Fn::GetAtt": [default.logical_id(default.stack.roles[name]), "Arn"]}
+    (entry,) = [e for e in _function_entries(default) if e["PrincipalArn"] == role_arn]
+    assert entry["ClusterName"] == "demo-cluster"
+    assert entry["KubernetesGroups"] == [FUNCTIONS_GROUP]
+    assert "AccessPolicies" not in entry  # Kubernetes RBAC decides, not an EKS access policy
     role, binding = yaml.safe_load_all((MANIFESTS / "rbac.yaml").read_text())
     assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": FUNCTIONS_GROUP}]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
+
+
+def test_one_entry_per_function_and_no_other(default: Synth) -> None:
+    assert len(_function_entries(default)) == len(FUNCTIONS) == 4
 
 
 def test_rbac_grants_exactly_what_the_functions_do() -> None:

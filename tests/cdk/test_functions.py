@@ -18,6 +18,9 @@ from infra.settings_names import (
 from tests.cdk.conftest import Synth
 
 NAMES = ["provisioner", "interruption", "disruption", "cleanup_function"]
+# The function attribute on the stack -> the function's name (its role's key in stack.roles).
+FUNCTION_NAMES = {"provisioner": "provisioner", "interruption": "interruption", "disruption": "disruption",
+                  "cleanup_function": "cleanup"}
 
 
 def _function(synth: Synth, attribute: str) -> dict:
@@ -31,7 +34,9 @@ def test_runtime_architecture_handler_and_layers(default: Synth, attribute: str)
     assert props["Architectures"] == ["arm64"]
     assert props["Handler"] == "handler.handler"
     assert len(props["Layers"]) == 2
-    assert props["Role"] == {"Fn::GetAtt": [default.logical_id(default.stack.role), "Arn"]}
+    # Each function runs as its own role.
+    role = default.stack.roles[FUNCTION_NAMES[attribute]]
+    assert props["Role"] == {"Fn::GetAtt": [default.logical_id(role), "Arn"]}
 
 
 @pytest.mark.parametrize("attribute", NAMES)
