@@ -286,6 +286,9 @@ NOT_GRANTED = {
     # k8s/token.py presigns it for the EKS token (EKS makes the call); AWS requires no permission for it.
     "sts:GetCallerIdentity": "no permission needed",
     "ssm:ListNodes": "a false match: nodescale.k8s.listing.list_nodes, not SSM's ListNodes",
+    # aws/pricing.live_on_demand_prices runs only when handed a Price List client, and no function hands one
+    # (world.catalog): on-demand prices come from the bundled table, spot prices from DescribeSpotPriceHistory.
+    "pricing:GetProducts": "never called by a function",
 }
 CLI_ONLY = ("cli.py", "commands/")  # the operator's own credentials, not a function's role
 SERVICES = ("ec2", "ssm", "eks", "dynamodb", "iam", "pricing", "sts")
@@ -306,8 +309,10 @@ def product_calls() -> dict[str, set[str]]:
         relative = path.relative_to(root).as_posix()
         if relative.startswith(CLI_ONLY):
             continue
-        for match in re.finditer(r'\.([a-z][a-z0-9_]+)\(|get_paginator\(\s*"([a-z0-9_]+)"', path.read_text()):
-            name = match.group(1) or match.group(2)
+        text = path.read_text()
+        names = re.findall(r"\.([a-z][a-z0-9_]+)\(", text) + re.findall(r'get_paginator\(\s*"([a-z0-9_]+)"', text)
+        names += re.findall(r'paginate\(\s*\w+,\s*"([a-z0-9_]+)"', text)  # aws/selectors.paginate(client, "op", ...)
+        for name in names:
             for action in by_name.get(name, ()):
                 found.setdefault(action, set()).add(relative)
     return found
