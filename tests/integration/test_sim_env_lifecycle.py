@@ -12,7 +12,6 @@ import pytest
 from kubernetes import client, config
 
 from nodescale import names
-
 from sim.aws.moto_server import PROJECT_ROOT
 from sim.environment import pid_alive, read_env, session_members
 
