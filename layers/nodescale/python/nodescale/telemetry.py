@@ -70,11 +70,26 @@ _command_line = False
 COMMAND_LINE_LOG_LEVEL = "WARNING"
 
 
+class _CurrentStream:
+    """``sys.stdout`` or ``sys.stderr`` as it is when a line is written, not when the logger was built: a
+    command run inside another program (a test capturing output) must not keep writing to a stream that was
+    swapped out and closed since."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def write(self, text: str) -> int:
+        return int(getattr(sys, self.name).write(text) or 0)
+
+    def flush(self) -> None:
+        getattr(sys, self.name).flush()
+
+
 def logger() -> Logger:
     global _logger
     if _logger is None:
         # In Lambda, stdout is the log stream; in the CLI, stdout is the command's output.
-        _logger = Logger(service=_service(), stream=sys.stderr if _command_line else None)
+        _logger = Logger(service=_service(), stream=_CurrentStream("stderr" if _command_line else "stdout"))
     return _logger
 
 
@@ -90,9 +105,11 @@ def for_command_line() -> None:
     os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"  # Powertools' own flushes check it too
     if not os.environ.get("POWERTOOLS_LOG_LEVEL") and not os.environ.get("LOG_LEVEL"):
         os.environ["POWERTOOLS_LOG_LEVEL"] = COMMAND_LINE_LOG_LEVEL
-    if _logger is not None and isinstance(_logger.logger_handler, logging.StreamHandler):
-        _logger.logger_handler.setStream(sys.stderr)
-    logger()  # built now, so every `nodescale.*` module logger reaches its handler at its level from the start
+    # Built now, so every `nodescale.*` module logger reaches its handler at its level from the start. The
+    # stream is set after: Powertools reuses the handler of a Logger already built for this service.
+    handler = logger().logger_handler
+    if isinstance(handler, logging.StreamHandler):
+        handler.stream = _CurrentStream("stderr")  # type: ignore[assignment]
 
 
 def metrics() -> Metrics:
