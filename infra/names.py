@@ -1,21 +1,17 @@
-"""Physical names derived from the cluster name, so two clusters' stacks never collide in one account."""
+"""Physical names derived from the cluster name, so two clusters' stacks never collide in one account.
+
+The rule itself is the layer's (`nodescale.names`): the CLI finds the stack's table by the same rule.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import re
 
+from nodescale.names import digest_of, physical_name, table_name
+
+__all__ = ["physical_name", "stack_name", "table_name"]
+
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
-
-
-def physical_name(cluster: str, suffix: str, max_length: int = 64) -> str:
-    """`nodescale-<cluster>-<suffix>`; a long cluster name is shortened and made unique by its hash."""
-    name = f"nodescale-{cluster}-{suffix}"
-    if len(name) <= max_length:
-        return name
-    digest = _digest(cluster)
-    room = max_length - len(f"nodescale--{digest}-{suffix}")
-    return f"nodescale-{cluster[:room]}-{digest}-{suffix}"
 
 
 def stack_name(cluster: str) -> str:
@@ -23,8 +19,4 @@ def stack_name(cluster: str) -> str:
     name = f"nodescale-{cluster}"
     if _STACK_NAME.match(name):
         return name
-    return f"nodescale-{cluster.replace('_', '-')}-{_digest(cluster)}"
-
-
-def _digest(cluster: str) -> str:
-    return hashlib.sha256(cluster.encode()).hexdigest()[:8]
+    return f"nodescale-{cluster.replace('_', '-')}-{digest_of(cluster)}"

@@ -31,7 +31,7 @@ from infra.functions import (
     make_function,
 )
 from infra.nag import acknowledge_findings
-from infra.names import physical_name
+from infra.names import physical_name, table_name
 from infra.nodepools import nodepool_parameters
 from infra.triggers import interruption_rules, schedule_rule
 
@@ -57,7 +57,7 @@ class NodescaleStack(Stack):
         self.table = dynamodb.Table(
             self,
             "State",
-            table_name=physical_name(cluster, "state", 255),
+            table_name=table_name(cluster),  # the rule the CLI finds it by (nodescale.names)
             partition_key=dynamodb.Attribute(name=TABLE_PARTITION_KEY, type=dynamodb.AttributeType.STRING),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             time_to_live_attribute=TABLE_TTL_ATTRIBUTE,

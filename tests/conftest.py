@@ -1,11 +1,13 @@
-"""Test-wide settings: metrics stay off stdout, and every test runs against local endpoints only."""
+"""Test-wide settings: metrics stay off stdout, every log line runs at DEBUG, and every test runs against local
+endpoints only."""
 
 from __future__ import annotations
 
 import os
 
-# The sim/ fixtures (one environment per worker, started on first use) for every integration test.
-pytest_plugins = ["tests.integration.simfixtures"]
+# The sim/ fixtures (one environment per worker, started on first use) for every integration test, and the
+# check that every log line reached is emitted at DEBUG and formats (tests/logcheck.py).
+pytest_plugins = ["tests.integration.simfixtures", "tests.logcheck"]
 
 # Powertools would print EMF lines into test output; the behaviour under test never depends on them.
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")

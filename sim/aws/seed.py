@@ -16,6 +16,7 @@ from typing import Any
 
 import boto3
 
+from nodescale import names
 from sim.aws.amis import DEFAULT_KUBERNETES_VERSION, KUBERNETES_VERSIONS, image_id_for
 from sim.aws.constants import DISCOVERY_TAG, DUMMY_CREDENTIALS, REGION, ZONES
 
@@ -30,7 +31,8 @@ _ASSUME_EKS = {
 
 
 def table_name_for(cluster: str) -> str:
-    return f"nodescale-{cluster}"
+    # The stack's name for it: the CLI finds the table by this name when NODESCALE_TABLE is not set.
+    return names.table_name(cluster)
 
 
 def nodescale_table_spec(table_name: str) -> dict[str, Any]:

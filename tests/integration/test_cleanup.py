@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 import uuid
 from types import SimpleNamespace
@@ -15,9 +18,11 @@ from nodescale.aws import clients
 from nodescale.k8s.raw import request_json
 from sim.environment import Environment
 from tests.integration import helpers
+from tests.integration.deployed_env import deployed_env, stack_log_level
 from tests.integration.helpers import (
     CLUSTER_TAG,
     EXAMPLES,
+    ROOT,
     instance_ids,
     load_handler,
     managed_nodes,
@@ -139,11 +144,36 @@ def test_handler_create_and_update_touch_nothing_and_delete_with_retain_keeps_ev
     clients.reset()
 
 
-def test_cleanup_removes_every_managed_instance_node_and_template_and_nothing_else(
+# The cleanup function as Lambda runs it: its handler, a Delete event, the stack's environment and log level.
+RUN_HANDLER = """
+import importlib.util, json, sys
+from types import SimpleNamespace
+spec = importlib.util.spec_from_file_location("cleanup_handler", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+context = SimpleNamespace(function_name="cleanup", memory_limit_in_mb=512, aws_request_id="req-2",
+                          invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:cleanup")
+print(json.dumps({"response": module.handler(json.loads(sys.argv[2]), context)}))
+"""
+
+
+def test_cleanup_at_the_stacks_log_level_removes_every_managed_instance_node_and_template_and_nothing_else(
     env: Environment, capacity: dict[str, Any]
 ) -> None:
-    summary = cleanup.run(runtime_for(env), retain=False, drain_seconds=20)
+    # At INFO the use-case's summary line used to raise KeyError ('message' is LogRecord's): `cdk destroy` failed.
+    assert stack_log_level() == "INFO"
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_HANDLER, str(ROOT / "lambdas" / "cleanup" / "handler.py"),
+         json.dumps(event("Delete", env.cluster, "false"))],
+        capture_output=True, text=True, env=deployed_env(env), timeout=180, cwd=ROOT,
+    )
 
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Logging error" not in done.stderr, done.stderr[-3000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    response = next(x["response"] for x in lines if "response" in x)
+    assert response["Data"]["Message"].startswith("removed ")
+    summary = next(x["summary"] for x in lines if x.get("message") == "cleanup summary")
     assert summary["retained"] is False and not summary["errors"]
     assert set(summary["instances"]) == set(capacity["instances"])
     assert set(summary["launchTemplates"]) == capacity["templates"]
@@ -155,4 +185,3 @@ def test_cleanup_removes_every_managed_instance_node_and_template_and_nothing_el
     names = template_names(env)
     assert not names & capacity["templates"] and capacity["foreign_template"] in names
     wait_for("the nodes to be gone", lambda: not node_names(env))
-

@@ -11,6 +11,7 @@ import boto3
 import pytest
 from kubernetes import client, config
 
+from nodescale import names
 from sim.aws.moto_server import PROJECT_ROOT
 from sim.environment import pid_alive, read_env, session_members
 
@@ -54,7 +55,7 @@ def test_two_environments_are_independent_and_down_leaves_no_process(tmp_path: P
         for env, d in zip(envs, dirs, strict=True):
             assert env["KUBECONFIG"] == str(d.resolve() / "kubeconfig")
             assert env["AWS_REGION"] == env["AWS_DEFAULT_REGION"] == "us-east-1"
-            assert env["NODESCALE_TABLE"] == f"nodescale-{env['CLUSTER_NAME']}"
+            assert env["NODESCALE_TABLE"] == names.table_name(env["CLUSTER_NAME"])  # the stack's name for it
         assert read_env(dirs[0])["AWS_ENDPOINT_URL"] == envs[0]["AWS_ENDPOINT_URL"]
 
         # Kubernetes: a namespace made in one is not in the other.

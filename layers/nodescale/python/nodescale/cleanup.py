@@ -120,7 +120,9 @@ def _run(
         f"removed {len(summary.instances)} instance(s), {len(summary.nodes)} node(s) and "
         f"{len(summary.launch_templates)} launch template(s) of cluster {cluster}"
     )
-    log.info(summary.message, extra=summary.to_dict())
+    # Nested under one key: the summary's `message` is a LogRecord attribute, which `extra` may not set
+    # (logging raises KeyError, and `cdk destroy` failed on it).
+    log.info(summary.message, extra={"summary": summary.to_dict()})
     return summary.to_dict()
 
 

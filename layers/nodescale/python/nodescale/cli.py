@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from . import telemetry
 from .commands import disrupt, explain, plan, provision, replay, status
 
 # Each module registers its own parser and returns an exit code from run(args).
@@ -23,6 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Before any command runs: stdout is the command's output alone (no metric lines, logs on stderr).
+    telemetry.for_command_line()
     try:
         return int(args.run(args))
     except KeyboardInterrupt:

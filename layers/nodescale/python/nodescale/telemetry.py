@@ -6,7 +6,9 @@ so a rename here is a rename there.
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 import warnings
 
 from aws_lambda_powertools import Logger, Metrics
@@ -62,13 +64,52 @@ Unit = MetricUnit
 
 _logger: Logger | None = None
 _metrics: Metrics | None = None
+_command_line = False
+# The CLI's log level unless POWERTOOLS_LOG_LEVEL (or Powertools' legacy LOG_LEVEL) names another: its
+# output already says what it did, so only what went wrong is logged.
+COMMAND_LINE_LOG_LEVEL = "WARNING"
+
+
+class _CurrentStream:
+    """``sys.stdout`` or ``sys.stderr`` as it is when a line is written, not when the logger was built: a
+    command run inside another program (a test capturing output) must not keep writing to a stream that was
+    swapped out and closed since."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def write(self, text: str) -> int:
+        return int(getattr(sys, self.name).write(text) or 0)
+
+    def flush(self) -> None:
+        getattr(sys, self.name).flush()
 
 
 def logger() -> Logger:
     global _logger
     if _logger is None:
-        _logger = Logger(service=_service())
+        # In Lambda, stdout is the log stream; in the CLI, stdout is the command's output.
+        _logger = Logger(service=_service(), stream=_CurrentStream("stderr" if _command_line else "stdout"))
     return _logger
+
+
+def for_command_line() -> None:
+    """Set up this process as the `nodescale` command: stdout carries the command's output and nothing else.
+
+    Metrics stay off (Powertools prints EMF documents to stdout; nothing collects them from a shell) and
+    logs go to stderr, at WARNING unless POWERTOOLS_LOG_LEVEL or LOG_LEVEL says otherwise. Call before
+    anything logs.
+    """
+    global _command_line
+    _command_line = True
+    os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"  # Powertools' own flushes check it too
+    if not os.environ.get("POWERTOOLS_LOG_LEVEL") and not os.environ.get("LOG_LEVEL"):
+        os.environ["POWERTOOLS_LOG_LEVEL"] = COMMAND_LINE_LOG_LEVEL
+    # Built now, so every `nodescale.*` module logger reaches its handler at its level from the start. The
+    # stream is set after: Powertools reuses the handler of a Logger already built for this service.
+    handler = logger().logger_handler
+    if isinstance(handler, logging.StreamHandler):
+        handler.stream = _CurrentStream("stderr")  # type: ignore[assignment]
 
 
 def metrics() -> Metrics:
@@ -114,7 +155,7 @@ def _emit(name: str, unit: MetricUnit, value: float, dimensions: dict[str, str])
 
 def _disabled() -> bool:
     # The CLI turns metrics off so EMF lines never mix with its own output.
-    return os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() in ("1", "true")
+    return _command_line or os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() in ("1", "true")
 
 
 def _service() -> str:

@@ -31,6 +31,12 @@ class LeaseBusy(RuntimeError):
     """Another invocation held the lease for longer than this one could wait."""
 
 
+def check_table(dynamodb: Any, table: str, name: str = "launch") -> None:
+    """Read lease ``name``'s item: raises ClientError (ResourceNotFoundException for a missing table,
+    AccessDenied...) or BotoCoreError when the table cannot serve as the lease, before anything is changed."""
+    dynamodb.get_item(TableName=table, Key={"pk": {"S": PREFIX + name}}, ProjectionExpression="pk")
+
+
 @contextlib.contextmanager
 def hold(
     dynamodb: Any,

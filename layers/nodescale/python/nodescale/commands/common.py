@@ -1,15 +1,16 @@
-"""What the `nodescale` subcommands share: the output option, printing a result, and reporting failures."""
+"""What the `nodescale` subcommands share: output and lease options, printing a result, reporting failures."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..settings import SettingsError
+from .. import names
+from ..settings import CLUSTER_NAME, TABLE_NAME, Settings, SettingsError
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -45,16 +46,72 @@ def fail(command: str, err: TextIO, problem: object, code: int = EXIT_BAD_INPUT)
 
 
 def quiet_metrics() -> None:
-    """Keep Powertools' metric (EMF) lines out of the command's own output; call before importing the use-case."""
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    """Keep metric (EMF) and log lines out of the command's output (stdout); call before the use-case runs."""
+    from .. import telemetry
+
+    telemetry.for_command_line()
 
 
-def runtime_from_settings(command: str, err: TextIO) -> Runtime | None:
-    """The Runtime for this process's settings, or None once unusable settings were reported."""
+def add_lease_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-lease", action="store_true",
+        help=f"run without the launch lease shared with the functions (in the stack's DynamoDB table: "
+        f"{TABLE_NAME}, else the stack's name for {CLUSTER_NAME}); only passes within this process are kept apart",
+    )
+
+
+def runtime_from_settings(
+    command: str, err: TextIO, *, mutating: bool = False, no_lease: bool = False
+) -> Runtime | None:
+    """The Runtime for this process's settings, or None once unusable settings (or, for a command that
+    launches or terminates, a lease table that does not answer) were reported."""
     from ..runtime import Runtime
 
     try:
-        return Runtime.from_settings()
+        settings = Settings.from_env()
     except SettingsError as exc:
         fail(command, err, exc)
         return None
+    if mutating:
+        leased = lease_settings(command, settings, no_lease, err)
+        if leased is None:
+            return None
+        settings = leased
+    return Runtime.from_settings(settings)
+
+
+def lease_settings(command: str, settings: Settings, no_lease: bool, err: TextIO,
+                   dynamodb: Any | None = None) -> Settings | None:
+    """The settings a command that changes the cluster runs with: the stack's table (NODESCALE_TABLE, else the
+    name the stack gives it for CLUSTER_NAME), checked to answer, so that this command and the functions take
+    turns on one launch lease and never launch twice for the same pods. None once a refusal was reported.
+    With ``no_lease`` no table is used at all, and stderr says so."""
+    if no_lease:
+        print(f"nodescale {command}: --no-lease: running without the lease shared with the functions; only "
+              "passes in this process are kept apart, so one running elsewhere now may launch for the same pods",
+              file=err)
+        return dataclasses.replace(settings, table_name=None)
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from ..aws import clients, leases
+
+    table = settings.table_name or names.table_name(settings.cluster_name)
+    source = (f"{TABLE_NAME}={table}" if settings.table_name else
+              f"{table}, the stack's table for {CLUSTER_NAME}={settings.cluster_name} ({TABLE_NAME} is not set)")
+    try:
+        leases.check_table(dynamodb or clients.client("dynamodb", settings.region), table)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code") or "an error")
+        why = ("does not exist" if code == "ResourceNotFoundException"
+               else f"answered {code}: {error.get('Message', '')}")
+        return _refuse(command, err, source, why)
+    except BotoCoreError as exc:
+        return _refuse(command, err, source, f"cannot be reached ({exc})")
+    return dataclasses.replace(settings, table_name=table)
+
+
+def _refuse(command: str, err: TextIO, source: str, why: str) -> None:
+    fail(command, err, f"no lease table: DynamoDB table {source} {why.rstrip(': ')}; set {TABLE_NAME} to the "
+                       "stack's table, or pass --no-lease to run without the lease the functions share")
+    return None

@@ -1,16 +1,17 @@
 """`nodescale disrupt`: run the disruption function from a shell against the environment in the settings.
 
-    nodescale disrupt --once [--dry-run] [-o json|text]     one run, as the scheduled function makes
-    nodescale disrupt [--dry-run] [-o json|text]            one run a minute until interrupted
+    nodescale disrupt --once [--dry-run] [--no-lease] [-o json|text]   one run, as the scheduled function makes
+    nodescale disrupt [--dry-run] [--no-lease] [-o json|text]          one run a minute until interrupted
 
-``--dry-run`` lists what would be disrupted, why, and the saving per hour, and acts on nothing.
-Exit 0 when the run completed, 2 for unusable settings, 1 when AWS or the API server could not be reached.
+``--dry-run`` lists what would be disrupted, why, and the saving per hour, and acts on nothing. Otherwise
+replacements are launched under the functions' lease, as `nodescale provision` explains (--no-lease to go
+without). Exit 0 when the run completed, 2 for unusable settings or no lease table, 1 when AWS or the API
+server could not be reached.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from typing import Any, TextIO
 
@@ -35,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--once", action="store_true", help="one run, then exit (default: one run a minute)")
     p.add_argument("--dry-run", action="store_true",
                    help="show what would be disrupted, why, and the saving per hour; change nothing")
+    common.add_lease_option(p)
     common.add_output_option(p)
     p.set_defaults(run=run)
 
@@ -42,11 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = common.streams(out, err)
     common.quiet_metrics()
-    # The run's decisions are this command's output; its JSON log lines would only repeat them on stdout.
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     from .. import disrupting
 
-    rt = common.runtime_from_settings(COMMAND, err)
+    rt = common.runtime_from_settings(COMMAND, err, mutating=not args.dry_run, no_lease=args.no_lease)
     if rt is None:
         return common.EXIT_BAD_INPUT
     while True:

@@ -1,10 +1,12 @@
 """`nodescale provision`: run the provisioner from a shell against the environment in the settings.
 
-    nodescale provision --once [--dry-run] [-o json|text]     one pass (what the poll mode does)
-    nodescale provision [--dry-run] [-o json|text]            watch for NODESCALE_WATCH_SECONDS
+    nodescale provision --once [--dry-run] [--no-lease] [-o json|text]     one pass (what the poll mode does)
+    nodescale provision [--dry-run] [--no-lease] [-o json|text]            watch for NODESCALE_WATCH_SECONDS
 
-Exit 0 when the pass ran (unschedulable pods included), 2 for unusable settings, 1 when AWS or the
-API server could not be reached.
+A launch takes the functions' lease in the stack's table (NODESCALE_TABLE, else the stack's name for
+CLUSTER_NAME), so this command and the provisioner never launch twice for the same pods; without a table
+that answers it refuses, unless --no-lease. Exit 0 when the pass ran (unschedulable pods included), 2 for
+unusable settings or no lease table, 1 when AWS or the API server could not be reached.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--once", action="store_true", help="one pass over the pending pods, then exit")
     p.add_argument("--dry-run", action="store_true", help="show what would be launched and why; launch nothing")
+    common.add_lease_option(p)
     common.add_output_option(p)
     p.set_defaults(run=run)
 
@@ -37,7 +40,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     common.quiet_metrics()
     from .. import provisioning
 
-    rt = common.runtime_from_settings(COMMAND, err)
+    rt = common.runtime_from_settings(COMMAND, err, mutating=not args.dry_run, no_lease=args.no_lease)
     if rt is None:
         return common.EXIT_BAD_INPUT
     try:

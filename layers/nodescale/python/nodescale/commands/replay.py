@@ -1,15 +1,17 @@
 """`nodescale replay`: feed recorded EventBridge events to the interruption function's code path.
 
-    nodescale replay FILE [FILE ...] [-o json|text] [--account ID] [--seconds N]
+    nodescale replay FILE [FILE ...] [-o json|text] [--account ID] [--seconds N] [--no-lease]
 
 Each FILE holds one event (a JSON object) or a list of events. They run in order against the
 environment in the process's settings (CLUSTER_NAME, AWS_REGION, KUBECONFIG, AWS_ENDPOINT_URL,
 NODESCALE_TABLE... e.g. `sim/`'s env file), exactly as the Lambda runs them, idempotency record
-included. The account an event must name is `--account`, else the caller's own (STS); events for
+included, and replacements launched under the functions' lease in the stack's table (NODESCALE_TABLE, else
+the stack's name for CLUSTER_NAME; without a table that answers it refuses, unless --no-lease). The account
+an event must name is `--account`, else the caller's own (STS); events for
 another account or region are ignored as the Lambda ignores them.
 
-Exit 0 when every event was handled or ignored with a reason, 2 for unreadable input or settings,
-1 when handling an event failed (the Lambda would have been retried).
+Exit 0 when every event was handled or ignored with a reason, 2 for unreadable input or settings or no lease
+table, 1 when handling an event failed (the Lambda would have been retried).
 """
 
 from __future__ import annotations
@@ -46,16 +48,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--account", help="the account events must be for (default: the caller's, from STS)")
     p.add_argument("--seconds", type=float, default=interrupting.DEFAULT_DRAIN_SECONDS,
                    help="how long each event may keep draining (default %(default)s)")
+    common.add_lease_option(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = common.streams(out, err)
+    common.quiet_metrics()
     try:
         recorded = list(read_events(args.files))
         settings = Settings.from_env()
     except (ReplayInputError, SettingsError) as exc:
         return common.fail("replay", err, exc)
+    leased = common.lease_settings("replay", settings, args.no_lease, err)
+    if leased is None:
+        return common.EXIT_BAD_INPUT
+    settings = leased
     account = args.account or caller_account(settings.region)
     holder: list[Runtime] = []
 
