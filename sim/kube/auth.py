@@ -18,7 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sim.aws.constants import KUBE_ADMIN_TOKEN, KUBE_FUNCTIONS_GROUP, KUBE_FUNCTIONS_TOKEN, KUBE_FUNCTIONS_USER
+from sim.aws.constants import (
+    KUBE_ADMIN_TOKEN,
+    KUBE_FUNCTIONS_GROUP,
+    KUBE_FUNCTIONS_TOKEN,
+    KUBE_FUNCTIONS_USER,
+)
 
 from .errors import ApiError
 
