@@ -12,6 +12,7 @@ simulated clock from `NODESCALE_CLOCK_URL` as a plain GET).
 from __future__ import annotations
 
 import json
+import logging
 import re
 import select
 import sys
@@ -44,6 +45,7 @@ SERVER_VERSION = {
     "platform": "linux/amd64",
 }
 DEFAULT_WATCH_SECONDS = 1800
+log = logging.getLogger("sim.kube.server")
 _VERSION_RE = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
 
 
@@ -131,7 +133,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self._control(path, query)
                 return
             user = authenticate(self.headers.get("Authorization"), path, self.server.tokens)
-            self.server.authorizer.authorize(user, request_attributes(self.command, parts.path, query))
+            try:
+                self.server.authorizer.authorize(user, request_attributes(self.command, parts.path, query))
+            except ApiError as denied:
+                # In sim.log, so a grant the manifest lacks is found without reading every client's errors.
+                log.warning("RBAC denied %s %s: %s", self.command, parts.path, denied.message)
+                raise
             if self._discovery(path):
                 return
             request = self._parse_path(path)
