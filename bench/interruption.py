@@ -63,9 +63,10 @@ def measure() -> dict[str, list[float]]:
     out: dict[str, list[float]] = {"cordon": [], "launch": []}
     with tempfile.TemporaryDirectory(prefix="bench-interruption-") as tmp, Environment(Path(tmp), ready_delay=1.0) as env:
         settings = Settings.from_env(env.env)
-        aws = AwsClients(**{s: env.boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
+        # The product runs as the functions (DIR/env); the benchmark seeds as the administrator.
+        aws = AwsClients(**{s: env.functions_boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
         api = env.kube_api_client()
-        rt = Runtime(settings, aws, api)
+        rt = Runtime(settings, aws, env.functions_kube_api_client())
         env.boto3_client("ssm").put_parameter(
             Name=settings.nodepool_parameter_path.rstrip("/") + "/default",
             Value=(EXAMPLES / "karpenter-v1alpha5/default-spot.yaml").read_text(), Type="String", Overwrite=True,

@@ -43,9 +43,10 @@ def measure() -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory(prefix="bench-provisioner-") as tmp, Environment(Path(tmp), ready_delay=1.0) as env:
         settings = dataclasses.replace(Settings.from_env(env.env), watch_seconds=60.0)
-        aws = AwsClients(**{s: env.boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
+        # The product runs as the functions (DIR/env); the benchmark seeds as the administrator.
+        aws = AwsClients(**{s: env.functions_boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
         api = env.kube_api_client()
-        rt = Runtime(settings, aws, api)
+        rt = Runtime(settings, aws, env.functions_kube_api_client())
         path = settings.nodepool_parameter_path.rstrip("/")
         env.boto3_client("ssm").put_parameter(
             Name=f"{path}/default", Value=(EXAMPLES / "karpenter-v1alpha5/default-spot.yaml").read_text(),

@@ -91,6 +91,7 @@ def _list_main(url: str) -> None:
     from kubernetes import client
 
     from nodescale.k8s import listing
+    from sim.aws.constants import KUBE_FUNCTIONS_TOKEN
 
     # Every response that would become client model objects goes through deserialize; count them.
     deserialized = 0
@@ -102,7 +103,10 @@ def _list_main(url: str) -> None:
         return original(self, *args, **kwargs)
 
     client.ApiClient.deserialize = counting  # type: ignore[method-assign]
-    api = client.ApiClient(client.Configuration(host=url))
+    config = client.Configuration(host=url)
+    config.api_key = {"authorization": KUBE_FUNCTIONS_TOKEN}  # the functions' identity, as the product lists
+    config.api_key_prefix = {"authorization": "Bearer"}
+    api = client.ApiClient(config)
     rss_before = peak_rss()
     started = time.perf_counter()
     nodes = listing.list_nodes(api).items
@@ -121,16 +125,25 @@ def _list_main(url: str) -> None:
     }))
 
 
+def listing_server(store: Any) -> Any:
+    """A started API server over `store` that holds the functions' RBAC, for `list_in_fresh_process`."""
+    from sim.environment import RBAC_MANIFEST
+    from sim.kube.rbac import apply_manifest
+    from sim.kube.server import KubeServer
+
+    apply_manifest(store, RBAC_MANIFEST)
+    return KubeServer(store).start()
+
+
 def measure_listing() -> dict[str, Any]:
     from sim.clock import Clock
-    from sim.kube.server import KubeServer
     from sim.kube.store import Store
 
     store = Store(Clock())
     started = time.perf_counter()
     seed_store(store)
     seeded = time.perf_counter() - started
-    server = KubeServer(store).start()
+    server = listing_server(store)
     try:
         report = list_in_fresh_process(server.url)
     finally:
@@ -265,8 +278,9 @@ def sim_runtime(directory: Path, cpu_limit: int) -> Iterator[SimRuntime]:
         os.environ[CLOCK_URL] = env.env[CLOCK_URL]
         try:
             settings = Settings.from_env(env.env)
-            aws = AwsClients(**{s: env.boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
-            rt = Runtime(settings, aws, env.kube_api_client())
+            # The product runs as the functions (DIR/env); the benchmark seeds and watches as the administrator.
+            aws = AwsClients(**{s: env.functions_boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
+            rt = Runtime(settings, aws, env.functions_kube_api_client())
             env.boto3_client("ssm").put_parameter(
                 Name=settings.nodepool_parameter_path.rstrip("/") + "/default", Value=pool_text(cpu_limit),
                 Type="String", Overwrite=True)

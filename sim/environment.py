@@ -5,8 +5,13 @@ returns once everything answers; `down(dir)` stops it and everything it started.
 process writes, in DIR:
 
 - `env`: `export K='V'` lines a shell or a test can load (KUBECONFIG, AWS_ENDPOINT_URL, region,
-  dummy credentials, CLUSTER_NAME, NODESCALE_* settings, NODESCALE_SIM_CONTROL ...);
-- `kubeconfig`: a real kubeconfig for the local API server;
+  credentials, CLUSTER_NAME, NODESCALE_* settings, NODESCALE_SIM_CONTROL ...): the functions'
+  identity, what the handlers, the `nodescale` CLI and the demo run as. Its kubeconfig holds the
+  functions' token (RBAC: what `infra/manifests/rbac.yaml` grants the group `nodescale-functions`),
+  its AWS credentials the operator's (held to the stack's IAM policy);
+- `admin.env`: the same lines for the administrator: `admin-kubeconfig` (system:masters) and
+  unrestricted AWS credentials, for seeding, tests, fixtures and kubectl;
+- `kubeconfig`, `admin-kubeconfig`: real kubeconfigs for the local API server, one per identity;
 - `seed.json`: ids of the seeded AWS resources; `state.json`: pids, ports and URLs (present while
   serving); `sim.pid`; `sim.log`, `moto.log`.
 
@@ -36,7 +41,14 @@ import yaml
 from nodescale import settings as names
 from nodescale.clock import CLOCK_URL
 from sim.aws.amis import DEFAULT_KUBERNETES_VERSION, Image, public_parameters
-from sim.aws.constants import DUMMY_CREDENTIALS, REGION
+from sim.aws.constants import (
+    ADMIN_CREDENTIALS,
+    KUBE_ADMIN_TOKEN,
+    KUBE_FUNCTIONS_TOKEN,
+    KUBE_FUNCTIONS_USER,
+    OPERATOR_CREDENTIALS,
+    REGION,
+)
 from sim.aws.moto_server import PROJECT_ROOT, MotoServer
 
 log = logging.getLogger("sim.environment")
@@ -45,6 +57,10 @@ SIM_CONTROL = "NODESCALE_SIM_CONTROL"  # kube control API: clock, kube faults
 SIM_AWS_CONTROL = "NODESCALE_SIM_AWS_CONTROL"  # AWS proxy control API: aws-faults, aws-calls, seed, kubelet
 AWS_ENDPOINT_URL = "AWS_ENDPOINT_URL"
 START_TIMEOUT = 90.0
+ADMIN_ENV = "admin.env"
+ADMIN_KUBECONFIG = "admin-kubeconfig"
+# The functions' RBAC, applied as the stack's deploy guide applies it (never a copy: the same file).
+RBAC_MANIFEST = PROJECT_ROOT / "infra" / "manifests" / "rbac.yaml"
 
 
 class SimEnvironmentError(RuntimeError):
@@ -66,6 +82,7 @@ def serve(
     from sim.aws.seed import seed
     from sim.clock import Clock
     from sim.kube.controllers import Controllers
+    from sim.kube.rbac import apply_manifest
     from sim.kube.server import KubeServer
     from sim.kube.store import Store
     from sim.nodes.kubelet import Kubelet
@@ -82,6 +99,7 @@ def serve(
         parts.append(moto)
         clock = Clock(speed=speed)
         store = Store(clock)
+        apply_manifest(store, RBAC_MANIFEST)
         kube = KubeServer(store).start()
         parts.append(kube)
         account = seed(moto.url, cluster=cluster, kubernetes_version=kubernetes_version, kube_url=kube.url)
@@ -106,8 +124,16 @@ def serve(
 
         env = settings_for(directory, cluster, proxy.url, kube.url, account.table_name,
                            account.nodepool_parameter_path, account.node_role_name, account.instance_profile_name)
-        write_kubeconfig(directory / "kubeconfig", kube.url, cluster)
-        _write_atomic(directory / "env", "".join(f"export {k}={_quote(v)}\n" for k, v in env.items()))
+        admin_env = {
+            **env,
+            names.KUBECONFIG: str(directory / ADMIN_KUBECONFIG),
+            "AWS_ACCESS_KEY_ID": ADMIN_CREDENTIALS["aws_access_key_id"],
+            "AWS_SECRET_ACCESS_KEY": ADMIN_CREDENTIALS["aws_secret_access_key"],
+        }
+        write_kubeconfig(directory / "kubeconfig", kube.url, cluster, KUBE_FUNCTIONS_USER, KUBE_FUNCTIONS_TOKEN)
+        write_kubeconfig(directory / ADMIN_KUBECONFIG, kube.url, cluster, f"{cluster}-admin", KUBE_ADMIN_TOKEN)
+        _write_atomic(directory / ADMIN_ENV, _env_text(admin_env))
+        _write_atomic(directory / "env", _env_text(env))
         state = {
             "pid": os.getpid(),
             "moto_pid": moto.pid,
@@ -148,8 +174,8 @@ def settings_for(
         AWS_ENDPOINT_URL: aws_endpoint,
         names.DEFAULT_REGION: REGION,
         names.REGION: REGION,
-        "AWS_ACCESS_KEY_ID": DUMMY_CREDENTIALS["aws_access_key_id"],
-        "AWS_SECRET_ACCESS_KEY": DUMMY_CREDENTIALS["aws_secret_access_key"],
+        "AWS_ACCESS_KEY_ID": OPERATOR_CREDENTIALS["aws_access_key_id"],
+        "AWS_SECRET_ACCESS_KEY": OPERATOR_CREDENTIALS["aws_secret_access_key"],
         "AWS_EC2_METADATA_DISABLED": "true",
         names.CLUSTER_NAME: cluster,
         names.TABLE_NAME: table,
@@ -163,19 +189,24 @@ def settings_for(
     }
 
 
-def write_kubeconfig(path: Path, server: str, cluster: str) -> None:
+def write_kubeconfig(path: Path, server: str, cluster: str, user: str, token: str) -> None:
+    """A kubeconfig for the local API server that authenticates as `user` with its bearer `token`."""
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": cluster, "cluster": {"server": server}}],
-        "users": [{"name": f"{cluster}-admin", "user": {"token": "sim-token"}}],
+        "users": [{"name": user, "user": {"token": token}}],
         "contexts": [
-            {"name": cluster, "context": {"cluster": cluster, "user": f"{cluster}-admin", "namespace": "default"}}
+            {"name": cluster, "context": {"cluster": cluster, "user": user, "namespace": "default"}}
         ],
         "current-context": cluster,
         "preferences": {},
     }
     _write_atomic(path, yaml.safe_dump(config, sort_keys=False))
+
+
+def _env_text(env: dict[str, str]) -> str:
+    return "".join(f"export {k}={_quote(v)}\n" for k, v in env.items())
 
 
 def _quote(value: str) -> str:
@@ -190,10 +221,10 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 # --- controlling it from outside ------------------------------------------------------------------------------------
-def read_env(directory: Path) -> dict[str, str]:
-    """Parse DIR/env (the `export K='V'` lines `serve` wrote)."""
+def read_env(directory: Path, name: str = "env") -> dict[str, str]:
+    """Parse DIR/env (or DIR/admin.env): the `export K='V'` lines `serve` wrote."""
     env: dict[str, str] = {}
-    for line in (directory / "env").read_text().splitlines():
+    for line in (directory / name).read_text().splitlines():
         if line.startswith("export "):
             words = shlex.split(line[len("export ") :])
             if words and "=" in words[0]:
@@ -251,7 +282,7 @@ def up(
             f"an environment is already running in {directory} (pid {existing}); "
             f"run `python -m sim down --dir {directory}` first"
         )
-    for name in ("state.json", "sim.pid", "env"):
+    for name in ("state.json", "sim.pid", "env", ADMIN_ENV):
         with contextlib.suppress(FileNotFoundError):
             (directory / name).unlink()
     env = dict(os.environ)
@@ -276,7 +307,7 @@ def up(
                 f"the environment exited during start-up (code {proc.returncode}):\n{_log_tail(directory)}"
             )
         state = read_state(directory)
-        if state and _answers(f"{state['kube_url']}/version") and _answers(f"{state['aws_endpoint']}/sim/v1/seed"):
+        if state and _answers(f"{state['kube_url']}/readyz") and _answers(f"{state['aws_endpoint']}/sim/v1/seed"):
             return proc
         time.sleep(0.1)
     _stop_pid(proc.pid, None)
@@ -372,6 +403,7 @@ class Environment:
         self.speed = speed
         self.kubernetes_version = kubernetes_version
         self.env: dict[str, str] = {}
+        self.admin_env: dict[str, str] = {}
         self.state: dict[str, Any] = {}
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -381,6 +413,7 @@ class Environment:
             self.dir, self.cluster, self.ready_delay, self.speed, self.kubernetes_version, exit_with_parent=True
         )
         self.env = read_env(self.dir)
+        self.admin_env = read_env(self.dir, ADMIN_ENV)
         self.state = read_state(self.dir) or {}
         return self
 
@@ -407,7 +440,13 @@ class Environment:
     # where things are
     @property
     def kubeconfig(self) -> str:
+        """The functions' kubeconfig (what the product runs with)."""
         return self.env[names.KUBECONFIG]
+
+    @property
+    def admin_kubeconfig(self) -> str:
+        """The administrator's kubeconfig (system:masters): seeding, fixtures, assertions."""
+        return self.admin_env[names.KUBECONFIG]
 
     @property
     def aws_endpoint(self) -> str:
@@ -430,17 +469,31 @@ class Environment:
         return json.loads((self.dir / "seed.json").read_text())
 
     def boto3_client(self, service: str, retries: int | None = None) -> Any:
-        """A boto3 client for this environment; `retries=0` makes injected errors surface at once."""
+        """An administrator's boto3 client (seeding, tests); `retries=0` makes injected errors surface at once."""
+        return self._boto3_client(service, self.admin_env, retries)
+
+    def functions_boto3_client(self, service: str, retries: int | None = None) -> Any:
+        """A boto3 client with DIR/env's credentials: what the product runs as."""
+        return self._boto3_client(service, self.env, retries)
+
+    def _boto3_client(self, service: str, env: dict[str, str], retries: int | None) -> Any:
         import boto3
         from botocore.config import Config
 
         config = Config(retries={"total_max_attempts": retries + 1, "mode": "standard"}) if retries is not None else None
         return boto3.client(
-            service, endpoint_url=self.aws_endpoint, region_name=REGION, config=config, **DUMMY_CREDENTIALS
+            service, endpoint_url=self.aws_endpoint, region_name=REGION, config=config,
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
         )
 
     def kube_api_client(self) -> Any:
-        """An official `kubernetes` ApiClient configured from this environment's kubeconfig."""
+        """An official `kubernetes` ApiClient as the administrator (seeding, fixtures, assertions)."""
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=self.admin_kubeconfig)
+
+    def functions_kube_api_client(self) -> Any:
+        """An official `kubernetes` ApiClient from DIR/env's kubeconfig: what the product runs as."""
         from kubernetes import config
 
         return config.new_client_from_config(config_file=self.kubeconfig)

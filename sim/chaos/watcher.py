@@ -19,7 +19,7 @@ from typing import Any
 
 import boto3
 
-from sim.aws.constants import DUMMY_CREDENTIALS, REGION
+from sim.aws.constants import DUMMY_CREDENTIALS, KUBE_ADMIN_TOKEN, REGION
 
 from .checkers import DisruptionChecker, ForeignChecker, InstanceRecord, LimitsChecker, Violation
 
@@ -64,7 +64,7 @@ class Watcher:
         limits: LimitsChecker,
         poll_seconds: float = 0.25,
         started: float | None = None,
-        token: str = "sim-token",
+        token: str = KUBE_ADMIN_TOKEN,
     ) -> None:
         self.kube_url = kube_url.rstrip("/")
         self.ec2 = moto_ec2(moto_url)

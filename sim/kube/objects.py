@@ -39,6 +39,16 @@ def valid_name(name: str) -> str | None:
     return None
 
 
+def valid_path_segment_name(name: str) -> str | None:
+    """Why `name` is not a valid RBAC object name (a path segment: `system:discovery` is fine), or None."""
+    if name in (".", ".."):
+        return f"may not be '{name}'"
+    for bad in ("/", "%"):
+        if bad in name:
+            return f"may not contain '{bad}'"
+    return None
+
+
 def condition(obj: dict[str, Any], cond_type: str) -> dict[str, Any] | None:
     for cond in (obj.get("status") or {}).get("conditions") or []:
         if cond.get("type") == cond_type:

@@ -1,12 +1,18 @@
 """HTTP front end: the Kubernetes REST API (as the official clients use it) over a `Store`.
 
+Every Kubernetes request is authenticated (a bearer token per identity, `auth`) and authorized by
+kube-apiserver's RBAC rules over the Roles and bindings in the store (`rbac`), so a client holding the
+functions' kubeconfig can do exactly what `infra/manifests/rbac.yaml` grants and no more.
+
 Also serves a small control API under `/sim/v1/` for tests and scenarios: the clock and fault
-injection.
+injection. It is the environment's, not Kubernetes': it takes no token (the product reads the
+simulated clock from `NODESCALE_CLOCK_URL` as a plain GET).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import select
 import sys
@@ -17,11 +23,13 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from . import errors
+from .auth import TOKENS, User, authenticate, request_attributes
 from .disruption import evict
 from .errors import ApiError
 from .faults import FaultInjector, FaultSpecError, fault_error
 from .objects import meta
 from .patches import PATCH_CONTENT_TYPES, apply_patch
+from .rbac import RbacAuthorizer, install_bootstrap_policy
 from .resources import ResourceType
 from .store import Store, Watch
 
@@ -37,6 +45,7 @@ SERVER_VERSION = {
     "platform": "linux/amd64",
 }
 DEFAULT_WATCH_SECONDS = 1800
+log = logging.getLogger("sim.kube.server")
 _VERSION_RE = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
 
 
@@ -123,6 +132,13 @@ class _Handler(BaseHTTPRequestHandler):
             if path.startswith("/sim/v1"):
                 self._control(path, query)
                 return
+            user = authenticate(self.headers.get("Authorization"), path, self.server.tokens)
+            try:
+                self.server.authorizer.authorize(user, request_attributes(self.command, parts.path, query))
+            except ApiError as denied:
+                # In sim.log, so a grant the manifest lacks is found without reading every client's errors.
+                log.warning("RBAC denied %s %s: %s", self.command, parts.path, denied.message)
+                raise
             if self._discovery(path):
                 return
             request = self._parse_path(path)
@@ -558,9 +574,11 @@ class _HTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], store: Store) -> None:
+    def __init__(self, address: tuple[str, int], store: Store, tokens: dict[str, User]) -> None:
         super().__init__(address, _Handler)
         self.store = store
+        self.tokens = tokens
+        self.authorizer = RbacAuthorizer(store)
         self.faults = FaultInjector()
         self._watches: set[Watch] = set()
         self._watch_lock = threading.Lock()
@@ -587,11 +605,19 @@ class _HTTPServer(ThreadingHTTPServer):
 
 
 class KubeServer:
-    """Serves `store` over HTTP on `host:port` (port 0 picks a free one) from a background thread."""
+    """Serves `store` over HTTP on `host:port` (port 0 picks a free one) from a background thread.
 
-    def __init__(self, store: Store, host: str = "127.0.0.1", port: int = 0) -> None:
+    `tokens` maps each bearer token to its user (default: the admin's and the functions'). Like
+    kube-apiserver at start-up, it puts the default ClusterRoles and bindings (cluster-admin,
+    system:discovery, system:basic-user, system:public-info-viewer) in the store.
+    """
+
+    def __init__(
+        self, store: Store, host: str = "127.0.0.1", port: int = 0, tokens: dict[str, User] | None = None
+    ) -> None:
         self.store = store
-        self._httpd = _HTTPServer((host, port), store)
+        install_bootstrap_policy(store)
+        self._httpd = _HTTPServer((host, port), store, dict(TOKENS if tokens is None else tokens))
         self._thread: threading.Thread | None = None
 
     @property

@@ -29,7 +29,7 @@ from ..clock import Clock, format_time
 from . import errors
 from .defaults import apply_create_defaults
 from .errors import ApiError
-from .objects import clone, meta, valid_name
+from .objects import clone, meta, valid_name, valid_path_segment_name
 from .patches import apply_patch
 from .resources import CRD_KEY, Registry, ResourceType, validate_crd
 from .selectors import LabelMatcher, ObjectMatcher, field_equals, parse_field_selector, parse_label_selector
@@ -428,7 +428,12 @@ class Store:
                     rt.kind, rt.group, "", "metadata.name", "Required value: name or generateName is required"
                 )
             # Event names carry a hex suffix clients generate freely; the real server accepts them too.
-            problem = valid_name(name) if rt.plural != "events" else None
+            if rt.plural == "events":
+                problem = None
+            elif rt.group == "rbac.authorization.k8s.io":  # kube validates these as path segments
+                problem = valid_path_segment_name(name)
+            else:
+                problem = valid_name(name)
             if problem:
                 raise errors.invalid(rt.kind, rt.group, name, "metadata.name", f'Invalid value: "{name}": {problem}')
             if name in self._data.get(_storage_key(rt), {}).get(ns, {}):

@@ -75,7 +75,7 @@ def test_rbac_grants_exactly_what_the_functions_do() -> None:
     role, _ = yaml.safe_load_all((MANIFESTS / "rbac.yaml").read_text())
     granted = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
     expected = {("", "nodes", v) for v in ("get", "list", "watch", "patch", "delete")}
-    expected |= {("", "pods", v) for v in ("get", "list", "watch")}
+    expected |= {("", "pods", v) for v in ("get", "list", "watch", "delete")}  # delete: forced drains
     expected |= {("", "pods/eviction", "create")}
     expected |= {(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "get", "patch")}
     expected |= {("apps", "daemonsets", "list")}

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from sim.aws.constants import KUBE_ADMIN_TOKEN
 from sim.clock import Clock
 from sim.kube.controllers import Controllers
 from sim.kube.server import KubeServer
@@ -27,7 +28,7 @@ class KubeHarness:
         self.server = KubeServer(self.store).start()
         self.controllers = Controllers(self.store, self.clock, ready_delay=ready_delay).start()
         config = client.Configuration(host=self.server.url)
-        config.api_key = {"authorization": "k8s-aws-v1.not-checked"}
+        config.api_key = {"authorization": KUBE_ADMIN_TOKEN}  # these tests exercise the API itself: as admin
         config.api_key_prefix = {"authorization": "Bearer"}
         self.api_client = client.ApiClient(config)
         self.core = client.CoreV1Api(self.api_client)

@@ -8,6 +8,10 @@ A test module that wants an environment of its own (not the session one of `simf
     ns = helpers.namespace_fixture()
 
 and reaches nodes, instances, pods and pools through the functions below, all over HTTP.
+
+Two identities, as on a real cluster: what a test seeds, reads to assert, or cleans up goes through the
+administrator (`Environment.kube_api_client()`, `.boto3_client()`); what the product does runs as the
+functions (`runtime_for`, `use_settings`, DIR/env), held to `infra/manifests/rbac.yaml`.
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ from nodescale.k8s.client import client_from_kubeconfig
 from nodescale.k8s.raw import MERGE_PATCH, request_json
 from nodescale.runtime import Runtime
 from nodescale.settings import Settings
-from sim.environment import Environment
+from sim.aws.constants import KUBE_ADMIN_TOKEN, KUBE_FUNCTIONS_TOKEN
+from sim.environment import RBAC_MANIFEST, Environment
+from sim.kube.rbac import apply_manifest
 from sim.kube.server import KubeServer
 from sim.kube.store import Store
 
@@ -155,10 +161,10 @@ def _delete_pools(env: Environment, api: Any) -> None:
 
 
 def runtime_for(sim: Environment, **changes: Any) -> Runtime:
-    """A Runtime over the environment's clients, with `changes` applied to its settings."""
+    """A Runtime as the functions (DIR/env's credentials and kubeconfig), with `changes` applied to its settings."""
     settings = dataclasses.replace(Settings.from_env(sim.env), **changes)
-    aws = AwsClients(**{s: sim.boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
-    return Runtime(settings, aws, sim.kube_api_client())
+    aws = AwsClients(**{s: sim.functions_boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})
+    return Runtime(settings, aws, sim.functions_kube_api_client())
 
 
 def pool_path(sim: Environment) -> str:
@@ -267,35 +273,45 @@ def instance_state(sim: Environment, instance_id: str) -> str:
 class KubeApi(NamedTuple):
     store: Store
     server: KubeServer
-    api: Any
+    api: Any  # the functions' client: what the product code under test uses
+    admin: Any  # the administrator's: what the test seeds and checks with
 
 
-def serve(store: Store, directory: Path) -> tuple[KubeServer, Any]:
-    """An API server over `store`, and a client made from a kubeconfig file, as the product makes its own."""
-    server = KubeServer(store).start()
-    path = directory / f"config-{server.port}"
+def _client(server: KubeServer, directory: Path, user: str, token: str) -> Any:
+    path = directory / f"config-{server.port}-{user}"
     path.write_text(json.dumps({
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "sim", "cluster": {"server": server.url}}],
-        "users": [{"name": "nodescale", "user": {"token": "sim"}}],
-        "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "nodescale"}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": user}}],
         "current-context": "sim",
     }))
-    return server, client_from_kubeconfig(str(path))
+    return client_from_kubeconfig(str(path))
+
+
+def serve(store: Store, directory: Path) -> tuple[KubeServer, Any, Any]:
+    """An API server over `store` holding the functions' RBAC (`infra/manifests/rbac.yaml`), and two clients
+    made from kubeconfig files as the product makes its own: the functions' and the administrator's."""
+    apply_manifest(store, RBAC_MANIFEST)
+    server = KubeServer(store).start()
+    functions = _client(server, directory, "nodescale", KUBE_FUNCTIONS_TOKEN)
+    return server, functions, _client(server, directory, "admin", KUBE_ADMIN_TOKEN)
 
 
 def kube_api_fixture(name: str = "kube") -> Any:
-    """A module-scoped fixture called `name`: a `KubeApi` (store, server, client) over a fresh store."""
+    """A module-scoped fixture called `name`: a `KubeApi` (store, server, functions' and admin's clients)
+    over a fresh store."""
 
     @pytest.fixture(scope="module", name=name)
     def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeApi]:
         store = Store()
-        server, api = serve(store, tmp_path_factory.mktemp("kube"))
+        server, api, admin = serve(store, tmp_path_factory.mktemp("kube"))
         try:
-            yield KubeApi(store, server, api)
+            yield KubeApi(store, server, api, admin)
         finally:
             api.close()
+            admin.close()
             server.stop()
 
     return kube

@@ -4,8 +4,11 @@ Register once in the root conftest: `pytest_plugins = ["tests.integration.simfix
 
 - `sim_env` (session scope: one environment per xdist worker, started on first use): a running
   `sim.environment.Environment`. Tests reach it only over HTTP, like the product does:
-  `.kubeconfig`, `.aws_endpoint`, `.env` (the settings dict, as DIR/env holds it), `.seed`,
-  `.boto3_client(service, retries=0)`, `.kube_api_client()`, and the control helpers
+  `.kubeconfig`, `.aws_endpoint`, `.env` (the settings dict, as DIR/env holds it: the functions' identity),
+  `.admin_env` / `.admin_kubeconfig` (DIR/admin.env: the administrator), `.seed`,
+  `.boto3_client(service, retries=0)` and `.kube_api_client()` (the administrator's: seeding, assertions),
+  `.functions_boto3_client(service)` and `.functions_kube_api_client()` (what the product runs as),
+  and the control helpers
   `.advance(seconds)`, `.add_aws_fault(...)`, `.clear_aws_faults()`, `.aws_calls(...)`,
   `.add_kube_fault(...)`, `.kubelet()`.
 - `sim`: the same environment for one test, with every AWS and Kubernetes fault cleared afterwards.

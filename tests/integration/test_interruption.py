@@ -13,6 +13,7 @@ import json
 import threading
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -234,6 +235,28 @@ def test_spot_warning_cordons_replaces_first_drains_within_the_pdb_and_terminate
     assert victim not in nodes_of(moved)
     assert node(sim, victim) is None
     assert instance_state(sim, instance_id) in ("shutting-down", "terminated")
+
+
+def test_a_pdb_that_blocks_every_eviction_does_not_outlive_the_spot_notice(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    # The functions' own identity (runtime_for: DIR/env's kubeconfig) must be allowed to delete the pod
+    # that no eviction may take: the instance is going away whatever the PDB says.
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1})
+    request_json(sim.kube_api_client(), "POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", body={
+        "metadata": {"name": "all-of-inflate"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "inflate"}}}})
+    (pod,) = provision(sim, rt, ns, 1)
+    victim = pod["spec"]["nodeName"]
+    instance_id = instance_of(node(sim, victim))
+    # Sent two minutes ago: the notice has run out, so blocked pods are deleted directly.
+    past = clock.format_timestamp(clock.now() - timedelta(minutes=2, seconds=5))
+    summary = replay(rt, event("spot-interruption-warning.json", instance_id, sim, time=past))
+    (report,) = summary["instances"]
+    assert report["action"] == interrupting.DRAINED, report
+    assert report["instanceTerminated"] and report["nodeDeleted"]
+    assert pod["metadata"]["uid"] not in {p["metadata"]["uid"] for p in pods(sim, ns)}
+    assert node(sim, victim) is None
 
 
 @pytest.mark.filterwarnings("ignore:No application metrics to publish")

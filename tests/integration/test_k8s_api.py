@@ -37,10 +37,10 @@ def create_node(api, name: str, **spec) -> dict:
 
 
 def test_listing_pages_through_everything_with_selectors(sim):
-    store, _, api = sim
-    ns = new_namespace(api)
+    store, _, api, admin = sim
+    ns = new_namespace(admin)
     for i in range(23):
-        create_pod(api, pod(ns, f"p{i:02d}", labels={"app": "web" if i % 2 else "db"}))
+        create_pod(admin, pod(ns, f"p{i:02d}", labels={"app": "web" if i % 2 else "db"}))
     result = listing.list_pods(api, ns, limit=5)
     names = [p["metadata"]["name"] for p in result.items]
     assert names == sorted(f"p{i:02d}" for i in range(23))
@@ -51,14 +51,14 @@ def test_listing_pages_through_everything_with_selectors(sim):
 
 
 def test_provisionable_pods_and_pods_on_a_node(sim):
-    _, _, api = sim
-    ns = new_namespace(api)
+    _, _, api, admin = sim
+    ns = new_namespace(admin)
     node = f"n-{ns}"
-    create_node(api, node)
-    create_pod(api, pod(ns, "waiting", unschedulable=True))
-    create_pod(api, pod(ns, "fresh"))
-    create_pod(api, pod(ns, "custom", unschedulable=True, schedulerName="other"))
-    create_pod(api, pod(ns, "bound", node=node))
+    create_node(admin, node)
+    create_pod(admin, pod(ns, "waiting", unschedulable=True))
+    create_pod(admin, pod(ns, "fresh"))
+    create_pod(admin, pod(ns, "custom", unschedulable=True, schedulerName="other"))
+    create_pod(admin, pod(ns, "bound", node=node))
     found = [p["metadata"]["name"] for p in listing.provisionable_pods(api, ns).items]
     assert found == ["waiting"]
     assert [p["metadata"]["name"] for p in listing.pods_on_node(api, node)] == ["bound"]
@@ -67,11 +67,11 @@ def test_provisionable_pods_and_pods_on_a_node(sim):
 
 
 def test_pdbs_and_daemonsets_are_listed_as_dicts(sim):
-    _, _, api = sim
-    ns = new_namespace(api)
-    request_json(api, "POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+    _, _, api, admin = sim
+    ns = new_namespace(admin)
+    request_json(admin, "POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
                  body={"metadata": {"name": "pdb"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"a": "b"}}}})
-    request_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/daemonsets", body={
+    request_json(admin, "POST", f"/apis/apps/v1/namespaces/{ns}/daemonsets", body={
         "metadata": {"name": "ds"},
         "spec": {"selector": {"matchLabels": {"a": "ds"}},
                  "template": {"metadata": {"labels": {"a": "ds"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}},
@@ -81,9 +81,9 @@ def test_pdbs_and_daemonsets_are_listed_as_dicts(sim):
 
 
 def test_cordon_taint_untaint_keep_other_taints(sim):
-    _, _, api = sim
+    _, _, api, admin = sim
     name = f"n-{uuid.uuid4().hex[:6]}"
-    create_node(api, name, taints=[{"key": "team", "value": "a", "effect": "NoSchedule"}])
+    create_node(admin, name, taints=[{"key": "team", "value": "a", "effect": "NoSchedule"}])
     change = nodes.mark_disrupted(api, name)
     assert change.changed
     node = nodes.get_node(api, name)
@@ -98,9 +98,9 @@ def test_cordon_taint_untaint_keep_other_taints(sim):
 
 
 def test_a_concurrent_write_is_not_lost_on_conflict(sim):
-    store, _, api = sim
+    store, _, api, admin = sim
     name = f"n-{uuid.uuid4().hex[:6]}"
-    create_node(api, name)
+    create_node(admin, name)
     calls = []
 
     def add_taint_racing_with_kubelet(node):
@@ -117,7 +117,7 @@ def test_a_concurrent_write_is_not_lost_on_conflict(sim):
 
 
 def test_reads_are_retried_on_server_errors(sim):
-    _, server, api = sim
+    _, server, api, admin = sim
     server.faults.add({"status": "500", "verbs": ["list"], "resources": ["nodes"], "count": 2})
     try:
         listing.list_nodes(api)
@@ -128,9 +128,9 @@ def test_reads_are_retried_on_server_errors(sim):
 
 
 def test_writes_are_not_replayed_on_server_errors(sim):
-    _, server, api = sim
+    _, server, api, admin = sim
     name = f"n-{uuid.uuid4().hex[:6]}"
-    create_node(api, name)
+    create_node(admin, name)
     server.faults.add({"status": "500", "verbs": ["delete"], "resources": ["nodes"]})
     try:
         with pytest.raises(ApiException) as info:
@@ -144,9 +144,9 @@ def test_writes_are_not_replayed_on_server_errors(sim):
 
 
 def test_labels_annotations_and_delete(sim):
-    _, _, api = sim
+    _, _, api, admin = sim
     name = f"n-{uuid.uuid4().hex[:6]}"
-    create_node(api, name, providerID="aws:///us-east-1a/i-0feedbeef")
+    create_node(admin, name, providerID="aws:///us-east-1a/i-0feedbeef")
     nodes.patch_metadata(api, name, labels={"a": "1", "b": "2"}, annotations={"x": "y"})
     node = nodes.patch_metadata(api, name, labels={"b": None})
     assert node["metadata"]["labels"] == {"a": "1"}
@@ -159,9 +159,9 @@ def test_labels_annotations_and_delete(sim):
 
 
 def test_events_are_created_then_folded(sim):
-    store, _, api = sim
-    ns = new_namespace(api)
-    target = create_pod(api, pod(ns, "p", unschedulable=True))
+    store, _, api, admin = sim
+    ns = new_namespace(admin)
+    target = create_pod(admin, pod(ns, "p", unschedulable=True))
     now = [time.time()]
     recorder = events.EventRecorder(api, dedupe_seconds=60, clock=lambda: now[0])
     ref = events.ObjectRef.of(target, kind="Pod")
@@ -179,9 +179,9 @@ def test_events_are_created_then_folded(sim):
 
 
 def test_count_mode_and_node_events(sim):
-    store, _, api = sim
+    store, _, api, admin = sim
     name = f"n-{uuid.uuid4().hex[:6]}"
-    create_node(api, name)
+    create_node(admin, name)
     recorder = events.EventRecorder(api, on_repeat="count")
     assert recorder.node(name, "SpotInterrupted", "spot notice") == events.CREATED
     assert recorder.node(name, "SpotInterrupted", "spot notice") == events.COUNTED

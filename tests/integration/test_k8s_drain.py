@@ -22,13 +22,13 @@ sim = helpers.kube_api_fixture("sim")
 @pytest.fixture
 def env(sim):
     """A fresh namespace and a tainted, cordoned node for each test."""
-    store, _, api = sim
+    store, _, api, admin = sim
     suffix = uuid.uuid4().hex[:8]
     ns, node = f"t-{suffix}", f"n-{suffix}"
-    request_json(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
-    request_json(api, "POST", "/api/v1/nodes", body={"metadata": {"name": node}, "spec": {}})
+    request_json(admin, "POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+    request_json(admin, "POST", "/api/v1/nodes", body={"metadata": {"name": node}, "spec": {}})
     nodes.mark_disrupted(api, node)
-    return store, api, ns, node
+    return store, api, ns, node, admin
 
 
 def run_pod(api, ns: str, name: str, node: str, labels=None, annotations=None, grace: int = 0, phase="Running", **extra):
@@ -58,12 +58,12 @@ def names(store, ns: str, node: str | None = None, app: str | None = None) -> li
 
 
 def test_a_round_never_takes_down_more_than_the_pdb_allows_and_a_later_round_carries_on(env):
-    store, api, ns, node = env
+    store, api, ns, node, admin = env
     for i in range(4):
-        run_pod(api, ns, f"nginx-{i}", node, labels={"app": "nginx"})
+        run_pod(admin, ns, f"nginx-{i}", node, labels={"app": "nginx"})
     for i in range(2):
-        run_pod(api, ns, f"inflate-{i}", node, labels={"app": "inflate"})
-    pdb(api, ns, "nginx", minAvailable=2)
+        run_pod(admin, ns, f"inflate-{i}", node, labels={"app": "inflate"})
+    pdb(admin, ns, "nginx", minAvailable=2)
 
     first = drain.drain_round(api, node, involuntary=False)
     assert sorted(k for k in first.evicted if "inflate" in k) == [f"{ns}/inflate-0", f"{ns}/inflate-1"]
@@ -78,7 +78,7 @@ def test_a_round_never_takes_down_more_than_the_pdb_allows_and_a_later_round_car
     # Replacements become Ready elsewhere: the budget has room again.
     other = f"{node}-b"
     for i in range(2):
-        run_pod(api, ns, f"nginx-new-{i}", other, labels={"app": "nginx"})
+        run_pod(admin, ns, f"nginx-new-{i}", other, labels={"app": "nginx"})
     third = drain.drain_round(api, node, involuntary=False)
     assert sorted(third.evicted) == sorted(second.blocked_by_pdb)
     assert drain.drain_round(api, node, involuntary=False).empty
@@ -87,12 +87,12 @@ def test_a_round_never_takes_down_more_than_the_pdb_allows_and_a_later_round_car
 
 
 def test_pods_a_drain_leaves_alone(env):
-    store, api, ns, node = env
-    run_pod(api, ns, "ds", node, meta={"ownerReferences": [
+    store, api, ns, node, admin = env
+    run_pod(admin, ns, "ds", node, meta={"ownerReferences": [
         {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u1", "controller": True}]})
-    run_pod(api, ns, "static", node, annotations={"kubernetes.io/config.mirror": "x"})
-    run_pod(api, ns, "done", node, phase="Succeeded")
-    run_pod(api, ns, "tolerant", node, tolerations=[{"key": "karpenter.sh/disrupted", "operator": "Exists"}])
+    run_pod(admin, ns, "static", node, annotations={"kubernetes.io/config.mirror": "x"})
+    run_pod(admin, ns, "done", node, phase="Succeeded")
+    run_pod(admin, ns, "tolerant", node, tolerations=[{"key": "karpenter.sh/disrupted", "operator": "Exists"}])
     result = drain.drain_round(api, node, involuntary=True)
     assert result.empty and result.evicted == []
     assert sorted(result.skipped) == [f"{ns}/{n}" for n in ("done", "ds", "static", "tolerant")]
@@ -100,9 +100,9 @@ def test_pods_a_drain_leaves_alone(env):
 
 
 def test_do_not_disrupt_blocks_voluntary_drains_only(env):
-    store, api, ns, node = env
-    run_pod(api, ns, "job", node, annotations={"karpenter.sh/do-not-disrupt": "true"})
-    run_pod(api, ns, "web", node)
+    store, api, ns, node, admin = env
+    run_pod(admin, ns, "job", node, annotations={"karpenter.sh/do-not-disrupt": "true"})
+    run_pod(admin, ns, "web", node)
     voluntary = drain.drain_round(api, node, involuntary=False)
     assert voluntary.blocked_by_do_not_disrupt == [f"{ns}/job"]
     assert voluntary.evicted == [f"{ns}/web"]
@@ -113,9 +113,9 @@ def test_do_not_disrupt_blocks_voluntary_drains_only(env):
 
 
 def test_past_the_grace_period_an_involuntary_drain_deletes_blocked_pods(env):
-    store, api, ns, node = env
-    run_pod(api, ns, "only", node, labels={"app": "solo"})
-    pdb(api, ns, "solo", minAvailable=1)
+    store, api, ns, node, admin = env
+    run_pod(admin, ns, "only", node, labels={"app": "solo"})
+    pdb(admin, ns, "solo", minAvailable=1)
     later = datetime.now(UTC) + timedelta(minutes=5)
     before = drain.drain_round(api, node, involuntary=True, delete_after=later)
     assert before.blocked_by_pdb == [f"{ns}/only"] and before.deleted == []
@@ -129,8 +129,8 @@ def test_past_the_grace_period_an_involuntary_drain_deletes_blocked_pods(env):
 
 
 def test_pods_shutting_down_are_waited_for_not_evicted_again(env):
-    store, api, ns, node = env
-    run_pod(api, ns, "slow", node, grace=30)
+    store, api, ns, node, admin = env
+    run_pod(admin, ns, "slow", node, grace=30)
     first = drain.drain_round(api, node, involuntary=True)
     assert first.evicted == [f"{ns}/slow"]
     second = drain.drain_round(api, node, involuntary=True)
@@ -141,16 +141,16 @@ def test_pods_shutting_down_are_waited_for_not_evicted_again(env):
 
 
 def test_a_spot_notice_caps_each_pods_grace(env):
-    store, api, ns, node = env
-    run_pod(api, ns, "slow", node, grace=600)
+    store, api, ns, node, admin = env
+    run_pod(admin, ns, "slow", node, grace=600)
     drain.drain_round(api, node, involuntary=True, grace_period_seconds=0)
     assert names(store, ns, node=node) == []
 
 
 def test_drain_loops_until_empty_within_its_deadline(env):
-    store, api, ns, node = env
+    store, api, ns, node, admin = env
     for i in range(6):
-        run_pod(api, ns, f"p{i}", node)
+        run_pod(admin, ns, f"p{i}", node)
     start = time.monotonic()
     total = drain.drain(api, node, involuntary=False, until=time.monotonic() + 5)
     assert total.empty and len(total.evicted) == 6
@@ -158,9 +158,9 @@ def test_drain_loops_until_empty_within_its_deadline(env):
 
 
 def test_drain_gives_up_at_its_deadline_and_leaves_the_taint(env):
-    store, api, ns, node = env
-    run_pod(api, ns, "guarded", node, labels={"app": "g"})
-    pdb(api, ns, "g", minAvailable=1)
+    store, api, ns, node, admin = env
+    run_pod(admin, ns, "guarded", node, labels={"app": "g"})
+    pdb(admin, ns, "g", minAvailable=1)
     start = time.monotonic()
     total = drain.drain(api, node, involuntary=False, until=time.monotonic() + 1.0)
     assert time.monotonic() - start < 2

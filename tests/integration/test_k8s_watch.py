@@ -47,18 +47,18 @@ def collect(api, ns: str, seconds: float, **kwargs) -> tuple[list, threading.Thr
 
 
 def test_pods_arrive_in_batches_closed_by_a_quiet_second(sim):
-    store, _, api = sim
-    ns = new_namespace(api, "w-")
-    create_pod(api, unschedulable(ns, "early"))
+    store, _, api, admin = sim
+    ns = new_namespace(admin, "w-")
+    create_pod(admin, unschedulable(ns, "early"))
     start = time.monotonic()
     batches, thread, errors = collect(api, ns, 4.5)
     time.sleep(2.0)
     for i in range(3):
-        create_pod(api, unschedulable(ns, f"burst-{i}"))
+        create_pod(admin, unschedulable(ns, f"burst-{i}"))
         last_at = time.monotonic()
         time.sleep(0.1)
     # Not provisionable: the provisioner must not be woken for it.
-    create_pod(api, {**unschedulable(ns, "other"), "spec": {"schedulerName": "x", "containers": [{"name": "c", "image": "x"}]}})
+    create_pod(admin, {**unschedulable(ns, "other"), "spec": {"schedulerName": "x", "containers": [{"name": "c", "image": "x"}]}})
     thread.join(10)
     assert not errors and not thread.is_alive()
     assert [names for _, names, _ in batches] == [["early"], ["burst-0", "burst-1", "burst-2"]]
@@ -72,12 +72,12 @@ def test_pods_arrive_in_batches_closed_by_a_quiet_second(sim):
 
 
 def test_a_steady_trickle_is_cut_at_the_maximum_batch_time(sim):
-    _, _, api = sim
-    ns = new_namespace(api, "w-")
+    _, _, api, admin = sim
+    ns = new_namespace(admin, "w-")
     batches, thread, errors = collect(api, ns, 3.5, quiet=0.5, max_wait=1.2)
     time.sleep(0.3)
     for i in range(8):
-        create_pod(api, unschedulable(ns, f"p{i}"))
+        create_pod(admin, unschedulable(ns, f"p{i}"))
         time.sleep(0.3)
     thread.join(10)
     assert not errors
@@ -89,7 +89,7 @@ def test_a_steady_trickle_is_cut_at_the_maximum_batch_time(sim):
 
 def test_an_expired_resource_version_leads_to_a_relist(tmp_path):
     store = Store(watch_history=5)
-    server, api = serve(store, tmp_path)
+    server, api, admin = serve(store, tmp_path)
     try:
         for i in range(20):
             store.create("v1/pods", unschedulable("default", f"p{i}"))
@@ -101,6 +101,7 @@ def test_an_expired_resource_version_leads_to_a_relist(tmp_path):
         reader.join(3)
     finally:
         api.close()
+        admin.close()
         server.stop()
     assert kind == "list"
     assert len(items) == 20
@@ -119,7 +120,7 @@ def test_listing_many_pods_page_by_page(tmp_path):
                 {"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]},
             "status": {"phase": "Running"},
         })
-    server, api = serve(store, tmp_path)
+    server, api, admin = serve(store, tmp_path)
     try:
         start = time.monotonic()
         result = listing.list_pods(api)
@@ -128,6 +129,7 @@ def test_listing_many_pods_page_by_page(tmp_path):
         grouped = listing.group_by_node(result.items)
     finally:
         api.close()
+        admin.close()
         server.stop()
     assert len({(p["metadata"]["namespace"], p["metadata"]["name"]) for p in result.items}) == count
     assert len(grouped) == 500 and all(len(v) == 10 for v in grouped.values())

@@ -15,7 +15,6 @@ import pytest
 from bench import scale
 from nodescale.k8s.raw import request_json
 from sim.clock import Clock
-from sim.kube.server import KubeServer
 from sim.kube.store import Store
 
 pytestmark = pytest.mark.integration
@@ -29,7 +28,7 @@ LIST_SECONDS_BOUND = 30.0
 def big_api() -> Iterator[str]:
     store = Store(Clock())
     scale.seed_store(store)
-    server = KubeServer(store).start()
+    server = scale.listing_server(store)
     try:
         yield server.url
     finally:

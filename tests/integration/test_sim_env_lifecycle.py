@@ -25,9 +25,9 @@ def sim_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
     )
 
 
-def shell_env(directory: Path) -> dict[str, str]:
-    """What a shell gets from `source DIR/env`."""
-    script = f"set -e; source {directory / 'env'}; python3 -c 'import json, os; print(json.dumps(dict(os.environ)))'"
+def shell_env(directory: Path, name: str = "env") -> dict[str, str]:
+    """What a shell gets from `source DIR/env` (or DIR/admin.env)."""
+    script = f"set -e; source {directory / name}; python3 -c 'import json, os; print(json.dumps(dict(os.environ)))'"
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
     return json.loads(out.stdout)
 
@@ -50,15 +50,23 @@ def test_two_environments_are_independent_and_down_leaves_no_process(tmp_path: P
         assert all(pid_alive(p) for p in pids)
         assert len({s["kube_url"] for s in states} | {s["aws_endpoint"] for s in states}) == 4
 
-        envs = [shell_env(d) for d in dirs]
-        assert [e["CLUSTER_NAME"] for e in envs] == ["demo-cluster", "other-cluster"]
-        for env, d in zip(envs, dirs, strict=True):
+        functions = [shell_env(d) for d in dirs]
+        assert [e["CLUSTER_NAME"] for e in functions] == ["demo-cluster", "other-cluster"]
+        for env, d in zip(functions, dirs, strict=True):
             assert env["KUBECONFIG"] == str(d.resolve() / "kubeconfig")
             assert env["AWS_REGION"] == env["AWS_DEFAULT_REGION"] == "us-east-1"
             assert env["NODESCALE_TABLE"] == names.table_name(env["CLUSTER_NAME"])  # the stack's name for it
-        assert read_env(dirs[0])["AWS_ENDPOINT_URL"] == envs[0]["AWS_ENDPOINT_URL"]
+        assert read_env(dirs[0])["AWS_ENDPOINT_URL"] == functions[0]["AWS_ENDPOINT_URL"]
+        # DIR/admin.env: the same settings, the administrator's kubeconfig and AWS credentials.
+        envs = [shell_env(d, "admin.env") for d in dirs]
+        for admin, env, d in zip(envs, functions, dirs, strict=True):
+            assert admin["KUBECONFIG"] == str(d.resolve() / "admin-kubeconfig")
+            assert admin["AWS_ACCESS_KEY_ID"] != env["AWS_ACCESS_KEY_ID"]
+            assert {k: v for k, v in admin.items() if k not in ("KUBECONFIG", "AWS_ACCESS_KEY_ID",
+                                                                 "AWS_SECRET_ACCESS_KEY")} == \
+                {k: v for k, v in env.items() if k not in ("KUBECONFIG", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
 
-        # Kubernetes: a namespace made in one is not in the other.
+        # Kubernetes (as the administrator): a namespace made in one is not in the other.
         apis = [client.CoreV1Api(config.new_client_from_config(config_file=e["KUBECONFIG"])) for e in envs]
         apis[0].create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="only-in-one")))
         assert "only-in-one" in {n.metadata.name for n in apis[0].list_namespace().items}

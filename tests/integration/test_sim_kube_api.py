@@ -12,6 +12,7 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
+from sim.aws.constants import KUBE_ADMIN_TOKEN
 from sim.kube.server import KubeServer
 from sim.kube.store import Store
 from tests.integration.conftest_kube import KubeHarness, running_harness, wait_for
@@ -40,7 +41,7 @@ def test_client_built_from_a_kubeconfig_dict_reaches_the_server(kube: KubeHarnes
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "sim", "cluster": {"server": kube.url}}],
-        "users": [{"name": "sim", "user": {"token": "k8s-aws-v1.anything"}}],
+        "users": [{"name": "sim", "user": {"token": KUBE_ADMIN_TOKEN}}],
         "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim"}}],
         "current-context": "sim",
     }
@@ -260,6 +261,8 @@ def test_watch_with_selector_and_initial_list(kube: KubeHarness) -> None:
 def test_watch_from_a_compacted_resource_version_is_gone() -> None:
     server = KubeServer(Store(watch_history=5)).start()
     configuration = client.Configuration(host=server.url)
+    configuration.api_key = {"authorization": KUBE_ADMIN_TOKEN}
+    configuration.api_key_prefix = {"authorization": "Bearer"}
     api_client = client.ApiClient(configuration)
     core = client.CoreV1Api(api_client)
     try:
@@ -459,7 +462,7 @@ def test_numeric_quantities_come_back_as_strings_the_client_can_read(kube: KubeH
     # kubectl sends such a manifest as it is; the typed client would refuse to, so send it raw.
     request = urllib.request.Request(
         f"{kube.url}/api/v1/namespaces/default/pods", data=json.dumps(body).encode(), method="POST",
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {KUBE_ADMIN_TOKEN}"},
     )
     urllib.request.urlopen(request).close()
     pod = kube.core.read_namespaced_pod("numeric-quantities", "default")

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
+from sim.aws.constants import KUBE_ADMIN_TOKEN
 from sim.clock import Clock
 from sim.kube.server import KubeServer
 from sim.kube.store import Store
@@ -43,7 +44,10 @@ def big_cluster() -> Iterator[client.CoreV1Api]:
         }, "default")
     print(f"\nseeded {NODES} nodes and {PODS} pods in {time.perf_counter() - started:.1f} s")
     server = KubeServer(store).start()
-    api_client = client.ApiClient(client.Configuration(host=server.url))
+    configuration = client.Configuration(host=server.url)
+    configuration.api_key = {"authorization": KUBE_ADMIN_TOKEN}
+    configuration.api_key_prefix = {"authorization": "Bearer"}
+    api_client = client.ApiClient(configuration)
     try:
         yield client.CoreV1Api(api_client)
     finally:
