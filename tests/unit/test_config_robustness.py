@@ -59,3 +59,44 @@ def test_any_field_replaced_by_junk_is_an_error_or_valid(data):
         assert error.source.startswith("d#") and str(error)
     if result.errors == [] and isinstance(mutated, dict):
         assert result.nodepools or result.nodeclasses or result.others
+
+
+class TestBounds:
+    """A document nested deeper than any manifest is an error naming it, whatever its syntax; never a
+    RecursionError that would take every other pool down with it."""
+
+    SHAPES = {
+        "json array": "[" * 1000 + "]" * 1000,
+        "json object": '{"a":' * 1000 + "1" + "}" * 1000,
+        "yaml flow under a key": "spec: " + "[" * 1000 + "]" * 1000,
+        "yaml block": "".join(" " * i + "a:\n" for i in range(300)) + " " * 300 + "b: 1\n",
+    }
+
+    def test_each_shape_is_one_error_of_its_document(self):
+        import pytest
+
+        from nodescale.config.documents import DocumentError
+
+        for shape, text in self.SHAPES.items():
+            with pytest.raises(DocumentError) as caught:
+                parse_documents(text, "ssm:/pools/deep")
+            assert caught.value.error.source.startswith("ssm:/pools/deep"), shape
+            assert "levels" in caught.value.error.message and "64" in caught.value.error.message, shape
+
+    def test_brackets_inside_quoted_strings_do_not_count(self):
+        docs = parse_documents('metadata: {name: "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}', "f")
+        assert docs[0][1]["metadata"]["name"].startswith("[[[")
+
+    def test_a_deep_object_from_the_cluster_is_refused_before_conversion(self):
+        good = parse_documents((EXAMPLES / "karpenter-v1/default.yaml").read_text(), "v1")
+        pool = next(d for _, d in good if d["kind"] == "NodePool")
+        deep = copy.deepcopy(pool)
+        deep["metadata"]["name"] = "deep"
+        inner: dict = {}
+        deep["spec"]["template"]["metadata"] = {"labels": inner}
+        for _ in range(200):
+            inner["x"] = {}
+            inner = inner["x"]
+        result = load([("cluster:NodePool/deep", deep), *good])
+        assert [(e.source, "levels deep" in e.message) for e in result.errors] == [("cluster:NodePool/deep", True)]
+        assert list(result.nodepools) == [pool["metadata"]["name"]]

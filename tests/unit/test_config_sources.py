@@ -105,10 +105,27 @@ class TestSSM:
         assert [(e.source, e.path) for e in result.errors] == [("ssm:/ns/b", ""), ("ssm:/ns/c#0", "spec.taints[0].effect")]
         assert "line 1" in result.errors[0].message
 
-    def test_non_config_documents_come_back(self, ssm):
+    def test_a_document_that_is_no_configuration_kind_is_an_error_of_its_parameter(self, ssm):
+        # A NodePool source holds NodePools and node classes only: anything else (a workload, or a
+        # misspelled kind) is named, never dropped without a word, and the good pool still loads.
+        ssm.put_parameter(Name="/ns/a", Type="String", Value=example("karpenter-v1alpha5/default-spot.yaml"))
         ssm.put_parameter(Name="/ns/w", Type="String", Value=example("workloads/inflate.yaml"))
+        misspelled = "apiVersion: karpenter.sh/v1alpha5\nkind: Provisoner\nmetadata: {name: other}\nspec: {}\n"
+        ssm.put_parameter(Name="/ns/x", Type="String", Value=misspelled)
         result = load_from_ssm(ssm, "/ns")
-        assert result.errors == [] and [d["kind"] for _, d in result.others] == ["Deployment"]
+        assert list(result.nodepools) == ["default"] and result.others == []
+        assert [(e.source, e.path) for e in result.errors] == [("ssm:/ns/w#0", "kind"), ("ssm:/ns/x#0", "kind")]
+        assert '"Deployment"' in result.errors[0].message and '"Provisoner"' in result.errors[1].message
+        assert "allowed are Provisioner (karpenter.sh/v1alpha5)" in result.errors[1].message
+
+    def test_a_deeply_nested_parameter_is_an_error_of_its_own(self, ssm):
+        # 2 KB of brackets raised RecursionError and stopped every function; now it is one error.
+        ssm.put_parameter(Name="/ns/a", Type="String", Value=example("karpenter-v1alpha5/default-spot.yaml"))
+        ssm.put_parameter(Name="/ns/deep", Type="String", Value="[" * 1000 + "]" * 1000)
+        result = load_from_ssm(ssm, "/ns")
+        assert list(result.nodepools) == ["default"]
+        assert [(e.source, e.path) for e in result.errors] == [("ssm:/ns/deep", "")]
+        assert "1000 levels deep" in result.errors[0].message
 
     def test_empty_path(self, ssm):
         result = load_from_ssm(ssm, "/nothing/here")

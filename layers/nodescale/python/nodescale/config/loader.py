@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ..model.nodepool import NodeClass, NodePool
 from . import nodeclasses, nodepools
+from .documents import MAX_DEPTH, nesting_depth
 from .errors import ConfigError, show
 
 # (apiVersion, kind) -> converter; the supported configuration kinds of each generation.
@@ -21,6 +22,9 @@ _CONVERTERS = {
 _POOL_KINDS = ("Provisioner", "NodePool")
 _CLASS_KINDS = ("AWSNodeTemplate", "EC2NodeClass")
 _GROUPS = (nodepools.GROUP, nodeclasses.GROUP)
+# Karpenter's own objects that a dump of a cluster (`kubectl get -o yaml`) holds beside the configuration:
+# not configuration, so passed over like workloads. Any other kind in Karpenter's groups is refused.
+_KARPENTER_STATE_KINDS = ("NodeClaim", "Machine")
 
 
 @dataclass
@@ -37,10 +41,26 @@ class ConfigResult:
 
 
 def is_config(doc: Mapping) -> bool:
-    """True for the kinds this loader converts or rejects (any version of them)."""
-    api, kind = doc.get("apiVersion"), doc.get("kind")
+    """True for the kinds this loader converts or rejects: any version of them, and any other kind in
+    Karpenter's API groups (refused by name rather than passed over as a workload)."""
+    api = doc.get("apiVersion")
     group = api.split("/", 1)[0] if isinstance(api, str) else ""
-    return group in _GROUPS and kind in _POOL_KINDS + _CLASS_KINDS
+    return group in _GROUPS and doc.get("kind") not in _KARPENTER_STATE_KINDS
+
+
+def supported_kinds() -> str:
+    """The configuration kinds and their apiVersions, for a message that says what is allowed."""
+    return ", ".join(f"{kind} ({api})" for api, kind in _CONVERTERS)
+
+
+def not_config_error(source: str, doc: Mapping) -> ConfigError:
+    """A document in a NodePool source (an SSM parameter) that is no configuration kind nodescale reads."""
+    return ConfigError(
+        source,
+        "kind",
+        f"{show(doc.get('kind'))} of apiVersion {show(doc.get('apiVersion'))} is not a kind nodescale reads "
+        f"from a NodePool source; allowed are {supported_kinds()}",
+    )
 
 
 def load(documents: Iterable[tuple[str, Mapping]], errors: Iterable[ConfigError] = ()) -> ConfigResult:
@@ -58,10 +78,18 @@ def load(documents: Iterable[tuple[str, Mapping]], errors: Iterable[ConfigError]
         if not isinstance(doc, Mapping) or not is_config(doc):
             result.others.append((source, doc))  # type: ignore[arg-type]
             continue
+        if doc.get("kind") not in _POOL_KINDS + _CLASS_KINDS:
+            result.errors.append(not_config_error(source, doc))
+            continue
         key = (doc.get("apiVersion"), doc.get("kind"))
         convert = _CONVERTERS.get(key)  # type: ignore[arg-type]
         if convert is None:
             result.errors.append(_unsupported(source, doc))
+            continue
+        # Objects from the cluster arrive parsed, so their depth is checked here, before any conversion.
+        depth = nesting_depth(doc)
+        if depth > MAX_DEPTH:
+            result.errors.append(ConfigError(source, "", f"nests {depth} levels deep: more than the {MAX_DEPTH} allowed"))
             continue
         converted, errs = convert(doc, source)
         result.errors.extend(errs)

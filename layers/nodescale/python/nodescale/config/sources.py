@@ -7,7 +7,7 @@ from typing import Any
 
 from .documents import parse_documents
 from .errors import ConfigError, DocumentError
-from .loader import ConfigResult, load
+from .loader import ConfigResult, is_config, load, not_config_error
 
 # (group, version, plural, kind), newest version of a kind first: the API server serves one object
 # at every version of its CRD, so an object already seen at a newer version is not read again.
@@ -25,7 +25,8 @@ _PAGE = 500
 def read_ssm_documents(ssm_client: Any, path: str) -> tuple[list[tuple[str, dict]], list[ConfigError]]:
     """Every parameter under ``path`` (recursive, decrypted), one YAML/JSON text each, in name order.
 
-    A parameter that is not YAML/JSON is reported and skipped; the others still count.
+    A parameter that is not YAML/JSON, or holds anything but NodePools and node classes (a misspelled
+    ``kind:`` included), is reported and skipped; the others still count.
     """
     path = "/" + path.strip("/") if path.strip("/") else "/"
     params: list[dict] = []
@@ -41,9 +42,15 @@ def read_ssm_documents(ssm_client: Any, path: str) -> tuple[list[tuple[str, dict
     errors: list[ConfigError] = []
     for param in sorted(params, key=lambda p: p["Name"]):
         try:
-            docs.extend(parse_documents(param.get("Value") or "", f"ssm:{param['Name']}"))
+            parsed = parse_documents(param.get("Value") or "", f"ssm:{param['Name']}")
         except DocumentError as exc:
             errors.append(exc.error)
+            continue
+        for source, doc in parsed:
+            if is_config(doc):
+                docs.append((source, doc))
+            else:
+                errors.append(not_config_error(source, doc))
     return docs, errors
 
 
