@@ -70,6 +70,14 @@ class Monitoring(Construct):
             threshold=1,
             description="A launch was held back by a NodePool or cluster-wide limit",
         )
+        self._alarm(
+            "ConfigurationErrors",
+            "configuration-errors",
+            self.metric(m.CONFIGURATION_ERRORS, "Maximum", Duration.minutes(5)),
+            threshold=1,
+            description="A NodePool or node class document is refused (nodescale status names it and why); "
+                        "the other pools keep working",
+        )
         self.price_alarm: cw.Alarm | None = None
         if config.price_per_hour_alarm is not None:
             self.price_alarm = self._alarm(

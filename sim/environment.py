@@ -112,9 +112,15 @@ def serve(
             store, clock, moto.url, cluster, ready_delay=ready_delay, kubernetes_version=kubernetes_version
         ).start()
         parts.append(kubelet)
+        from sim.aws.iam_enforcement import Enforcer
+        from sim.aws.iam_policies import policies_for
+
+        # The functions' policies as the stack synthesizes them (cached: `up` made sure of it).
+        enforcer = Enforcer(policies_for(cluster, REGION), moto.url, cluster)
         proxy = FaultProxy(
             moto.url,
             clock=clock,
+            enforcer=enforcer,
             routes={
                 "GET /sim/v1/seed": lambda: json.loads(account.to_json()),
                 "GET /sim/v1/kubelet": kubelet.status,
@@ -285,6 +291,11 @@ def up(
     for name in ("state.json", "sim.pid", "env", ADMIN_ENV):
         with contextlib.suppress(FileNotFoundError):
             (directory / name).unlink()
+    # Synthesizing the stack for its IAM policies takes seconds the first time after a change: done here,
+    # before the start-up timeout runs, so the environment itself only reads the cache.
+    from sim.aws.iam_policies import policies_for
+
+    policies_for(cluster, REGION)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(PROJECT_ROOT), str(PROJECT_ROOT / "layers/nodescale/python"), env.get("PYTHONPATH", "")])

@@ -98,7 +98,46 @@ def event_for_instance(name: str, instance_id: str, when: datetime | None = None
 
 
 def invoke(function: str, event: dict[str, Any], timeout_seconds: float = 60.0, cluster: str = "demo-cluster") -> Any:
-    return handler_module(function).handler(event, LambdaContext(function, timeout_seconds, cluster))
+    """Run the handler as its Lambda runs it. With a sim/ environment's settings applied (the CLI's
+    operator credentials of DIR/env), the call is made with that function's own credentials, which sim
+    holds to that function's role: a grant one function lacks fails that function's test."""
+    module = handler_module(function)
+    with _credentials_of(function):
+        return module.handler(event, LambdaContext(function, timeout_seconds, cluster))
+
+
+_identity: list[str] = [""]  # the function whose credentials the process's clients were built with
+
+
+@contextmanager
+def _credentials_of(function: str) -> Iterator[None]:
+    from sim.aws.constants import FUNCTION_CREDENTIALS, OPERATOR_CREDENTIALS
+
+    credentials = FUNCTION_CREDENTIALS.get(function)
+    if credentials is None or os.environ.get("AWS_ACCESS_KEY_ID") != OPERATOR_CREDENTIALS["aws_access_key_id"]:
+        yield
+        return
+    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    os.environ["AWS_ACCESS_KEY_ID"] = credentials["aws_access_key_id"]
+    os.environ["AWS_SECRET_ACCESS_KEY"] = credentials["aws_secret_access_key"]
+    # Each function runs in containers of its own: clients built for another function's role are not reused.
+    if _identity[0] != function:
+        _reset_clients()
+        _identity[0] = function
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is not None:
+                os.environ[key] = value
+
+
+def _reset_clients() -> None:
+    from nodescale import runtime
+    from nodescale.aws import clients
+
+    runtime._RUNTIME = None
+    clients.reset()
 
 
 @contextmanager
@@ -114,10 +153,12 @@ def product_environment(settings: Mapping[str, str], **overrides: str) -> Iterat
     os.environ.update(overrides)
     runtime._RUNTIME = None
     clients.reset()
+    _identity[0] = ""
     try:
         yield
     finally:
         runtime._RUNTIME = None
         clients.reset()
+        _identity[0] = ""
         os.environ.clear()
         os.environ.update(saved)

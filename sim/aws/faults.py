@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import random
 import re
 import threading
@@ -39,6 +40,8 @@ from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 from xml.sax.saxutils import escape
 
 import botocore.session
+
+log = logging.getLogger("sim.aws.faults")
 
 CAPACITY_ERROR_CODES = (
     "InsufficientInstanceCapacity",
@@ -272,6 +275,14 @@ def classify(method: str, path: str, headers: Any, body: bytes, routes: _RestRou
     return Call(service, routes.action(service, method, url.path), "rest-json", _json_params(body))
 
 
+def _json_params_unbounded(body: bytes) -> dict[str, Any]:
+    try:
+        loaded = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
 def _json_params(body: bytes) -> dict[str, Any]:
     if not body or len(body) > 65536:
         return {}
@@ -499,8 +510,12 @@ _LAUNCH_TIME = re.compile(
 class FaultProxy:
     """Reverse proxy on 127.0.0.1 (free port) in front of `upstream` (moto's URL)."""
 
-    def __init__(self, upstream: str, routes: dict[str, Route] | None = None, clock: Any = None) -> None:
+    def __init__(
+        self, upstream: str, routes: dict[str, Route] | None = None, clock: Any = None, enforcer: Any = None
+    ) -> None:
         self.upstream = urlsplit(upstream)
+        # IAM (sim/aws/iam_enforcement.Enforcer): each call held to its caller's policy; None lets all through.
+        self.enforcer = enforcer
         # moto stamps LaunchTime with the real clock; the environment runs on simulated time, so the
         # launch time reported is the simulated time the launch happened (a TTL scenario that advances
         # the clock must see an instance grow old, as a real one would).
@@ -696,6 +711,10 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         params = call.params if len(body) <= _LOGGED_BODY_LIMIT else {"_omitted": f"{len(body)} bytes"}
         record = {"time": time.time(), "service": call.service, "action": call.action, "params": params}
         owner.rules.calls.append(record)
+        # sim's own control routes that moto serves (/sim/v1/...) are not AWS: no signature, no IAM.
+        is_control = urlsplit(self.path).path.startswith("/sim/v1/")
+        if owner.enforcer is not None and not is_control and self._refused(call, body, record):
+            return
         rule = owner.rules.error_for(call)
         if rule is not None:
             code = resolve_code(rule.code, call)
@@ -713,6 +732,29 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if call.service == "ec2" and status == 200 and owner.clock is not None:
             data = owner.simulated_launch_times(call.action, data)
         self._send(status, response_headers, data)
+
+    def _refused(self, call: Call, body: bytes, record: dict[str, Any]) -> bool:
+        """Authenticate and authorize the call as AWS would; answer and return True when it is refused."""
+        from sim.aws import iam_enforcement as iam
+
+        enforcer = self.owner.enforcer
+        identity = enforcer.identity(iam.access_key(self.headers, self.path))
+        if identity is None:
+            code, message, status = iam.unknown_key_error(call.protocol)
+            record["error"] = code
+            self._send(*error_response(call, code, message, status))
+            return True
+        params = call.params
+        if not params and call.protocol == "json" and body:  # large bodies are not kept in the call log
+            params = _json_params_unbounded(body)
+        denial = enforcer.decide(identity, call.service, call.action, params, self.path)
+        if denial is None:
+            return False
+        code, message, status = iam.denied_error(call.protocol, denial)
+        record["error"], record["denied"] = code, denial.to_json()
+        log.warning("IAM denied %s", denial.message())
+        self._send(*error_response(call, code, message, status))
+        return True
 
     def _capacity(self, call: Call, rules: list[Rule], headers: dict[str, str], record: dict[str, Any]) -> bool:
         owner = self.owner

@@ -52,7 +52,7 @@ from .model import labels as wk
 from .model.pod import Pod
 from .runtime import Runtime
 from .settings import Settings
-from .world import World, read_world
+from .world import World, read_nodes_and_pods, read_world
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +240,18 @@ def _act(
             work.append(item)
     if not work and not rebalances:
         return
-    world = reader(rt)
+    try:
+        world = reader(rt)
+    except Exception as exc:
+        # The nodes are cordoned already; an unreadable world must not leave them to run out the notice
+        # with their pods on board. Drain with what the API server says is on each node; the pods go
+        # pending and the provisioner's next pass places them.
+        log.exception("reading the world failed: draining without a replacement")
+        world = read_nodes_and_pods(rt)
+        for item in work:
+            item.report.replacement = {"launched": [], "reason": f"not planned: reading the world failed ({exc})"}
+        _drain(rt, world, work, deadline, sleep)
+        return
     for item in rebalances:
         if _rebalance_opted_in(world, item):
             item.report.reason = f"NodePool opted in ({REBALANCE_ANNOTATION}: {REBALANCE_INTERRUPT})"
@@ -251,7 +262,11 @@ def _act(
             _event(recorder, item, "rebalance recommended: the instance is at elevated risk of interruption")
             telemetry.count(telemetry.INTERRUPTION_ACTIONS, **{telemetry.KIND_DIMENSION: item.intent.kind})
     for item in work:
-        _replace(rt, world, item)
+        try:
+            _replace(rt, world, item)
+        except Exception as exc:  # one failed replacement never keeps a node from being drained
+            log.exception("replacement failed", extra={"node": item.name})
+            item.report.replacement = {"launched": [], "reason": f"replacement failed: {exc}"}
     _drain(rt, world, work, deadline, sleep)
 
 

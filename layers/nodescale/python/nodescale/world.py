@@ -16,13 +16,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import clock
+from kubernetes.client.exceptions import ApiException
+
+from . import clock, telemetry
 from .aws import catalog as catalogs
 from .aws import instances as ec2_instances
 from .aws.instances import ManagedInstance
 from .config import ConfigError, load_all
+from .config.sources import CLUSTER_KINDS
 from .k8s import listing
 from .k8s import nodes as k8s_nodes
+from .k8s.events import WARNING, EventRecorder, ObjectRef
 from .model import labels as wk
 from .model import resources as res
 from .model.instancetype import InstanceType
@@ -286,6 +290,7 @@ def read_world(rt: Runtime, *, include_pods: bool = True) -> World:
     world.nodepools = dict(config.nodepools)
     world.nodeclasses = dict(config.nodeclasses)
     world.config_errors = list(config.errors)
+    report_config_errors(rt, config.errors)
     world.nodes = listing.list_nodes(rt.api).items
     if include_pods:
         world.pods = listing.list_pods(rt.api).items
@@ -300,6 +305,41 @@ def read_world(rt: Runtime, *, include_pods: bool = True) -> World:
     log.debug("world read", extra={"seconds": round(time.perf_counter() - started, 3), "nodes": len(world.nodes),
                                    "pods": len(world.pods), "instances": len(world.instances)})
     return world
+
+
+def read_nodes_and_pods(rt: Runtime) -> World:
+    """Nodes, pods and PDBs only: enough to drain when the rest (configuration, EC2) cannot be read."""
+    world = World(now=clock.now(), cluster=rt.settings.cluster_name)
+    world.nodes = listing.list_nodes(rt.api).items
+    world.pods = listing.list_pods(rt.api).items
+    world.pods_by_node, world.pending, world.pod_errors = _sort_pods(world.pods)
+    world.pdbs = listing.list_pdbs(rt.api).items
+    world.index()
+    return world
+
+
+# The apiVersion an event names a configuration object by (the newest its CRD serves).
+_CLUSTER_KIND_VERSIONS = {kind: f"{group}/{version}" for group, version, _, kind in reversed(CLUSTER_KINDS)}
+CONFIG_ERROR_REASON = "InvalidConfiguration"
+
+
+def report_config_errors(rt: Runtime, errors: list[ConfigError]) -> None:
+    """Where an operator looks: a metric with an alarm on it, a log line each, and a Warning event on the
+    custom resource when the document came from the cluster (`kubectl describe nodepool NAME` shows it)."""
+    telemetry.gauge(telemetry.CONFIG_ERRORS, len(errors))
+    if not errors:
+        return
+    recorder = EventRecorder(rt.api)
+    for error in errors:
+        log.warning("configuration refused: %s", error)
+        kind, _, name = error.source.removeprefix("cluster:").partition("/")
+        if not error.source.startswith("cluster:") or kind not in _CLUSTER_KIND_VERSIONS:
+            continue
+        ref = ObjectRef(kind, name.split("#", 1)[0], api_version=_CLUSTER_KIND_VERSIONS[kind])
+        try:
+            recorder.record(ref, CONFIG_ERROR_REASON, str(error), WARNING)
+        except ApiException as exc:  # the event is a courtesy: the read itself must go on
+            log.warning("could not record the configuration error on %s/%s: %s", kind, name, exc.reason)
 
 
 def _sort_pods(raw_pods: list[dict[str, Any]]) -> tuple[dict[str, list[Pod]], list[Pod], list[tuple[str, str]]]:

@@ -1,0 +1,95 @@
+"""Broken configuration never stops healthy configuration (issue #12's acceptance, on sim/).
+
+One SSM parameter of 1,000 nested brackets (2 KB) used to raise RecursionError in every function: the
+provisioner, the disruption function and `nodescale status` failed, and the interruption function cordoned a
+spot node and then raised before replacing or draining it. Now it is an error of that parameter alone.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from nodescale import interrupting, provisioning
+from nodescale.runtime import Runtime
+from sim.environment import Environment
+from tests.integration import helpers
+from tests.integration.deployed_env import deployed_env
+from tests.integration.helpers import ROOT, put_pool
+from tests.integration.test_interruption import (
+    ACCOUNT,
+    deploy,
+    event,
+    instance_of,
+    node,
+    nodes_of,
+    one_size_spot_pool,
+    pods,
+    provision,
+    wait_running,
+)
+
+pytestmark = pytest.mark.integration
+
+DEEP = "[" * 1000 + "]" * 1000
+
+
+def good_and_broken_pools(environment: Environment) -> None:
+    one_size_spot_pool(environment)
+    put_pool(environment, DEEP, "deep")
+    put_pool(environment, "apiVersion: karpenter.sh/v1alpha5\nkind: Provisoner\nmetadata: {name: typo}\nspec: {}\n",
+             "typo")
+
+
+env = helpers.environment_fixture("broken-config", sim_clock=False, prepare=good_and_broken_pools)
+sim = helpers.emptied_environment_fixture(keep_pools=True)
+rt = helpers.runtime_fixture()
+ns = helpers.namespace_fixture()
+
+
+def deep_parameter(sim: Environment) -> str:
+    return f"{helpers.pool_path(sim)}/deep"
+
+
+def test_the_good_pool_provisions_and_the_broken_parameter_is_named(sim: Environment, rt: Runtime, ns: str) -> None:
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 2})
+    helpers.wait_for("2 pending pods", lambda: len(pods(sim, ns)) >= 2)
+    summary = provisioning.provision_once(rt)
+    assert summary["launches"] and {launch["nodePool"] for launch in summary["launches"]} == {"default"}, summary
+    errors = "\n".join(summary["configErrors"])
+    assert f"ssm:{deep_parameter(sim)}: nests 1000 levels deep" in errors
+    assert '"Provisoner"' in errors
+    wait_running(sim, ns, 2)
+
+
+def test_status_exits_0_and_names_the_broken_parameter(sim: Environment) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "nodescale.cli", "status", "-o", "json"],
+        capture_output=True, text=True, env=deployed_env(sim), cwd=ROOT, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert any(deep_parameter(sim) in line and "levels deep" in line for line in report["configErrors"])
+    text = subprocess.run(
+        [sys.executable, "-m", "nodescale.cli", "status"],
+        capture_output=True, text=True, env=deployed_env(sim), cwd=ROOT, timeout=120, check=False,
+    )
+    assert text.returncode == 0 and deep_parameter(sim) in text.stdout, text.stderr
+
+
+def test_an_interruption_of_a_good_pools_node_is_handled_in_full(sim: Environment, rt: Runtime, ns: str) -> None:
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 2, "terminationGracePeriodSeconds": 1})
+    running = provision(sim, rt, ns, 2)
+    (victim,) = nodes_of(running)
+    instance_id = instance_of(node(sim, victim))
+    summary = interrupting.process(event("spot-interruption-warning.json", instance_id, sim), rt.settings,
+                                   lambda: rt, account=ACCOUNT, deadline_monotonic=time.monotonic() + 60)
+    (report,) = summary["instances"]
+    assert report["action"] == interrupting.DRAINED and report["podsEvicted"] == 2, report
+    assert report["replacement"]["launched"] and report["instanceTerminated"] and report["nodeDeleted"], report
+    moved = wait_running(sim, ns, 2)
+    assert victim not in nodes_of(moved)
