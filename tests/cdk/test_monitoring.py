@@ -23,11 +23,15 @@ def _dashboard_body(synth: Synth) -> str:
 def test_alarms_for_errors_dead_letters_pending_pods_and_limits(default: Synth) -> None:
     alarms = _alarms(default)
     assert sorted(alarms) == sorted(["provisioner-errors", "interruption-errors", "disruption-errors",
-                                     "dead-letters", "pods-pending", "limit-reached"])
+                                     "dead-letters", "pods-pending", "limit-reached", "configuration-errors"])
     pending = alarms["pods-pending"]
     assert (pending["MetricName"], pending["Namespace"], pending["Threshold"]) == (m.OLDEST_PENDING_POD_AGE, "nodescale", 600)
     assert {d["Name"]: d["Value"] for d in pending["Dimensions"]} == {"Cluster": "demo-cluster", "service": "nodescale"}
     assert alarms["limit-reached"]["MetricName"] == m.NODEPOOL_LIMIT_REACHED
+    # A refused NodePool or node class document (the others keep working): the functions emit the count.
+    refused = alarms["configuration-errors"]
+    assert (refused["MetricName"], refused["Threshold"], refused["ComparisonOperator"]) == \
+        (m.CONFIGURATION_ERRORS, 1, "GreaterThanOrEqualToThreshold")
     assert alarms["dead-letters"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
     assert alarms["provisioner-errors"]["MetricName"] == "Errors"
     assert all("AlarmActions" not in a for a in alarms.values())  # no topic asked for

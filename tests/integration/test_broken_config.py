@@ -13,10 +13,14 @@ import sys
 import time
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from nodescale import interrupting, provisioning
+from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
+from nodescale.world import read_world
 from sim.environment import Environment
+from sim.kube.crds import karpenter_crds
 from tests.integration import helpers
 from tests.integration.deployed_env import deployed_env
 from tests.integration.helpers import ROOT, put_pool
@@ -93,3 +97,28 @@ def test_an_interruption_of_a_good_pools_node_is_handled_in_full(sim: Environmen
     assert report["replacement"]["launched"] and report["instanceTerminated"] and report["nodeDeleted"], report
     moved = wait_running(sim, ns, 2)
     assert victim not in nodes_of(moved)
+
+
+def test_a_broken_custom_resource_gets_a_warning_event(sim: Environment) -> None:
+    api = sim.kube_api_client()
+    for crd in karpenter_crds():
+        try:
+            request_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+    broken = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "broken"},
+              "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                                                "name": "missing"}}}}}
+    request_json(api, "POST", "/apis/karpenter.sh/v1/nodepools", body=broken)
+    try:
+        world = read_world(helpers.runtime_for(sim, nodepool_sources=("ssm", "cluster")))
+        assert "default" in world.nodepools
+        assert any(str(e).startswith("cluster:NodePool/broken") for e in world.config_errors)
+        events = request_json(api, "GET", "/api/v1/namespaces/default/events").get("items") or []
+        warnings = [e for e in events if e["involvedObject"].get("kind") == "NodePool"
+                    and e["involvedObject"].get("name") == "broken"]
+        assert [(e["type"], e["reason"]) for e in warnings] == [("Warning", "InvalidConfiguration")]
+        assert warnings[0]["message"].startswith("cluster:NodePool/broken: ")
+    finally:
+        request_json(api, "DELETE", "/apis/karpenter.sh/v1/nodepools/broken")
