@@ -106,38 +106,22 @@ def invoke(function: str, event: dict[str, Any], timeout_seconds: float = 60.0, 
         return module.handler(event, LambdaContext(function, timeout_seconds, cluster))
 
 
-_identity: list[str] = [""]  # the function whose credentials the process's clients were built with
-
-
 @contextmanager
 def _credentials_of(function: str) -> Iterator[None]:
+    """This thread runs `function`: its clients and runtime use that function's credentials (a context-local
+    setting, so the demo's provisioner thread and an interruption thread each keep their own role)."""
+    from nodescale.aws import clients
     from sim.aws.constants import FUNCTION_CREDENTIALS, OPERATOR_CREDENTIALS
 
     credentials = FUNCTION_CREDENTIALS.get(function)
     if credentials is None or os.environ.get("AWS_ACCESS_KEY_ID") != OPERATOR_CREDENTIALS["aws_access_key_id"]:
         yield
         return
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
-    os.environ["AWS_ACCESS_KEY_ID"] = credentials["aws_access_key_id"]
-    os.environ["AWS_SECRET_ACCESS_KEY"] = credentials["aws_secret_access_key"]
-    # Each function runs in containers of its own: clients built for another function's role are not reused.
-    if _identity[0] != function:
-        _reset_clients()
-        _identity[0] = function
+    token = clients.CREDENTIALS.set((credentials["aws_access_key_id"], credentials["aws_secret_access_key"]))
     try:
         yield
     finally:
-        for key, value in saved.items():
-            if value is not None:
-                os.environ[key] = value
-
-
-def _reset_clients() -> None:
-    from nodescale import runtime
-    from nodescale.aws import clients
-
-    runtime._RUNTIME = None
-    clients.reset()
+        clients.CREDENTIALS.reset(token)
 
 
 @contextmanager
@@ -151,14 +135,12 @@ def product_environment(settings: Mapping[str, str], **overrides: str) -> Iterat
     saved = dict(os.environ)
     os.environ.update(settings)
     os.environ.update(overrides)
-    runtime._RUNTIME = None
+    runtime.reset()
     clients.reset()
-    _identity[0] = ""
     try:
         yield
     finally:
-        runtime._RUNTIME = None
+        runtime.reset()
         clients.reset()
-        _identity[0] = ""
         os.environ.clear()
         os.environ.update(saved)

@@ -12,6 +12,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from .aws import clients
 from .aws.clients import AwsClients
 from .aws.launcher import Launcher
 from .k8s.client import build_api_client
@@ -55,11 +56,28 @@ class Runtime:
 
 
 _RUNTIME: Runtime | None = None
+# Runtimes of the functions sim/ runs side by side in one process, by the credentials each runs with and the
+# settings it was built from (a new environment or configuration is a new container).
+_SCOPED: dict[tuple[str, str], Runtime] = {}
 
 
 def shared() -> Runtime:
     """The process-wide runtime for Lambda handlers (reused across warm invocations)."""
     global _RUNTIME
+    scope = clients.CREDENTIALS.get()
+    if scope is not None:
+        settings = Settings.from_env()
+        key = (scope[0], repr(settings))
+        if key not in _SCOPED:
+            _SCOPED[key] = Runtime.from_settings(settings)
+        return _SCOPED[key]
     if _RUNTIME is None:
         _RUNTIME = Runtime.from_settings()
     return _RUNTIME
+
+
+def reset() -> None:
+    """Forget the shared runtimes (tests and sim/ switching environments)."""
+    global _RUNTIME
+    _RUNTIME = None
+    _SCOPED.clear()

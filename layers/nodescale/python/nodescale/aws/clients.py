@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +22,13 @@ CONNECT_TIMEOUT_SECONDS = 5.0
 READ_TIMEOUT_SECONDS = 30.0
 
 _LOCK = threading.Lock()
-_SESSIONS: dict[str | None, boto3.session.Session] = {}
-_CLIENTS: dict[tuple[str, str | None], Any] = {}
+_SESSIONS: dict[tuple[str | None, str | None], boto3.session.Session] = {}
+_CLIENTS: dict[tuple[str, str | None, str | None], Any] = {}
+# In Lambda each function has processes of its own and takes its role's credentials from the environment.
+# sim/ runs several functions side by side in one process (the demo, the tests), each with its own role:
+# there, the credentials of the function a thread runs are set here (access key, secret), and sessions,
+# clients and the shared runtime are kept apart by them. Unset (None) everywhere else.
+CREDENTIALS: ContextVar[tuple[str, str] | None] = ContextVar("nodescale_credentials", default=None)
 
 
 def client_config() -> Config:
@@ -42,17 +48,21 @@ def _region(region: str | None) -> str | None:
 
 def session(region: str | None = None) -> boto3.session.Session:
     region = _region(region)
+    credentials = CREDENTIALS.get()
+    key = (region, credentials[0] if credentials else None)
     with _LOCK:
-        sess = _SESSIONS.get(region)
+        sess = _SESSIONS.get(key)
         if sess is None:
-            sess = _SESSIONS[region] = boto3.session.Session(region_name=region)
+            given = {"aws_access_key_id": credentials[0], "aws_secret_access_key": credentials[1]} if credentials else {}
+            sess = _SESSIONS[key] = boto3.session.Session(region_name=region, **given)
         return sess
 
 
 def client(service: str, region: str | None = None) -> Any:
     """The process-wide client for ``service`` in ``region`` (default: the environment's region)."""
     region = _region(region)
-    key = (service, region)
+    credentials = CREDENTIALS.get()
+    key = (service, region, credentials[0] if credentials else None)
     with _LOCK:
         found = _CLIENTS.get(key)
         if found is not None:
