@@ -16,6 +16,7 @@ import yaml
 from nodescale import cleanup, provisioning, runtime
 from nodescale.aws import clients
 from nodescale.k8s.raw import request_json
+from sim.aws.constants import FUNCTION_CREDENTIALS
 from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.deployed_env import deployed_env, stack_log_level
@@ -165,7 +166,10 @@ def test_cleanup_at_the_stacks_log_level_removes_every_managed_instance_node_and
     done = subprocess.run(
         [sys.executable, "-c", RUN_HANDLER, str(ROOT / "lambdas" / "cleanup" / "handler.py"),
          json.dumps(event("Delete", env.cluster, "false"))],
-        capture_output=True, text=True, env=deployed_env(env), timeout=180, cwd=ROOT,
+        # As the cleanup function: its own role's credentials, which sim holds to that role's policy.
+        capture_output=True, text=True, timeout=180, cwd=ROOT,
+        env=deployed_env(env, AWS_ACCESS_KEY_ID=FUNCTION_CREDENTIALS["cleanup"]["aws_access_key_id"],
+                         AWS_SECRET_ACCESS_KEY=FUNCTION_CREDENTIALS["cleanup"]["aws_secret_access_key"]),
     )
 
     assert done.returncode == 0, done.stderr[-3000:]

@@ -62,6 +62,8 @@ def test_unschedulable_message_counts_the_reasons(kube: KubeHarness) -> None:
     kube.ready_node("tainted-node", labels={"msg": "yes"}, taints=[{"key": "dedicated", "value": "gpu",
                                                                      "effect": "NoSchedule"}])
     kube.ready_node("small-node", cpu="1", labels={"msg": "yes"})
+    # A node the selector does not match, made here: under xdist the module's other nodes may be elsewhere.
+    kube.ready_node("msg-elsewhere-node", labels={"msg": "no"})
     kube.core.create_namespaced_pod(ns, {
         "metadata": {"name": "big"},
         "spec": {"nodeSelector": {"msg": "yes"}, "containers": [
