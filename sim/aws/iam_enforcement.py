@@ -232,23 +232,21 @@ class Enforcer:
                         {**_resource_tags(current.get(i, {})), **_request_tags(tags)}) for i in ids]
 
     # --- moto lookups, as the administrator ---------------------------------------------------------------
-    def _ec2(self) -> Any:
-        client = getattr(self._local, "ec2", None)
+    def _client(self, service: str) -> Any:
+        """A boto3 client straight to moto as the administrator (one per proxy thread)."""
+        client = getattr(self._local, service, None)
         if client is None:
             import boto3
 
-            client = boto3.client("ec2", endpoint_url=self.moto_url, region_name=REGION, **ADMIN_CREDENTIALS)
-            self._local.ec2 = client
+            client = boto3.client(service, endpoint_url=self.moto_url, region_name=REGION, **ADMIN_CREDENTIALS)
+            setattr(self._local, service, client)
         return client
+
+    def _ec2(self) -> Any:
+        return self._client("ec2")
 
     def _iam(self) -> Any:
-        client = getattr(self._local, "iam", None)
-        if client is None:
-            import boto3
-
-            client = boto3.client("iam", endpoint_url=self.moto_url, region_name=REGION, **ADMIN_CREDENTIALS)
-            self._local.iam = client
-        return client
+        return self._client("iam")
 
     def _instance_tags(self, ids: list[str]) -> dict[str, dict[str, str]]:
         if not ids:

@@ -171,6 +171,19 @@ def pool_path(sim: Environment) -> str:
     return sim.env[POOL_PATH_SETTING].rstrip("/")
 
 
+def install_karpenter_crds(sim: Environment) -> None:
+    """Karpenter's CRDs in the environment's cluster, as an administrator installs them (already there: fine)."""
+    from sim.kube.crds import karpenter_crds
+
+    api = sim.kube_api_client()
+    for crd in karpenter_crds():
+        try:
+            request_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+
 def put_pool(sim: Environment, text: str, name: str = "pool") -> None:
     """NodePool (and EC2NodeClass) YAML as the SSM parameter `name` under the pool path."""
     sim.boto3_client("ssm").put_parameter(Name=f"{pool_path(sim)}/{name}", Value=text, Type="String",

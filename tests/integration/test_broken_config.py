@@ -13,14 +13,12 @@ import sys
 import time
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from nodescale import interrupting, provisioning
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
 from nodescale.world import read_world
 from sim.environment import Environment
-from sim.kube.crds import karpenter_crds
 from tests.integration import helpers
 from tests.integration.deployed_env import deployed_env
 from tests.integration.helpers import ROOT, put_pool
@@ -100,13 +98,8 @@ def test_an_interruption_of_a_good_pools_node_is_handled_in_full(sim: Environmen
 
 
 def test_a_broken_custom_resource_gets_a_warning_event(sim: Environment) -> None:
+    helpers.install_karpenter_crds(sim)
     api = sim.kube_api_client()
-    for crd in karpenter_crds():
-        try:
-            request_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
     broken = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "broken"},
               "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
                                                                 "name": "missing"}}}}}

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 from nodescale import provisioning
 from nodescale.k8s.listing import is_provisionable
@@ -19,7 +18,6 @@ from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
 from nodescale.world import read_world
 from sim.environment import Environment
-from sim.kube.crds import karpenter_crds
 from tests.integration import helpers
 from tests.integration.helpers import (
     CLUSTER_TAG,
@@ -342,13 +340,8 @@ def test_unschedulable_pod_gets_one_reason_event_per_minute(sim: Environment, rt
 
 
 def test_nodepools_as_custom_objects_in_the_cluster(sim: Environment, ns: str) -> None:
+    helpers.install_karpenter_crds(sim)
     api = sim.kube_api_client()
-    for crd in karpenter_crds():
-        try:
-            request_json(api, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
     pool, node_class = yaml.safe_load_all(LIMITED_POOL)
     pool["spec"]["limits"]["cpu"] = "100"
     request_json(api, "POST", "/apis/karpenter.k8s.aws/v1/ec2nodeclasses", body=node_class)
