@@ -70,13 +70,30 @@ def leaks(
     return out
 
 
+# Why the disruption function may rightly keep a node that a fresh plan would not need: a user's rule
+# (a PodDisruptionBudget allowing no disruption, a do-not-disrupt pod) or Karpenter's (spot is replaced by
+# spot only when enough cheaper types keep it flexible). Budgets and timing are not among them: the clean
+# rounds advance the clock past those.
+PROTECTING_BLOCKS = ("pdb", "do-not-disrupt", "not-consolidatable")
+
+
+def protected_nodes(disruption_summary: Any) -> set[str]:
+    """Nodes a disruption run refused to consolidate for one of PROTECTING_BLOCKS."""
+    if not isinstance(disruption_summary, dict):
+        return set()
+    return {node for refused in disruption_summary.get("refused") or []
+            if refused.get("blockedBy") in PROTECTING_BLOCKS for node in refused.get("nodes") or []}
+
+
 def excess_capacity(nodes_in_use: int, nodes_from_scratch: int, allowed_extra: int = 1,
-                    detail: str = "") -> list[Violation]:
-    """No more than `allowed_extra` nodes above what the bin-packer would launch from scratch."""
-    if nodes_in_use <= nodes_from_scratch + allowed_extra:
+                    detail: str = "", protected: int = 0) -> list[Violation]:
+    """No more than `allowed_extra` nodes above what the bin-packer would launch from scratch, besides the
+    `protected` nodes the disruption function may not consolidate (see PROTECTING_BLOCKS)."""
+    if nodes_in_use <= nodes_from_scratch + allowed_extra + protected:
         return []
+    kept = f", {protected} kept by a PDB, do-not-disrupt or spot flexibility" if protected else ""
     return [Violation("capacity", f"{nodes_in_use} nodes in use; from scratch the bin-packer needs "
-                      f"{nodes_from_scratch} (+{allowed_extra} allowed){': ' + detail if detail else ''}")]
+                      f"{nodes_from_scratch} (+{allowed_extra} allowed{kept}){': ' + detail if detail else ''}")]
 
 
 def managed_live(instances: Iterable[InstanceRecord], cluster: str) -> list[InstanceRecord]:

@@ -369,15 +369,15 @@ class ChaosRun:
             rounds += 1
             self.invoke("provisioner", {**invoke.scheduled_tick(self.cluster, "provisioner"), "mode": "poll"},
                         30.0, cut=False, overlapped=False)
-            self.invoke("disruption", invoke.scheduled_tick(self.cluster, "disruption"), 40.0, cut=False,
-                        overlapped=False)
+            summary = self.invoke("disruption", invoke.scheduled_tick(self.cluster, "disruption"), 40.0, cut=False,
+                                  overlapped=False)
             self.env.advance(30)
             time.sleep(1.5)  # the kubelet registers, pods start
-            violations, figures = self.final_state()
+            violations, figures = self.final_state(final_checks.protected_nodes(summary))
             if (rounds >= self.config.min_clean_rounds and not violations) or time.monotonic() > deadline:
                 return rounds, violations, figures
 
-    def final_state(self) -> tuple[list[Violation], dict[str, Any]]:
+    def final_state(self, protected: set[str] | frozenset[str] = frozenset()) -> tuple[list[Violation], dict[str, Any]]:
         assert self.watcher is not None
         self.watcher.poll_once()
         instances = list(self.watcher.instances.values())
@@ -397,6 +397,7 @@ class ChaosRun:
             *final_checks.leaks(instances, nodes, self.cluster, foreign),
             *final_checks.excess_capacity(
                 len(managed_nodes), len(plan.node_claims),
+                protected=len(protected & {n["metadata"]["name"] for n in managed_nodes}),
                 detail=f"in use {final_checks.instance_types_summary(live)}, from scratch "
                        f"{Counter(c.instance_types[0] for c in plan.node_claims)}"),
         ]

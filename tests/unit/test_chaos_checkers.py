@@ -209,3 +209,18 @@ def test_an_invocation_is_cut_off_at_its_nth_call_and_other_threads_are_not() ->
         assert http.request("GET", url).status == 200  # outside the cut-off, calls go through
     finally:
         server.shutdown()
+
+
+def test_nodes_a_users_rule_protects_are_not_excess_and_others_still_are() -> None:
+    summary = {"refused": [
+        {"nodes": ["a"], "blockedBy": "pdb"},
+        {"nodes": ["b"], "blockedBy": "do-not-disrupt"},
+        {"nodes": ["c"], "blockedBy": "not-consolidatable"},
+        {"nodes": ["d"], "blockedBy": "budget"},  # the clean rounds move the clock past a budget
+    ]}
+    protected = final_checks.protected_nodes(summary)
+    assert protected == {"a", "b", "c"}
+    assert final_checks.excess_capacity(7, 4, protected=len(protected)) == []
+    (violation,) = final_checks.excess_capacity(9, 4, protected=len(protected))
+    assert "3 kept by a PDB" in violation.detail
+    assert final_checks.protected_nodes("cut-off") == set()
