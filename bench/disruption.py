@@ -60,9 +60,9 @@ spec:
 CHILD = """
 import json, os, resource, sys, time
 started = time.perf_counter()
-from nodescale import disrupting
+from nodescale.usecases import disrupt
 from nodescale.runtime import Runtime
-summary = disrupting.disrupt_once(Runtime.from_settings())
+summary = disrupt.disrupt_once(Runtime.from_settings())
 print(json.dumps({"seconds": time.perf_counter() - started, "decisions": summary["decisions"],
                   "refused": len(summary["refused"]), "errors": summary["errors"][:3],
                   "nodes": summary["cluster"].get("nodes", {})}))

@@ -2,7 +2,7 @@
 
 On a fresh `sim/` environment with the default spot NodePool, each round starts 4 pods (on a node the
 provisioner launches for them, or on an earlier round's replacement), waits until they run, then hands a spot interruption warning for that
-node's instance to the handler's code path (`interrupting.process`, idempotency record included). The
+node's instance to the handler's code path (`interrupt.process`, idempotency record included). The
 clock starts when the handler is called; the cordon is the moment the taint write returns, the launch
 the moment the replacement's EC2 CreateFleet call is sent. The catalog is warmed first, as a warm
 Lambda container has it. Targets: cordon under 1 s, replacement launch under 5 s.
@@ -41,14 +41,14 @@ def measure() -> dict[str, list[float]]:
     import os
 
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    from nodescale import interrupting, provisioning
     from nodescale.aws.clients import AwsClients
     from nodescale.k8s import nodes as k8s_nodes
     from nodescale.k8s.listing import is_provisionable
     from nodescale.k8s.raw import request_json
     from nodescale.runtime import Runtime
     from nodescale.settings import Settings
-    from nodescale.world import catalog
+    from nodescale.usecases import interrupt, provision
+    from nodescale.usecases.world import catalog
     from sim.environment import Environment
 
     cordoned: list[float] = []
@@ -93,7 +93,7 @@ def measure() -> dict[str, list[float]]:
                 settled = _wait(lambda listed=listed: (ps := listed()) and len(ps) == PODS and all(
                     is_provisionable(p) or p["spec"].get("nodeName") for p in ps) and ps)
                 if any(is_provisionable(p) for p in settled):
-                    provisioning.provision_once(rt)
+                    provision.provision_once(rt)
                 running = _wait(lambda listed=listed: (ps := listed()) and all(
                     p["status"].get("phase") == "Running" for p in ps) and ps)
                 node = request_json(api, "GET", f"/api/v1/nodes/{running[0]['spec']['nodeName']}")
@@ -104,7 +104,7 @@ def measure() -> dict[str, list[float]]:
                 fleets.clear()
                 started = time.time()
                 event["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
-                interrupting.process(event, settings, lambda: rt, account=None,
+                interrupt.process(event, settings, lambda: rt, account=None,
                                      deadline_monotonic=time.monotonic() + 30)
                 if cordoned:
                     out["cordon"].append(cordoned[0] - started)

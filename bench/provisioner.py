@@ -33,12 +33,12 @@ def measure() -> dict[str, Any]:
     import os
 
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    from nodescale import provisioning
     from nodescale.aws.clients import AwsClients
     from nodescale.k8s.raw import request_json
     from nodescale.runtime import Runtime
     from nodescale.settings import Settings
-    from nodescale.world import catalog
+    from nodescale.usecases import provision
+    from nodescale.usecases.world import catalog
     from sim.environment import Environment
 
     with tempfile.TemporaryDirectory(prefix="bench-provisioner-") as tmp, Environment(Path(tmp), ready_delay=1.0) as env:
@@ -60,7 +60,7 @@ def measure() -> dict[str, Any]:
         deadline = time.monotonic() + BURSTS * BURST_GAP_SECONDS + 15
         result: dict[str, Any] = {}
         watcher = threading.Thread(
-            target=lambda: result.update(provisioning.provision_watch(rt, deadline)), name="bench-watch"
+            target=lambda: result.update(provision.provision_watch(rt, deadline)), name="bench-watch"
         )
         watcher.start()
         time.sleep(1.0)

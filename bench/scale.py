@@ -194,8 +194,8 @@ def scale_out_and_in(env: Any, rt: Any, replicas: int, spread: bool, cap: float,
                      log: Any = None) -> ScaleRun:
     """Create inflate with ``replicas`` pods, provision until all run, scale to 0, disrupt until no
     managed node is left. ``env`` is a running sim Environment whose clock the process reads."""
-    from nodescale import disrupting, provisioning
     from nodescale.k8s.raw import MERGE_PATCH, request_json
+    from nodescale.usecases import disrupt, provision
 
     api = env.kube_api_client()
     run = ScaleRun(replicas, spread)
@@ -217,7 +217,7 @@ def scale_out_and_in(env: Any, rt: Any, replicas: int, spread: bool, cap: float,
             run.out_seconds = time.monotonic() - started
             break
         try:
-            summary = provisioning.provision_once(rt)
+            summary = provision.provision_once(rt)
         except Exception as exc:  # a benchmark reports how far it got, whatever stopped it
             run.error = f"provisioner pass {run.provision_passes + 1}: {type(exc).__name__}: {exc}"
             break
@@ -245,7 +245,7 @@ def scale_out_and_in(env: Any, rt: Any, replicas: int, spread: bool, cap: float,
             run.in_seconds = time.monotonic() - started
             break
         try:
-            disrupting.disrupt_once(rt)
+            disrupt.disrupt_once(rt)
         except Exception as exc:  # as above
             run.error = f"disruption run {run.disruption_runs + 1}: {type(exc).__name__}: {exc}"
             break
@@ -270,7 +270,7 @@ def sim_runtime(directory: Path, cpu_limit: int) -> Iterator[SimRuntime]:
     from nodescale.clock import CLOCK_URL
     from nodescale.runtime import Runtime
     from nodescale.settings import Settings
-    from nodescale.world import catalog
+    from nodescale.usecases.world import catalog
     from sim.environment import Environment
 
     with Environment(directory, ready_delay=1.0) as env:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nodescale import cleanup, runtime, telemetry
+from nodescale import runtime, telemetry
 from nodescale.aws.clients import AwsClients
 from nodescale.runtime import Runtime
 from nodescale.settings import Settings, SettingsError
+from nodescale.usecases import cleanup
 
 logger = telemetry.logger()
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodescale import disrupting, lambda_support, telemetry
+from nodescale import lambda_support, telemetry
 from nodescale.runtime import Runtime
+from nodescale.usecases import disrupt
 
 logger = telemetry.logger()
 metrics = telemetry.metrics()
@@ -24,10 +25,10 @@ MARGIN_SECONDS = 30.0
 @metrics.log_metrics
 @lambda_support.with_shared_runtime(logger)
 def handler(event: dict[str, Any], context: Any, rt: Runtime) -> dict[str, Any]:
-    return disrupting.disrupt_once(rt, dry_run=bool(event.get("dryRun")), deadline=run_deadline(context))
+    return disrupt.disrupt_once(rt, dry_run=bool(event.get("dryRun")), deadline=run_deadline(context))
 
 
 def run_deadline(context: Any, now: float | None = None) -> float:
     """A ``time.monotonic()`` deadline: the invocation's remaining time less the margin."""
     left = lambda_support.seconds_left(context, MARGIN_SECONDS)
-    return lambda_support.deadline_in(disrupting.DEFAULT_RUN_SECONDS if left is None else left, now)
+    return lambda_support.deadline_in(disrupt.DEFAULT_RUN_SECONDS if left is None else left, now)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodescale import interrupting, lambda_support, runtime, telemetry
+from nodescale import lambda_support, runtime, telemetry
 from nodescale.settings import Settings
+from nodescale.usecases import interrupt
 
 logger = telemetry.logger()
 metrics = telemetry.metrics()
@@ -28,7 +29,7 @@ MARGIN_SECONDS = 10.0
 @logger.inject_lambda_context(log_event=False)
 @metrics.log_metrics
 def handler(event: Any, context: Any) -> dict[str, Any]:
-    return interrupting.process(
+    return interrupt.process(
         event,
         Settings.from_env(),
         runtime.shared,

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodescale import lambda_support, provisioning, telemetry
+from nodescale import lambda_support, telemetry
 from nodescale.runtime import Runtime
+from nodescale.usecases import provision
 
 logger = telemetry.logger()
 metrics = telemetry.metrics()
@@ -29,8 +30,8 @@ def handler(event: dict[str, Any], context: Any, rt: Runtime) -> dict[str, Any]:
         logger.error("event field mode=%r: allowed are 'watch' and 'poll'", mode)
         return {"error": f"event field mode={mode!r}: allowed are 'watch' and 'poll'"}
     if mode == "poll":
-        return provisioning.provision_once(rt, dry_run=dry_run)
-    return provisioning.provision_watch(rt, watch_deadline(rt.settings.watch_seconds, context), dry_run=dry_run)
+        return provision.provision_once(rt, dry_run=dry_run)
+    return provision.provision_watch(rt, watch_deadline(rt.settings.watch_seconds, context), dry_run=dry_run)
 
 
 def watch_deadline(watch_seconds: float, context: Any, now: float | None = None) -> float:

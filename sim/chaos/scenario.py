@@ -29,7 +29,7 @@ from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
 from nodescale.scheduling import solve
 from nodescale.settings import Settings
-from nodescale.world import read_world
+from nodescale.usecases.world import read_world
 from sim import invoke
 from sim.environment import Environment
 

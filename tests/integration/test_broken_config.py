@@ -14,10 +14,11 @@ import time
 
 import pytest
 
-from nodescale import interrupting, provisioning
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
-from nodescale.world import read_world
+from nodescale.usecases import interrupt as interrupting
+from nodescale.usecases import provision as provisioning
+from nodescale.usecases.world import read_world
 from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.deployed_env import deployed_env

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
-from nodescale import cleanup, provisioning, runtime
+from nodescale import runtime
 from nodescale.aws import clients
 from nodescale.k8s.raw import request_json
+from nodescale.usecases import cleanup
+from nodescale.usecases import provision as provisioning
 from sim.aws.constants import FUNCTION_CREDENTIALS
 from sim.environment import Environment
 from tests.integration import helpers

@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
-from nodescale import cli, disrupting, provisioning
+from nodescale import cli
 from nodescale.k8s.raw import MERGE_PATCH, request_json
 from nodescale.runtime import Runtime
+from nodescale.usecases import disrupt as disrupting
+from nodescale.usecases import provision as provisioning
 from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.helpers import (

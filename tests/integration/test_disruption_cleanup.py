@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 
-from nodescale import disrupting
 from nodescale.k8s.raw import request_json
+from nodescale.usecases import disrupt as disrupting
 from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.helpers import (

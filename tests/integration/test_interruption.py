@@ -23,10 +23,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kubernetes.client.exceptions import ApiException
 
-from nodescale import cli, clock, interrupting, provisioning, runtime
+from nodescale import cli, clock, runtime
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
+from nodescale.usecases import interrupt as interrupting
+from nodescale.usecases import provision as provisioning
 from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.helpers import (

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nodescale import provisioning
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
-from nodescale.world import read_world
+from nodescale.usecases import provision as provisioning
+from nodescale.usecases.world import read_world
 from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.helpers import (

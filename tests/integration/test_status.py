@@ -20,14 +20,14 @@ from typing import Any
 import pytest
 import yaml
 
-from nodescale import explain as explaining
-from nodescale import provisioning
 from nodescale.clock import CLOCK_URL
 from nodescale.k8s import nodes as k8s_nodes
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
-from nodescale.status import DISRUPTION_REASON_ANNOTATION, read_status
+from nodescale.usecases import explain as explaining
+from nodescale.usecases import provision as provisioning
+from nodescale.usecases.status import DISRUPTION_REASON_ANNOTATION, read_status
 from sim.environment import Environment
 from tests.integration.helpers import runtime_for, wait_for
 

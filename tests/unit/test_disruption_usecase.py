@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodescale.disrupting import impaired_instances, replacement_from_claim
 from nodescale.model.instancetype import InstanceType, Offering
 from nodescale.model.requirements import Requirements
 from nodescale.scheduling import NodeClaim
+from nodescale.usecases.disrupt import impaired_instances, replacement_from_claim
 
 
 class FakeEc2:

@@ -7,13 +7,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
-from nodescale import interrupting
 from nodescale.interruption import events as ev
 from nodescale.interruption.ownership import OwnedInstance
 from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirements
-from nodescale.world import World
+from nodescale.usecases import interrupt as interrupting
+from nodescale.usecases.world import World
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 11, 20, 10, 0, 0, tzinfo=UTC)

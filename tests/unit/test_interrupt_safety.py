@@ -16,8 +16,8 @@ from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nodescale import interrupting
 from nodescale.interruption import events as ev
+from nodescale.usecases import interrupt as interrupting
 from tests.unit import test_interrupt_fakes as fakes
 
 EVENTS = Path(__file__).parent.parent / "fixtures" / "events"

@@ -9,7 +9,7 @@ import pytest
 
 from nodescale.cli import main
 from nodescale.config import parse_documents
-from nodescale.workloads import WorkloadError, read_workloads
+from nodescale.scheduling.workloads import WorkloadError, read_workloads
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "examples"
 DEFAULT_SPOT = EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml"

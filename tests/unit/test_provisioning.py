@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from nodescale import provisioning
 from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.fleet import LaunchedInstance, LaunchResult, OfferingError
 from nodescale.aws.instances import ManagedInstance
 from nodescale.commands.provision import to_text
 from nodescale.config import load, parse_documents
 from nodescale.model.pod import Pod
-from nodescale.provisioning_limits import ClusterBudget, parse_limits
 from nodescale.settings import Settings, SettingsError
-from nodescale.world import World
+from nodescale.usecases import provision as provisioning
+from nodescale.usecases.cluster_budget import ClusterBudget, parse_limits
+from nodescale.usecases.world import World
 
 POOL = """
 apiVersion: karpenter.sh/v1

@@ -14,14 +14,14 @@ import pytest
 
 from nodescale.commands import explain as explain_cmd
 from nodescale.commands import status as status_cmd
-from nodescale.explain import NOT_PROVISIONABLE, why_not_provisionable
 from nodescale.k8s.listing import is_provisionable
 from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirements
 from nodescale.settings import Settings, SettingsError
-from nodescale.status import DISRUPTION_REASON_ANNOTATION, read_status
-from nodescale.world import World
+from nodescale.usecases.explain import NOT_PROVISIONABLE, why_not_provisionable
+from nodescale.usecases.status import DISRUPTION_REASON_ANNOTATION, read_status
+from nodescale.usecases.world import World
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 GIB = 2**30
@@ -171,7 +171,7 @@ def test_text_output_cuts_long_lists_and_says_so() -> None:
 
 def test_json_output_of_the_command_is_the_status(scene: World, monkeypatch: pytest.MonkeyPatch) -> None:
     import nodescale.runtime as runtime_mod
-    import nodescale.status as status_mod
+    import nodescale.usecases.status as status_mod
 
     monkeypatch.setattr(runtime_mod.Runtime, "from_settings", classmethod(lambda cls: runtime()))
     monkeypatch.setattr(status_mod, "read_world", lambda rt: scene)
@@ -259,8 +259,8 @@ def test_bad_pod_names_exit_2_with_one_line(given: str, namespace: str | None, w
 
 
 def test_each_pod_gets_the_verdict_of_the_dry_plan(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nodescale import explain as explaining
-    from nodescale import provisioning
+    from nodescale.usecases import explain as explaining
+    from nodescale.usecases import provision as provisioning
 
     pods = [Pod.from_dict(pod(n, phase="Pending", status__conditions=UNSCHEDULABLE)) for n in "abcdef"]
     outcome = provisioning.LaunchOutcome(dry_run=True)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-from nodescale import termination
 from nodescale.aws import instances as ec2_instances
 from nodescale.model.nodepool import Disruption, NodePool
 from nodescale.model.requirements import Requirements
 from nodescale.runtime import Runtime
-from nodescale.world import World
+from nodescale.usecases import terminate as termination
+from nodescale.usecases.world import World
 from tests.unit import test_interrupt_fakes as fakes
 
 IID = "i-0a1b2c3d4e5f60718"

@@ -10,7 +10,7 @@ from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.instances import ManagedInstance
 from nodescale.config import load, parse_documents
 from nodescale.model.pod import Pod
-from nodescale.world import IN_FLIGHT_PREFIX, World, pool_usage
+from nodescale.usecases.world import IN_FLIGHT_PREFIX, World, pool_usage
 
 POOL = """
 apiVersion: karpenter.sh/v1

@@ -13,6 +13,11 @@ import os
 import urllib.request
 from datetime import UTC, datetime
 
+# Parsing and formatting are pure; they live in the model so the core can use them without this module.
+from .model.timestamps import format_timestamp, parse_timestamp
+
+__all__ = ["CLOCK_URL", "ClockError", "epoch", "format_timestamp", "now", "parse_timestamp"]
+
 CLOCK_URL = "NODESCALE_CLOCK_URL"
 
 
@@ -39,20 +44,3 @@ def now() -> datetime:
 def epoch() -> float:
     """``now()`` as seconds since the epoch (for TTLs stored as numbers)."""
     return now().timestamp()
-
-
-def parse_timestamp(value: object) -> datetime | None:
-    """A Kubernetes/EC2 timestamp (RFC 3339 string or datetime) as an aware datetime."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def format_timestamp(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = common.streams(out, err)
     common.quiet_metrics()
-    from .. import disrupting
+    from ..usecases import disrupt
 
     rt = common.runtime_from_settings(COMMAND, err, mutating=not args.dry_run, no_lease=args.no_lease)
     if rt is None:
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     while True:
         started = time.monotonic()
         try:
-            summary = disrupting.disrupt_once(rt, dry_run=args.dry_run)
+            summary = disrupt.disrupt_once(rt, dry_run=args.dry_run)
         except SettingsError as exc:
             return common.fail(COMMAND, err, exc)
         except (OSError, ApiException, ClientError, BotoCoreError, ClockError) as exc:

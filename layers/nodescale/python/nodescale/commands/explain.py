@@ -58,12 +58,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return fail("explain", err, exc, EXIT_BAD_INPUT)
 
     def read() -> Any:
-        from ..explain import explain
         from ..runtime import Runtime
+        from ..usecases.explain import explain
 
         return explain(Runtime.from_settings(), namespace, name).to_dict()
 
-    from ..explain import PodNotFound
+    from ..usecases.explain import PodNotFound
 
     data, code = guarded("explain", read, err, (PodNotFound,))
     if data is None:

@@ -8,25 +8,20 @@ Exit 0 when it planned (unschedulable pods included), 2 with one line per proble
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
-from ..aws import ami
-from ..aws.catalog import CatalogError, bundled_catalog, with_kubelet
+from ..aws.catalog import CatalogError, bundled_catalog
 from ..aws.catalog_kwok import KwokFormatError, load_kwok_instance_types
+from ..aws.pooltypes import PoolTypesError, pool_types
 from ..config import DocumentError, load, parse_documents
-from ..model import labels as wk
-from ..model.instancetype import InstanceType, WindowsFamilyError, windows_build
-from ..model.nodepool import NodeClass, NodePool
+from ..model.instancetype import InstanceType
 from ..scheduling import Plan, solve
-from ..workloads import WorkloadError, read_workloads
+from ..scheduling.workloads import WorkloadError, read_workloads
 from . import common
 
 SUFFIXES = (".yaml", ".yml", ".json")
-_GIB = 2**30
-# Where each AMI family puts its root volume when no mapping is marked rootVolume.
-_ROOT_DEVICES = ("/dev/xvda", "/dev/sda1", "/dev/xvdb")
 
 
 class InputError(Exception):
@@ -84,7 +79,10 @@ def plan_paths(paths: Iterable[str], instance_types: str | None = None, region: 
     except WorkloadError as exc:
         raise InputError([str(exc)]) from None
     catalog = _catalog(instance_types, region)
-    types_by_pool, labels_by_pool = pool_types(config.nodepools.values(), config.nodeclasses, catalog)
+    try:
+        types_by_pool, labels_by_pool = pool_types(config.nodepools.values(), config.nodeclasses, catalog)
+    except PoolTypesError as exc:
+        raise InputError([str(exc)]) from None
     return solve(
         work.pending,
         config.nodepools.values(),
@@ -115,46 +113,6 @@ def _catalog(instance_types: str | None, region: str) -> list[InstanceType]:
         return bundled_catalog(region)
     except (KwokFormatError, CatalogError) as exc:
         raise InputError([f"--instance-types: {exc}" if instance_types else f"--region: {exc}"]) from None
-
-
-def pool_types(
-    pools: Iterable[NodePool], classes: Mapping[str, NodeClass], catalog: list[InstanceType]
-) -> tuple[dict[str, list[InstanceType]], dict[str, dict[str, str]]]:
-    """Each pool's instance types under its node class (kubelet, root volume, AMI family) and the labels
-    the node class gives its nodes (the OS, and the Windows build)."""
-    types: dict[str, list[InstanceType]] = {}
-    labels: dict[str, dict[str, str]] = {}
-    cache: dict[tuple, list[InstanceType]] = {}
-    for pool in pools:
-        nc = classes.get(pool.node_class)
-        family = None
-        storage = None
-        kubelet = pool.kubelet
-        if nc is not None:
-            where = f"{nc.source or nc.name}: "
-            try:
-                family = ami.family_of(nc)
-                build = windows_build(family)
-            except (ami.AmiError, WindowsFamilyError) as exc:
-                raise InputError([f"{where}{exc}"]) from None
-            storage = _root_volume_bytes(nc)
-            kubelet = kubelet or nc.kubelet
-            # The AMI decides the OS: a Linux AMI on a Windows-capable type still makes a Linux node.
-            labels[pool.name] = {wk.OS: "windows", wk.WINDOWS_BUILD: build} if build else {wk.OS: "linux"}
-        key = (id(kubelet), storage, family)
-        if key not in cache:
-            cache[key] = with_kubelet(catalog, kubelet, storage, family)
-        types[pool.name] = cache[key]
-    return types, labels
-
-
-def _root_volume_bytes(nc: NodeClass) -> int | None:
-    mappings = {m.get("DeviceName"): m for m in nc.block_device_mappings}
-    root = mappings.get(nc.root_volume_device) if nc.root_volume_device else None
-    if root is None:
-        root = next((mappings[d] for d in _ROOT_DEVICES if d in mappings), None)
-    size = ((root or {}).get("Ebs") or {}).get("VolumeSize")
-    return int(size) * _GIB if size else None
 
 
 def to_json(plan: Plan) -> dict:

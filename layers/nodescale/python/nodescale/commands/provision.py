@@ -38,17 +38,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = common.streams(out, err)
     common.quiet_metrics()
-    from .. import provisioning
+    from ..usecases import provision
 
     rt = common.runtime_from_settings(COMMAND, err, mutating=not args.dry_run, no_lease=args.no_lease)
     if rt is None:
         return common.EXIT_BAD_INPUT
     try:
         if args.once:
-            summary = provisioning.provision_once(rt, dry_run=args.dry_run)
+            summary = provision.provision_once(rt, dry_run=args.dry_run)
         else:
             deadline = time.monotonic() + rt.settings.watch_seconds
-            summary = provisioning.provision_watch(rt, deadline, dry_run=args.dry_run)
+            summary = provision.provision_watch(rt, deadline, dry_run=args.dry_run)
     except SettingsError as exc:
         return common.fail(COMMAND, err, exc)
     except OSError as exc:

@@ -25,10 +25,10 @@ from typing import Any, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .. import interrupting
 from ..aws import clients
 from ..runtime import Runtime
 from ..settings import Settings, SettingsError
+from ..usecases import interrupt
 from . import common
 
 
@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("files", nargs="+", metavar="FILE", help="a JSON file holding one event or a list of events")
     common.add_output_option(p)
     p.add_argument("--account", help="the account events must be for (default: the caller's, from STS)")
-    p.add_argument("--seconds", type=float, default=interrupting.DEFAULT_DRAIN_SECONDS,
+    p.add_argument("--seconds", type=float, default=interrupt.DEFAULT_DRAIN_SECONDS,
                    help="how long each event may keep draining (default %(default)s)")
     common.add_lease_option(p)
     p.set_defaults(run=run)
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     status = 0
     for source, event in recorded:
         try:
-            summary = interrupting.process(
+            summary = interrupt.process(
                 event, settings, runtime, account=account, deadline_monotonic=time.monotonic() + args.seconds
             )
         except Exception as exc:  # noqa: BLE001 - reported per event; the Lambda would retry it

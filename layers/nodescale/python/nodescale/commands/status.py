@@ -48,7 +48,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
     def read() -> Any:
         from ..runtime import Runtime
-        from ..status import read_status
+        from ..usecases.status import read_status
 
         return read_status(Runtime.from_settings()).to_dict()
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ..clock import parse_timestamp
 from ..model.durations import go_duration_seconds
 from ..model.pod import DO_NOT_DISRUPT, LEGACY_DO_NOT_EVICT, Pod
+from ..model.timestamps import parse_timestamp
 from .nodes import LEGACY_DO_NOT_CONSOLIDATE, NodeView
 
 

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..clock import parse_timestamp
 from ..model import labels as wk
 from ..model import resources as res
 from ..model.pod import Pod
+from ..model.timestamps import parse_timestamp
 
 DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from ..clock import parse_timestamp
 from ..config.nodepools import V1, WHEN_UNDERUTILIZED
 from ..model.nodepool import NodePool
 from ..model.pod import LabelSelector, Pod
+from ..model.timestamps import parse_timestamp
 from . import budgets
 from .consolidation import SearchResult, Simulator, search
 from .decisions import (

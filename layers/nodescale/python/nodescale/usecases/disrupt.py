@@ -25,24 +25,24 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
-from . import clock, telemetry
-from .aws import instances as ec2_instances
-from .aws import launchtemplates
-from .disruption import planner
-from .disruption.consolidation import Replacement, Simulation, Simulator
-from .disruption.decisions import EXPIRED, ORPHANED, UNHEALTHY, Decision
-from .disruption.gauges import cluster_gauges
-from .disruption.nodes import EMPTY_SINCE, NodeView
-from .interruption.ownership import GONE_STATES, classify
-from .k8s import events as k8s_events
-from .k8s import nodes as k8s_nodes
-from .model import labels as wk
-from .model import resources as res
-from .model.instancetype import InstanceType
-from .provisioning import launch_capacity
-from .runtime import Runtime
-from .scheduling import NodeClaim, solve
-from .termination import TERMINATING, TerminationBatch, TerminationStep, continue_termination
+from .. import clock, telemetry
+from ..aws import instances as ec2_instances
+from ..aws import launchtemplates
+from ..disruption import planner
+from ..disruption.consolidation import Replacement, Simulation, Simulator
+from ..disruption.decisions import EXPIRED, ORPHANED, UNHEALTHY, Decision
+from ..disruption.gauges import cluster_gauges
+from ..disruption.nodes import EMPTY_SINCE, NodeView
+from ..interruption.ownership import GONE_STATES, classify
+from ..k8s import events as k8s_events
+from ..k8s import nodes as k8s_nodes
+from ..model import labels as wk
+from ..model import resources as res
+from ..model.instancetype import InstanceType
+from ..runtime import Runtime
+from ..scheduling import NodeClaim, solve
+from .provision import launch_capacity
+from .terminate import TERMINATING, TerminationBatch, TerminationStep, continue_termination
 from .world import IN_FLIGHT_PREFIX, World, read_world
 
 log = logging.getLogger(__name__)

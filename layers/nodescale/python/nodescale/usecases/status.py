@@ -1,6 +1,6 @@
 """What the cluster looks like to an operator: the use-case behind `nodescale status`.
 
-One snapshot (:func:`nodescale.world.read_world`) and one dry plan of the pending pods, turned into:
+One snapshot (:func:`nodescale.usecases.world.read_world`) and one dry plan of the pending pods, turned into:
 nodes by NodePool, capacity type and zone with their utilization (requests over allocatable) and
 price per hour; pending pods and why each waits; drains under way; NodePool usage against limits
 and the cluster-wide limits. Nothing here writes anything.
@@ -12,22 +12,22 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import clock
-from . import provisioning_limits as cluster_limits
+from .. import clock
+from ..k8s import drain as k8s_drain
+from ..k8s import nodes as k8s_nodes
+from ..model import labels as wk
+from ..model import resources as res
+from ..model.pod import Pod
+from ..scheduling.plan import ExistingNode
+from . import cluster_budget as cluster_limits
 from .explain import PodFate, pending_fates
-from .k8s import drain as k8s_drain
-from .k8s import nodes as k8s_nodes
-from .model import labels as wk
-from .model import resources as res
-from .model.pod import Pod
-from .scheduling.plan import ExistingNode
-from .termination import INTERRUPTION_ANNOTATION
+from .terminate import INTERRUPTION_ANNOTATION
 from .world import IN_FLIGHT_PREFIX, World, pool_usage, read_world
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ..runtime import Runtime
 
-# Written by the disruption function on a node it is taking away (see nodescale.disrupting).
+# Written by the disruption function on a node it is taking away (see nodescale.usecases.disrupt).
 DISRUPTION_REASON_ANNOTATION = "nodescale.io/disruption-reason"
 # Managed node groups label capacity this way; Karpenter-style nodes use karpenter.sh/capacity-type.
 EKS_CAPACITY_TYPE = "eks.amazonaws.com/capacityType"

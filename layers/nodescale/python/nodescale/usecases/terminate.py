@@ -28,15 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.exceptions import ApiException
 
-from . import clock
-from .aws import instances as ec2_instances
-from .interruption.ownership import GONE_STATES, NOT_RUNNING_STATES, classify
-from .k8s import drain as k8s_drain
-from .k8s import nodes as k8s_nodes
-from .model import labels as wk
+from .. import clock
+from ..aws import instances as ec2_instances
+from ..interruption.ownership import GONE_STATES, NOT_RUNNING_STATES, classify
+from ..k8s import drain as k8s_drain
+from ..k8s import nodes as k8s_nodes
+from ..model import labels as wk
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ..runtime import Runtime
     from .world import World
 
 log = logging.getLogger(__name__)

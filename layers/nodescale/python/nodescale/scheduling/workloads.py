@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from .model import resources as res
-from .model.pod import Pod
-from .model.quantity import QuantityError
-from .model.requirements import RequirementError
-from .model.taints import Taint, TaintError
-from .scheduling.plan import ExistingNode
+from ..model import resources as res
+from ..model.pod import Pod
+from ..model.quantity import QuantityError
+from ..model.requirements import RequirementError
+from ..model.taints import Taint, TaintError
+from .plan import ExistingNode
 
 REPLICATED = {"Deployment", "ReplicaSet", "StatefulSet"}
 WORKLOAD_KINDS = REPLICATED | {"Job", "DaemonSet", "Pod", "Node", "PodDisruptionBudget"}

@@ -24,20 +24,20 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
-from . import clock, telemetry
-from .aws import catalog as catalogs
-from .aws import instances as ec2_instances
-from .aws import leases
-from .aws.fleet import LaunchResult
-from .k8s import events as k8s_events
-from .k8s.watch import watch_pending_pods
-from .model import resources as res
-from .model.instancetype import InstanceType
-from .model.pod import Pod
-from .provisioning_limits import ClusterBudget
-from .runtime import Runtime
-from .scheduling import NodeClaim, Plan, solve
-from .settings import SettingsError
+from .. import clock, telemetry
+from ..aws import catalog as catalogs
+from ..aws import instances as ec2_instances
+from ..aws import leases
+from ..aws.fleet import LaunchResult
+from ..k8s import events as k8s_events
+from ..k8s.watch import watch_pending_pods
+from ..model import resources as res
+from ..model.instancetype import InstanceType
+from ..model.pod import Pod
+from ..runtime import Runtime
+from ..scheduling import NodeClaim, Plan, solve
+from ..settings import SettingsError
+from .cluster_budget import ClusterBudget
 from .world import IN_FLIGHT_PREFIX, World, read_world
 
 log = logging.getLogger(__name__)

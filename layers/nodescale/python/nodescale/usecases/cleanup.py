@@ -24,15 +24,15 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from . import clock
-from .aws import instances as ec2_instances
-from .aws import launchtemplates
-from .aws.clients import AwsClients
-from .k8s import drain as k8s_drain
-from .k8s import listing
-from .k8s import nodes as k8s_nodes
-from .runtime import Runtime
-from .settings import Settings
+from .. import clock
+from ..aws import instances as ec2_instances
+from ..aws import launchtemplates
+from ..aws.clients import AwsClients
+from ..k8s import drain as k8s_drain
+from ..k8s import listing
+from ..k8s import nodes as k8s_nodes
+from ..runtime import Runtime
+from ..settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ For an instance this cluster owns (``nodescale.io/cluster`` tag) whose Node is r
 Repeats do no harm: a node already carrying the taint is not marked again, and its pods are planned
 against what exists and is in flight (the replacement an earlier event launched), so nothing is
 launched twice. A drain that outlives the invocation keeps the taint; the next run of this or the
-disruption function continues it (``termination.continue_termination``).
+disruption function continues it (``terminate.continue_termination``).
 
 Bad input never raises (it is ignored with its reason); failures worth retrying (throttling, an API
 server or EC2 that does not answer) do, so Lambda's retries and the dead-letter queue apply.
@@ -40,18 +40,19 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from . import clock, telemetry, termination
-from .interruption import events
-from .interruption.idempotency import once_per_event
-from .interruption.ownership import OwnedInstance, classify
-from .k8s import drain as k8s_drain
-from .k8s import listing
-from .k8s import nodes as k8s_nodes
-from .k8s.events import WARNING, EventRecorder
-from .model import labels as wk
-from .model.pod import Pod
-from .runtime import Runtime
-from .settings import Settings
+from .. import clock, telemetry
+from ..interruption import events
+from ..interruption.idempotency import once_per_event
+from ..interruption.ownership import OwnedInstance, classify
+from ..k8s import drain as k8s_drain
+from ..k8s import listing
+from ..k8s import nodes as k8s_nodes
+from ..k8s.events import WARNING, EventRecorder
+from ..model import labels as wk
+from ..model.pod import Pod
+from ..runtime import Runtime
+from ..settings import Settings
+from . import terminate
 from .world import World, read_nodes_and_pods, read_world
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ class _Work:
 
     @property
     def name(self) -> str:
-        return termination.node_name(self.node)
+        return terminate.node_name(self.node)
 
 
 # ------------------------------------------------------------------------------------------ entry points
@@ -232,7 +233,7 @@ def _act(
         if node is None:
             report.reason = "no Node names this instance (not registered yet, or already deleted)"
             continue
-        report.node = termination.node_name(dict(node))
+        report.node = terminate.node_name(dict(node))
         item = _Work(intent, owned, dict(node), report)
         if intent.action != events.INTERRUPT:
             rebalances.append(item)
@@ -288,12 +289,12 @@ def _mark(rt: Runtime, recorder: EventRecorder, item: _Work) -> bool:
         telemetry.seconds(telemetry.EVENT_TO_CORDON, _since(when))
     annotations = (item.node.get("metadata") or {}).get("annotations") or {}
     patch: dict[str, str | None] = {}
-    if not annotations.get(termination.INTERRUPTION_ANNOTATION):
-        patch[termination.INTERRUPTION_ANNOTATION] = item.intent.kind
+    if not annotations.get(terminate.INTERRUPTION_ANNOTATION):
+        patch[terminate.INTERRUPTION_ANNOTATION] = item.intent.kind
     deadline = item.intent.deadline
-    known = termination.interruption_deadline(item.node)
+    known = terminate.interruption_deadline(item.node)
     if deadline is not None and (known is None or deadline < known):
-        patch[termination.DEADLINE_ANNOTATION] = clock.format_timestamp(deadline)
+        patch[terminate.DEADLINE_ANNOTATION] = clock.format_timestamp(deadline)
     if patch:
         try:
             item.node = k8s_nodes.patch_metadata(rt.api, item.name, annotations=patch)
@@ -329,7 +330,7 @@ def pods_to_move(world: World, node_name: str) -> list[Pod]:
 
 
 def _replace(rt: Runtime, world: World, item: _Work) -> None:
-    from .provisioning import launch_capacity  # the provisioner's module pulls in the watch machinery
+    from .provision import launch_capacity  # the provisioner's module pulls in the watch machinery
 
     moving = pods_to_move(world, item.name)
     if not moving:
@@ -377,7 +378,7 @@ def _drain(rt: Runtime, world: World, work: list[_Work], deadline: float, sleep:
                 item.report.reason = item.report.reason or "the Node was deleted meanwhile"
                 del active[name]
                 continue
-            step = termination.continue_termination(rt, world, fresh, involuntary=True, deadline_monotonic=deadline)
+            step = terminate.continue_termination(rt, world, fresh, involuntary=True, deadline_monotonic=deadline)
             result = step.drain
             if result is not None:
                 item.report.evicted = list(dict.fromkeys([*item.report.evicted, *result.evicted]))
@@ -389,12 +390,12 @@ def _drain(rt: Runtime, world: World, work: list[_Work], deadline: float, sleep:
                 blocked = blocked or bool(result.blocked_by_pdb or result.failed)
             item.report.instance_terminated = item.report.instance_terminated or step.instance_terminated
             item.report.node_deleted = item.report.node_deleted or step.node_deleted
-            if step.state == termination.TERMINATED:
+            if step.state == terminate.TERMINATED:
                 item.report.action = DRAINED
                 if item.intent.event_time is not None:
                     telemetry.seconds(telemetry.EVENT_TO_EMPTY, _since(item.intent.event_time))
                 del active[name]
-            elif step.state == termination.SKIPPED:
+            elif step.state == terminate.SKIPPED:
                 item.report.reason = step.reason
                 del active[name]
         if not active:

@@ -18,30 +18,31 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.exceptions import ApiException
 
-from . import clock, telemetry
-from .aws import catalog as catalogs
-from .aws import instances as ec2_instances
-from .aws.instances import ManagedInstance
-from .config import ConfigError, load_all
-from .config.sources import CLUSTER_KINDS
-from .k8s import listing
-from .k8s import nodes as k8s_nodes
-from .k8s.events import WARNING, EventRecorder, ObjectRef
-from .model import labels as wk
-from .model import resources as res
-from .model.instancetype import InstanceType
-from .model.nodepool import NodeClass, NodePool
-from .model.pod import Pod
-from .model.quantity import QuantityError
-from .model.requirements import RequirementError
-from .model.taints import Taint, TaintError, tolerates_all
-from .scheduling.plan import ExistingNode
-from .scheduling.templates import daemon_requirements, labels_satisfy
-from .workloads import WorkloadError, read_workloads
-from .workloads import node as node_from_doc
+from .. import clock, telemetry
+from ..aws import catalog as catalogs
+from ..aws import instances as ec2_instances
+from ..aws.instances import ManagedInstance
+from ..aws.pooltypes import PoolTypesError, pool_types
+from ..config import ConfigError, load_all
+from ..config.sources import CLUSTER_KINDS
+from ..k8s import listing
+from ..k8s import nodes as k8s_nodes
+from ..k8s.events import WARNING, EventRecorder, ObjectRef
+from ..model import labels as wk
+from ..model import resources as res
+from ..model.instancetype import InstanceType
+from ..model.nodepool import NodeClass, NodePool
+from ..model.pod import Pod
+from ..model.quantity import QuantityError
+from ..model.requirements import RequirementError
+from ..model.taints import Taint, TaintError, tolerates_all
+from ..scheduling.plan import ExistingNode
+from ..scheduling.templates import daemon_requirements, labels_satisfy
+from ..scheduling.workloads import WorkloadError, read_workloads
+from ..scheduling.workloads import node as node_from_doc
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ..runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -366,15 +367,12 @@ def _sort_pods(raw_pods: list[dict[str, Any]]) -> tuple[dict[str, list[Pod]], li
 
 
 def _prepare_types(world: World) -> None:
-    # Imported here: the plan command module imports the CLI's helpers, which need nothing of the world.
-    from .commands.plan import InputError, pool_types
-
     usable: dict[str, NodePool] = {}
     for name, pool in world.nodepools.items():
         try:
             types, labels = pool_types([pool], world.nodeclasses, world.catalog)
-        except InputError as exc:
-            world.config_errors.extend(exc.lines)
+        except PoolTypesError as exc:
+            world.config_errors.append(str(exc))
             continue
         world._types[name] = catalogs.mark_unavailable(types[name], world.unavailable)
         world._pool_labels[name] = labels.get(name, {})

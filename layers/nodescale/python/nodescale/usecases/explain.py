@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.exceptions import ApiException
 
-from . import provisioning
-from .k8s.raw import path_segment, request_json
-from .model.pod import DEFAULT_SCHEDULER, Pod
-from .model.quantity import QuantityError
-from .model.requirements import RequirementError
-from .model.taints import TaintError
+from ..k8s.raw import path_segment, request_json
+from ..model.pod import DEFAULT_SCHEDULER, Pod
+from ..model.quantity import QuantityError
+from ..model.requirements import RequirementError
+from ..model.taints import TaintError
+from . import provision
 from .world import IN_FLIGHT_PREFIX, World, read_world
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ..runtime import Runtime
 
 # Verdicts, from "nothing to do" to "nodescale cannot help".
 BOUND = "bound"
@@ -130,7 +130,7 @@ def plan_fates(rt: Runtime, world: World, pods: list[Pod]) -> dict[str, PodFate]
     """A dry run of the provisioner for ``pods``: each pod's fate by its key."""
     if not pods:
         return {}
-    outcome = provisioning.launch_capacity(rt, world, pods, dry_run=True, reason="nodescale explain")
+    outcome = provision.launch_capacity(rt, world, pods, dry_run=True, reason="nodescale explain")
     fates: dict[str, PodFate] = {}
     for launch in outcome.launches:
         types = launch.instance_types or [launch.instance_type]
