@@ -28,11 +28,11 @@ READ_WORLD = "read-world"  # world.read_world: NodePool parameters, this cluster
 LAUNCH = "launch"  # aws/launcher + aws/fleet: AMIs, subnets, groups, instance profile, templates, CreateFleet
 TERMINATE = "terminate"  # aws/instances.terminate: reads each instance's tags, then terminates the owned ones
 DELETE_TEMPLATES = "delete-templates"  # aws/launchtemplates.cleanup_unused
-STATUS_CHECKS = "status-checks"  # disrupting.impaired_instances (repair)
+STATUS_CHECKS = "status-checks"  # aws/instances.impaired_instances (repair)
 KUBERNETES = "kubernetes"  # k8s/client.py and aws/cluster.py: the endpoint and CA of this cluster
 OFFERINGS = "offerings"  # aws/offerings: offerings that just failed, shared through the table
 LEASE = "lease"  # aws/leases: one launch at a time across functions (conditional put, delete)
-IDEMPOTENCY = "idempotency"  # interruption/idempotency: Powertools' DynamoDB persistence layer
+IDEMPOTENCY = "idempotency"  # aws/idempotency: Powertools' DynamoDB persistence layer
 
 FUNCTION_CAPABILITIES: dict[str, frozenset[str]] = {
     # A pass: read the world, expire instances that never registered, launch for pending pods.

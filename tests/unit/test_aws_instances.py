@@ -62,10 +62,9 @@ def test_unregistered_after_the_timeout(world):
     assert instances.unregistered(ours, [], 900, now=later - timedelta(minutes=2)) == []
 
 
-def test_status_checks(world):
+def test_healthy_running_instances_are_not_impaired(world):
     ec2, ids = world
-    health = instances.status_checks(ec2, [ids["ours"]])
-    assert health[ids["ours"]].state == "running" and not health[ids["ours"]].impaired
+    assert ids["ours"] not in instances.impaired_instances(ec2)
 
 
 def test_terminate_refuses_instances_without_this_clusters_tag(world, caplog):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodescale.aws.instances import impaired_instances
 from nodescale.model.instancetype import InstanceType, Offering
 from nodescale.model.requirements import Requirements
 from nodescale.scheduling import NodeClaim
-from nodescale.usecases.disrupt import impaired_instances, replacement_from_claim
+from nodescale.usecases.disrupt import replacement_from_claim
 
 
 class FakeEc2:

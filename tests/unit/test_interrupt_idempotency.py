@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from nodescale.interruption import idempotency
+from nodescale.aws import idempotency
 
 TABLE = "nodescale-demo-cluster"
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
+from nodescale.aws.ownership import OwnedInstance
 from nodescale.interruption import events as ev
-from nodescale.interruption.ownership import OwnedInstance
 from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirements

@@ -157,35 +157,16 @@ def terminate(ec2: Any, ids: Iterable[str], cluster: str) -> TerminateResult:
     return result
 
 
-@dataclass(frozen=True, slots=True)
-class InstanceHealth:
-    instance_id: str
-    state: str
-    system_status: str  # ok | impaired | insufficient-data | not-applicable | initializing
-    instance_status: str
-    scheduled_events: tuple[str, ...] = ()  # event codes, e.g. "instance-retirement"
+def impaired_instances(ec2: Any) -> set[str]:
+    """Running instances failing a system or instance status check.
 
-    @property
-    def impaired(self) -> bool:
-        return "impaired" in (self.system_status, self.instance_status)
-
-
-def status_checks(ec2: Any, ids: Iterable[str]) -> dict[str, InstanceHealth]:
-    """EC2 status checks per instance (DescribeInstanceStatus), for repair decisions."""
-    wanted = sorted(set(ids))
-    out: dict[str, InstanceHealth] = {}
-    for start in range(0, len(wanted), _CHUNK):
-        chunk = wanted[start : start + _CHUNK]
-        pages = ec2.get_paginator("describe_instance_status").paginate(
-            Filters=[{"Name": "instance-id", "Values": chunk}], IncludeAllInstances=True
-        )
-        for page in pages:
-            for s in page.get("InstanceStatuses", []):
-                out[s["InstanceId"]] = InstanceHealth(
-                    s["InstanceId"],
-                    (s.get("InstanceState") or {}).get("Name", ""),
-                    (s.get("SystemStatus") or {}).get("Status", "not-applicable"),
-                    (s.get("InstanceStatus") or {}).get("Status", "not-applicable"),
-                    tuple(e.get("Code", "") for e in s.get("Events") or []),
-                )
+    One paginated call for the account rather than one per hundred ids: a cluster of thousands of
+    nodes needs a few pages, not dozens of calls each scanning every instance.
+    """
+    out: set[str] = set()
+    for page in ec2.get_paginator("describe_instance_status").paginate(PaginationConfig={"PageSize": 1000}):
+        for s in page.get("InstanceStatuses", []):
+            states = ((s.get("SystemStatus") or {}).get("Status"), (s.get("InstanceStatus") or {}).get("Status"))
+            if "impaired" in states:
+                out.add(s["InstanceId"])
     return out

@@ -28,12 +28,12 @@ from kubernetes.client.exceptions import ApiException
 from .. import clock, telemetry
 from ..aws import instances as ec2_instances
 from ..aws import launchtemplates
+from ..aws.ownership import GONE_STATES, classify
 from ..disruption import planner
 from ..disruption.consolidation import Replacement, Simulation, Simulator
 from ..disruption.decisions import EXPIRED, ORPHANED, UNHEALTHY, Decision
 from ..disruption.gauges import cluster_gauges
 from ..disruption.nodes import EMPTY_SINCE, NodeView
-from ..interruption.ownership import GONE_STATES, classify
 from ..k8s import events as k8s_events
 from ..k8s import nodes as k8s_nodes
 from ..model import labels as wk
@@ -314,7 +314,7 @@ class _Run:
             if owned is not None:
                 if owned.state not in GONE_STATES:
                     continue  # stopped, not gone: repair looks after it
-            elif not (_pool_label(raw) in self.world.nodepools and "not found" in found.not_ours.get(iid, "")):
+            elif not (_pool_label(raw) in self.world.nodepools and found.missing(iid)):
                 continue  # someone else's instance, or a node nodescale never made
             if not self.dry_run and not k8s_nodes.delete_node(self.rt.api, name):
                 continue
@@ -396,7 +396,7 @@ class _Run:
         if not wanted:
             return {}
         try:
-            impaired = impaired_instances(self.rt.aws.ec2)
+            impaired = ec2_instances.impaired_instances(self.rt.aws.ec2)
         except (ClientError, BotoCoreError) as exc:
             self.report.notes.append(f"EC2 status checks not read: {exc}")
             return {}
@@ -546,21 +546,6 @@ class _Run:
             return node_name[len(IN_FLIGHT_PREFIX):]
         raw = self.raw_by_name.get(node_name)
         return k8s_nodes.instance_id(raw) if raw else None
-
-
-def impaired_instances(ec2: Any) -> set[str]:
-    """Running instances failing a system or instance status check.
-
-    One paginated call for the account rather than one per hundred ids: a cluster of thousands of
-    nodes needs a few pages, not dozens of calls each scanning every instance.
-    """
-    out: set[str] = set()
-    for page in ec2.get_paginator("describe_instance_status").paginate(PaginationConfig={"PageSize": 1000}):
-        for s in page.get("InstanceStatuses", []):
-            states = ((s.get("SystemStatus") or {}).get("Status"), (s.get("InstanceStatus") or {}).get("Status"))
-            if "impaired" in states:
-                out.add(s["InstanceId"])
-    return out
 
 
 def replacement_from_claim(claim: NodeClaim, types: Sequence[InstanceType]) -> Replacement:

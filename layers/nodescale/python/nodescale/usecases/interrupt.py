@@ -41,9 +41,9 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from .. import clock, telemetry
+from ..aws.idempotency import once_per_event
+from ..aws.ownership import OwnedInstance, classify
 from ..interruption import events
-from ..interruption.idempotency import once_per_event
-from ..interruption.ownership import OwnedInstance, classify
 from ..k8s import drain as k8s_drain
 from ..k8s import listing
 from ..k8s import nodes as k8s_nodes
@@ -212,7 +212,8 @@ def _act(
         owned = owners.owned.get(intent.instance_id)
         if owned is None:
             report.action = IGNORED
-            report.reason = owners.not_ours.get(intent.instance_id, "not this cluster's instance")
+            found = owners.not_ours.get(intent.instance_id)
+            report.reason = found.message if found else "not this cluster's instance"
             log.warning("instance ignored", extra={"instance_id": intent.instance_id, "reason": report.reason})
             telemetry.count(telemetry.IGNORED_EVENTS)
         else:

@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 
 from .. import clock
 from ..aws import instances as ec2_instances
-from ..interruption.ownership import GONE_STATES, NOT_RUNNING_STATES, classify
+from ..aws.ownership import GONE_STATES, NOT_RUNNING_STATES, classify
 from ..k8s import drain as k8s_drain
 from ..k8s import nodes as k8s_nodes
 from ..model import labels as wk
@@ -145,7 +145,7 @@ def continue_termination(
         found = classify(rt.aws.ec2, [iid], rt.cluster)
         owned = found.owned.get(iid)
         if owned is None:
-            step.reason = found.not_ours.get(iid, f"instance {iid} not found")
+            step.reason = found.not_ours[iid].message if iid in found.not_ours else f"instance {iid} not found"
             return step
         state, pool_name = owned.state, owned.nodepool
     if time.monotonic() >= deadline_monotonic:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
-from ..aws import tags as tagging
 from ..model import labels as wk
+from . import tags as tagging
 
 # States in which the instance no longer runs its pods: waiting for them to drain is pointless.
 NOT_RUNNING_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
@@ -39,17 +40,35 @@ class OwnedInstance:
         return self.state in GONE_STATES
 
 
+class NotOursReason(StrEnum):
+    """Why an instance is left alone; decisions read this, never the message."""
+
+    UNTAGGED = "untagged"  # it exists, without this cluster's ownership tag
+    NOT_FOUND = "not-found"  # EC2 does not know it in this account and region
+
+
+@dataclass(frozen=True, slots=True)
+class NotOurs:
+    reason: NotOursReason
+    message: str  # for people: events, logs, summaries
+
+
 @dataclass(frozen=True, slots=True)
 class Ownership:
     owned: dict[str, OwnedInstance]
-    not_ours: dict[str, str]  # instance id -> why it is left alone
+    not_ours: dict[str, NotOurs]  # instance id -> why it is left alone
+
+    def missing(self, instance_id: str) -> bool:
+        """EC2 does not know the instance (as opposed to: it belongs to someone else)."""
+        found = self.not_ours.get(instance_id)
+        return found is not None and found.reason is NotOursReason.NOT_FOUND
 
 
 def classify(ec2: Any, ids: Iterable[str], cluster: str) -> Ownership:
     """Describe ``ids`` (every state) and split them into this cluster's and the rest."""
     wanted = sorted(set(ids))
     owned: dict[str, OwnedInstance] = {}
-    not_ours: dict[str, str] = {}
+    not_ours: dict[str, NotOurs] = {}
     seen: set[str] = set()
     for start in range(0, len(wanted), _CHUNK):
         chunk = wanted[start : start + _CHUNK]
@@ -62,7 +81,10 @@ def classify(ec2: Any, ids: Iterable[str], cluster: str) -> Ownership:
                     seen.add(iid)
                     tags = tagging.to_dict(raw.get("Tags"))
                     if not tagging.is_managed(tags, cluster):
-                        not_ours[iid] = f"instance {iid} has no {tagging.CLUSTER}={cluster} tag: not launched by this cluster"
+                        not_ours[iid] = NotOurs(
+                            NotOursReason.UNTAGGED,
+                            f"instance {iid} has no {tagging.CLUSTER}={cluster} tag: not launched by this cluster",
+                        )
                         continue
                     owned[iid] = OwnedInstance(
                         instance_id=iid,
@@ -74,5 +96,5 @@ def classify(ec2: Any, ids: Iterable[str], cluster: str) -> Ownership:
                     )
     for iid in wanted:
         if iid not in seen:
-            not_ours[iid] = f"instance {iid} not found in this account and region"
+            not_ours[iid] = NotOurs(NotOursReason.NOT_FOUND, f"instance {iid} not found in this account and region")
     return Ownership(owned, not_ours)
