@@ -29,15 +29,16 @@ $(NPM_STAMP): package.json package-lock.json
 demo: setup
 	$(PY) -m sim.demo
 
-test: setup
-	$(PY) -m ruff check .
+test: setup lint
 	$(PY) -m pytest -n $(TEST_WORKERS) -q
 
 unit: setup
 	$(PY) -m pytest -q tests/unit
 
+# lint-imports reads the package from source: the layer's folder and the repo root (for sim/) on the path.
 lint: setup
 	$(PY) -m ruff check .
+	PYTHONPATH=.:layers/nodescale/python $(VENV)/bin/lint-imports
 
 bench: setup
 	$(PY) -m bench

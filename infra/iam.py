@@ -269,7 +269,7 @@ def describe_cluster_statement(scope: Construct, cluster: str) -> iam.PolicyStat
 
 
 def nodepool_parameters_statement(scope: Construct, parameter_path: str) -> iam.PolicyStatement:
-    """config/sources.read_ssm_documents: GetParametersByPath, recursive, under this stack's own path."""
+    """aws/nodepool_parameters.read_ssm_documents: GetParametersByPath, recursive, under this stack's own path."""
     stack = Stack.of(scope)
     own_path = parameter_path.strip("/")
     return iam.PolicyStatement(

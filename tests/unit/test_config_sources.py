@@ -10,15 +10,10 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from moto import mock_aws
 
-from nodescale.config import (
-    DocumentError,
-    load,
-    load_all,
-    load_from_cluster,
-    load_from_ssm,
-    parse_documents,
-    read_cluster_documents,
-)
+from nodescale.aws.nodepool_parameters import load_from_ssm
+from nodescale.config import DocumentError, load, parse_documents
+from nodescale.k8s.nodepool_objects import load_from_cluster, read_cluster_documents
+from nodescale.usecases.nodepool_sources import load_all
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "examples"
 

@@ -23,11 +23,11 @@ from ..aws import catalog as catalogs
 from ..aws import instances as ec2_instances
 from ..aws.instances import ManagedInstance
 from ..aws.pooltypes import PoolTypesError, pool_types
-from ..config import ConfigError, load_all
-from ..config.sources import CLUSTER_KINDS
+from ..config import ConfigError
 from ..k8s import listing
 from ..k8s import nodes as k8s_nodes
 from ..k8s.events import WARNING, EventRecorder, ObjectRef
+from ..k8s.nodepool_objects import CLUSTER_KINDS
 from ..model import labels as wk
 from ..model import resources as res
 from ..model.instancetype import InstanceType
@@ -40,6 +40,7 @@ from ..scheduling.plan import ExistingNode
 from ..scheduling.templates import daemon_requirements, labels_satisfy
 from ..scheduling.workloads import WorkloadError, read_workloads
 from ..scheduling.workloads import node as node_from_doc
+from .nodepool_sources import load_all
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
