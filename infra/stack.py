@@ -34,9 +34,10 @@ from infra.nag import acknowledge_findings
 from infra.names import physical_name, table_name
 from infra.nodepools import nodepool_parameters
 from infra.triggers import interruption_rules, schedule_rule
+from nodescale.names import TABLE_KEY, TABLE_TTL
 
-TABLE_PARTITION_KEY = "pk"
-TABLE_TTL_ATTRIBUTE = "expiresAt"
+TABLE_PARTITION_KEY = TABLE_KEY  # the layer names them: its code reads and writes items by them
+TABLE_TTL_ATTRIBUTE = TABLE_TTL
 
 
 class NodescaleStack(Stack):

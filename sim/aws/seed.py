@@ -41,10 +41,10 @@ def nodescale_table_spec(table_name: str) -> dict[str, Any]:
     `expiresAt` (epoch seconds): unavailable offerings and idempotency records expire by themselves."""
     return {
         "TableName": table_name,
-        "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
-        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+        "AttributeDefinitions": [{"AttributeName": names.TABLE_KEY, "AttributeType": "S"}],
+        "KeySchema": [{"AttributeName": names.TABLE_KEY, "KeyType": "HASH"}],
         "BillingMode": "PAY_PER_REQUEST",
-        "TimeToLive": {"Enabled": True, "AttributeName": "expiresAt"},
+        "TimeToLive": {"Enabled": True, "AttributeName": names.TABLE_TTL},
     }
 
 

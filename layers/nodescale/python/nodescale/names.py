@@ -12,6 +12,9 @@ import hashlib
 # DynamoDB allows 255 characters in a table name.
 TABLE_NAME_MAX = 255
 TABLE_SUFFIX = "state"
+# The table's key and TTL attributes: leases, unavailable offerings and idempotency records all use them.
+TABLE_KEY = "pk"
+TABLE_TTL = "expiresAt"
 
 
 def physical_name(cluster: str, suffix: str, max_length: int = 64) -> str:

@@ -43,10 +43,6 @@ class Runtime:
         return Launcher.from_settings(self.settings, self.aws)
 
     @cached_property
-    def core(self) -> k8s.CoreV1Api:
-        return k8s.CoreV1Api(self.api)
-
-    @cached_property
     def custom(self) -> k8s.CustomObjectsApi:
         return k8s.CustomObjectsApi(self.api)
 

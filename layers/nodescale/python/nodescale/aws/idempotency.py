@@ -22,8 +22,8 @@ from aws_lambda_powertools.utilities.idempotency import (
     idempotent_function,
 )
 
-KEY_ATTRIBUTE = "pk"
-EXPIRY_ATTRIBUTE = "expiresAt"
+from ..names import TABLE_KEY, TABLE_TTL
+
 KEY_PREFIX = "interruption"
 # EventBridge retries for up to 15 minutes and Lambda's async retries add a few; an hour covers both.
 EXPIRES_AFTER_SECONDS = 3600
@@ -32,8 +32,8 @@ EXPIRES_AFTER_SECONDS = 3600
 def persistence_layer(table: str, dynamodb: Any) -> DynamoDBPersistenceLayer:
     return DynamoDBPersistenceLayer(
         table_name=table,
-        key_attr=KEY_ATTRIBUTE,
-        expiry_attr=EXPIRY_ATTRIBUTE,
+        key_attr=TABLE_KEY,
+        expiry_attr=TABLE_TTL,
         boto3_client=dynamodb,
     )
 

@@ -19,6 +19,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from .. import clock
+from ..names import TABLE_KEY, TABLE_TTL
 
 PREFIX = "lease#"
 DEFAULT_TTL_SECONDS = 60.0
@@ -34,7 +35,7 @@ class LeaseBusy(RuntimeError):
 def check_table(dynamodb: Any, table: str, name: str = "launch") -> None:
     """Read lease ``name``'s item: raises ClientError (ResourceNotFoundException for a missing table,
     AccessDenied...) or BotoCoreError when the table cannot serve as the lease, before anything is changed."""
-    dynamodb.get_item(TableName=table, Key={"pk": {"S": PREFIX + name}}, ProjectionExpression="pk")
+    dynamodb.get_item(TableName=table, Key={TABLE_KEY: {"S": PREFIX + name}}, ProjectionExpression=TABLE_KEY)
 
 
 @contextlib.contextmanager
@@ -60,14 +61,14 @@ def hold(
         finally:
             lock.release()
         return
-    key = {"pk": {"S": PREFIX + name}}
+    key = {TABLE_KEY: {"S": PREFIX + name}}
     deadline = time.monotonic() + wait_seconds
     while True:
         now = clock.epoch()
         try:
             dynamodb.put_item(
                 TableName=table,
-                Item={**key, "owner": {"S": owner}, "expiresAt": {"N": str(int(now + ttl_seconds))}},
+                Item={**key, "owner": {"S": owner}, TABLE_TTL: {"N": str(int(now + ttl_seconds))}},
                 ConditionExpression="attribute_not_exists(pk) OR expiresAt < :now",
                 ExpressionAttributeValues={":now": {"N": str(int(now))}},
             )

@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import clock as clock_module
 from ..model.instancetype import InstanceType
+from ..names import TABLE_KEY, TABLE_TTL
 
 PREFIX = "offering#"
 DEFAULT_TTL_SECONDS = 180.0
@@ -64,9 +65,9 @@ def mark_unavailable(
         {
             "PutRequest": {
                 "Item": {
-                    "pk": {"S": item_key(*k)},
+                    TABLE_KEY: {"S": item_key(*k)},
                     "reason": {"S": reason or "unknown"},
-                    "expiresAt": {"N": str(expires)},
+                    TABLE_TTL: {"N": str(expires)},
                     "instanceType": {"S": k[0]},
                     "zone": {"S": k[1]},
                     "capacityType": {"S": k[2]},
@@ -105,9 +106,9 @@ def unavailable(dynamodb: Any, table: str | None, now: float | None = None) -> d
     )
     for page in pages:
         for item in page.get("Items", []):
-            key = parse_key(item["pk"]["S"])
+            key = parse_key(item[TABLE_KEY]["S"])
             if key is not None:
-                out[key] = float(item["expiresAt"]["N"])
+                out[key] = float(item[TABLE_TTL]["N"])
     return out
 
 

@@ -1,7 +1,7 @@
 """Plain-JSON requests through the client's connection pool, auth and retries.
 
 The generated API classes turn every response into model objects, which costs seconds for big
-lists (see FACTS.md); these helpers send and return plain dicts and stream watch lines.
+lists (measured: 9.6 s vs 0.9 s for 50,000 pods); these helpers send and return plain dicts and stream watch lines.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from kubernetes.client.exceptions import ApiException
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
-STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 
 
 def _send(
@@ -96,18 +94,6 @@ class WatchStream:
         if not self._closed:
             self._closed = True
             self._response.close()
-
-
-def status_code(exc: BaseException) -> int | None:
-    return exc.status if isinstance(exc, ApiException) else None
-
-
-def status_reason(exc: ApiException) -> str:
-    """The `reason` of the server's Status body (`NotFound`, `TooManyRequests`...), or ''."""
-    try:
-        return str(json.loads(exc.body or "{}").get("reason") or "")
-    except (ValueError, AttributeError):
-        return ""
 
 
 def status_message(exc: ApiException) -> str:

@@ -285,9 +285,6 @@ class Requirements(Mapping[str, Requirement]):
     def __hash__(self) -> int:
         return hash(frozenset(self._reqs.items()))
 
-    def get_or_any(self, key: str) -> Requirement:
-        return self._reqs.get(key) or Requirement.any(key)
-
     def with_requirement(self, req: Requirement) -> Requirements:
         out = Requirements()
         out._reqs = dict(self._reqs)

@@ -19,7 +19,6 @@ from ..model.taints import Taint, TaintError
 from .plan import ExistingNode
 
 REPLICATED = {"Deployment", "ReplicaSet", "StatefulSet"}
-WORKLOAD_KINDS = REPLICATED | {"Job", "DaemonSet", "Pod", "Node", "PodDisruptionBudget"}
 # A replica count above this is almost certainly a typo, and would exhaust memory before it told anyone.
 MAX_REPLICAS = 1_000_000
 

@@ -402,12 +402,6 @@ def catalog(rt: Runtime) -> list[InstanceType]:
     return types
 
 
-def clear_catalog_cache() -> None:
-    """Forget the cached catalog (tests that switch regions or endpoints)."""
-    with _CATALOG_LOCK:
-        _CATALOG.clear()
-
-
 def pool_usage(nodes: Iterable[ExistingNode]) -> dict[str, res.Resources]:
     """Capacity counted against each NodePool's limits (existing plus in-flight), with a node count."""
     usage: dict[str, res.Resources] = {}
