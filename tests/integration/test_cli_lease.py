@@ -87,8 +87,11 @@ def test_two_passes_started_together_without_a_table_named_launch_what_one_pass_
         for (_, err), code in results:
             assert code == 0, err
         launched = [x for (out, _), _ in results for x in json.loads(out)["launches"]]
-        assert len(launched) == needed, f"trial {trial}: {len(launched)} launched for {needed} needed"
-        assert len(set(helpers.instance_ids(env)) - before) == needed
+        # Without the lease both passes launch for the same pods (twice what is needed). Fewer than planned
+        # is possible: a throttled CreateFleet may exhaust its retries, or capacity launched by an earlier
+        # trial may register between the dry run and these passes.
+        assert 1 <= len(launched) <= needed, f"trial {trial}: {len(launched)} launched for {needed} needed"
+        assert len(set(helpers.instance_ids(env)) - before) == len(launched)
 
 
 @pytest.mark.parametrize(("args", "table"), [
