@@ -1,6 +1,6 @@
 """Bad, random and foreign events never raise and never touch a node, an instance or the shared table.
 
-The runtime's clients record every call (see interrupt_fakes): the real parsing, ownership check and
+The runtime's clients record every call (see tests/fakes.py): the real parsing, ownership check and
 handler code run, and any write they attempted would show up.
 """
 
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from nodescale.interruption import events as ev
 from nodescale.usecases import interrupt as interrupting
-from tests.unit import test_interrupt_fakes as fakes
+from tests import fakes
 
 EVENTS = Path(__file__).parent.parent / "fixtures" / "events"
 SAMPLES = {p.name: json.loads(p.read_text()) for p in sorted(EVENTS.glob("*.json"))}

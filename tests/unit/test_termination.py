@@ -11,7 +11,7 @@ from nodescale.model.requirements import Requirements
 from nodescale.runtime import Runtime
 from nodescale.usecases import terminate as termination
 from nodescale.usecases.world import World
-from tests.unit import test_interrupt_fakes as fakes
+from tests import fakes
 
 IID = "i-0a1b2c3d4e5f60718"
 OURS = {"nodescale.io/cluster": fakes.CLUSTER, "karpenter.sh/nodepool": "default"}

@@ -1,4 +1,6 @@
-"""Recording stand-ins (no tests here) for the clients a Runtime holds: every call is kept, writes can be asserted absent.
+"""Recording stand-ins for the clients a Runtime holds: every call is kept, writes can be asserted absent.
+
+Shared by the interruption and termination tests (a module, not collected: it holds no tests).
 
 The Kubernetes client is the real `ApiClient` with its transport replaced, so every request the
 product makes goes through the same serialization it uses against a server.

@@ -1,0 +1,102 @@
+"""What to do about one intent, given the instance's Node and NodePool: ``action_for``, pure.
+
+This is the whole interruption policy (the use-case only carries it out):
+
+- an instance going away (spot warning, scheduled change, stopping/terminated) is cordoned,
+  replaced and drained; a spot warning also marks its offering unavailable, whether or not a Node
+  names the instance, since nothing should launch into capacity EC2 is reclaiming;
+- a rebalance recommendation is recorded, unless the NodePool (or the Node itself) opts in with
+  ``nodescale.io/rebalance: interrupt``; then it is treated like a spot warning;
+- a pending/running state change, or an instance no Node names, needs nothing.
+
+Also the words of the summary: what was done per instance (``Outcome``) and the fixed reasons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from ..model import labels as wk
+from ..model.nodepool import NodePool
+from .intents import Intent, IntentAction, Kind
+
+REBALANCE_ANNOTATION = "nodescale.io/rebalance"
+REBALANCE_INTERRUPT = "interrupt"
+
+
+class Outcome(StrEnum):
+    """What the summary reports was done for an instance."""
+
+    DRAINED = "drained"  # empty: instance terminated, Node deleted
+    DRAINING = "draining"  # tainted, replacement started, pods left: a later run carries on
+    RECORDED = "recorded"  # rebalance recommendation noted
+    NOTHING = "none"  # nothing to do (running/pending, or no Node for the instance)
+    IGNORED = "ignored"  # not this cluster's
+
+
+class Step(StrEnum):
+    """What ``action_for`` asks the use-case to do with the Node."""
+
+    DRAIN = "drain"  # taint and cordon, launch a replacement, drain, terminate
+    RECORD = "record"  # a Kubernetes event on the Node and a metric
+    NOTHING = "nothing"
+
+
+class Reason(StrEnum):
+    """The fixed reasons a summary gives for an instance."""
+
+    NOT_OURS = "not this cluster's instance"
+    NO_NODE = "no Node names this instance (not registered yet, or already deleted)"
+    REBALANCE_OPTED_IN = f"NodePool opted in ({REBALANCE_ANNOTATION}: {REBALANCE_INTERRUPT})"
+    NODE_GONE = "the Node was deleted meanwhile: nothing to drain"
+    NODE_DELETED = "the Node was deleted meanwhile"
+    OUT_OF_TIME = "pods left when this invocation's time ran out; the taint stays and the next run continues"
+
+
+# The reason of the Kubernetes event written on the Node, per kind of intent.
+NODE_EVENT_REASONS: dict[str, str] = {
+    Kind.SPOT_INTERRUPTION: "SpotInterrupted",
+    Kind.SCHEDULED_CHANGE: "InstanceScheduledChange",
+    Kind.INSTANCE_STATE_CHANGE: "InstanceStateChange",
+    Kind.REBALANCE_RECOMMENDATION: "RebalanceRecommendation",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    step: Step
+    mark_offering: bool = False  # the (type, zone, spot) offering is unavailable for the offering TTL
+    reason: str = ""  # what the summary says, where the step alone does not
+
+
+def action_for(intent: Intent, node: Mapping[str, Any] | None, pool: NodePool | None) -> Action:
+    """The action for one instance of this cluster: ``node`` is its Node (None when no Node names
+    it), ``pool`` its NodePool (None when unknown; only a rebalance recommendation reads it)."""
+    if intent.action == IntentAction.NO_ACTION:
+        return Action(Step.NOTHING, reason=f"instance {intent.detail or 'state'}: no disruption, "
+                                           "its node is expected to register")
+    mark = intent.kind == Kind.SPOT_INTERRUPTION
+    if node is None:
+        return Action(Step.NOTHING, mark, Reason.NO_NODE)
+    if intent.action == IntentAction.INTERRUPT:
+        return Action(Step.DRAIN, mark)
+    if rebalance_opted_in(node, pool):
+        return Action(Step.DRAIN, mark, Reason.REBALANCE_OPTED_IN)
+    return Action(Step.RECORD, mark)
+
+
+def rebalance_opted_in(node: Mapping[str, Any], pool: NodePool | None) -> bool:
+    """Whether the Node or its NodePool asks for a rebalance recommendation to be acted on."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(REBALANCE_ANNOTATION) == REBALANCE_INTERRUPT:
+        return True
+    return pool is not None and pool.annotations.get(REBALANCE_ANNOTATION) == REBALANCE_INTERRUPT
+
+
+def nodepool_name(node: Mapping[str, Any], instance_pool: str) -> str:
+    """The NodePool an instance belongs to: its own tag first, else the Node's labels."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return instance_pool or labels.get(wk.NODEPOOL) or labels.get(wk.LEGACY_PROVISIONER) or ""

@@ -1,0 +1,30 @@
+"""The registry of event parsers, keyed by (source, detail-type): one module per event kind.
+
+Adding an event kind is a parser module (``SOURCE``, ``DETAIL_TYPE``, ``parse``) and a line in
+``_KINDS``; nothing else reads the detail-type.
+"""
+
+from __future__ import annotations
+
+from ..intents import Ignored, Parsed
+from . import health, rebalance, spot, state_change
+from .base import Envelope, Parser
+
+_KINDS = (spot, rebalance, state_change, health)
+
+PARSERS: dict[tuple[str, str], Parser] = {(kind.SOURCE, kind.DETAIL_TYPE): kind.parse for kind in _KINDS}
+
+
+def dispatch(event: Envelope) -> Parsed:
+    """The intents of an envelope, from the parser registered for its source and detail-type."""
+    parser = PARSERS.get((event.source, event.detail_type))
+    if parser is not None:
+        return parser(event)
+    sources = sorted(source for source, detail_type in PARSERS if detail_type == event.detail_type)
+    if not sources:
+        return Ignored(f"unknown detail-type {event.detail_type!r}", event.event_id)
+    expected = " or ".join(sources)
+    return Ignored(f"{event.detail_type} from source {event.source!r}, expected {expected}", event.event_id)
+
+
+__all__ = ["PARSERS", "Envelope", "Parser", "dispatch"]

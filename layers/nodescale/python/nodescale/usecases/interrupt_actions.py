@@ -1,0 +1,263 @@
+"""Carrying out the interruption function's actions on one Node: mark, record, replace, drain.
+
+What to do was decided already (``interruption.actions.action_for``); these functions talk to the
+API server, EC2 (through the provisioner's launch path) and the metrics, and fill in each
+instance's ``InstanceReport``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from .. import clock, telemetry
+from ..aws.ownership import OwnedInstance
+from ..interruption.actions import NODE_EVENT_REASONS, Outcome, Reason
+from ..interruption.intents import Intent
+from ..k8s import drain as k8s_drain
+from ..k8s import nodes as k8s_nodes
+from ..k8s.events import WARNING, EventRecorder
+from ..model import labels as wk
+from ..model.pod import Pod
+from ..runtime import Runtime
+from . import terminate
+from .world import World
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_SECONDS = 4.0
+
+
+@dataclass
+class InstanceReport:
+    instance_id: str
+    kind: str
+    node: str | None = None
+    action: str = Outcome.NOTHING
+    reason: str = ""
+    already_disrupted: bool = False
+    replacement: dict[str, Any] | None = None
+    evicted: list[str] = field(default_factory=list)
+    blocked_by_pdb: list[str] = field(default_factory=list)
+    blocked_total: int = 0
+    instance_terminated: bool = False
+    node_deleted: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"instanceId": self.instance_id, "kind": self.kind, "node": self.node,
+                               "action": self.action}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.action in (Outcome.DRAINED, Outcome.DRAINING):
+            out.update(
+                alreadyDisrupted=self.already_disrupted,
+                replacement=self.replacement,
+                podsEvicted=len(self.evicted),
+                podsBlockedByPdb=sorted(self.blocked_by_pdb),
+                instanceTerminated=self.instance_terminated,
+                nodeDeleted=self.node_deleted,
+            )
+        return out
+
+
+@dataclass
+class Work:
+    """An instance of this cluster with a Node, being acted on in this invocation."""
+
+    intent: Intent
+    instance: OwnedInstance
+    node: dict[str, Any]
+    report: InstanceReport
+
+    @property
+    def name(self) -> str:
+        return terminate.node_name(self.node)
+
+
+def mark_offering(rt: Runtime, owned: OwnedInstance) -> None:
+    rt.launcher.offerings.mark(
+        [(owned.instance_type, owned.zone, wk.CAPACITY_SPOT)], f"spot interruption of {owned.instance_id}"
+    )
+
+
+def mark(rt: Runtime, recorder: EventRecorder, item: Work) -> bool:
+    """Taint and cordon (first, it is what stops new pods landing), then note why and until when.
+
+    False when the Node disappeared meanwhile: there is nothing left to drain.
+    """
+    item.report.already_disrupted = k8s_nodes.has_taint(item.node, k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule")
+    try:
+        change = k8s_nodes.mark_disrupted(rt.api, item.name)
+    except k8s_nodes.NodeGoneError:
+        item.report.reason = Reason.NODE_GONE
+        return False
+    item.report.action = Outcome.DRAINING
+    item.node = change.node
+    when = item.intent.event_time
+    if not item.report.already_disrupted and when is not None:
+        telemetry.seconds(telemetry.EVENT_TO_CORDON, since(when))
+    patch = _interruption_annotations(item)
+    if patch:
+        try:
+            item.node = k8s_nodes.patch_metadata(rt.api, item.name, annotations=patch)
+        except k8s_nodes.NodeGoneError:
+            item.report.reason = Reason.NODE_GONE
+            item.report.action = Outcome.NOTHING
+            return False
+    telemetry.count(telemetry.INTERRUPTION_ACTIONS, **{telemetry.KIND_DIMENSION: item.intent.kind})
+    what = item.intent.detail or item.intent.kind
+    node_event(recorder, item, f"{item.intent.kind} ({what}) for instance {item.instance.instance_id}: "
+                               "cordoned, replacing and draining", WARNING)
+    return True
+
+
+def _interruption_annotations(item: Work) -> dict[str, str | None]:
+    """The first interruption's kind, and the earliest deadline any event gave (a repeat keeps both)."""
+    annotations = (item.node.get("metadata") or {}).get("annotations") or {}
+    patch: dict[str, str | None] = {}
+    if not annotations.get(terminate.INTERRUPTION_ANNOTATION):
+        patch[terminate.INTERRUPTION_ANNOTATION] = item.intent.kind
+    deadline = item.intent.deadline
+    known = terminate.interruption_deadline(item.node)
+    if deadline is not None and (known is None or deadline < known):
+        patch[terminate.DEADLINE_ANNOTATION] = clock.format_timestamp(deadline)
+    return patch
+
+
+def record(recorder: EventRecorder, item: Work) -> None:
+    item.report.action = Outcome.RECORDED
+    node_event(recorder, item, "rebalance recommended: the instance is at elevated risk of interruption")
+    telemetry.count(telemetry.INTERRUPTION_ACTIONS, **{telemetry.KIND_DIMENSION: item.intent.kind})
+
+
+def pods_to_move(world: World, node_name: str) -> list[Pod]:
+    """The node's pods a drain will evict, as pending pods for the bin-packer."""
+    out = []
+    for pod in world.pods_by_node.get(node_name, []):
+        if pod.deleting or k8s_drain.skip_reason(pod.raw) is not None:
+            continue
+        out.append(dataclasses.replace(pod, node_name="", phase="Pending"))
+    return out
+
+
+def replace_all(rt: Runtime, world: World, work: list[Work]) -> None:
+    for item in work:
+        try:
+            replace(rt, world, item)
+        except Exception as exc:  # one failed replacement never keeps a node from being drained
+            log.exception("replacement failed", extra={"node": item.name})
+            item.report.replacement = {"launched": [], "reason": f"replacement failed: {exc}"}
+
+
+def replace(rt: Runtime, world: World, item: Work) -> None:
+    from .provision import launch_capacity  # the provisioner's module pulls in the watch machinery
+
+    moving = pods_to_move(world, item.name)
+    if not moving:
+        item.report.replacement = {"launched": [], "reason": "no pods to move"}
+        return
+    # Pods already waiting (e.g. evicted by an earlier interruption) are planned alongside, so
+    # capacity on its way for them is not promised to this node's pods too.
+    keys = {p.key for p in moving}
+    pods = [*[p for p in world.pending if p.key not in keys], *moving]
+    unavailable = []
+    if item.instance.capacity_type == wk.CAPACITY_SPOT:
+        unavailable.append((item.instance.instance_type, item.instance.zone, wk.CAPACITY_SPOT))
+    outcome = launch_capacity(
+        rt,
+        world,
+        pods,
+        exclude_nodes={item.name, item.instance.instance_id},
+        extra_unavailable=unavailable,
+        reason=f"replacing {item.name} ({item.intent.kind})",
+    )
+    item.report.replacement = {
+        "launched": [launch.to_dict() for launch in outcome.launches],
+        "waitingOnInFlight": sorted(outcome.waiting),
+        "placedOnExisting": outcome.placed_existing,
+        "unschedulable": [{"pod": p, "reason": why} for p, why in outcome.unschedulable],
+        "errors": dict(outcome.errors),
+    }
+    if outcome.launches and item.intent.event_time is not None:
+        telemetry.seconds(telemetry.EVENT_TO_REPLACEMENT, since(item.intent.event_time))
+
+
+def drain(rt: Runtime, world: World, work: list[Work], deadline: float, sleep: Callable[[float], None]) -> None:
+    """Drain rounds over every node being taken out, until all are gone or time runs out."""
+    active = {item.name: item for item in work}
+    delay = 0.5
+    while active:
+        retry_after, blocked = _drain_round(rt, world, active, deadline)
+        if not active:
+            return
+        # Evictions just accepted need a moment; a blocked budget needs replacements to become Ready.
+        pause = max(retry_after, delay if blocked else 0.25) * random.uniform(0.8, 1.2)
+        if time.monotonic() + pause >= deadline:
+            for item in active.values():
+                item.report.reason = Reason.OUT_OF_TIME
+            return
+        sleep(pause)
+        delay = min(delay * 2, MAX_BACKOFF_SECONDS) if blocked else 0.5
+
+
+def _drain_round(rt: Runtime, world: World, active: dict[str, Work], deadline: float) -> tuple[float, bool]:
+    """One termination step per node still active (finished ones leave ``active``): the longest
+    retry-after the API server asked for, and whether any eviction was refused."""
+    retry_after = 0.0
+    blocked = False
+    for name, item in list(active.items()):
+        try:
+            fresh = k8s_nodes.get_node(rt.api, name)
+        except k8s_nodes.NodeGoneError:
+            # Someone else finished it (the disruption function, or EC2's terminated instance).
+            item.report.action = Outcome.DRAINED
+            item.report.reason = item.report.reason or Reason.NODE_DELETED
+            del active[name]
+            continue
+        step = terminate.continue_termination(rt, world, fresh, involuntary=True, deadline_monotonic=deadline)
+        result = step.drain
+        if result is not None:
+            _note_drain(item.report, result)
+            retry_after = max(retry_after, result.retry_after)
+            blocked = blocked or bool(result.blocked_by_pdb or result.failed)
+        item.report.instance_terminated = item.report.instance_terminated or step.instance_terminated
+        item.report.node_deleted = item.report.node_deleted or step.node_deleted
+        if step.state == terminate.TERMINATED:
+            item.report.action = Outcome.DRAINED
+            if item.intent.event_time is not None:
+                telemetry.seconds(telemetry.EVENT_TO_EMPTY, since(item.intent.event_time))
+            del active[name]
+        elif step.state == terminate.SKIPPED:
+            item.report.reason = step.reason
+            del active[name]
+    return retry_after, blocked
+
+
+def _note_drain(report: InstanceReport, result: k8s_drain.DrainResult) -> None:
+    report.evicted = list(dict.fromkeys([*report.evicted, *result.evicted]))
+    report.blocked_by_pdb = list(result.blocked_by_pdb)
+    report.blocked_total += len(result.blocked_by_pdb)
+    if result.blocked_by_pdb:
+        telemetry.count(telemetry.EVICTIONS_BLOCKED, len(result.blocked_by_pdb))
+
+
+def node_event(recorder: EventRecorder, item: Work, message: str, type_: str = "Normal") -> None:
+    reason = NODE_EVENT_REASONS.get(item.intent.kind, item.intent.kind)
+    uid = (item.node.get("metadata") or {}).get("uid") or ""
+    try:
+        recorder.node(item.name, reason, message, type_, uid=uid)
+    except ApiException as exc:
+        # An event is a courtesy: the action it describes must not fail because of it.
+        log.warning("could not record a node event", extra={"node": item.name, "status": exc.status})
+
+
+def since(moment: datetime) -> float:
+    return max(0.0, (clock.now() - moment).total_seconds())

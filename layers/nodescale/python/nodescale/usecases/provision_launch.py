@@ -1,0 +1,292 @@
+"""The provisioner's launch step: NodeClaims the plan admitted, launched with one EC2 Fleet per group.
+
+    Launch, LaunchOutcome        what was launched (or, dry, would be) and what was not, with why
+    launch_admitted(...)         identical claims grouped into Fleet requests; capacity failures kept for a retry
+    launch_key(claim)            the Fleet client token of a planned node (a retried launch reuses it)
+
+Also the pod events a launch writes (Nominated, FailedScheduling) and ``pending_since``. The
+orchestration (plan, cluster budget, retry, the passes) is in ``provision.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from kubernetes.client.exceptions import ApiException
+
+from .. import clock, telemetry
+from ..aws.fleet import LaunchResult
+from ..k8s import events as k8s_events
+from ..model.instancetype import InstanceType
+from ..model.pod import Pod
+from ..runtime import Runtime
+from ..scheduling import NodeClaim
+from ..settings import SettingsError
+from .world import World
+
+log = logging.getLogger(__name__)
+
+NOMINATED = "Nominated"
+FAILED_SCHEDULING = "FailedScheduling"
+
+@dataclass
+class Launch:
+    """One node launched (or, in a dry run, one that would be)."""
+
+    nodepool: str
+    instance_id: str
+    instance_type: str
+    zone: str
+    capacity_type: str
+    price: float
+    pods: list[str]
+    instance_types: list[str] = field(default_factory=list)  # the options the Fleet was given
+    launch_template: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodePool": self.nodepool,
+            "instanceId": self.instance_id,
+            "instanceType": self.instance_type,
+            "zone": self.zone,
+            "capacityType": self.capacity_type,
+            "price": round(self.price, 6),
+            "pods": self.pods,
+            "instanceTypes": self.instance_types[:10],
+            "launchTemplate": self.launch_template,
+        }
+
+
+@dataclass
+class LaunchOutcome:
+    """What a launch_capacity call did: launches, pods placed or waiting, and what held the rest back."""
+
+    launches: list[Launch] = field(default_factory=list)
+    planned: list[NodeClaim] = field(default_factory=list)  # node claims of the plan (what a dry run shows)
+    waiting: dict[str, list[str]] = field(default_factory=dict)  # in-flight node -> pods planned onto it
+    placed_existing: int = 0  # pods that fit on registered, Ready nodes
+    unschedulable: list[tuple[str, str]] = field(default_factory=list)  # (pod, reason)
+    errors: dict[str, int] = field(default_factory=dict)
+    error_messages: list[str] = field(default_factory=list)
+    limits: list[dict[str, str]] = field(default_factory=list)  # launches a NodePool/cluster limit held back
+    solve_seconds: float = 0.0
+    dry_run: bool = False
+
+    def count_error(self, code: str, message: str = "", n: int = 1) -> None:
+        self.errors[code] = self.errors.get(code, 0) + n
+        if message:
+            self.error_messages.append(f"{code}: {message}")
+
+
+def merge(outcome: LaunchOutcome, again: LaunchOutcome) -> None:
+    """Fold a retry's outcome into the pass that asked for it."""
+    outcome.launches.extend(again.launches)
+    outcome.unschedulable.extend(again.unschedulable)
+    outcome.limits.extend(x for x in again.limits if x not in outcome.limits)
+    outcome.error_messages.extend(again.error_messages)
+    for code, n in again.errors.items():
+        outcome.errors[code] = outcome.errors.get(code, 0) + n
+    for node, pods in again.waiting.items():
+        outcome.waiting.setdefault(node, []).extend(pods)
+    outcome.solve_seconds += again.solve_seconds
+
+
+@dataclass
+class Retry:
+    """Pods whose every chosen offering was out of capacity, to plan again without those offerings."""
+
+    pods: list[Pod] = field(default_factory=list)
+    offerings: set[tuple[str, str, str]] = field(default_factory=set)
+
+
+def launch_admitted(
+    rt: Runtime,
+    world: World,
+    admitted: list[tuple[NodeClaim, list[InstanceType]]],
+    outcome: LaunchOutcome,
+    unschedulable: list[tuple[Pod, str]],
+    *,
+    reason: str,
+    recorder: k8s_events.EventRecorder | None,
+    may_retry: bool,
+) -> Retry:
+    """Launch the admitted claims (each with its instance-type options) and nominate their pods; a
+    claim that got no instance adds its pods to ``unschedulable``, or to the retry when every offering
+    failed for capacity and ``may_retry``."""
+    retry = Retry()
+    for group, options in _identical_claims(admitted):
+        for claim, launched, capacity_failures in _launch_claims(rt, world, group, options, outcome, reason):
+            if launched is None:
+                if capacity_failures and may_retry:
+                    # Every offering the plan chose is out of capacity: plan these pods again without them.
+                    retry.pods.extend(claim.pods)
+                    retry.offerings |= capacity_failures
+                    continue
+                why = "the launch failed: " + (
+                    outcome.error_messages[-1] if outcome.error_messages else "no capacity"
+                )
+                unschedulable.extend((p, why) for p in claim.pods)
+                continue
+            outcome.launches.append(launched)
+            if recorder is not None:
+                nominate(recorder, claim.pods, launched)
+    return retry
+
+
+def planned_launch(claim: NodeClaim) -> Launch:
+    """What a dry run reports for a claim: the node it would launch (no instance yet)."""
+    return Launch(claim.nodepool, "", claim.instance_types[0] if claim.instance_types else "",
+                  ",".join(claim.zones), ",".join(claim.capacity_types), claim.price,
+                  [p.key for p in claim.pods], list(claim.instance_types))
+
+
+def launch_key(claim: NodeClaim) -> str:
+    """The planned node's identity: the pool and the pods it is for, so a retry of the same launch
+    (same pods still waiting) reuses the Fleet client token and EC2 answers with the same instances."""
+    ids = sorted(p.uid or p.key for p in claim.pods)
+    return hashlib.sha256("\0".join([claim.nodepool, *ids]).encode()).hexdigest()[:32]
+
+
+# One EC2 Fleet request launches at most this many identical nodes (a hostname spread of 2,000 pods
+# is 2,000 identical nodes: 20 requests, not 2,000).
+MAX_FLEET_COUNT = 100
+
+
+def _identical_claims(
+    claims: list[tuple[NodeClaim, list[InstanceType]]],
+) -> list[tuple[list[NodeClaim], list[InstanceType]]]:
+    """Claims that would make the same Fleet request (pool, options, zones, capacity types, node
+    requirements, labels, taints), in batches: each batch is one request for ``len(batch)`` nodes."""
+    groups: dict[tuple, tuple[list[NodeClaim], list[InstanceType]]] = {}
+    for claim, options in claims:
+        key = (
+            claim.nodepool,
+            tuple(claim.instance_types),
+            tuple(sorted(claim.zones)),
+            tuple(sorted(claim.capacity_types)),
+            claim.requirements,
+            tuple(sorted(claim.labels.items())),
+            claim.taints,
+            claim.startup_taints,
+        )
+        groups.setdefault(key, ([], options))[0].append(claim)
+    out = []
+    for members, options in groups.values():
+        for i in range(0, len(members), MAX_FLEET_COUNT):
+            out.append((members[i : i + MAX_FLEET_COUNT], options))
+    return out
+
+
+def _launch_claims(
+    rt: Runtime,
+    world: World,
+    claims: list[NodeClaim],
+    options: list[InstanceType],
+    outcome: LaunchOutcome,
+    reason: str,
+) -> list[tuple[NodeClaim, Launch | None, set[tuple[str, str, str]]]]:
+    """Launch identical claims with one Fleet request: each claim gets one of the instances, in order;
+    claims left without one get the offerings that failed with a capacity error."""
+    first = claims[0]
+    pool = world.nodepools.get(first.nodepool)
+    node_class = world.nodeclasses.get(pool.node_class) if pool is not None else None
+    if pool is None or node_class is None or not options:
+        outcome.count_error("NoUsableOptions", f"nodepool {first.nodepool}: nothing left to launch")
+        return [(c, None, set()) for c in claims]
+    started = time.perf_counter()
+    key = launch_key(first) if len(claims) == 1 else hashlib.sha256(
+        "\0".join(launch_key(c) for c in claims).encode()
+    ).hexdigest()[:32]
+    try:
+        result = rt.launcher.launch(pool, node_class, options, key, len(claims), first.requirements)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code = error.get("Code") or "Unknown"
+        outcome.count_error(code, f"nodepool {pool.name}: {error.get('Message', '')}")
+        telemetry.count(telemetry.LAUNCH_FAILURES, **{telemetry.ERROR_CODE_DIMENSION: code})
+        return [(c, None, set()) for c in claims]
+    except (ValueError, SettingsError, BotoCoreError) as exc:
+        # Configuration the account cannot satisfy (no AMI, no subnet, bad user data...): say which.
+        code = type(exc).__name__
+        outcome.count_error(code, f"nodepool {pool.name}: {exc}")
+        telemetry.count(telemetry.LAUNCH_FAILURES, **{telemetry.ERROR_CODE_DIMENSION: code})
+        return [(c, None, set()) for c in claims]
+    _count_launch_errors(result, outcome, pool.name)
+    failed = {e.offering for e in result.offering_errors if e.is_capacity_error}
+    out: list[tuple[NodeClaim, Launch | None, set[tuple[str, str, str]]]] = []
+    now = clock.now()
+    for claim, inst in zip(claims, [*result.instances, *([None] * len(claims))], strict=False):
+        if inst is None:
+            out.append((claim, None, failed))
+            continue
+        launch = Launch(pool.name, inst.instance_id, inst.instance_type, inst.zone, inst.capacity_type, inst.price,
+                        [p.key for p in claim.pods], list(claim.instance_types), inst.launch_template)
+        telemetry.count(telemetry.LAUNCHES, **{telemetry.NODEPOOL_DIMENSION: pool.name,
+                                              telemetry.CAPACITY_TYPE_DIMENSION: inst.capacity_type})
+        telemetry.gauge(telemetry.PRICE_LAUNCHED, inst.price)
+        for p in claim.pods:
+            since = pending_since(p)
+            if since is not None:
+                telemetry.seconds(telemetry.PENDING_TO_LAUNCH, max(0.0, (now - since).total_seconds()))
+        log.info(
+            "launched",
+            extra={**launch.to_dict(), "reason": reason, "seconds": round(time.perf_counter() - started, 3)},
+        )
+        out.append((claim, launch, failed))
+    return out
+
+
+def _count_launch_errors(result: LaunchResult, outcome: LaunchOutcome, pool: str) -> None:
+    for e in result.offering_errors:
+        outcome.count_error(e.code, f"nodepool {pool}: {e.instance_type} in {e.zone} ({e.capacity_type}): {e.message}")
+        telemetry.count(telemetry.LAUNCH_FAILURES, **{telemetry.ERROR_CODE_DIMENSION: e.code})
+    for code, message in result.request_errors:
+        outcome.count_error(code, f"nodepool {pool}: {message}")
+        telemetry.count(telemetry.LAUNCH_FAILURES, **{telemetry.ERROR_CODE_DIMENSION: code})
+
+
+# ----------------------------------------------------------------------------------------------- events
+
+
+def nomination_message(launch: Launch) -> str:
+    return (
+        f"Pod should schedule on NodePool {launch.nodepool}: instance {launch.instance_id} "
+        f"({launch.instance_type}, {launch.zone}, {launch.capacity_type}) launched for it by nodescale"
+    )
+
+
+def nominate(recorder: k8s_events.EventRecorder, pods: Iterable[Pod], launch: Launch) -> None:
+    message = nomination_message(launch)
+    for p in pods:
+        _record(recorder, p, NOMINATED, message, k8s_events.NORMAL)
+
+
+def warn_unschedulable(recorder: k8s_events.EventRecorder, items: Iterable[tuple[Pod, str]]) -> None:
+    for p, why in items:
+        _record(recorder, p, FAILED_SCHEDULING, f"nodescale cannot place the pod: {why}", k8s_events.WARNING)
+
+
+def _record(recorder: k8s_events.EventRecorder, pod: Pod, reason: str, message: str, type_: str) -> None:
+    try:
+        recorder.pod(pod.namespace, pod.name, reason, message, type_, uid=pod.uid)
+    except (ApiException, OSError, ValueError) as exc:
+        # An event is information; failing to write one must not undo a launch.
+        log.warning("could not record a pod event", extra={"pod": pod.key, "reason": reason, "error": str(exc)})
+
+
+def pending_since(pod: Pod) -> datetime | None:
+    """When the default scheduler first said the pod cannot be placed (else when it was created)."""
+    raw = pod.raw or {}
+    for cond in (raw.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            found = clock.parse_timestamp(cond.get("lastTransitionTime"))
+            if found is not None:
+                return found
+    return clock.parse_timestamp((raw.get("metadata") or {}).get("creationTimestamp"))
