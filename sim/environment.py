@@ -129,7 +129,8 @@ def serve(
         parts.append(proxy)
 
         env = settings_for(directory, cluster, proxy.url, kube.url, account.table_name,
-                           account.nodepool_parameter_path, account.node_role_name, account.instance_profile_name)
+                           account.nodepool_parameter_path, account.node_role_name, account.instance_profile_name,
+                           account.windows_node_role_name, account.windows_instance_profile_name)
         admin_env = {
             **env,
             names.KUBECONFIG: str(directory / ADMIN_KUBECONFIG),
@@ -172,7 +173,7 @@ def serve(
 
 def settings_for(
     directory: Path, cluster: str, aws_endpoint: str, kube_url: str, table: str, nodepool_path: str,
-    node_role: str, instance_profile: str,
+    node_role: str, instance_profile: str, windows_node_role: str = "", windows_instance_profile: str = "",
 ) -> dict[str, str]:
     """The variables a process needs to use this environment (names from nodescale.settings)."""
     return {
@@ -188,6 +189,8 @@ def settings_for(
         names.NODEPOOL_PARAMETER_PATH: nodepool_path,
         names.NODE_ROLE: node_role,
         names.INSTANCE_PROFILE: instance_profile,
+        names.WINDOWS_NODE_ROLE: windows_node_role,
+        names.WINDOWS_INSTANCE_PROFILE: windows_instance_profile,
         SIM_CONTROL: f"{kube_url}/sim/v1",
         # The product decides by the environment's simulated time, so TTL scenarios need no real waiting.
         CLOCK_URL: f"{kube_url}/sim/v1/clock",

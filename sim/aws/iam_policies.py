@@ -30,7 +30,7 @@ from sim.aws.constants import FUNCTIONS
 ROOT = Path(__file__).resolve().parents[2]
 CACHE_DIR = ROOT / ".cache" / "sim-iam"
 ACCOUNT = "123456789012"  # moto's account
-_SHAPING = ("infra", "layers/nodescale/python/nodescale/names.py", "app.py", "cdk.json")
+_SHAPING = ("infra", "layers/nodescale/python/nodescale/names.py", "app.py", "cdk.json", "sim/aws/iam_policies.py")
 
 
 def node_identity(cluster: str) -> dict[str, str]:
@@ -103,7 +103,8 @@ def synthesize(cluster: str, region: str) -> dict[str, Any]:
     from infra.stack import NodescaleStack
 
     with tempfile.TemporaryDirectory(prefix="sim-iam-synth-") as outdir:
-        app = App(outdir=outdir, context={"clusterName": cluster, **node_identity(cluster)})
+        # windows: the stack's Windows node role, so a Windows launch may pass it (sim seeds it under the same name).
+        app = App(outdir=outdir, context={"clusterName": cluster, "windows": "true", **node_identity(cluster)})
         config = StackConfig.from_context(app.node.try_get_context, base_dir=ROOT)
         stack = NodescaleStack(app, config.stack_name, config=config, env=Environment(account=ACCOUNT, region=region))
         assembly = app.synth()

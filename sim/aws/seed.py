@@ -65,6 +65,8 @@ class SeededAccount:
     node_role_arn: str = ""
     instance_profile_name: str = ""
     instance_profile_arn: str = ""
+    windows_node_role_name: str = ""
+    windows_instance_profile_name: str = ""
     table_name: str = ""
     nodepool_parameter_path: str = ""
     unmanaged_vpc_id: str = ""
@@ -173,6 +175,19 @@ def seed(
         "InstanceProfile"
     ]["Arn"]
     iam.add_role_to_instance_profile(InstanceProfileName=out.instance_profile_name, RoleName=out.node_role_name)
+    # The Windows node role and profile the stack creates when it is deployed with -c windows=true (EKS allows one
+    # access entry per role, and Windows nodes join through an EC2_WINDOWS one), under the stack's names.
+    out.windows_node_role_name = names.physical_name(cluster, "windows-node")
+    iam.create_role(
+        RoleName=out.windows_node_role_name,
+        AssumeRolePolicyDocument=json.dumps(_ASSUME_EC2),
+        Description=f"Role of the Windows EC2 nodes nodescale launches for {cluster}",
+    )
+    out.windows_instance_profile_name = names.physical_name(cluster, "windows-node", 128)
+    iam.create_instance_profile(InstanceProfileName=out.windows_instance_profile_name)
+    iam.add_role_to_instance_profile(
+        InstanceProfileName=out.windows_instance_profile_name, RoleName=out.windows_node_role_name
+    )
 
     out.table_name = table_name_for(cluster)
     spec = nodescale_table_spec(out.table_name)

@@ -2,6 +2,7 @@
 
 - max pods: ENIs x (IPv4 addresses per ENI - 1) + 2 (Windows: the primary ENI only, IPv4 per ENI - 1),
   unless the user data sets it;
+- Windows: `vpc.amazonaws.com/PrivateIPv4Address` as many as its max pods (the primary interface's addresses);
 - kube-reserved memory: 11 MiB per pod + 255 MiB;
 - kube-reserved CPU: 6% of the first core, 1% of the second, 0.5% of the third and fourth, 0.25% above;
 - kube-reserved ephemeral storage 1 GiB; eviction thresholds memory.available 100Mi, nodefs.available 10%.
@@ -16,6 +17,7 @@ GIB = 1024**3
 DEFAULT_ROOT_VOLUME_GIB = 20
 EVICTION_HARD_MEMORY_MIB = 100
 KUBE_RESERVED_STORAGE_GIB = 1
+PRIVATE_IPV4 = "vpc.amazonaws.com/PrivateIPv4Address"
 
 
 @dataclass(frozen=True)
@@ -91,4 +93,9 @@ def node_resources(
     }
     if gpus:
         capacity["nvidia.com/gpu"] = allocatable["nvidia.com/gpu"] = str(gpus)
+    if windows:
+        # What the VPC resource controller advertises on an EKS Windows node: the primary interface's
+        # IPv4 addresses less the node's own (each Windows pod requests one).
+        addresses = str(eni_max_pods(instance_type, windows=True))
+        capacity[PRIVATE_IPV4] = allocatable[PRIVATE_IPV4] = addresses
     return Resources(capacity=capacity, allocatable=allocatable, max_pods=pods)

@@ -226,9 +226,16 @@ def test_windows_pods_get_windows_nodes_of_their_build(sim: Environment, rt: Run
         data, image, user_data = template_of(sim, launch)
         assert image.startswith(f"Windows_Server-{name}-English-Core-EKS_Optimized-1.31")
         assert "<powershell>" in user_data and "EKSBootstrap" in user_data
-        labels = node_of(sim, launch["instanceId"])["metadata"]["labels"]
+        # The Windows node role's profile (its access entry is EC2_WINDOWS), never the Linux one.
+        assert data["IamInstanceProfile"]["Name"] == sim.env["NODESCALE_WINDOWS_INSTANCE_PROFILE"]
+        assert data["IamInstanceProfile"]["Name"] != sim.env["NODESCALE_INSTANCE_PROFILE"]
+        node = node_of(sim, launch["instanceId"])
+        labels = node["metadata"]["labels"]
         assert labels["kubernetes.io/os"] == "windows"
         assert labels["node.kubernetes.io/windows-build"] == build
+        # As EKS's Windows nodes do: the primary interface's addresses, less the node's own, as a resource.
+        addresses = node["status"]["allocatable"]["vpc.amazonaws.com/PrivateIPv4Address"]
+        assert addresses == node["status"]["allocatable"]["pods"]
     wait_running(sim, ns, 4, timeout=30)
 
 

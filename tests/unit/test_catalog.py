@@ -265,11 +265,25 @@ class TestWithKubelet:
         assert m5.labels[wk.OS] == "windows"
         assert m5.labels[wk.WINDOWS_BUILD] == "10.0.20348"
         assert m5.operating_systems == {"windows"}
-        assert m5.capacity[res.PODS] == 110
+        # EKS Windows: pods take the primary interface's addresses (m5.large: 10 IPv4 per interface, one the
+        # node's), advertised as vpc.amazonaws.com/PrivateIPv4Address; not the Linux ENI formula, not 110.
+        assert m5.capacity[res.PODS] == 9
+        assert m5.capacity[res.PRIVATE_IPV4] == 9
         assert m5.capacity[res.EPHEMERAL_STORAGE] == 50 * GIB
         assert m6g.operating_systems == frozenset()
         # The shared bundled type is untouched.
         assert us_east_1["m5.large"].labels[wk.OS] == "linux"
+
+
+    def test_linux_nodes_advertise_no_private_ipv4_addresses(self, us_east_1):
+        (m5,) = catalog.with_kubelet([us_east_1["m5.large"]], None, None, "AL2023")
+        assert res.PRIVATE_IPV4 not in m5.capacity
+        assert m5.capacity[res.PODS] == 29  # 3 ENIs x (10 - 1) + 2
+
+    def test_windows_max_pods_setting_still_wins(self, us_east_1):
+        (m5,) = catalog.with_kubelet([us_east_1["m5.large"]], KubeletSettings(max_pods=5), None, "Windows2022")
+        assert m5.capacity[res.PODS] == 5
+        assert m5.capacity[res.PRIVATE_IPV4] == 9
 
 
 class TestBundledData:

@@ -8,9 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from nodescale.aws.catalog import bundled_catalog
 from nodescale.cli import main
+from nodescale.model.resources import PRIVATE_IPV4
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "examples"
 V1ALPHA5 = EXAMPLES / "karpenter-v1alpha5"
@@ -95,6 +97,23 @@ def test_windows_builds_go_to_the_matching_pools(capsys):
         assert claim["labels"]["kubernetes.io/os"] == "windows"
         assert all("windows" in CATALOG[t].operating_systems for t in claim["instanceTypes"])
     assert len(pods_of(out["nodeClaims"], "default/")) == 20
+
+
+def test_windows_pods_requesting_a_private_ipv4_address_fit_the_primary_interface(capsys, tmp_path):
+    # As EKS runs them: the VPC resource controller's webhook adds this request to every Windows pod.
+    doc = yaml.safe_load_all((WORKLOADS / "windows-iis.yaml").read_text())
+    iis_2022 = next(d for d in doc if d["metadata"]["name"].endswith("2022"))
+    iis_2022["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"][PRIVATE_IPV4] = "1"
+    workload = tmp_path / "iis.yaml"
+    workload.write_text(yaml.safe_dump(iis_2022))
+
+    out = plan(capsys, V1ALPHA5 / "windows.yaml", workload)
+
+    assert out["unschedulable"] == []
+    assert len(pods_of(out["nodeClaims"], "default/windows-server-iis-simple-2022")) == 10
+    for claim in out["nodeClaims"]:
+        smallest = min(CATALOG[t].facts.ipv4_per_eni for t in claim["instanceTypes"])
+        assert len(claim["pods"]) <= smallest - 1, (claim["instanceTypes"][:3], len(claim["pods"]))
 
 
 def test_migrated_from_cluster_autoscaler_uses_only_cmr_generation_3_and_newer(capsys):

@@ -107,7 +107,7 @@ def capacity_and_overhead(
         ephemeral_storage_bytes if ephemeral_storage_bytes is not None else ami.default_ephemeral_storage
     )
     eni_pods = oh.eni_limited_pods(facts.max_enis, facts.ipv4_per_eni)
-    pods = oh.max_pods(facts.vcpu, eni_pods, kubelet, ami)
+    pods = oh.max_pods(facts.vcpu, eni_pods, kubelet, ami, facts.ipv4_per_eni)
     cpu = facts.vcpu * 1000
     memory = oh.memory_capacity(facts.memory_mib, facts.kube_arch)
     capacity: res.Resources = {
@@ -121,6 +121,8 @@ def capacity_and_overhead(
         capacity[gpu] = facts.gpu_count
     if facts.neuron_count:
         capacity[res.NEURON] = facts.neuron_count
+    if ami.primary_interface_density:
+        capacity[res.PRIVATE_IPV4] = oh.primary_interface_addresses(facts.ipv4_per_eni)
     return capacity, oh.node_overhead(cpu, memory, storage, pods, eni_pods, kubelet, ami)
 
 

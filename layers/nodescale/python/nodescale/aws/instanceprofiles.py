@@ -1,5 +1,9 @@
 """The instance profile a node launches with: the node class's own, the one holding its role, or
-the stack's default."""
+the stack's default for the node's OS.
+
+Windows nodes need a role of their own: EKS allows one access entry per IAM principal, and a Windows
+node joins only through an ``EC2_WINDOWS`` entry (the Linux role's ``EC2_LINUX`` entry lacks the groups
+Windows nodes need), so a Windows node class never falls back to the Linux profile."""
 
 from __future__ import annotations
 
@@ -12,7 +16,17 @@ class InstanceProfileError(ValueError):
     """No instance profile can be found for the node class; the message says what was looked for."""
 
 
-def resolve(iam: Any, node_class: NodeClass, default: str | None = None) -> str:
+def resolve(
+    iam: Any,
+    node_class: NodeClass,
+    default: str | None = None,
+    windows_default: str | None = None,
+    *,
+    windows: bool = False,
+) -> str:
+    """The profile to launch ``node_class``'s nodes with; ``windows`` when its AMI family is Windows."""
+    if windows:
+        default = windows_default
     if node_class.instance_profile:
         return node_class.instance_profile
     where = node_class.source or f"node class {node_class.name}"
@@ -33,4 +47,9 @@ def resolve(iam: Any, node_class: NodeClass, default: str | None = None) -> str:
         )
     if default:
         return default
+    if windows:
+        raise InstanceProfileError(
+            f"{where}: a Windows node class needs a Windows node role: deploy the stack with -c windows=true "
+            "(it sets NODESCALE_WINDOWS_INSTANCE_PROFILE), or set role or instanceProfile"
+        )
     raise InstanceProfileError(f"{where}: set role or instanceProfile (or NODESCALE_INSTANCE_PROFILE for the stack)")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..model import labels as wk
-from ..model.instancetype import InstanceType
+from ..model.instancetype import InstanceType, windows_build
 from ..model.nodepool import NodeClass, NodePool
 from ..model.requirements import Requirements
 from ..settings import Settings
@@ -58,10 +58,12 @@ class Launcher:
         default_instance_profile: str | None = None,
         offering_ttl_seconds: float = 180.0,
         cluster: clusters.ClusterInfo | None = None,
+        windows_instance_profile: str | None = None,
     ) -> None:
         self.clients = clients
         self.cluster_name = cluster_name
         self.default_instance_profile = default_instance_profile
+        self.windows_instance_profile = windows_instance_profile
         self.offerings = UnavailableOfferings(clients.dynamodb, table_name, offering_ttl_seconds)
         self._cluster = cluster
         self._resources: dict[str, NodeClassResources] = {}
@@ -76,6 +78,7 @@ class Launcher:
             settings.table_name,
             settings.instance_profile,
             settings.unavailable_offering_ttl_seconds,
+            windows_instance_profile=settings.windows_instance_profile,
         )
 
     @property
@@ -95,7 +98,10 @@ class Launcher:
         groups = securitygroups.discover(
             self.clients.ec2, node_class.security_group_selector_terms, f"{where}: securityGroupSelectorTerms"
         )
-        profile = instanceprofiles.resolve(self.clients.iam, node_class, self.default_instance_profile)
+        profile = instanceprofiles.resolve(
+            self.clients.iam, node_class, self.default_instance_profile, self.windows_instance_profile,
+            windows=windows_build(resolved.family) is not None,
+        )
         found = NodeClassResources(
             node_class,
             resolved.family,

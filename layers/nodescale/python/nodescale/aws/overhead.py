@@ -8,7 +8,9 @@ Figures and where they come from:
   not capped: Karpenter writes this number into the kubelet's configuration itself, so the AMI's own
   110/250 cap (which the EKS max-pods calculator applies only with prefix delegation) never applies.
   ``maxPods`` in the kubelet settings replaces it; ``podsPerCore`` lowers it to podsPerCore x vCPUs.
-  Windows nodes have no ENI-based density and default to 110.
+  Windows nodes take pod addresses from the primary interface only (the VPC resource controller hands
+  them out as ``vpc.amazonaws.com/PrivateIPv4Address``): IPv4 addresses per interface less one, which is
+  both their max pods and their count of that resource.
 - kube-reserved: memory 11 MiB per pod + 255 MiB, cpu 6 % of the first core, 1 % of the second, 0.5 % of
   cores 3-4 and 0.25 % of the rest, ephemeral-storage 1 Gi. On AL2/AL2023 the memory term uses the
   ENI-limited pod count even when maxPods is set (what their bootstrap does); Bottlerocket and Windows
@@ -53,6 +55,7 @@ class AmiBehaviour:
     pods_per_core: bool = True
     eviction_soft: bool = True
     eni_limited_density: bool = True
+    primary_interface_density: bool = False  # Windows: pods get the primary interface's addresses only
     default_ephemeral_storage: int = DEFAULT_EPHEMERAL_STORAGE
 
 
@@ -60,6 +63,7 @@ _BOTTLEROCKET = AmiBehaviour(eni_limited_memory_overhead=False, pods_per_core=Fa
 _WINDOWS = AmiBehaviour(
     eni_limited_memory_overhead=False,
     eni_limited_density=False,
+    primary_interface_density=True,
     default_ephemeral_storage=WINDOWS_EPHEMERAL_STORAGE,
 )
 _DEFAULT = AmiBehaviour()
@@ -87,9 +91,18 @@ def eni_limited_pods(max_enis: int, ipv4_per_eni: int) -> int:
     return max_enis * (ipv4_per_eni - 1) + 2
 
 
-def max_pods(vcpu: int, eni_pods: int, kubelet: KubeletSettings | None, ami: AmiBehaviour) -> int:
+def primary_interface_addresses(ipv4_per_eni: int) -> int:
+    """Pod addresses a Windows node has: its primary interface's IPv4 addresses less its own."""
+    return max(ipv4_per_eni - 1, 0)
+
+
+def max_pods(
+    vcpu: int, eni_pods: int, kubelet: KubeletSettings | None, ami: AmiBehaviour, ipv4_per_eni: int = 0
+) -> int:
     if kubelet is not None and kubelet.max_pods is not None:
         count = kubelet.max_pods
+    elif ami.primary_interface_density:
+        count = primary_interface_addresses(ipv4_per_eni)
     elif ami.eni_limited_density:
         count = eni_pods
     else:

@@ -17,6 +17,9 @@ PODS = "pods"
 NVIDIA_GPU = "nvidia.com/gpu"
 AMD_GPU = "amd.com/gpu"
 NEURON = "aws.amazon.com/neuron"
+# Windows pods on EKS request one (the VPC resource controller's webhook adds it); Windows nodes advertise
+# how many they hold: the primary interface's IPv4 addresses less the node's own.
+PRIVATE_IPV4 = "vpc.amazonaws.com/PrivateIPv4Address"
 
 Resources = dict[str, int]
 
