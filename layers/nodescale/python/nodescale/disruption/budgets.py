@@ -1,20 +1,23 @@
-"""Disruption budgets: how many of a NodePool's nodes may be disrupted now, for a given reason."""
+"""Disruption budgets: how many of a NodePool's nodes may be disrupted now, for a given reason.
+
+``allowed_disruptions`` reads the budgets; ``Tally`` keeps one plan's count, so that what one method
+takes is no longer there for the next.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from croniter import croniter
 
-from ..model.nodepool import DEFAULT_BUDGETS, Budget
+from ..model.nodepool import DEFAULT_BUDGETS, Budget, NodePool
+from .decisions import DRIFTED, EMPTY, UNDERUTILIZED
+from .nodes import NodeView
 
 # The reasons Karpenter's budgets name; a budget without reasons applies to all of them.
-EMPTY = "Empty"
-DRIFTED = "Drifted"
-UNDERUTILIZED = "Underutilized"
 REASONS = (EMPTY, DRIFTED, UNDERUTILIZED)
 
 
@@ -64,6 +67,31 @@ def allowed_disruptions(
     if best is None:
         return Allowance(total_nodes, None, f"no budget applies to reason {reason}")
     return best
+
+
+class Tally:
+    """Allowances per (pool, reason), reduced as decisions are taken in this plan."""
+
+    def __init__(
+        self, now: datetime, pools: Mapping[str, NodePool], views: Iterable[NodeView], in_progress: frozenset[str]
+    ) -> None:
+        self.now = now
+        self.pools = pools
+        self.total: dict[str, int] = {}
+        self.disrupting: dict[str, int] = {}
+        for v in views:
+            self.total[v.nodepool] = self.total.get(v.nodepool, 0) + 1
+            if v.name in in_progress:
+                self.disrupting[v.nodepool] = self.disrupting.get(v.nodepool, 0) + 1
+
+    def allowance(self, pool: str, reason: str) -> Allowance:
+        p = self.pools[pool]
+        return allowed_disruptions(
+            p.disruption.budgets, self.total.get(pool, 0), self.disrupting.get(pool, 0), reason, self.now
+        )
+
+    def take(self, pool: str, count: int = 1) -> None:
+        self.disrupting[pool] = self.disrupting.get(pool, 0) + count
 
 
 def _duration(seconds: float | None) -> str:

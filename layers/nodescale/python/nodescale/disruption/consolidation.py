@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..model import labels as wk
-from .decisions import UNDERUTILIZED, Decision, Refusal
+from .decisions import UNDERUTILIZED, Action, Decision, Refusal
 from .nodes import NodeView
 
 # Karpenter's rule for spot-to-spot replacement: only with this many cheaper types to choose from,
@@ -64,8 +64,8 @@ def evaluate(nodes: Sequence[NodeView], sim: Simulation) -> Decision | Refusal:
     current = sum(n.price for n in nodes)
     pods = [p.key for n in nodes for p in n.pods]
     if not sim.replacements:
-        detail = _describe("delete", nodes, current)
-        return Decision(names, UNDERUTILIZED, detail, "delete", saving_per_hour=current, pods=pods)
+        detail = _describe(nodes, current)
+        return Decision(names, UNDERUTILIZED, detail, Action.DELETE, saving_per_hour=current, pods=pods)
     if len(sim.replacements) > 1:
         return Refusal(names, UNDERUTILIZED, f"the pods would need {len(sim.replacements)} new nodes, not one")
     new = sim.replacements[0]
@@ -86,13 +86,13 @@ def evaluate(nodes: Sequence[NodeView], sim: Simulation) -> Decision | Refusal:
                 f"spot would be replaced by spot with only {cheaper} cheaper instance type(s) "
                 f"(at least {MIN_SPOT_OPTIONS} needed)",
             )
-    detail = _describe("replace", nodes, current, new)
+    detail = _describe(nodes, current, new)
     return Decision(
-        names, UNDERUTILIZED, detail, "replace", saving_per_hour=current - new.price, replacement=new, pods=pods
+        names, UNDERUTILIZED, detail, Action.REPLACE, saving_per_hour=current - new.price, replacement=new, pods=pods
     )
 
 
-def _describe(action: str, nodes: Sequence[NodeView], current: float, new: Replacement | None = None) -> str:
+def _describe(nodes: Sequence[NodeView], current: float, new: Replacement | None = None) -> str:
     count = f"{len(nodes)} nodes" if len(nodes) > 1 else "node"
     if new is None:
         return f"underutilized: the pods of the {count} fit on other nodes (saves ${current:.4f}/h)"

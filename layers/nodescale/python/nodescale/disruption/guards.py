@@ -1,43 +1,33 @@
-"""What stops a voluntary disruption: do-not-disrupt on pods or nodes, and pods with nowhere to go."""
+"""What holds a voluntary disruption: do-not-disrupt on pods or nodes, and PodDisruptionBudgets at zero.
+
+Each guard answers with why (for the refusal's message) or None; the do-not-disrupt rule itself is
+``model.pod.do_not_disrupt``, shared with the drain.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 
-from ..model.durations import go_duration_seconds
-from ..model.pod import DO_NOT_DISRUPT, LEGACY_DO_NOT_EVICT, Pod
-from ..model.timestamps import parse_timestamp
-from .nodes import LEGACY_DO_NOT_CONSOLIDATE, NodeView
+from ..model.pod import DO_NOT_DISRUPT, LEGACY_DO_NOT_CONSOLIDATE, LabelSelector, Pod, do_not_disrupt
+from .nodes import NodeView
 
 
 def pod_blocks(pod: Pod, now: datetime) -> str | None:
-    """Why this pod blocks a voluntary disruption of its node, or None.
-
-    ``karpenter.sh/do-not-disrupt`` is "true" (always) or a duration such as "30m", counted from the
-    pod's start; the legacy ``karpenter.sh/do-not-evict: "true"`` still holds, as v0.2x users expect.
-    """
-    value = pod.annotations.get(DO_NOT_DISRUPT)
-    if value is not None and value != "false":
-        if value == "true":
-            return f"pod {pod.key} has {DO_NOT_DISRUPT}"
-        span = parse_duration(value)
-        started = parse_timestamp((pod.raw.get("status") or {}).get("startTime")) or parse_timestamp(
-            (pod.raw.get("metadata") or {}).get("creationTimestamp")
-        )
-        if span is None:
-            return f"pod {pod.key} has {DO_NOT_DISRUPT}={value!r} (not a duration: treated as true)"
-        if started is None or now < started + span:
-            return f"pod {pod.key} has {DO_NOT_DISRUPT}={value} (still protected)"
-    if pod.annotations.get(LEGACY_DO_NOT_EVICT) == "true":
-        return f"pod {pod.key} has {LEGACY_DO_NOT_EVICT}"
-    return None
+    """Why this pod blocks a voluntary disruption of its node, or None (a duration counts from its start)."""
+    # Without a clock the rule only protects more, so most pods (no annotation) need no start time parsed.
+    if do_not_disrupt(pod.annotations) is None:
+        return None
+    held_by = do_not_disrupt(pod.annotations, pod.started, now)
+    return None if held_by is None else f"pod {pod.key} has {held_by}"
 
 
 def node_blocks(node: NodeView, now: datetime) -> str | None:
-    if node.annotations.get(DO_NOT_DISRUPT) == "true":
-        return f"node {node.name} has {DO_NOT_DISRUPT}"
-    if node.annotations.get(LEGACY_DO_NOT_CONSOLIDATE) == "true":
-        return f"node {node.name} has {LEGACY_DO_NOT_CONSOLIDATE}"
+    """Why the node (its own annotations, then each of its pods) blocks a voluntary disruption, or None."""
+    # On a node only "true" counts: Karpenter gives node annotations no duration.
+    for key in (DO_NOT_DISRUPT, LEGACY_DO_NOT_CONSOLIDATE):
+        if node.annotations.get(key) == "true":
+            return f"node {node.name} has {key}"
     for pod in node.pods:
         why = pod_blocks(pod, now)
         if why:
@@ -45,6 +35,24 @@ def node_blocks(node: NodeView, now: datetime) -> str | None:
     return None
 
 
-def parse_duration(value: str) -> timedelta | None:
-    seconds = go_duration_seconds(value.strip())
-    return None if seconds is None else timedelta(seconds=seconds)
+def pdb_blocks(pods: Iterable[Pod], pdbs: Sequence[Mapping]) -> str | None:
+    """A pod whose PodDisruptionBudget allows no eviction now: a voluntary drain would stall on it."""
+    for pod in pods:
+        for pdb in pdbs:
+            meta = pdb.get("metadata") or {}
+            if (meta.get("namespace") or "default") != pod.namespace:
+                continue
+            allowed = (pdb.get("status") or {}).get("disruptionsAllowed")
+            if allowed is None or int(allowed) > 0:
+                continue
+            if _selects(pdb, pod):
+                return f"pod {pod.key} is protected by PodDisruptionBudget {pod.namespace}/{meta.get('name')} " \
+                       f"(0 disruptions allowed)"
+    return None
+
+
+def _selects(pdb: Mapping, pod: Pod) -> bool:
+    selector = (pdb.get("spec") or {}).get("selector")
+    if selector is None:
+        return False
+    return LabelSelector.from_dict(selector).matches(pod.labels)

@@ -12,8 +12,6 @@ from ..model.pod import Pod
 from ..model.timestamps import parse_timestamp
 
 DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
-DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
-LEGACY_DO_NOT_CONSOLIDATE = "karpenter.sh/do-not-consolidate"
 # Set by nodescale the first time it sees a node empty; emptiness TTLs count from it.
 EMPTY_SINCE = "nodescale.io/empty-since"
 
@@ -50,9 +48,6 @@ class NodeView:
     @property
     def empty_since(self) -> datetime | None:
         return parse_timestamp(self.annotations.get(EMPTY_SINCE))
-
-    def node_do_not_disrupt(self) -> bool:
-        return self.annotations.get(DO_NOT_DISRUPT) == "true" or self.annotations.get(LEGACY_DO_NOT_CONSOLIDATE) == "true"
 
     @classmethod
     def from_node(cls, node: Mapping, pods: list[Pod], price: float = 0.0) -> NodeView:

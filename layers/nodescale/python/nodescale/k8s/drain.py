@@ -21,7 +21,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from .. import clock
-from ..model.pod import DO_NOT_DISRUPT, LEGACY_DO_NOT_EVICT
+from ..model.pod import do_not_disrupt
 from ..model.taints import Toleration
 from .listing import pods_on_node
 from .nodes import DISRUPTED_TAINT, DISRUPTED_TAINT_KEY, parse_time, taints_of
@@ -120,9 +120,8 @@ def skip_reason(pod: Mapping[str, Any]) -> str | None:
 
 
 def has_do_not_disrupt(pod: Mapping[str, Any]) -> bool:
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(DO_NOT_DISRUPT)
-    return (value is not None and value != "false") or annotations.get(LEGACY_DO_NOT_EVICT) == "true"
+    """Whether a voluntary drain leaves the pod in place; a duration counts as running (see do_not_disrupt)."""
+    return do_not_disrupt((pod.get("metadata") or {}).get("annotations") or {}) is not None
 
 
 def drain_started_at(node: Mapping[str, Any]) -> datetime | None:

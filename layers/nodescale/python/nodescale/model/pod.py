@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from . import resources as res
+from .durations import go_duration_seconds
 from .requirements import Requirements
 from .taints import Toleration
+from .timestamps import parse_timestamp
 
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 LEGACY_DO_NOT_EVICT = "karpenter.sh/do-not-evict"
+# On a node rather than a pod: the v0.2x spelling of do-not-disrupt.
+LEGACY_DO_NOT_CONSOLIDATE = "karpenter.sh/do-not-consolidate"
 DEFAULT_SCHEDULER = "default-scheduler"
 
 
@@ -98,9 +103,12 @@ class Pod:
     def finished(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
 
-    def do_not_disrupt(self) -> bool:
-        value = self.annotations.get(DO_NOT_DISRUPT)
-        return value is not None and value != "false" or self.annotations.get(LEGACY_DO_NOT_EVICT) == "true"
+    @property
+    def started(self) -> datetime | None:
+        """When the pod started (its creation when the kubelet has not said yet)."""
+        return parse_timestamp((self.raw.get("status") or {}).get("startTime")) or parse_timestamp(
+            (self.raw.get("metadata") or {}).get("creationTimestamp")
+        )
 
     @classmethod
     def from_dict(cls, raw: Mapping) -> Pod:
@@ -215,3 +223,27 @@ def _affinity_term(term: Mapping, anti: bool, weight: int) -> PodAffinityTerm:
         anti=anti,
         weight=weight,
     )
+
+
+def do_not_disrupt(
+    annotations: Mapping[str, str], started: datetime | None = None, now: datetime | None = None
+) -> str | None:
+    """The one do-not-disrupt rule for a pod: the annotation that holds it (for messages), or None.
+
+    ``karpenter.sh/do-not-disrupt`` is "true" (always), "false" (never) or a duration such as "30m"
+    counted from the pod's start; a value that is no duration counts as "true". Without ``started`` or
+    ``now`` (a drain has no use for the clock) a duration is taken as still running, so the pod stays.
+    The legacy ``karpenter.sh/do-not-evict: "true"`` still holds, as v0.2x users expect.
+    """
+    value = annotations.get(DO_NOT_DISRUPT)
+    if value is not None and value != "false":
+        if value == "true":
+            return DO_NOT_DISRUPT
+        seconds = go_duration_seconds(value.strip())
+        if seconds is None:
+            return f"{DO_NOT_DISRUPT}={value!r} (not a duration: treated as true)"
+        if started is None or now is None or now < started + timedelta(seconds=seconds):
+            return f"{DO_NOT_DISRUPT}={value} (still protected)"
+    if annotations.get(LEGACY_DO_NOT_EVICT) == "true":
+        return LEGACY_DO_NOT_EVICT
+    return None

@@ -26,7 +26,7 @@ from ..model.quantity import QuantityError
 from ..model.requirements import RequirementError
 from ..model.taints import TaintError
 from . import provision
-from .world import IN_FLIGHT_PREFIX, World, read_world
+from .world import World, in_flight_instance, read_world
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -141,8 +141,9 @@ def plan_fates(rt: Runtime, world: World, pods: list[Pod]) -> dict[str, PodFate]
         for key in launch.pods:
             fates[key] = PodFate(key, NEW_NODE, message, launch.nodepool, list(types), zones, capacity)
     for node, keys in outcome.waiting.items():
-        if node.startswith(IN_FLIGHT_PREFIX):
-            message = f"waits for instance {node[len(IN_FLIGHT_PREFIX):]}, launched and not registered yet"
+        iid = in_flight_instance(node)
+        if iid is not None:
+            message = f"waits for instance {iid}, launched and not registered yet"
         else:
             message = f"waits for node {node}, registered and not Ready yet"
         for key in keys:

@@ -51,7 +51,7 @@ from .provision_launch import (
     planned_launch,
     warn_unschedulable,
 )
-from .world import IN_FLIGHT_PREFIX, World, read_world
+from .world import World, in_flight_instance, read_world
 
 log = logging.getLogger(__name__)
 
@@ -393,11 +393,6 @@ def provision_watch(rt: Runtime, deadline: float, *, dry_run: bool = False) -> d
         summary.add_world(world)
         _expire_unregistered(rt, world, summary, dry_run)
     return summary.finish()
-
-
-def in_flight_instance(node_name: str) -> str | None:
-    """The instance id behind an in-flight stand-in node's name."""
-    return node_name[len(IN_FLIGHT_PREFIX):] if node_name.startswith(IN_FLIGHT_PREFIX) else None
 
 
 __all__ = [

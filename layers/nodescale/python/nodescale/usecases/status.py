@@ -22,7 +22,7 @@ from ..scheduling.plan import ExistingNode
 from . import cluster_budget as cluster_limits
 from .explain import PodFate, pending_fates
 from .terminate import INTERRUPTION_ANNOTATION
-from .world import IN_FLIGHT_PREFIX, World, pool_usage, read_world
+from .world import World, in_flight_instance, pool_usage, read_world
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -234,7 +234,7 @@ def catalog_price(world: World, itype: str, zone: str, capacity_type: str, pool:
 
 def state_of(node: ExistingNode, raw: Mapping[str, Any] | None) -> str:
     if raw is None:
-        return LAUNCHING if node.name.startswith(IN_FLIGHT_PREFIX) else NOT_READY
+        return LAUNCHING if in_flight_instance(node.name) is not None else NOT_READY
     if (raw.get("metadata") or {}).get("deletionTimestamp"):
         return DELETING
     if k8s_nodes.has_taint(raw):

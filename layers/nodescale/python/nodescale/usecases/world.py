@@ -62,6 +62,17 @@ CATALOG_TTL_SECONDS = 900.0
 # Name prefix of the stand-in node for an instance whose Node has not registered yet.
 IN_FLIGHT_PREFIX = "in-flight/"
 
+
+def in_flight_name(instance_id: str) -> str:
+    """The stand-in node name of an instance launched and not registered yet."""
+    return f"{IN_FLIGHT_PREFIX}{instance_id}"
+
+
+def in_flight_instance(node_name: str) -> str | None:
+    """The instance id behind an in-flight stand-in node's name; None for a registered node's name."""
+    return node_name[len(IN_FLIGHT_PREFIX) :] if node_name.startswith(IN_FLIGHT_PREFIX) else None
+
+
 _CATALOG_LOCK = threading.Lock()
 _CATALOG: dict[str, tuple[float, list[InstanceType]]] = {}
 
@@ -119,9 +130,8 @@ class World:
             if _name(node) == name:
                 iid = k8s_nodes.instance_id(node)
                 return self._instance_by_id.get(iid) if iid else None
-        if name.startswith(IN_FLIGHT_PREFIX):
-            return self._instance_by_id.get(name[len(IN_FLIGHT_PREFIX) :])
-        return None
+        iid = in_flight_instance(name)
+        return self._instance_by_id.get(iid) if iid is not None else None
 
     def instance(self, instance_id: str) -> ManagedInstance | None:
         return self._instance_by_id.get(instance_id)
@@ -235,7 +245,7 @@ class World:
             log.warning("in-flight instance of an unknown type", extra={"instance_id": inst.instance_id,
                                                                        "instance_type": inst.instance_type})
             return None
-        name = f"{IN_FLIGHT_PREFIX}{inst.instance_id}"
+        name = in_flight_name(inst.instance_id)
         labels = {k: v for k, v in it.labels.items()}
         if pool is not None:
             labels.update(pool.labels)

@@ -1,0 +1,96 @@
+"""One disruption plan's data: what it is given (``Inputs``), what it returns (``Outcome``), and the
+state its methods share while it runs (``Context``: the candidates, the budgets taken, the nodes
+already decided, and the guards every voluntary method applies the same way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..model.nodepool import NodePool
+from .budgets import Tally
+from .consolidation import SearchResult
+from .decisions import Blocked, Blocker, Decision, Reason
+from .guards import node_blocks, pdb_blocks
+from .nodes import NodeView
+
+
+@dataclass
+class Inputs:
+    now: datetime
+    nodepools: Mapping[str, NodePool]
+    views: Sequence[NodeView]  # this system's nodes (in a known NodePool), in-progress ones included
+    in_progress: frozenset[str] = frozenset()  # being drained or waiting for their replacement
+    protected: frozenset[str] = frozenset()  # replacements still coming up: never candidates
+    cloud_drift: Mapping[str, str] = field(default_factory=dict)  # node -> why (Launcher.drift)
+    impaired_since: Mapping[str, datetime] = field(default_factory=dict)  # node -> failing status checks since
+    pdbs: Sequence[Mapping] = ()
+    repair_threshold_seconds: float = 600.0
+    consolidation_seconds: float = 30.0
+
+
+@dataclass
+class Outcome:
+    decisions: list[Decision] = field(default_factory=list)
+    refusals: list[Blocked] = field(default_factory=list)
+    mark_empty: list[str] = field(default_factory=list)  # first seen empty now: record empty-since
+    clear_empty: list[str] = field(default_factory=list)  # no longer empty: drop empty-since
+    consolidation: SearchResult | None = None
+    notes: list[str] = field(default_factory=list)  # pool-level reasons (e.g. budget holding consolidation)
+
+
+class Context:
+    """The state the methods of one plan share; a node decided (or refused) by one is not offered to the next."""
+
+    def __init__(self, inputs: Inputs) -> None:
+        self.inputs = inputs
+        self.now = inputs.now
+        self.out = Outcome()
+        self.budgets = Tally(inputs.now, inputs.nodepools, inputs.views, inputs.in_progress)
+        self.decided: set[str] = set()
+        # Nodes being disrupted, and the replacements their pods go to, are never candidates.
+        self.candidates = [
+            v for v in inputs.views
+            if v.name not in inputs.in_progress and v.name not in inputs.protected and v.nodepool in inputs.nodepools
+        ]
+        self.by_pool: dict[str, list[NodeView]] = {}
+        for v in inputs.views:
+            self.by_pool.setdefault(v.nodepool, []).append(v)
+
+    def pool(self, view: NodeView) -> NodePool:
+        return self.inputs.nodepools[view.nodepool]
+
+    def undecided(self) -> list[NodeView]:
+        return [v for v in self.candidates if v.name not in self.decided]
+
+    def refuse(self, nodes: list[str], reason: Reason, why: str, kind: Blocker) -> None:
+        self.out.refusals.append(Blocked(nodes, reason, why, kind))
+
+    def take(self, decision: Decision, pool: str) -> None:
+        self.out.decisions.append(decision)
+        self.decided.update(decision.nodes)
+        self.budgets.take(pool, len(decision.nodes))
+
+    def guarded(self, v: NodeView, reason: Reason) -> bool:
+        """Refuses (and says so) a node that do-not-disrupt or a PodDisruptionBudget at zero holds."""
+        why = node_blocks(v, self.now)
+        if why:
+            self.refuse([v.name], reason, why, Blocker.DO_NOT_DISRUPT)
+            return True
+        why = pdb_blocks(v.pods, self.inputs.pdbs)
+        if why:
+            self.refuse([v.name], reason, why, Blocker.PDB)
+            return True
+        return False
+
+    def voluntary_ok(self, v: NodeView, reason: Reason) -> bool:
+        """Whether a voluntary disruption of ``v`` may go ahead: the guards, then the pool's budget for ``reason``."""
+        if self.guarded(v, reason):
+            return False
+        allowance = self.budgets.allowance(v.nodepool, reason)
+        if allowance.allowed < 1:
+            self.refuse([v.name], reason, allowance.why, Blocker.BUDGET)
+            return False
+        return True

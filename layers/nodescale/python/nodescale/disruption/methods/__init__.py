@@ -1,0 +1,27 @@
+"""The disruption methods, one module each, behind one interface (``base.Method``).
+
+``default_methods`` gives them in the planner's order, which is also their priority: a node one
+method decides about (or refuses) is not offered to the next. As in Karpenter (expiration, drift,
+then consolidation), the forceful and corrective methods come before the ones that save money.
+"""
+
+from __future__ import annotations
+
+from ..consolidation import Simulator
+from .base import Method
+from .consolidation import Consolidation
+from .drift import Drift
+from .emptiness import Emptiness
+from .expiry import Expiry
+from .repair import Repair
+
+
+def default_methods(simulate: Simulator | None = None) -> list[Method]:
+    """Repair, expiry, drift, emptiness, then consolidation (only with a simulator to ask)."""
+    methods: list[Method] = [Repair(), Expiry(), Drift(), Emptiness()]
+    if simulate is not None:
+        methods.append(Consolidation(simulate))
+    return methods
+
+
+__all__ = ["Consolidation", "Drift", "Emptiness", "Expiry", "Method", "Repair", "default_methods"]

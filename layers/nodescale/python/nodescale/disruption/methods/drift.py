@@ -1,0 +1,41 @@
+"""Drift: replace nodes that no longer match what their pool would launch today.
+
+The cloud side (image, subnets, security groups...) comes in as ``Inputs.cloud_drift``, looked up by
+the use-case; the template side (requirements, labels, taints) is ``disruption.drift.template_drift``.
+A drifted node with pods is replaced; an empty one is deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..context import Context
+from ..decisions import Action, Decision, Reason
+from ..drift import template_drift
+from ..nodes import NodeView
+from .base import Method
+
+
+class Drift(Method):
+    name = "drift"
+    reason = Reason.DRIFTED
+
+    def _why(self, node: NodeView, ctx: Context) -> str | None:
+        return ctx.inputs.cloud_drift.get(node.name) or template_drift(node, ctx.pool(node))
+
+    def should_disrupt(self, node: NodeView, ctx: Context) -> bool:
+        return bool(self._why(node, ctx))
+
+    def compute(self, candidates: Sequence[NodeView], ctx: Context) -> list[Decision]:
+        taken: list[Decision] = []
+        for v in candidates:
+            why = self._why(v, ctx)
+            if not why:
+                continue
+            ctx.decided.add(v.name)
+            if ctx.voluntary_ok(v, Reason.DRIFTED):
+                d = Decision([v.name], Reason.DRIFTED, f"drifted: {why}", Action.REPLACE if v.pods else Action.DELETE,
+                             pods=[p.key for p in v.pods])
+                ctx.take(d, v.nodepool)
+                taken.append(d)
+        return taken

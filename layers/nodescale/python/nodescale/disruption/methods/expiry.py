@@ -1,0 +1,53 @@
+"""Expiry: replace nodes older than their pool's ``expireAfter``.
+
+Forceful under the v1 API (past budgets and do-not-disrupt, as Karpenter v1 does); older APIs let
+budgets and do-not-disrupt hold it. An expired node without pods is deleted, not replaced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from ...config.nodepools import V1
+from ...model.nodepool import NodePool
+from ..context import Context
+from ..decisions import Action, Decision, Reason
+from ..nodes import NodeView
+from .base import Method
+
+
+def expiry_check(node: NodeView, pool: NodePool, now: datetime) -> Decision | None:
+    expire = pool.disruption.expire_after_seconds
+    if expire is None or node.created is None:
+        return None
+    if now < node.created + timedelta(seconds=expire):
+        return None
+    age_h = (now - node.created).total_seconds() / 3600
+    return Decision([node.name], Reason.EXPIRED, f"{age_h:.1f}h old, expireAfter {expire / 3600:g}h",
+                    action=Action.REPLACE)
+
+
+class Expiry(Method):
+    name = "expiry"
+    reason = Reason.EXPIRED
+
+    def should_disrupt(self, node: NodeView, ctx: Context) -> bool:
+        return expiry_check(node, ctx.pool(node), ctx.now) is not None
+
+    def compute(self, candidates: Sequence[NodeView], ctx: Context) -> list[Decision]:
+        taken: list[Decision] = []
+        for v in candidates:
+            pool = ctx.pool(v)
+            d = expiry_check(v, pool, ctx.now)
+            if d is None:
+                continue
+            d.pods = [p.key for p in v.pods]
+            if not v.pods:
+                d.action = Action.DELETE
+            if pool.api_version == V1 or ctx.voluntary_ok(v, Reason.EXPIRED):
+                ctx.take(d, v.nodepool)
+                taken.append(d)
+            else:
+                ctx.decided.add(v.name)
+        return taken

@@ -1,0 +1,284 @@
+"""The disruption run's acting: carry on with what earlier runs started, and act on this run's plan.
+
+Under way: a node carrying the disruption taint is drained a round further and terminated once empty
+(instances together, in one batch); a node waiting for its replacement is tainted once every
+replacement is Ready, or released when one failed. New decisions: a node whose pods need room gets
+its replacement launched first (the node is cordoned and annotated with the instance ids, and a later
+run goes on); any other is tainted and drained now. Every refusal and decision becomes a log line,
+a metric and (within limits) an event on the node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from kubernetes.client.exceptions import ApiException
+
+from .. import clock, telemetry
+from ..disruption.consolidation import Replacement
+from ..disruption.decisions import Action, Blocked, Blocker, Decision
+from ..disruption.nodes import NodeView
+from ..k8s import events as k8s_events
+from ..k8s import nodes as k8s_nodes
+from .disrupt_run import (
+    EVENT_BLOCKED,
+    EVENT_DECISION,
+    EVENT_REPLACEMENT_FAILED,
+    EVENT_REPLACING,
+    EVENT_TERMINATED,
+    FORCEFUL,
+    MAX_REFUSAL_EVENTS,
+    REASON_ANNOTATION,
+    REPLACEMENT_ANNOTATION,
+    STARTED_ANNOTATION,
+    RunState,
+    log,
+    node_annotations,
+    node_name,
+    replacement_ids,
+)
+from .provision import launch_capacity
+from .terminate import TERMINATING, TerminationStep, continue_termination
+from .world import in_flight_instance
+
+# -- what is under way ----------------------------------------------------------------------------------------
+
+
+def finish_under_way(run: RunState) -> tuple[set[str], set[str]]:
+    """Returns (nodes in progress, nodes that are replacements still coming up)."""
+    in_progress: set[str] = set()
+    protected: set[str] = set()
+    for raw in list(run.world.nodes):
+        name = node_name(raw)
+        if k8s_nodes.has_taint(raw, k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule"):
+            in_progress.add(name)
+            # Its replacement takes the pods this drain evicts: not a candidate while that goes on.
+            protected.update(_nodes_of(run, replacement_ids(raw)))
+            continue_drain(run, raw)
+        elif node_annotations(raw).get(REPLACEMENT_ANNOTATION):
+            in_progress.add(name)
+            protected.update(await_replacement(run, raw))
+    return in_progress, protected
+
+
+def _nodes_of(run: RunState, instance_ids: list[str]) -> list[str]:
+    return [node_name(n) for n in map(run.world.node_for_instance, instance_ids) if n is not None]
+
+
+def continue_drain(run: RunState, raw: dict[str, Any]) -> None:
+    """One more drain round for a tainted node; its instance joins the batch once it is empty."""
+    name = node_name(raw)
+    annotations = node_annotations(raw)
+    reason = annotations.get(REASON_ANNOTATION, "")
+    if run.dry_run:
+        run.report.terminations.append({"node": name, "state": "draining", "reason": reason or "under way"})
+        return
+    if run.time_left() <= 0:
+        return
+    try:
+        step = continue_termination(
+            run.rt, run.world, raw, involuntary=reason in FORCEFUL, deadline_monotonic=run.deadline,
+            batch=run.batch,
+        )
+    except (ApiException, ClientError, BotoCoreError) as exc:
+        run.report.errors.append(f"node {name}: termination step failed: {exc}")
+        log.warning("termination step failed", extra={"node": name, "error": str(exc)})
+        return
+    if step.state == TERMINATING:
+        run.terminating.append((step, reason, annotations))
+        return
+    _record_step(run, step, reason, annotations)
+
+
+def flush_terminations(run: RunState) -> None:
+    """Terminate the instances of the nodes drained empty so far, together (see TerminationBatch)."""
+    waiting, run.terminating = run.terminating, []
+    if not waiting:
+        return
+    try:
+        run.batch.flush()
+    except (ApiException, ClientError, BotoCoreError) as exc:
+        for step, _, _ in waiting:
+            run.report.errors.append(f"node {step.node}: terminating its instance failed: {exc}")
+        log.warning("terminating instances failed", extra={"nodes": [s.node for s, _, _ in waiting],
+                                                           "error": str(exc)})
+        return
+    for step, reason, notes in waiting:
+        _record_step(run, step, reason, notes)
+
+
+def _record_step(run: RunState, step: TerminationStep, reason: str, annotations: Mapping[str, str]) -> None:
+    entry = step.summary()
+    if reason:
+        entry["disruptionReason"] = reason
+    run.report.terminations.append(entry)
+    if not step.done:
+        return
+    started = clock.parse_timestamp(annotations.get(STARTED_ANNOTATION))
+    if started is not None:
+        telemetry.seconds(telemetry.DRAIN_SECONDS, max(0.0, (run.now() - started).total_seconds()))
+    telemetry.count(telemetry.NODES_TERMINATED, 1, **{telemetry.REASON_DIMENSION: reason or "Unknown"})
+    run.event(step.node, EVENT_TERMINATED, f"terminated ({reason or 'disrupted'}): instance {step.instance_id}")
+
+
+def await_replacement(run: RunState, raw: dict[str, Any]) -> list[str]:
+    """A node whose replacement was launched: drain it once every replacement is Ready. Returns the
+    replacements' node names (not candidates for disruption themselves)."""
+    name = node_name(raw)
+    ids = replacement_ids(raw)
+    waiting, failed, protected = _replacement_progress(run, raw, ids)
+    if failed:
+        _call_off(run, name, "; ".join(failed))
+    elif waiting:
+        run.report.waiting.append({"node": name, "replacements": ids, "notReady": waiting})
+    elif run.dry_run:
+        run.report.terminations.append({"node": name, "state": "replacement ready"})
+    else:
+        try:
+            change = k8s_nodes.mark_disrupted(run.rt.api, name)
+        except k8s_nodes.NodeGoneError:
+            return protected
+        continue_drain(run, change.node)
+    return protected
+
+
+def _replacement_progress(run: RunState, raw: Mapping[str, Any], ids: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """(instances not Ready yet, why others failed, the replacements' node names)."""
+    started = clock.parse_timestamp(node_annotations(raw).get(STARTED_ANNOTATION))
+    timeout = run.rt.settings.registration_timeout_seconds
+    waiting: list[str] = []
+    failed: list[str] = []
+    protected: list[str] = []
+    for iid in ids:
+        node = run.world.node_for_instance(iid)
+        inst = run.world.instance(iid)
+        if node is not None:
+            protected.append(node_name(node))
+            if not k8s_nodes.readiness(node).ready:
+                waiting.append(iid)
+        elif inst is None:
+            failed.append(f"instance {iid} is gone")
+        else:
+            # Counted from the decision (when the launch was made) as well as from EC2's launch time,
+            # whichever is later: both are the same moment unless the clocks disagree.
+            moments = [m for m in (inst.launch_time, started) if m is not None]
+            launched = max(moments) if moments else None
+            if launched is not None and (run.world.now - launched).total_seconds() > timeout:
+                failed.append(f"instance {iid} did not register within {int(timeout)}s")
+            else:
+                waiting.append(iid)
+    return waiting, failed, protected
+
+
+def _call_off(run: RunState, name: str, why: str) -> None:
+    """A replacement failed: the node stays, uncordoned and without the disruption annotations."""
+    run.report.notes.append(f"node {name}: replacement failed ({why}); disruption called off")
+    run.event(name, EVENT_REPLACEMENT_FAILED, f"disruption called off: {why}", k8s_events.WARNING)
+    if run.dry_run:
+        return
+    run.annotate(name, {REPLACEMENT_ANNOTATION: None, REASON_ANNOTATION: None, STARTED_ANNOTATION: None})
+    with contextlib.suppress(k8s_nodes.NodeGoneError):
+        k8s_nodes.uncordon(run.rt.api, name)
+
+
+# -- this run's plan ------------------------------------------------------------------------------------------
+
+
+def refused(run: RunState, r: Blocked) -> None:
+    message = r.message
+    run.report.refused.append({"nodes": r.nodes, "reason": r.reason, "blockedBy": r.kind, "why": message})
+    run.log.info(message, extra={"nodes": r.nodes, "reason": r.reason, "blocked_by": r.kind})
+    if r.kind == Blocker.BUDGET:
+        telemetry.count(telemetry.BUDGET_BLOCKED, len(r.nodes), **{telemetry.REASON_DIMENSION: r.reason})
+    elif r.kind == Blocker.DO_NOT_DISRUPT:
+        telemetry.count(telemetry.DO_NOT_DISRUPT_BLOCKED, len(r.nodes), **{telemetry.REASON_DIMENSION: r.reason})
+    for node in r.nodes:
+        if run.refusal_events >= MAX_REFUSAL_EVENTS:
+            run.events_skipped += 1
+            continue
+        run.refusal_events += 1
+        run.event(node, EVENT_BLOCKED, message)
+
+
+def act(run: RunState, d: Decision, views: Mapping[str, NodeView]) -> None:
+    """Report the decision and, unless this is a dry run, start it: replacements first, else the drain."""
+    entry = _decision_entry(d)
+    run.report.decisions.append(entry)
+    message = f"{d.reason}: {d.detail}"
+    run.log.info(f"disrupting {', '.join(d.nodes)}: {message}",
+                 extra={"nodes": d.nodes, "reason": d.reason, "action": d.action, "dry_run": run.dry_run})
+    if run.dry_run:
+        return
+    telemetry.count(telemetry.DECISIONS, 1, **{telemetry.REASON_DIMENSION: d.reason})
+    if d.saving_per_hour > 0:
+        telemetry.gauge(telemetry.PRICE_SAVED, d.saving_per_hour, telemetry.Unit.NoUnit,
+                        **{telemetry.REASON_DIMENSION: d.reason})
+    replacements: list[str] = []
+    if d.action == Action.REPLACE:
+        launched = _launch_replacement(run, d, views, entry)
+        if launched is None:
+            return
+        replacements = launched
+        entry["replacementInstances"] = replacements
+    _start(run, d, message, replacements)
+
+
+def _decision_entry(d: Decision) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "nodes": d.nodes, "reason": d.reason, "action": d.action, "detail": d.detail,
+        "savingPerHour": round(d.saving_per_hour, 6), "pods": len(d.pods),
+    }
+    if isinstance(d.replacement, Replacement):
+        entry["replacement"] = {"nodePool": d.replacement.nodepool, "instanceType": d.replacement.instance_type,
+                                "pricePerHour": d.replacement.price}
+    return entry
+
+
+def _launch_replacement(
+    run: RunState, d: Decision, views: Mapping[str, NodeView], entry: dict[str, Any]
+) -> list[str] | None:
+    """The instance ids replacing ``d``'s nodes, or None (said in the report and on the nodes) when none launched."""
+    pods = [p for name in d.nodes for p in (views[name].pods if name in views else [])]
+    launched = launch_capacity(run.rt, run.world, pods, exclude_nodes=d.nodes,
+                               reason=f"replacement for {d.reason.lower()} node(s) {', '.join(d.nodes)}")
+    if launched.unschedulable or (launched.planned and not launched.launches):
+        why = launched.unschedulable[0][1] if launched.unschedulable else "; ".join(launched.error_messages)
+        entry["action"] = Action.NONE
+        entry["error"] = f"replacement could not be launched: {why}"
+        for node in d.nodes:
+            run.event(node, EVENT_BLOCKED, f"{d.reason}: replacement could not be launched: {why}", k8s_events.WARNING)
+        run.report.errors.append(f"{', '.join(d.nodes)}: replacement could not be launched: {why}")
+        return None
+    replacements = [x.instance_id for x in launched.launches if x.instance_id]
+    replacements += [i for i in (_instance_of(run, n) for n in launched.waiting) if i]
+    return replacements
+
+
+def _start(run: RunState, d: Decision, message: str, replacements: list[str]) -> None:
+    """Annotate each node; with replacements, cordon it and wait for them, otherwise taint and drain it now."""
+    started = clock.format_timestamp(run.world.now)
+    for node in d.nodes:
+        annotations = {REASON_ANNOTATION: d.reason, STARTED_ANNOTATION: started}
+        if replacements:
+            annotations[REPLACEMENT_ANNOTATION] = ",".join(sorted(set(replacements)))
+        if not run.annotate(node, annotations):
+            continue
+        if replacements:
+            k8s_nodes.cordon(run.rt.api, node)
+            run.event(node, EVENT_REPLACING, f"{message}; waiting for replacement {', '.join(replacements)}")
+            continue
+        run.event(node, EVENT_DECISION, message)
+        change = k8s_nodes.mark_disrupted(run.rt.api, node)
+        continue_drain(run, change.node)
+
+
+def _instance_of(run: RunState, node: str) -> str | None:
+    """The instance behind a node the launch is waiting for: in flight (no Node yet) or registered."""
+    iid = in_flight_instance(node)
+    if iid is not None:
+        return iid
+    raw = run.raw_by_name.get(node)
+    return k8s_nodes.instance_id(raw) if raw else None

@@ -1,0 +1,109 @@
+"""The disruption run's clean-up of leftovers: this cluster's instances that never registered as Nodes,
+Nodes whose instance is gone, and launch templates no NodePool would use today.
+
+Each part writes what it removed (or, in a dry run, would remove) into the run's report.
+"""
+
+from __future__ import annotations
+
+from .. import telemetry
+from ..aws import instances as ec2_instances
+from ..aws import launchtemplates
+from ..aws.ownership import GONE_STATES, classify
+from ..disruption.decisions import ORPHANED
+from ..k8s import nodes as k8s_nodes
+from .disrupt_run import RunState, node_name, pool_label
+
+# Launch templates younger than this are kept: another function may be launching with one.
+TEMPLATE_MIN_AGE_SECONDS = 600.0
+
+
+def clean_up(run: RunState) -> None:
+    unregistered_instances(run)
+    orphaned_nodes(run)
+    unused_launch_templates(run)
+
+
+def unregistered_instances(run: RunState) -> None:
+    """Terminate this cluster's instances that no Node registered for within the registration timeout."""
+    timeout = run.rt.settings.registration_timeout_seconds
+    stale = ec2_instances.unregistered(run.world.unregistered_instances(), (), timeout, now=run.world.now)
+    ids = [i.instance_id for i in stale]
+    if not ids:
+        return
+    if not run.dry_run:
+        ids = ec2_instances.terminate(run.rt.aws.ec2, ids, run.rt.cluster).terminated
+        if ids:
+            telemetry.count(telemetry.NODES_TERMINATED, len(ids), **{telemetry.REASON_DIMENSION: ORPHANED})
+    for iid in ids:
+        run.log.info(
+            f"terminated instance {iid}: no Node registered within {int(timeout)}s",
+            extra={"instance_id": iid, "decision": ORPHANED, "dry_run": run.dry_run},
+        )
+    run.report.cleanup["unregisteredInstances"] = ids
+
+
+def orphaned_nodes(run: RunState) -> None:
+    """Delete Nodes of this system whose instance EC2 says is gone (or never knew)."""
+    world = run.world
+    suspects: dict[str, str] = {}
+    for raw in world.nodes:
+        iid = k8s_nodes.instance_id(raw)
+        if not iid or world.instance(iid) is not None:
+            continue
+        suspects[iid] = node_name(raw)
+    if not suspects:
+        return
+    found = classify(run.rt.aws.ec2, suspects, run.rt.cluster)
+    removed = []
+    for iid, name in suspects.items():
+        raw = run.raw_by_name.get(name) or {}
+        owned = found.owned.get(iid)
+        if owned is not None:
+            if owned.state not in GONE_STATES:
+                continue  # stopped, not gone: repair looks after it
+        elif not (pool_label(raw) in world.nodepools and found.missing(iid)):
+            continue  # someone else's instance, or a node nodescale never made
+        if not run.dry_run and not k8s_nodes.delete_node(run.rt.api, name):
+            continue
+        removed.append(name)
+        run.log.info(
+            f"deleted node {name}: its instance {iid} no longer exists",
+            extra={"node": name, "instance_id": iid, "decision": ORPHANED, "dry_run": run.dry_run},
+        )
+    # The decisions that follow must not see the deleted nodes.
+    world.nodes = [n for n in world.nodes if node_name(n) not in removed]
+    world.index()
+    run.report.cleanup["orphanedNodes"] = removed
+
+
+def unused_launch_templates(run: RunState) -> None:
+    """Delete this cluster's launch templates that no NodePool renders today (all kept if one cannot be)."""
+    in_use = _templates_in_use(run)
+    if not in_use:
+        return  # no pools, or one unresolvable: nothing proves a template unused
+    ec2, cluster = run.rt.aws.ec2, run.rt.cluster
+    if run.dry_run:
+        current = launchtemplates.list_managed(ec2, cluster)
+        run.report.cleanup["launchTemplates"] = sorted(
+            t["LaunchTemplateName"] for t in current if t["LaunchTemplateName"] not in in_use
+        )
+        return
+    run.report.cleanup["launchTemplates"] = launchtemplates.cleanup_unused(
+        ec2, cluster, in_use, TEMPLATE_MIN_AGE_SECONDS, now=run.world.now
+    )
+
+
+def _templates_in_use(run: RunState) -> set[str]:
+    """The names of the templates today's pools would launch with; empty when any pool cannot say."""
+    in_use: set[str] = set()
+    for pool in run.world.nodepools.values():
+        node_class = run.world.nodeclasses.get(pool.node_class)
+        if node_class is None:
+            return set()
+        try:
+            in_use |= run.rt.launcher.current_template_names(pool, node_class)
+        except Exception as exc:  # noqa: BLE001 - any failure to render today's templates means keep them all
+            run.report.notes.append(f"launch templates kept: NodePool {pool.name} cannot be resolved ({exc})")
+            return set()
+    return in_use

@@ -1,0 +1,153 @@
+"""What the disruption planner is given, read from the world: the node views, cloud-side drift, how
+long instances have failed their status checks, and the consolidation simulator (the bin-packer run
+with some nodes taken away). Also the cluster gauges the run publishes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .. import clock, telemetry
+from ..aws import instances as ec2_instances
+from ..disruption.consolidation import Replacement, Simulation, Simulator
+from ..disruption.gauges import cluster_gauges
+from ..disruption.nodes import NodeView
+from ..k8s import nodes as k8s_nodes
+from ..model import resources as res
+from ..model.instancetype import InstanceType
+from ..scheduling import NodeClaim, solve
+from .disrupt_run import IMPAIRED_SINCE, RunState, node_name, pool_label
+from .world import World
+
+
+def node_views(world: World) -> tuple[list[NodeView], dict[str, Mapping[str, int]]]:
+    """This system's nodes (a known NodePool and an instance tagged for this cluster), and their capacities."""
+    out: list[NodeView] = []
+    capacities: dict[str, Mapping[str, int]] = {}
+    for raw in world.nodes:
+        pool = pool_label(raw)
+        iid = k8s_nodes.instance_id(raw)
+        inst = world.instance(iid) if iid else None
+        if pool not in world.nodepools or inst is None:
+            continue
+        name = node_name(raw)
+        view = NodeView.from_node(raw, world.pods_by_node.get(name, []), world.price_of(inst))
+        if not view.capacity_type:
+            view.capacity_type = inst.capacity_type
+        out.append(view)
+        capacities[name] = res.parse_resource_list((raw.get("status") or {}).get("capacity") or {}, "capacity")
+    return out, capacities
+
+
+def cloud_drift(run: RunState, views: Iterable[NodeView], skip: set[str]) -> dict[str, str]:
+    """Node -> why its instance no longer matches what its pool would launch (the launcher's answer)."""
+    out: dict[str, str] = {}
+    broken: set[str] = set()
+    for v in views:
+        if v.name in skip or v.nodepool in broken:
+            continue
+        pool = run.world.nodepools[v.nodepool]
+        node_class = run.world.nodeclasses.get(pool.node_class)
+        inst = run.world.instance(v.instance_id)
+        if node_class is None or inst is None:
+            continue
+        try:
+            why = run.rt.launcher.drift(inst, pool, node_class)
+        except Exception as exc:  # noqa: BLE001 - an unresolvable node class is no reason to replace nodes
+            broken.add(v.nodepool)
+            run.report.notes.append(f"drift of NodePool {v.nodepool} not checked: {exc}")
+            continue
+        if why:
+            out[v.name] = why
+    return out
+
+
+def impaired_since(run: RunState, views: Iterable[NodeView], skip: set[str]) -> dict[str, datetime]:
+    """Node -> since when its instance fails EC2 status checks; the moment is kept on the node between runs."""
+    wanted = {v.instance_id: v for v in views if v.name not in skip}
+    if not wanted:
+        return {}
+    try:
+        impaired = ec2_instances.impaired_instances(run.rt.aws.ec2)
+    except (ClientError, BotoCoreError) as exc:
+        run.report.notes.append(f"EC2 status checks not read: {exc}")
+        return {}
+    out: dict[str, datetime] = {}
+    for iid, v in wanted.items():
+        recorded = clock.parse_timestamp(v.annotations.get(IMPAIRED_SINCE))
+        if iid in impaired:
+            if recorded is None:
+                recorded = run.world.now
+                run.annotate(v.name, {IMPAIRED_SINCE: clock.format_timestamp(recorded)})
+            out[v.name] = recorded
+        elif recorded is not None:
+            run.annotate(v.name, {IMPAIRED_SINCE: None})
+    return out
+
+
+def simulator(world: World, in_progress: set[str]) -> Simulator:
+    """What becomes of the pods of some nodes were those nodes gone (nodes in progress are gone already)."""
+    everything = world.existing_nodes(exclude=in_progress)
+    pools = list(world.nodepools.values())
+    types = world.types_by_pool()
+    daemons = world.daemonset_pods()
+    labels = world.labels_by_pool()
+    unavailable = set(world.unavailable)
+    pending = list(world.pending)
+
+    def simulate(nodes: Sequence[NodeView]) -> Simulation:
+        gone = {n.name for n in nodes}
+        pods = [p for n in nodes for p in n.pods]
+        mine = {p.uid or p.key for p in pods}
+        plan = solve(
+            pods + pending, pools, types, [e for e in everything if e.name not in gone], daemons,
+            unavailable, node_labels_by_pool=labels,
+        )
+        sim = Simulation()
+        sim.unschedulable = [(u.pod.key, u.reason) for u in plan.unschedulable if (u.pod.uid or u.pod.key) in mine]
+        for claim in plan.node_claims:
+            if not any((p.uid or p.key) in mine for p in claim.pods):
+                continue  # capacity for pending pods: the provisioner's business
+            sim.replacements.append(replacement_from_claim(claim, types.get(claim.nodepool, [])))
+        return sim
+
+    return simulate
+
+
+def replacement_from_claim(claim: NodeClaim, types: Sequence[InstanceType]) -> Replacement:
+    """The claim's options as (type, price, capacity type), cheapest first, within its zones and capacity types."""
+    by_name = {t.name: t for t in types}
+    options: list[tuple[str, float, str]] = []
+    zones, cts = set(claim.zones), set(claim.capacity_types)
+    for name in claim.instance_types:
+        it = by_name.get(name)
+        if it is None:
+            continue
+        for o in it.offerings:
+            if o.available and o.zone in zones and o.capacity_type in cts:
+                options.append((name, o.price, o.capacity_type))
+    options.sort(key=lambda x: (x[1], x[0]))
+    best: dict[tuple[str, str], tuple[str, float, str]] = {}
+    for opt in options:
+        best.setdefault((opt[0], opt[2]), opt)
+    ordered = sorted(best.values(), key=lambda x: (x[1], x[0]))
+    return Replacement(claim.nodepool, claim.price, ordered, list(claim.capacity_types), [p.key for p in claim.pods])
+
+
+def emit_gauges(views: Iterable[NodeView], capacities: Mapping[str, Mapping[str, int]], world: World) -> None:
+    g = cluster_gauges(views, capacities, world.nodepools)
+    for (pool, ct), n in g.nodes.items():
+        telemetry.gauge(telemetry.NODES, n, telemetry.Unit.Count,
+                        **{telemetry.NODEPOOL_DIMENSION: pool, telemetry.CAPACITY_TYPE_DIMENSION: ct})
+    telemetry.gauge(telemetry.PRICE_PER_HOUR, round(g.price_per_hour, 6))
+    telemetry.gauge(telemetry.MANAGED_CPU, g.cpu, telemetry.Unit.Count)
+    telemetry.gauge(telemetry.MANAGED_MEMORY_GIB, round(g.memory_gib, 3), telemetry.Unit.Gigabytes)
+    for (pool, resource), value in g.usage.items():
+        telemetry.gauge(telemetry.NODEPOOL_USAGE, value,
+                        **{telemetry.NODEPOOL_DIMENSION: pool, telemetry.RESOURCE_DIMENSION: resource})
+    for (pool, resource), value in g.limits.items():
+        telemetry.gauge(telemetry.NODEPOOL_LIMIT, value,
+                        **{telemetry.NODEPOOL_DIMENSION: pool, telemetry.RESOURCE_DIMENSION: resource})

@@ -1,0 +1,149 @@
+"""What one disruption run shares between its reading, clean-up, deciding and acting parts.
+
+The annotations and event reasons it writes, the summary it returns (``Report``), and ``RunState``:
+the runtime, the world read at the start, the deadline, and the two writes every part makes (an
+event on a node, an annotation patch), both of which a dry run skips.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from .. import clock, telemetry
+from ..disruption.decisions import EXPIRED, UNHEALTHY
+from ..k8s import events as k8s_events
+from ..k8s import nodes as k8s_nodes
+from ..model import labels as wk
+from ..runtime import Runtime
+from .terminate import TerminationBatch, TerminationStep
+from .world import World
+
+log = logging.getLogger("nodescale.usecases.disrupt")
+
+# Written on a node being disrupted: why, since when, and the instances replacing it.
+REASON_ANNOTATION = "nodescale.io/disruption-reason"
+STARTED_ANNOTATION = "nodescale.io/disruption-started"
+REPLACEMENT_ANNOTATION = "nodescale.io/disruption-replacement"
+# First time the node's instance was seen failing its EC2 status checks (repair counts from it).
+IMPAIRED_SINCE = "nodescale.io/impaired-since"
+
+EVENT_DECISION = "DisruptionDecision"
+EVENT_BLOCKED = "DisruptionBlocked"
+EVENT_REPLACING = "DisruptionReplacing"
+EVENT_REPLACEMENT_FAILED = "DisruptionReplacementFailed"
+EVENT_TERMINATED = "DisruptionTerminated"
+EVENT_WINDOW_SECONDS = 55.0  # below the one-minute schedule: each run may restate a refusal once
+# Refusal events one run writes at most (a zero budget in business hours holds every node of a pool
+# every minute); the rest are in the log and the summary only.
+MAX_REFUSAL_EVENTS = 200
+
+# Reasons whose drain evicts do-not-disrupt pods too (the node goes regardless).
+FORCEFUL = frozenset({EXPIRED, UNHEALTHY})
+DEFAULT_RUN_SECONDS = 240.0
+
+
+@dataclass
+class Report:
+    dry_run: bool
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    refused: list[dict[str, Any]] = field(default_factory=list)
+    terminations: list[dict[str, Any]] = field(default_factory=list)
+    waiting: list[dict[str, Any]] = field(default_factory=list)
+    cleanup: dict[str, list[str]] = field(
+        default_factory=lambda: {"unregisteredInstances": [], "orphanedNodes": [], "launchTemplates": []}
+    )
+    notes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    gauges: dict[str, Any] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+
+    def to_dict(self) -> dict[str, Any]:
+        saving = sum(d.get("savingPerHour", 0.0) for d in self.decisions)
+        return {
+            "dryRun": self.dry_run,
+            "decisions": self.decisions,
+            "refused": self.refused,
+            "terminations": self.terminations,
+            "waitingForReplacement": self.waiting,
+            "cleanup": self.cleanup,
+            "notes": self.notes,
+            "errors": self.errors,
+            "pricePerHourSaved": round(saving, 6),
+            "cluster": self.gauges,
+            "seconds": round(time.monotonic() - self.started, 3),
+        }
+
+
+class RunState:
+    """One run's runtime, world, deadline and summary, and the node writes a dry run leaves out."""
+
+    def __init__(self, rt: Runtime, world: World, dry_run: bool, deadline: float) -> None:
+        self.rt = rt
+        self.world = world
+        self.dry_run = dry_run
+        self.deadline = deadline
+        self.report = Report(dry_run)
+        self.log = telemetry.logger()
+        # Events are stamped on the world's clock (the simulator's, in tests), advanced by real time.
+        base, started = world.now.timestamp(), time.monotonic()
+        self.recorder = k8s_events.EventRecorder(
+            rt.api, dedupe_seconds=EVENT_WINDOW_SECONDS, on_repeat="skip",
+            clock=lambda: base + time.monotonic() - started,
+        )
+        self.raw_by_name = {node_name(n): n for n in world.nodes}
+        self.refusal_events = 0
+        self.events_skipped = 0
+        self.batch = TerminationBatch(rt)
+        # Steps whose instance waits for the batch to be terminated: (step, reason, node annotations).
+        self.terminating: list[tuple[TerminationStep, str, dict[str, Any]]] = []
+
+    def now(self) -> datetime:
+        return clock.now()
+
+    def time_left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def event(self, node: str, reason: str, message: str, type_: str = k8s_events.NORMAL) -> None:
+        if self.dry_run:
+            return
+        uid = str(((self.raw_by_name.get(node) or {}).get("metadata") or {}).get("uid") or "")
+        try:
+            self.recorder.node(node, reason, message, type_, uid=uid)
+        except ApiException as exc:
+            log.warning("event not recorded", extra={"node": node, "reason": reason, "status": exc.status})
+
+    def annotate(self, node: str, annotations: Mapping[str, str | None]) -> bool:
+        """False when the node is gone; a dry run writes nothing and says True."""
+        if self.dry_run:
+            return True
+        try:
+            k8s_nodes.patch_metadata(self.rt.api, node, annotations=annotations)
+            return True
+        except k8s_nodes.NodeGoneError:
+            return False
+
+
+def node_name(node: Mapping[str, Any]) -> str:
+    return str((node.get("metadata") or {}).get("name") or "")
+
+
+def node_annotations(node: Mapping[str, Any]) -> dict[str, str]:
+    return (node.get("metadata") or {}).get("annotations") or {}
+
+
+def pool_label(node: Mapping[str, Any]) -> str:
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return labels.get(wk.NODEPOOL) or labels.get(wk.LEGACY_PROVISIONER) or ""
+
+
+def replacement_ids(node: Mapping[str, Any]) -> list[str]:
+    """The instances a node waits for before it is drained (empty when it waits for none)."""
+    raw = node_annotations(node).get(REPLACEMENT_ANNOTATION, "")
+    return [i for i in raw.split(",") if i]
