@@ -16,6 +16,7 @@ from nodescale.aws.instances import ManagedInstance
 from nodescale.commands.provision import to_text
 from nodescale.config import load, parse_documents
 from nodescale.model.pod import Pod
+from nodescale.scheduling import Plan, Unschedulable, UnschedulableKind
 from nodescale.settings import Settings, SettingsError
 from nodescale.usecases import provision as provisioning
 from nodescale.usecases.cluster_budget import ClusterBudget, parse_limits
@@ -286,3 +287,20 @@ def test_identical_nodes_go_out_in_one_fleet_request(recorder: FakeRecorder) -> 
     assert sorted(len(x.pods) for x in outcome.launches) == [1, 1, 1, 1]
     nominated = {e[0]: e[3] for e in recorder.events if e[1] == "Nominated"}
     assert len({msg for msg in nominated.values()}) == 4  # each pod names its own instance
+
+
+def test_pools_at_their_limits_come_from_the_typed_reason_not_its_wording() -> None:
+    pod = _pod("a", "1")
+    plan = Plan([], [], [
+        # Named as limited, in words that do not say so: reported.
+        Unschedulable(pod, "held back", UnschedulableKind.LIMITS, ("gpu", "batch")),
+        # Says "limits" in words but names no pool: not reported.
+        Unschedulable(pod, "incompatible with nodepool x: it would exceed the nodepool's limits",
+                      UnschedulableKind.TOO_LARGE),
+    ], 2)
+    outcome = provisioning.LaunchOutcome()
+    provisioning._note_pool_limits(plan, outcome)
+    assert outcome.limits == [
+        {"scope": "nodepool", "nodePool": "batch", "reason": "held back"},
+        {"scope": "nodepool", "nodePool": "gpu", "reason": "held back"},
+    ]

@@ -1,7 +1,15 @@
 """The bin-packer: where pending pods go, and which NodeClaims to launch for them."""
 
-from .plan import MAX_INSTANCE_TYPES, ExistingNode, ExistingPlacement, NodeClaim, Plan, Unschedulable
-from .solver import solve
+from .plan import (
+    MAX_INSTANCE_TYPES,
+    ExistingNode,
+    ExistingPlacement,
+    NodeClaim,
+    Plan,
+    Unschedulable,
+    UnschedulableKind,
+)
+from .scheduler import solve
 
 __all__ = [
     "MAX_INSTANCE_TYPES",
@@ -10,5 +18,6 @@ __all__ = [
     "NodeClaim",
     "Plan",
     "Unschedulable",
+    "UnschedulableKind",
     "solve",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from ..model import labels as wk
 from ..model import resources as res
@@ -57,10 +58,28 @@ class ExistingPlacement:
     pods: list[Pod]
 
 
+class UnschedulableKind(StrEnum):
+    """Why a pod has no place, in kinds a caller can act on; ``Unschedulable.reason`` says it in words.
+
+    When several nodepools refuse a pod for different reasons, the kind is that of the pool that came
+    closest to taking it, in this order: LIMITS, MIN_VALUES, TOO_LARGE, NO_OFFERING, INCOMPATIBLE.
+    """
+
+    NO_NODEPOOL = "NoNodePool"  # no nodepool is defined, and no existing node takes the pod
+    INCOMPATIBLE = "Incompatible"  # taints, node selectors or requirements rule out every pool and node
+    NO_OFFERING = "NoOffering"  # no instance type is offered in the zones and capacity types allowed
+    TOO_LARGE = "TooLarge"  # no instance type has room for the pod's requests
+    MIN_VALUES = "MinValues"  # too few instance types fit to keep a requirement's minValues
+    LIMITS = "Limits"  # a new node would exceed its nodepool's limits
+    TOPOLOGY = "Topology"  # topology spread or pod (anti-)affinity cannot be met
+
+
 @dataclass(slots=True)
 class Unschedulable:
     pod: Pod
     reason: str
+    kind: UnschedulableKind
+    limited_pools: tuple[str, ...] = ()  # every nodepool the reason refuses for its limits, in its order
 
 
 @dataclass(slots=True)

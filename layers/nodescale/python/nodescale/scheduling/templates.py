@@ -1,11 +1,12 @@
-"""What a NodePool would launch: its node template, and each instance type it can use with daemon overhead.
+"""What a NodePool would launch: its node template, and each instance type it can use with daemon overhead;
+and the integer-vector tests the packing loops use on them.
 
 Everything here is computed once per solve, so the packing loops only compare integer vectors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..model import labels as wk
 from ..model.instancetype import InstanceType
@@ -13,6 +14,9 @@ from ..model.nodepool import NodePool
 from ..model.pod import Pod
 from ..model.requirements import Requirement, Requirements
 from ..model.taints import tolerates_all
+from .plan import ExistingNode
+
+UNLIMITED = 1 << 62
 
 # Labels a node gets from its instance type; a type without one of them does not have that label at all.
 # The Windows build is among them: the catalog sets it on types prepared for a Windows AMI family.
@@ -78,17 +82,17 @@ class TypeOption:
         self.limit_vec = limit_vec  # what one node of it counts against the pool's limits
         self._prices: dict[tuple[frozenset[str], frozenset[str]], float | None] = {}
 
-    def price(self, zones: frozenset[str], cts: frozenset[str]) -> float | None:
+    def price(self, zones: frozenset[str], capacity_types: frozenset[str]) -> float | None:
         """The cheapest offering in those zones and capacity types; None when it has none there."""
-        key = (zones, cts)
+        key = (zones, capacity_types)
         try:
             return self._prices[key]
         except KeyError:
             pass
         found = None
-        for z, c, p in self.offers:
-            if z in zones and c in cts:
-                found = p
+        for zone, capacity_type, price in self.offers:
+            if zone in zones and capacity_type in capacity_types:
+                found = price
                 break
         self._prices[key] = found
         return found
@@ -98,7 +102,7 @@ class PoolTemplate:
     """A NodePool prepared for one solve."""
 
     __slots__ = ("index", "pool", "name", "weight", "requirements", "taints", "labels", "types",
-                 "zones", "cts", "limit_keys", "remaining", "fits")
+                 "zones", "capacity_types", "limit_keys", "remaining", "fits")
 
     def __init__(self, index: int, pool: NodePool, extra_labels: Mapping[str, str]) -> None:
         self.index = index
@@ -112,7 +116,7 @@ class PoolTemplate:
         self.taints = pool.taints
         self.types: list[TypeOption] = []
         self.zones: frozenset[str] = frozenset()
-        self.cts: frozenset[str] = frozenset()
+        self.capacity_types: frozenset[str] = frozenset()
         self.limit_keys: tuple[str, ...] = tuple(sorted(pool.limits))
         self.remaining: list[int] | None = None  # None: no limits
         self.fits: dict = {}  # per group level: a Fit or a reason string
@@ -128,8 +132,8 @@ def build_template(
     unavailable: frozenset[tuple[str, str, str]],
     usage: Mapping[str, int],
 ) -> PoolTemplate:
-    tpl = PoolTemplate(index, pool, extra_labels)
-    reqs = tpl.requirements
+    template = PoolTemplate(index, pool, extra_labels)
+    reqs = template.requirements
     zone_req = reqs.get(wk.ZONE)
     ct_req = reqs.get(wk.CAPACITY_TYPE)
     # Daemons that would run on this pool's nodes: they tolerate its taints (startup taints go away)
@@ -142,9 +146,9 @@ def build_template(
         if terms:
             pool_daemons.append((d, terms))
     zones: set[str] = set()
-    cts: set[str] = set()
+    capacity_types: set[str] = set()
     for i, it in enumerate(types):
-        if not type_satisfies(it.labels, it.operating_systems, reqs, tpl.labels):
+        if not type_satisfies(it.labels, it.operating_systems, reqs, template.labels):
             continue
         offers = sorted(
             (
@@ -161,36 +165,36 @@ def build_template(
             continue
         overhead = [0] * len(dims)
         for d, terms in pool_daemons:
-            if any(type_satisfies(it.labels, it.operating_systems, t, tpl.labels) for t in terms):
+            if any(type_satisfies(it.labels, it.operating_systems, t, template.labels) for t in terms):
                 for j, name in enumerate(dims):
                     overhead[j] += d.requests.get(name, 0)
         alloc = it.allocatable
         vec = tuple(alloc.get(name, 0) - overhead[j] for j, name in enumerate(dims))
         if any(v < 0 for v in vec):
             continue  # the daemons alone do not fit
-        limit_vec = tuple(1 if k == "nodes" else it.capacity.get(k, 0) for k in tpl.limit_keys)
-        tpl.types.append(TypeOption(it, i, vec, tuple(overhead), tuple(offers), limit_vec))
+        limit_vec = tuple(1 if k == "nodes" else it.capacity.get(k, 0) for k in template.limit_keys)
+        template.types.append(TypeOption(it, i, vec, tuple(overhead), tuple(offers), limit_vec))
         zones.update(o[0] for o in offers)
-        cts.update(o[1] for o in offers)
-    tpl.types.sort(key=lambda t: (t.offers[0][2], t.name))
-    tpl.zones = frozenset(zones)
-    tpl.cts = frozenset(cts)
-    if tpl.limit_keys:
-        tpl.remaining = [pool.limits[k] - usage.get(k, 0) for k in tpl.limit_keys]
-    return tpl
+        capacity_types.update(o[1] for o in offers)
+    template.types.sort(key=lambda t: (t.offers[0][2], t.name))
+    template.zones = frozenset(zones)
+    template.capacity_types = frozenset(capacity_types)
+    if template.limit_keys:
+        template.remaining = [pool.limits[k] - usage.get(k, 0) for k in template.limit_keys]
+    return template
 
 
 class Fit:
     """A group level against a pool: the combined requirements and the types that can hold its pods."""
 
-    __slots__ = ("tpl", "requirements", "zones", "cts", "types", "type_names", "min_values", "max_alloc")
+    __slots__ = ("template", "requirements", "zones", "capacity_types", "types", "type_names", "min_values", "max_alloc")
 
-    def __init__(self, tpl: PoolTemplate, requirements: Requirements, zones: frozenset[str],
-                 cts: frozenset[str], types: list[TypeOption]) -> None:
-        self.tpl = tpl
+    def __init__(self, template: PoolTemplate, requirements: Requirements, zones: frozenset[str],
+                 capacity_types: frozenset[str], types: list[TypeOption]) -> None:
+        self.template = template
         self.requirements = requirements
         self.zones = zones
-        self.cts = cts
+        self.capacity_types = capacity_types
         self.types = types
         self.type_names = frozenset(t.name for t in types)
         self.min_values = min_values_of(requirements)
@@ -235,31 +239,68 @@ def truncate(types: list[TypeOption], mins: tuple[tuple[str, int], ...], limit: 
     return sorted(keep.values(), key=lambda t: order[id(t)])
 
 
-def fit_level(tpl: PoolTemplate, reqs: Requirements, tolerations: tuple) -> Fit | str:
+def fit_level(template: PoolTemplate, reqs: Requirements, tolerations: tuple) -> Fit | str:
     """The Fit of a pod level on a pool, or why it cannot use the pool at all (one clause)."""
-    taint = tolerates_all(tolerations, tpl.taints)
+    taint = tolerates_all(tolerations, template.taints)
     if taint is not None:
         return f"did not tolerate {taint}"
-    why = tpl.requirements.incompatibility(reqs)
+    why = template.requirements.incompatibility(reqs)
     if why is not None:
         return why
-    combined = tpl.requirements.intersect(reqs)
+    combined = template.requirements.intersect(reqs)
     zone_req = combined.get(wk.ZONE)
     ct_req = combined.get(wk.CAPACITY_TYPE)
-    zones = frozenset(z for z in tpl.zones if zone_req is None or zone_req.has(z))
-    cts = frozenset(c for c in tpl.cts if ct_req is None or ct_req.has(c))
-    if not tpl.types:
-        return f"no instance type meets the nodepool's requirements ({_describe(tpl.pool.requirements)})"
+    zones = frozenset(z for z in template.zones if zone_req is None or zone_req.has(z))
+    capacity_types = frozenset(c for c in template.capacity_types if ct_req is None or ct_req.has(c))
+    if not template.types:
+        return f"no instance type meets the nodepool's requirements ({_describe(template.pool.requirements)})"
     types = []
-    for t in tpl.types:
-        if type_satisfies(t.it.labels, t.it.operating_systems, reqs, tpl.labels) and t.price(zones, cts) is not None:
+    for t in template.types:
+        if type_satisfies(t.it.labels, t.it.operating_systems, reqs, template.labels) and t.price(zones, capacity_types) is not None:
             types.append(t)
     if not types:
         return f"no instance type satisfies {_describe(reqs)}" if len(reqs) else "no instance type is offered"
-    if zones != tpl.zones or cts != tpl.cts:
-        types.sort(key=lambda t: (t.price(zones, cts), t.name))
-    return Fit(tpl, combined, zones, cts, types)
+    if zones != template.zones or capacity_types != template.capacity_types:
+        types.sort(key=lambda t: (t.price(zones, capacity_types), t.name))
+    return Fit(template, combined, zones, capacity_types, types)
 
 
 def _describe(reqs: Requirements) -> str:
     return ", ".join(str(r) for r in reqs.values())
+
+
+def fit_count(alloc: Sequence[int], used: Sequence[int], req: Sequence[int]) -> int:
+    """How many more pods requesting ``req`` fit in ``alloc`` beside ``used``."""
+    most = UNLIMITED
+    for have, taken, wanted in zip(alloc, used, req, strict=True):
+        if wanted:
+            room = (have - taken) // wanted
+            if room < most:
+                most = room
+    return most if most > 0 else 0
+
+
+def holds(alloc: Sequence[int], used: Sequence[int]) -> bool:
+    # A plain loop: all() over a generator costs twice as much in this hot path.
+    for have, taken in zip(alloc, used, strict=True):  # noqa: SIM110
+        if taken > have:
+            return False
+    return True
+
+
+def largest_limits(options: Iterable[TypeOption]) -> tuple[int, ...]:
+    """What a node counts against its pool's limits at worst: the most of each limited resource."""
+    return tuple(max(column) for column in zip(*(t.limit_vec for t in options), strict=True))
+
+
+def pool_usage(nodes: Sequence[ExistingNode],
+               limits_usage: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """What each pool's existing nodes, plus the extra usage given, count against its limits."""
+    usage = {pool: dict(extra) for pool, extra in limits_usage.items()}
+    for node in nodes:
+        if node.nodepool:
+            used = usage.setdefault(node.nodepool, {})
+            for resource, amount in (node.capacity or node.allocatable).items():
+                used[resource] = used.get(resource, 0) + amount
+            used["nodes"] = used.get("nodes", 0) + 1
+    return usage

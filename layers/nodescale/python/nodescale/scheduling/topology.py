@@ -1,11 +1,16 @@
-"""Topology bookkeeping: which groups a selector matches, pod counts per domain, and spreading quotas."""
+"""Topology bookkeeping: which groups a selector matches, pod counts per zone and capacity type, the
+per-node caps hostname constraints impose, and how spreading shares pods out over domains.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
-from ..model.pod import LabelSelector
+from ..model import labels as wk
+from ..model.pod import LabelSelector, Pod, PodAffinityTerm
 from .groups import Group
+from .templates import UNLIMITED
 
 
 class Matcher:
@@ -26,7 +31,15 @@ class Matcher:
         return hit
 
 
-UNLIMITED = 1 << 62
+class HostSpread(NamedTuple):
+    matching: frozenset[int]  # ids of the groups the selector matches
+    max_skew: int
+    self_match: bool  # the selector matches the group's own pods
+
+
+class HostAnti(NamedTuple):
+    matching: frozenset[int]
+    self_match: bool
 
 
 class HostRules:
@@ -35,8 +48,8 @@ class HostRules:
     __slots__ = ("spreads", "anti", "affinity", "inverse", "bootstrap", "bootstrapped")
 
     def __init__(self) -> None:
-        self.spreads: list[tuple[frozenset[int], int, bool]] = []  # (matching ids, max skew, self match)
-        self.anti: list[tuple[frozenset[int], bool]] = []
+        self.spreads: list[HostSpread] = []
+        self.anti: list[HostAnti] = []
         self.affinity: list[frozenset[int]] = []
         self.inverse: frozenset[int] = frozenset()  # groups whose anti-affinity excludes ours
         self.bootstrap = False  # self-affinity with no match anywhere yet: one new node may start it
@@ -66,6 +79,89 @@ class HostRules:
         if self.affinity and not (self.bootstrap and not self.bootstrapped):
             return 0
         return self.cap({})
+
+    @property
+    def constrained(self) -> bool:
+        return bool(self.spreads or self.anti or self.affinity or self.inverse)
+
+
+class AntiAffinityOwner(NamedTuple):
+    """A group with a required pod anti-affinity term, which keeps matching pods off its domains."""
+
+    group_id: int
+    term: PodAffinityTerm
+    namespace: str
+
+
+class InverseAnti(NamedTuple):
+    """What other groups' required anti-affinity denies a group."""
+
+    host_groups: frozenset[int]  # no node holding pods of these groups may take the group's pods
+    zones: set[str]  # nor may these zones
+
+
+class Topology:
+    """Pods of each group per zone and capacity type, and the groups placed anywhere, across one solve."""
+
+    __slots__ = ("matcher", "zone_counts", "capacity_type_counts", "anti_owners", "placed_groups")
+
+    def __init__(self, groups: list[Group]) -> None:
+        self.matcher = Matcher(groups)
+        self.zone_counts: dict[str, dict[int, int]] = {}
+        self.capacity_type_counts: dict[str, dict[int, int]] = {}
+        self.placed_groups: set[int] = set()
+        self.anti_owners = [
+            AntiAffinityOwner(group.id, term, group.namespace)
+            for group in groups
+            for term in group.sample.affinity_terms
+            if term.anti and not term.weight
+        ]
+
+    def record(self, counts: dict[int, int], zone: str | None, capacity_type: str | None, group_id: int,
+               added: int) -> None:
+        """``added`` more pods of the group on a node (whose per-group ``counts`` this updates)."""
+        counts[group_id] = counts.get(group_id, 0) + added
+        if added:
+            self.placed_groups.add(group_id)
+        self.count_domains(zone, capacity_type, group_id, added)
+
+    def record_node(self, counts: Mapping[int, int], zone: str | None, capacity_type: str | None) -> None:
+        """An existing node's pods, counted once when the solve starts."""
+        for group_id, pods in counts.items():
+            self.placed_groups.add(group_id)
+            self.count_domains(zone, capacity_type, group_id, pods)
+
+    def count_domains(self, zone: str | None, capacity_type: str | None, group_id: int, added: int) -> None:
+        if zone:
+            in_zone = self.zone_counts.setdefault(zone, {})
+            in_zone[group_id] = in_zone.get(group_id, 0) + added
+        if capacity_type:
+            in_type = self.capacity_type_counts.setdefault(capacity_type, {})
+            in_type[group_id] = in_type.get(group_id, 0) + added
+
+    def present_anywhere(self, ids: frozenset[int]) -> bool:
+        return not self.placed_groups.isdisjoint(ids)
+
+    def zone_count(self, zone: str, ids: frozenset[int]) -> int:
+        return count(self.zone_counts.get(zone, {}), ids)
+
+    def capacity_type_count(self, capacity_type: str, ids: frozenset[int]) -> int:
+        return count(self.capacity_type_counts.get(capacity_type, {}), ids)
+
+    def inverse_anti(self, group: Group) -> InverseAnti:
+        """Groups already placed whose required anti-affinity selects this group, and zones they hold."""
+        host: set[int] = set()
+        zones: set[str] = set()
+        for owner in self.anti_owners:
+            term = owner.term
+            ids = self.matcher.match(term.selector, term.namespaces or frozenset([owner.namespace]))
+            if group.id not in ids:
+                continue
+            if term.topology_key == wk.HOSTNAME:
+                host.add(owner.group_id)
+            elif term.topology_key == wk.ZONE:
+                zones.update(zone for zone, counts in self.zone_counts.items() if counts.get(owner.group_id))
+        return InverseAnti(frozenset(host), zones)
 
 
 def count(counts: Mapping[int, int], ids: frozenset[int]) -> int:
@@ -112,3 +208,35 @@ def spread_quota(
         current[best] += 1
         out[best] += 1
     return out
+
+
+class Share(NamedTuple):
+    """The pods dealt to one domain."""
+
+    pods: list[Pod]
+    domain: str
+
+
+def deal(pods: list[Pod], quota: Mapping[str, int], leftover: list[Pod]) -> list[Share]:
+    """Split pods (largest first) across domains by quota, dealing round-robin so sizes mix evenly; pods
+    no domain has room for go to ``leftover``."""
+    domains = [d for d in sorted(quota) if quota[d] > 0]
+    if not domains:
+        leftover.extend(pods)
+        return []
+    left = {d: quota[d] for d in domains}
+    dealt: dict[str, list[Pod]] = {d: [] for d in domains}
+    turn = 0
+    for pod in pods:
+        placed = False
+        for _ in range(len(domains)):
+            domain = domains[turn % len(domains)]
+            turn += 1
+            if left[domain]:
+                left[domain] -= 1
+                dealt[domain].append(pod)
+                placed = True
+                break
+        if not placed:
+            leftover.append(pod)
+    return [Share(dealt[d], d) for d in domains if dealt[d]]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -61,7 +60,6 @@ EVENT_WINDOW_SECONDS = 60.0
 _FOREVER = 1e12
 # How long a launch waits for another invocation's launch to finish before leaving it to the next run.
 LEASE_WAIT_SECONDS = 20.0
-_LIMIT_REASON = re.compile(r"nodepool (\S+?): it would exceed the nodepool's limits")
 
 
 @dataclass(frozen=True)
@@ -252,8 +250,8 @@ def _dearest(options: Sequence[InstanceType], claim: NodeClaim) -> float:
 def _note_pool_limits(plan: Plan, outcome: LaunchOutcome) -> None:
     pools: dict[str, str] = {}
     for u in plan.unschedulable:
-        for match in _LIMIT_REASON.finditer(u.reason):
-            pools.setdefault(match.group(1), u.reason)
+        for pool in u.limited_pools:
+            pools.setdefault(pool, u.reason)
     for pool, why in sorted(pools.items()):
         outcome.limits.append({"scope": "nodepool", "nodePool": pool, "reason": why})
         telemetry.count(telemetry.LIMIT_REACHED, **{telemetry.NODEPOOL_DIMENSION: pool})

@@ -1,0 +1,64 @@
+"""Nodes already in the cluster, and capacity in flight, as bins the packer fills before opening claims."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from ..model import labels as wk
+from ..model.pod import Pod
+from ..model.taints import tolerates_all
+from .groups import Group, Level
+from .plan import ExistingNode
+from .templates import labels_satisfy
+from .topology import Topology
+
+Vector = Callable[[Mapping[str, int]], tuple[int, ...]]
+
+
+class NodeBin:
+    """An existing or in-flight node: what it has, what its pods use, and which groups it holds."""
+
+    __slots__ = ("node", "alloc", "used", "counts", "pods", "zone", "capacity_type", "open")
+
+    def __init__(self, node: ExistingNode, alloc: tuple[int, ...], used: list[int], counts: dict[int, int]) -> None:
+        self.node = node
+        self.alloc = alloc
+        self.used = used
+        self.counts = counts  # pods per group, bound ones included
+        self.pods: list[Pod] = []  # pods this solve adds
+        self.zone: str | None = node.labels.get(wk.ZONE) or None
+        self.capacity_type: str | None = node.labels.get(wk.CAPACITY_TYPE) or None
+        self.open = not node.unschedulable
+
+    def accepts(self, group: Group, level: Level) -> bool:
+        """Whether the group's pods tolerate the node's taints and the level's requirements hold on it."""
+        if tolerates_all(group.tolerations, self.node.taints) is not None:
+            return False
+        return labels_satisfy(self.node.labels, level.requirements)
+
+    def add(self, pods: Sequence[Pod], req: Sequence[int], added: int) -> None:
+        used = self.used
+        for j, wanted in enumerate(req):
+            used[j] += wanted * added
+        self.pods.extend(pods)
+
+
+def existing_bins(
+    nodes: Sequence[ExistingNode], vector: Vector, group_of: Mapping[int, int], topology: Topology
+) -> list[NodeBin]:
+    """A bin per node, its running pods counted (``group_of`` maps a bound pod's id to its group id)."""
+    bins = []
+    for node in nodes:
+        used = [0] * len(vector({}))
+        counts: dict[int, int] = {}
+        for pod in node.pods:
+            if pod.finished:
+                continue
+            for j, wanted in enumerate(vector(pod.requests)):
+                used[j] += wanted
+            group_id = group_of[id(pod)]
+            counts[group_id] = counts.get(group_id, 0) + 1
+        node_bin = NodeBin(node, vector(node.allocatable), used, counts)
+        bins.append(node_bin)
+        topology.record_node(counts, node_bin.zone, node_bin.capacity_type)
+    return bins

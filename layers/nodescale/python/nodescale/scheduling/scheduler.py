@@ -1,0 +1,404 @@
+"""The bin-packer's orchestration: pending pods onto existing nodes first, then onto claims already
+opened in this solve, then onto the cheapest new NodeClaims (Karpenter's scheduler.go order).
+
+Pods are handled in groups of identical scheduling spec, largest requests first. For each group and
+relaxation level the zone (and capacity-type) constraints are turned into per-domain quotas, then each
+quota is packed: existing nodes and in-flight capacity, then claims opened earlier in this solve (only
+when that is no dearer than a new node), then new claims of the instance type with the lowest price
+per packed pod. A claim keeps every instance type that still holds its pods, cheapest first, so adding
+pods narrows its options the way Karpenter narrows a NodeClaim's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
+
+from ..model import labels as wk
+from ..model import resources as res
+from ..model.instancetype import InstanceType
+from ..model.nodepool import NodePool
+from ..model.pod import Pod, TopologySpread
+from ..model.requirements import Requirements
+from .existingnode import NodeBin, existing_bins
+from .groups import Group, Level, group_pods
+from .instance_selection import InstanceSelector
+from .nodeclaim import ClaimBin, Intersections, Narrowed, build_node_claims, cheapest_with_room
+from .plan import MAX_INSTANCE_TYPES, ExistingNode, ExistingPlacement, Plan, Unschedulable
+from .reasons import Kind, Refusal, from_clauses, incompatibility, over_limits, topology_refusal
+from .templates import (
+    UNLIMITED,
+    Fit,
+    PoolTemplate,
+    TypeOption,
+    build_template,
+    fit_count,
+    fit_level,
+    holds,
+    largest_limits,
+    min_values_of,
+    pool_usage,
+)
+from .topology import HostRules, Topology, deal
+from .topologygroup import capacity_type_quota, compile_level
+
+_EPSILON = 1e-9
+_NO_PODS = (0,) * 64
+
+
+def solve(
+    pods: Iterable[Pod],
+    nodepools: Iterable[NodePool],
+    instance_types_by_pool: Mapping[str, Sequence[InstanceType]],
+    existing_nodes: Iterable[ExistingNode] = (),
+    daemonset_pods: Iterable[Pod] = (),
+    unavailable: Iterable[tuple[str, str, str]] = (),
+    limits_usage: Mapping[str, Mapping[str, int]] | None = None,
+    node_labels_by_pool: Mapping[str, Mapping[str, str]] | None = None,
+) -> Plan:
+    """Plan where every pod goes. Pure: reads its arguments, returns a Plan.
+
+    ``instance_types_by_pool`` maps a NodePool name to the types it may launch (the kubelet settings of
+    its node class already applied). ``unavailable`` holds (type, zone, capacity type) offerings known to
+    be out of capacity. ``limits_usage`` adds usage per pool beyond the existing nodes (e.g. claims not
+    yet registered). ``node_labels_by_pool`` holds labels a pool's nodes get from the node class, such as
+    the Windows build.
+    """
+    started = time.perf_counter()
+    scheduler = Scheduler(
+        list(pods),
+        list(nodepools),
+        instance_types_by_pool,
+        list(existing_nodes),
+        list(daemonset_pods),
+        frozenset(unavailable),
+        limits_usage or {},
+        node_labels_by_pool or {},
+    )
+    plan = scheduler.run()
+    plan.solve_seconds = time.perf_counter() - started
+    return plan
+
+
+class _Target(NamedTuple):
+    """What a share of a group's pods is packed against at one level."""
+
+    group: Group
+    fits: list[Fit | str]  # one per pool template, in template order
+    fit_by_pool: dict[int, Fit]  # the viable ones, by template index
+    zones: frozenset[str] | None  # None: any zone
+    capacity_types: frozenset[str] | None
+    host: HostRules
+
+
+class Scheduler:
+    """One solve's state: the pool templates, the bins (existing nodes and new claims), topology counts."""
+
+    def __init__(
+        self,
+        pods: list[Pod],
+        nodepools: list[NodePool],
+        types_by_pool: Mapping[str, Sequence[InstanceType]],
+        nodes: list[ExistingNode],
+        daemons: list[Pod],
+        unavailable: frozenset[tuple[str, str, str]],
+        limits_usage: Mapping[str, Mapping[str, int]],
+        node_labels: Mapping[str, Mapping[str, str]],
+    ) -> None:
+        self.pods = pods
+        self.dims = _dimensions(pods)
+        self.groups = group_pods(pods)
+        # The smallest request of each resource: a claim with less room than this is closed.
+        self.smallest = tuple(min((p.requests.get(d, 0) for p in pods), default=0) for d in self.dims)
+        bound_groups = group_pods([p for n in nodes for p in n.pods], first_id=len(self.groups))
+        self.topology = Topology(self.groups + bound_groups)
+        pools = sorted(nodepools, key=lambda p: (-p.weight, p.name))
+        usage = pool_usage(nodes, limits_usage)
+        self.templates: list[PoolTemplate] = [
+            build_template(
+                i, pool, types_by_pool.get(pool.name, ()), self.dims, daemons,
+                node_labels.get(pool.name, {}), unavailable, usage.get(pool.name, {}),
+            )
+            for i, pool in enumerate(pools)
+        ]
+        group_of = {id(p): g.id for g in bound_groups for p in g.pods}
+        self.nodes: list[NodeBin] = existing_bins(nodes, self._vector, group_of, self.topology)
+        self.claims: list[ClaimBin] = []
+        self.open_claims: list[ClaimBin] = []
+        self.selector = InstanceSelector(self.dims, self.templates)
+        self.unschedulable: list[Unschedulable] = []
+        self._intersections = Intersections()
+        self._min_values: dict[int, tuple[Requirements, tuple[tuple[str, int], ...]]] = {}
+
+    def _vector(self, requests: Mapping[str, int]) -> tuple[int, ...]:
+        return tuple(requests.get(d, 0) for d in self.dims)
+
+    def run(self) -> Plan:
+        order = sorted(
+            self.groups,
+            key=lambda g: (g.depends, -g.pods[0].requests.get(res.CPU, 0), -g.pods[0].requests.get(res.MEMORY, 0)),
+        )
+        for group in order:
+            pending = group.pods
+            refusal: Refusal | None = None
+            for level in group.levels:
+                pending, refusal = self._place_level(group, level, pending)
+                if not pending:
+                    break
+            if pending:
+                refusal = refusal or Refusal("", Kind.INCOMPATIBLE)  # every level that fails says why
+                self.unschedulable.extend(
+                    Unschedulable(pod, refusal.text, refusal.kind, refusal.limited_pools) for pod in pending
+                )
+        existing = [ExistingPlacement(n.node.name, n.node.in_flight, n.pods) for n in self.nodes if n.pods]
+        return Plan(build_node_claims(self.claims, self.dims), existing, self.unschedulable, len(self.pods))
+
+    # -- one group at one relaxation level -----------------------------------------------------------------
+
+    def _fits_for(self, group: Group, level: Level) -> list[Fit | str]:
+        # Groups with the same node requirements share one Fit, so claims they fill need no narrowing.
+        key = (level.requirements, group.tolerations)
+        out = []
+        for template in self.templates:
+            fit = template.fits.get(key)
+            if fit is None:
+                fit = template.fits[key] = fit_level(template, level.requirements, group.tolerations)
+            out.append(fit)
+        return out
+
+    def _place_level(self, group: Group, level: Level, pods: list[Pod]) -> tuple[list[Pod], Refusal | None]:
+        """Place what it can of ``pods``; the rest, and why, go back for the next level."""
+        fits = self._fits_for(group, level)
+        viable = [fit for fit in fits if isinstance(fit, Fit)]
+        nodes = [node for node in self.nodes if node.open and node.accepts(group, level)]
+        if not viable and not nodes:
+            return pods, incompatibility(self.templates, fits)
+        constraints = compile_level(group, level, len(pods), viable, nodes, self.topology)
+        zone_plan = constraints.zones
+        if zone_plan.blocked:
+            return pods, zone_plan.refusal
+        fit_by_pool = {fit.template.index: fit for fit in viable}
+        if zone_plan.quota is None:
+            target = _Target(group, fits, fit_by_pool, zone_plan.only, None, constraints.host)
+            return self._place_in_zones(target, viable, nodes, pods, constraints.capacity_type_spread)
+        failed: list[Pod] = []
+        shares = deal(pods, zone_plan.quota, failed)
+        refusal = zone_plan.refusal if failed else None
+        for share in shares:
+            target = _Target(group, fits, fit_by_pool, frozenset([share.domain]), None, constraints.host)
+            left, why = self._place_in_zones(target, viable, nodes, share.pods, constraints.capacity_type_spread)
+            failed += left
+            refusal = why or refusal
+        return failed, refusal
+
+    def _place_in_zones(self, target: _Target, viable: list[Fit], nodes: list[NodeBin], pods: list[Pod],
+                        spread: TopologySpread | None) -> tuple[list[Pod], Refusal | None]:
+        """Pack pods in the target's zones, shared out over capacity types when a spread asks for that."""
+        if spread is None:
+            return self._pack(target, nodes, pods)
+        quota = capacity_type_quota(target.group, spread, len(pods), viable, self.topology)
+        failed: list[Pod] = []
+        refusal: Refusal | None = None
+        left_over: list[Pod] = []
+        for share in deal(pods, quota, left_over):
+            left, why = self._pack(target._replace(capacity_types=frozenset([share.domain])), nodes, share.pods)
+            failed += left
+            refusal = why or refusal
+        if left_over:
+            failed += left_over
+            why = f"topology spread on {wk.CAPACITY_TYPE} (maxSkew {spread.max_skew}) cannot be met"
+            refusal = topology_refusal(why)
+        return failed, refusal
+
+    def _pack(self, target: _Target, nodes: list[NodeBin], pods: list[Pod]) -> tuple[list[Pod], Refusal | None]:
+        """Pack pods, a run of equal requests at a time, onto nodes in the target's domains and claims."""
+        zones, capacity_types = target.zones, target.capacity_types
+        nodes = [
+            node for node in nodes
+            if (zones is None or node.zone in zones) and (capacity_types is None or node.capacity_type in capacity_types)
+        ]
+        failed: list[Pod] = []
+        refusal: Refusal | None = None
+        start = 0
+        total = len(pods)
+        while start < total:
+            requests = pods[start].requests
+            end = start + 1
+            while end < total and pods[end].requests == requests:
+                end += 1
+            left, why = self._pack_run(target, nodes, pods[start:end], self._vector(requests))
+            start = end
+            if left:
+                failed += left
+                refusal = why
+        return failed, refusal
+
+    def _pack_run(self, target: _Target, nodes: list[NodeBin], run: list[Pod],
+                  req: tuple[int, ...]) -> tuple[list[Pod], Refusal | None]:
+        """Pods with equal requests: existing nodes, then claims already open, then new claims."""
+        placed = self._add_to_existing(target, nodes, run, req) if nodes else 0
+        if placed < len(run) and target.fit_by_pool and self.open_claims:
+            placed = self._add_to_claims(target, run, placed, req)
+        if placed == len(run):
+            return [], None
+        return self._add_to_new_claims(target, run, placed, req)
+
+    # -- the three places a run of pods goes, in order -----------------------------------------------------
+
+    def _add_to_existing(self, target: _Target, nodes: list[NodeBin], run: list[Pod], req: tuple[int, ...]) -> int:
+        """Existing nodes and in-flight capacity take what they can; returns how many they took."""
+        host = target.host
+        constrained = host.constrained
+        group_id = target.group.id
+        record = self.topology.record
+        placed = 0
+        remaining = len(run)
+        for node in nodes:
+            taken = fit_count(node.alloc, node.used, req)
+            if taken and constrained:
+                taken = min(taken, host.cap(node.counts))
+            if not taken:
+                continue
+            taken = min(taken, remaining)
+            node.add(run[placed : placed + taken], req, taken)
+            record(node.counts, node.zone, node.capacity_type, group_id, taken)
+            if host.bootstrap:
+                host.bootstrapped = True  # the group's first pods went here; the rest must follow them
+            placed += taken
+            remaining -= taken
+            if not remaining:
+                break
+        return placed
+
+    def _add_to_claims(self, target: _Target, run: list[Pod], placed: int, req: tuple[int, ...]) -> int:
+        """Claims opened earlier in this solve take pods when that is no dearer than new capacity; returns
+        how many of the run are placed."""
+        group, fits, fit_by_pool, zones, capacity_types, host = target
+        intersections = self._intersections
+        remaining = len(run) - placed
+        extended = len(req) > 3
+        cpu, memory = req[0], req[1]
+        constrained = host.constrained
+        new_price: float | None = None  # per pod on new capacity, asked for only when needed
+        claims = self.open_claims
+        for claim in claims:
+            if not remaining:
+                break
+            if not claim.open:
+                continue
+            fit = fit_by_pool.get(claim.template.index)
+            if fit is None:
+                continue
+            room = claim.room
+            if room[0] < cpu or room[1] < memory or room[2] < 1 or (extended and not holds(room, req)):
+                continue
+            used = claim.used
+            first = claim.options[0].alloc
+            if first[0] - used[0] < cpu or first[1] - used[1] < memory or first[2] <= used[2]:
+                # Only a dearer option has room. Narrowing never lowers prices, so if even the next
+                # option's price spread over every pod that could fit beats new capacity, skip early.
+                if new_price is None:
+                    new_price = self.selector.price_per_pod(fits, req, remaining, zones, capacity_types, host)
+                most = min(remaining, fit_count(room, _NO_PODS[: len(req)], req))
+                if (claim.next_price - claim.price) / most > new_price + _EPSILON:
+                    continue
+            narrowed = claim.narrow(fit, zones, capacity_types, intersections)
+            if narrowed is None:
+                continue
+            cap = host.cap(claim.counts) if constrained else UNLIMITED
+            if not cap:
+                continue
+            cheapest = cheapest_with_room(narrowed, used, req, extended)
+            if cheapest is None:
+                continue
+            option, price = cheapest
+            taken = min(fit_count(option.alloc, used, req), remaining, cap)
+            if price > claim.price + _EPSILON:
+                if new_price is None:
+                    new_price = self.selector.price_per_pod(fits, req, remaining, zones, capacity_types, host)
+                # Growing this claim must cost no more per pod than new capacity; a tie goes to the
+                # claim already open (fewer nodes, less daemon overhead).
+                if (price - claim.price) / taken > new_price + _EPSILON:
+                    continue
+            if not self._commit(claim, group, run[placed : placed + taken], req, taken, narrowed):
+                continue
+            if host.bootstrap:
+                host.bootstrapped = True
+            placed += taken
+            remaining -= taken
+        if len(claims) > 64 and sum(1 for claim in claims if not claim.open) * 4 > len(claims):
+            self.open_claims = [claim for claim in claims if claim.open]  # now and then, not every run
+        return placed
+
+    def _add_to_new_claims(self, target: _Target, run: list[Pod], placed: int,
+                           req: tuple[int, ...]) -> tuple[list[Pod], Refusal | None]:
+        """New claims for the rest of the run, as many as its pods need; returns what is left, and why."""
+        host = target.host
+        remaining = len(run) - placed
+        while remaining:
+            choice = self.selector.best_new(target.fits, req, remaining, target.zones, target.capacity_types, host)
+            if isinstance(choice, Refusal):
+                return run[placed:], choice
+            per_node = choice.pods_per_node
+            count = remaining // per_node  # the choice never takes more pods than asked, so at least one
+            options = choice.options[:MAX_INSTANCE_TYPES]
+            template = choice.fit.template
+            reserve = None
+            if template.remaining is not None:
+                reserve = largest_limits(options)
+                for reserved, left in zip(reserve, template.remaining, strict=True):
+                    if reserved:
+                        count = min(count, left // reserved)
+            if count <= 0:
+                return run[placed:], from_clauses([over_limits(template.name)])
+            if host.affinity:
+                count = 1
+                host.bootstrapped = True
+            for _ in range(count):
+                claim = self._open_claim(choice.fit, choice.zones, choice.capacity_types, options, reserve)
+                self._commit(claim, target.group, run[placed : placed + per_node], req, per_node, claim.as_is)
+                placed += per_node
+                remaining -= per_node
+            if host.affinity and remaining:
+                why = "pod affinity on kubernetes.io/hostname: the pods do not fit on one node"
+                return run[placed:], topology_refusal(why)
+        return [], None
+
+    # -- bookkeeping ---------------------------------------------------------------------------------------
+
+    def _open_claim(self, fit: Fit, zones: frozenset[str], capacity_types: frozenset[str],
+                    options: list[TypeOption], reserve: tuple[int, ...] | None) -> ClaimBin:
+        claim = ClaimBin(fit, zones, capacity_types, options, len(self.dims))
+        if reserve is not None:
+            claim.reserve(reserve)
+            self.selector.forget()
+        self.claims.append(claim)
+        self.open_claims.append(claim)
+        return claim
+
+    def _commit(self, claim: ClaimBin, group: Group, pods: list[Pod], req: tuple[int, ...], added: int,
+                narrowed: Narrowed) -> bool:
+        """Put pods on a claim (False, and no change, when it cannot take them as ``narrowed``)."""
+        min_values = self._min_values_of(narrowed.requirements)
+        if not claim.commit(group.id, pods, req, added, narrowed, min_values, self.smallest, self.topology):
+            return False
+        if claim.template.remaining is not None and claim.update_reservation():
+            self.selector.forget()
+        return True
+
+    def _min_values_of(self, requirements: Requirements) -> tuple[tuple[str, int], ...]:
+        hit = self._min_values.get(id(requirements))
+        if hit is None:
+            # Holding the requirements keeps their id unique for the solve.
+            hit = self._min_values[id(requirements)] = (requirements, min_values_of(requirements))
+        return hit[1]
+
+
+def _dimensions(pods: Sequence[Pod]) -> tuple[str, ...]:
+    """The resources the solve compares: cpu, memory and pods first, then any other a pod requests."""
+    first = (res.CPU, res.MEMORY, res.PODS)
+    requested = set(first)
+    for pod in pods:
+        requested.update(pod.requests)
+    return first + tuple(sorted(requested - set(first)))

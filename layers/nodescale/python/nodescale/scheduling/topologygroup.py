@@ -1,0 +1,165 @@
+"""A relaxation level's topology constraints, compiled against where pods are now: the per-node rules its
+hostname constraints make, which zones its pods may use and how many each takes, and its capacity-type
+spread.
+
+Topology keys other than zone, hostname and capacity type are not modelled (such constraints are
+ignored), and pods counted for a zone are those on nodes or claims already pinned to one zone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from ..model import labels as wk
+from ..model.pod import PodAffinityTerm, TopologySpread
+from .existingnode import NodeBin
+from .groups import Group, Level
+from .reasons import Refusal, topology_refusal
+from .templates import Fit
+from .topology import HostAnti, HostRules, HostSpread, Topology, spread_quota
+
+
+class ZoneTerm(NamedTuple):
+    """A required pod (anti-)affinity term on zones, and the groups it selects."""
+
+    term: PodAffinityTerm
+    matching: frozenset[int]
+
+
+class ZonePlan(NamedTuple):
+    """Where in zones a level's pods may go."""
+
+    quota: dict[str, int] | None  # pods each zone takes, when they must be dealt out
+    only: frozenset[str] | None  # the zones allowed, when any share will do; None: any zone
+    refusal: Refusal | None  # why pods get no zone
+
+    @property
+    def blocked(self) -> bool:
+        if self.quota is not None:
+            return not any(self.quota.values())
+        return self.only is not None and not self.only
+
+
+class LevelTopology(NamedTuple):
+    host: HostRules
+    zones: ZonePlan
+    capacity_type_spread: TopologySpread | None
+
+
+class _AllowedZones(NamedTuple):
+    zones: set[str]
+    per_zone_cap: dict[str, int]  # a zone's cap when anti-affinity to the group's own pods allows one each
+    refusal: Refusal | None
+
+
+def compile_level(group: Group, level: Level, pods: int, viable: Sequence[Fit], nodes: Sequence[NodeBin],
+                  state: Topology) -> LevelTopology:
+    """The constraints ``pods`` pods of the group meet at this level, given what is placed so far."""
+    host, zone_terms = _host_rules(group, level, state)
+    inverse = state.inverse_anti(group)
+    host.inverse = inverse.host_groups
+    zones = _plan_zones(group, level, pods, viable, nodes, zone_terms, inverse.zones, state)
+    spread = next((s for s in level.spreads if s.topology_key == wk.CAPACITY_TYPE), None)
+    return LevelTopology(host, zones, spread)
+
+
+def capacity_type_quota(group: Group, spread: TopologySpread, pods: int, viable: Sequence[Fit],
+                        state: Topology) -> dict[str, int]:
+    """How many of ``pods`` each capacity type the level's pools offer takes under the spread."""
+    ids = state.matcher.match(spread.selector, frozenset([group.namespace]))
+    universe: set[str] = set()
+    for fit in viable:
+        universe |= fit.capacity_types
+    counts = {capacity_type: state.capacity_type_count(capacity_type, ids) for capacity_type in universe}
+    return spread_quota(counts, universe, pods, spread.max_skew, spread.min_domains, group.id in ids)
+
+
+def _host_rules(group: Group, level: Level, state: Topology) -> tuple[HostRules, list[ZoneTerm]]:
+    """The level's hostname rules, and its pod (anti-)affinity terms on zones."""
+    namespaces = frozenset([group.namespace])
+    host = HostRules()
+    for spread in level.spreads:
+        if spread.topology_key == wk.HOSTNAME:
+            ids = state.matcher.match(spread.selector, namespaces)
+            host.spreads.append(HostSpread(ids, spread.max_skew, group.id in ids))
+    zone_terms = []
+    for term in level.affinity:
+        ids = state.matcher.match(term.selector, term.namespaces or namespaces)
+        if term.topology_key == wk.HOSTNAME:
+            if term.anti:
+                host.anti.append(HostAnti(ids, group.id in ids))
+            else:
+                host.affinity.append(ids)
+                if group.id in ids and not state.present_anywhere(ids):
+                    host.bootstrap = True
+        elif term.topology_key == wk.ZONE:
+            zone_terms.append(ZoneTerm(term, ids))
+    return host, zone_terms
+
+
+def _plan_zones(group: Group, level: Level, pods: int, viable: Sequence[Fit], nodes: Sequence[NodeBin],
+                zone_terms: list[ZoneTerm], inverse_zones: set[str], state: Topology) -> ZonePlan:
+    universe: set[str] = set()
+    for fit in viable:
+        universe |= fit.zones
+    universe.update(node.zone for node in nodes if node.zone)
+    allowed = _allowed_zones(group, universe, zone_terms, inverse_zones, viable, nodes, state)
+    spreads = [s for s in level.spreads if s.topology_key == wk.ZONE]
+    if spreads:
+        # Zones excluded by affinity still count toward the global minimum, as in kube-scheduler.
+        cap = {z: (allowed.per_zone_cap.get(z, pods) if z in allowed.zones else 0) for z in universe}
+        # Several zone spreads: each one's quota caps the others (the last one decides within the caps).
+        for spread in reversed(spreads):
+            ids = state.matcher.match(spread.selector, frozenset([group.namespace]))
+            counts = {z: state.zone_count(z, ids) for z in universe}
+            cap = spread_quota(counts, universe, pods, spread.max_skew, spread.min_domains, group.id in ids, cap)
+        why = topology_refusal(f"topology spread on {wk.ZONE} (maxSkew {spreads[0].max_skew}) cannot be met")
+        return ZonePlan(cap, None, why)
+    if allowed.per_zone_cap:
+        return ZonePlan({z: allowed.per_zone_cap[z] for z in allowed.zones}, None, allowed.refusal)
+    if zone_terms or inverse_zones:
+        return ZonePlan(None, frozenset(allowed.zones), allowed.refusal)
+    return ZonePlan(None, None, allowed.refusal)
+
+
+def _allowed_zones(group: Group, universe: set[str], zone_terms: list[ZoneTerm], inverse_zones: set[str],
+                   viable: Sequence[Fit], nodes: Sequence[NodeBin], state: Topology) -> _AllowedZones:
+    """The zones pod (anti-)affinity leaves the group, and why none may be left."""
+    allowed = set(universe) - inverse_zones
+    per_zone_cap: dict[str, int] = {}
+    why = ""
+    if inverse_zones:
+        why = f"{wk.ZONE}: the zones are taken by pods with anti-affinity to these pods"
+    for term, ids in zone_terms:
+        present = {z for z in universe if state.zone_count(z, ids)}
+        if term.anti:
+            allowed -= present
+            if group.id in ids:
+                for zone in allowed:
+                    per_zone_cap[zone] = 1
+            why = why or f"pod anti-affinity on {wk.ZONE}: every allowed zone already has a matching pod"
+        else:
+            if present:
+                allowed &= present
+            elif group.id in ids:
+                chosen = _cheapest_zone(viable, allowed, nodes)
+                allowed = {chosen} if chosen else set()
+            else:
+                allowed = set()
+            why = why or f"pod affinity on {wk.ZONE}: no allowed zone has a matching pod"
+    return _AllowedZones(allowed, per_zone_cap, topology_refusal(why) if why else None)
+
+
+def _cheapest_zone(viable: Sequence[Fit], allowed: set[str], nodes: Sequence[NodeBin]) -> str | None:
+    """Where a group with affinity to itself starts: the zone of the cheapest offering, else a node's."""
+    best: tuple[float, str] | None = None
+    for fit in viable:
+        for option in fit.types[:5]:
+            for zone, capacity_type, price in option.offers:
+                if zone in allowed and capacity_type in fit.capacity_types and (best is None or (price, zone) < best):
+                    best = (price, zone)
+    if best is not None:
+        return best[1]
+    zones = sorted(node.zone for node in nodes if node.zone in allowed)
+    return zones[0] if zones else None
