@@ -5,9 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 NPM_STAMP := node_modules/.installed
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
-export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
-export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
+# Node.js 22 from package.json (the npm package `node`), first on the PATH: jsii (under aws-cdk-lib) and the CDK
+# CLI run on it, whatever Node.js the machine has (jsii refuses Node 20 as past its end of life, loudly).
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 export PYTHONDONTWRITEBYTECODE := 1
 # pytest workers: the machines have 2 cores.
 TEST_WORKERS ?= 2

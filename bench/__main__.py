@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from . import coldstart, disruption, interruption, provisioner, scale, scheduling, soak
+from . import coldstart, disruption, interruption, print_lines, provisioner, scale, scheduling, soak
 
 # Each benchmark module has run() yielding the lines it prints.
 BENCHMARKS: tuple[ModuleType, ...] = (scheduling, provisioner, disruption, interruption, scale, coldstart, soak)
@@ -13,8 +13,7 @@ BENCHMARKS: tuple[ModuleType, ...] = (scheduling, provisioner, disruption, inter
 
 def main() -> int:
     for module in BENCHMARKS:
-        for line in module.run():
-            print(line, flush=True)
+        print_lines(module.run)
     return 0
 
 

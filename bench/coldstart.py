@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench import print_lines
+
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = ("provisioner", "interruption", "disruption", "cleanup")
 TARGET_SECONDS = 0.8
@@ -126,5 +128,4 @@ def run() -> Iterator[str]:
 
 
 if __name__ == "__main__":
-    for line in run():
-        print(line, flush=True)
+    print_lines(run)

@@ -21,6 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bench import print_lines
+
 NODES = 2_000
 PODS_PER_NODE = 10
 INSTANCE_TYPE = "m5.xlarge"
@@ -158,5 +160,4 @@ def run() -> Iterator[str]:
 
 
 if __name__ == "__main__":
-    for line in run():
-        print(line, flush=True)
+    print_lines(run)

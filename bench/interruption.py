@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench import print_lines
+
 ROUNDS = 3
 PODS = 4
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,3 +128,7 @@ def run() -> Iterator[str]:
             f"interruption: {label}: median {statistics.median(values):.3f} s, worst {max(values):.3f} s "
             f"over {len(values)} spot warnings (target under {target:.0f} s of handler time)"
         )
+
+
+if __name__ == "__main__":
+    print_lines(run)

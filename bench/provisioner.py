@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench import print_lines
+
 BURSTS = 5
 PODS_PER_BURST = 10
 BURST_GAP_SECONDS = 3.0
@@ -100,5 +102,4 @@ def run() -> Iterator[str]:
 
 
 if __name__ == "__main__":
-    for line in run():
-        print(line, flush=True)
+    print_lines(run)

@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench import print_lines
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "tests" / "fixtures" / "examples"
 NODES = 5_000
@@ -333,5 +335,4 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["list"] and len(sys.argv) == 3:
         _list_main(sys.argv[2])
     else:
-        for line in run():
-            print(line, flush=True)
+        print_lines(run)

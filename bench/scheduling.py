@@ -18,6 +18,7 @@ import random
 import time
 from collections.abc import Iterator, Sequence
 
+from bench import print_lines
 from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.catalog_kwok import benchmark_types
 from nodescale.model import labels as wk
@@ -152,3 +153,7 @@ def run() -> Iterator[str]:
     pods = fifty_deployments()
     plan, seconds = _timed(pods, pool, catalog)
     yield "  " + _line("50 deployments x 1,000 replicas", pods, plan, seconds, lower_bound(pods, catalog, pool))
+
+
+if __name__ == "__main__":
+    print_lines(run)

@@ -12,6 +12,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from bench import print_lines
+
 SOAK_SECONDS = 240.0
 INFLATE_PEAK = 40
 
@@ -28,3 +30,7 @@ def run() -> Iterator[str]:
         report = ChaosRun(env, config).run()
     yield from report.lines()
     yield f"reliability soak: {'PASS' if not report.violations else 'FAIL'} ({len(report.violations)} violations)"
+
+
+if __name__ == "__main__":
+    print_lines(run)

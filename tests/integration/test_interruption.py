@@ -261,6 +261,29 @@ def test_a_pdb_that_blocks_every_eviction_does_not_outlive_the_spot_notice(
     assert node(sim, victim) is None
 
 
+def test_a_pdb_refusal_is_a_warning_event_on_the_pod_and_the_node(sim: Environment, rt: Runtime, ns: str) -> None:
+    # As a do-not-disrupt refusal is: `kubectl describe pod` shows why the pod has not moved.
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1})
+    request_json(sim.kube_api_client(), "POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", body={
+        "metadata": {"name": "all-of-inflate"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "inflate"}}}})
+    (pod,) = provision(sim, rt, ns, 1)
+    victim = pod["spec"]["nodeName"]
+    summary = replay(rt, event("spot-interruption-warning.json", instance_of(node(sim, victim)), sim), seconds=8)
+    (report,) = summary["instances"]
+    assert report["action"] == interrupting.DRAINING and report["podsBlockedByPdb"], report
+
+    api = sim.kube_api_client()
+    on_pod = [e for e in request_json(api, "GET", f"/api/v1/namespaces/{ns}/events").get("items") or []
+              if e["involvedObject"]["name"] == pod["metadata"]["name"] and e["reason"] == "DisruptionBlocked"]
+    assert [e["type"] for e in on_pod] == ["Warning"]
+    assert "PodDisruptionBudget" in on_pod[0]["message"] and victim in on_pod[0]["message"]
+    on_node = [e for e in request_json(api, "GET", "/api/v1/namespaces/default/events").get("items") or []
+               if e["involvedObject"]["name"] == victim and e["reason"] == "DisruptionBlocked"]
+    assert on_node and on_node[0]["type"] == "Warning"
+    assert "1 pod(s) by a PodDisruptionBudget" in on_node[0]["message"]
+
+
 @pytest.mark.filterwarnings("ignore:No application metrics to publish")
 def test_repeats_and_a_late_state_change_make_one_replacement_and_one_drain(
     sim: Environment, rt: Runtime, ns: str, monkeypatch: pytest.MonkeyPatch

@@ -33,7 +33,9 @@ from ..aws import instances as ec2_instances
 from ..aws.ownership import GONE_STATES, NOT_RUNNING_STATES, classify
 from ..k8s import drain as k8s_drain
 from ..k8s import nodes as k8s_nodes
+from ..k8s.events import WARNING, EventRecorder
 from ..model import labels as wk
+from ..model.pod import DO_NOT_DISRUPT
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -48,6 +50,10 @@ DRAINING = "draining"  # pods left; the taint stays and a later call carries on
 TERMINATED = "terminated"  # empty: instance terminated (or already gone) and Node deleted
 TERMINATING = "terminating"  # empty: its instance waits in a TerminationBatch for the next flush
 SKIPPED = "skipped"  # nothing done; `reason` says why
+# Events for pods a drain round could not take, on the pod (where its owner looks) and on the node.
+DISRUPTION_BLOCKED = "DisruptionBlocked"
+# At most this many pod events a round: a node of hundreds of blocked pods says it once on the node.
+MAX_BLOCKED_POD_EVENTS = 20
 
 
 @dataclass
@@ -168,6 +174,8 @@ def continue_termination(
     )
     step.drain = result
     step.blocked_pods = sorted(result.blocked_by_pdb + result.blocked_by_do_not_disrupt)
+    if step.blocked_pods:
+        _say_blocked(rt, name, result)
     # An instance that no longer runs its pods cannot be waited for: what could be evicted was
     # (so controllers recreate it elsewhere), the rest goes with the Node.
     if not result.empty and state not in NOT_RUNNING_STATES:
@@ -221,6 +229,25 @@ class TerminationBatch:
                 # the next run finds the instance gone and deletes the Node then.
                 step.reason = f"instance terminated, deleting the Node failed ({exc.status} {exc.reason})"
         return steps
+
+
+def _say_blocked(rt: Runtime, node: str, result: k8s_drain.DrainResult) -> None:
+    """Warning events for the pods this round could not evict and for their node: a PodDisruptionBudget
+    refusal says so as a do-not-disrupt one does, where `kubectl describe` shows it."""
+    recorder = EventRecorder(rt.api)
+    why = [(key, "eviction refused: its PodDisruptionBudget allows no disruption now; the drain of node "
+                 f"{node} retries until it does") for key in result.blocked_by_pdb]
+    why += [(key, f"{DO_NOT_DISRUPT}: the pod holds node {node}, which is being drained, until it ends "
+                  "or the node's grace period runs out") for key in result.blocked_by_do_not_disrupt]
+    try:
+        for key, message in why[:MAX_BLOCKED_POD_EVENTS]:
+            namespace, _, pod = key.partition("/")
+            recorder.pod(namespace, pod, DISRUPTION_BLOCKED, message, WARNING)
+        recorder.node(node, DISRUPTION_BLOCKED,
+                      f"drain blocked: {len(result.blocked_by_pdb)} pod(s) by a PodDisruptionBudget, "
+                      f"{len(result.blocked_by_do_not_disrupt)} by {DO_NOT_DISRUPT}", WARNING)
+    except ApiException as exc:
+        log.warning("blocked-drain events not recorded", extra={"node": node, "status": exc.status})
 
 
 def _node_gone(rt: Runtime, step: TerminationStep) -> None:
