@@ -18,6 +18,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from .. import clock
+from ..model.node import Readiness, parse_provider_id, readiness_of
 from ..model.taints import Taint
 from .raw import MERGE_PATCH, path_segment, request_json
 
@@ -34,14 +35,6 @@ class NodeGoneError(LookupError):
 class NodeChange:
     node: dict[str, Any]
     changed: bool
-
-
-@dataclass(frozen=True)
-class Readiness:
-    ready: bool
-    status: str  # "True" | "False" | "Unknown" (no Ready condition reported yet counts as Unknown)
-    since: datetime | None  # lastTransitionTime of the Ready condition
-    reason: str = ""
 
 
 def node_path(name: str) -> str:
@@ -181,19 +174,12 @@ def delete_node(api: ApiClient, name: str) -> bool:
         raise
 
 
-def parse_provider_id(provider_id: str) -> tuple[str, str] | None:
-    """`aws:///<zone>/<instance-id>` -> (zone, instance id); None for anything that is not an EC2 node."""
-    if not provider_id or not provider_id.startswith("aws://"):
-        return None
-    parts = [p for p in provider_id[len("aws://") :].split("/") if p]
-    if not parts or not parts[-1].startswith("i-"):
-        return None
-    zone = parts[-2] if len(parts) >= 2 else ""
-    return zone, parts[-1]
-
-
 def provider_id(zone: str, instance_id: str) -> str:
     return f"aws:///{zone}/{instance_id}"
+
+
+def readiness(node: Mapping[str, Any]) -> Readiness:
+    return readiness_of(node)
 
 
 def instance_id(node: Mapping[str, Any]) -> str | None:
@@ -208,14 +194,6 @@ def nodes_by_instance_id(nodes: Iterable[Mapping[str, Any]]) -> dict[str, Mappin
         if iid:
             out[iid] = node
     return out
-
-
-def readiness(node: Mapping[str, Any]) -> Readiness:
-    for cond in (node.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            status = cond.get("status") or "Unknown"
-            return Readiness(status == "True", status, parse_time(cond.get("lastTransitionTime")), cond.get("reason") or "")
-    return Readiness(False, "Unknown", None)
 
 
 def parse_time(value: str | None) -> datetime | None:

@@ -113,7 +113,8 @@ class RunState:
     def event(self, node: str, reason: str, message: str, type_: str = k8s_events.NORMAL) -> None:
         if self.dry_run:
             return
-        uid = str(((self.raw_by_name.get(node) or {}).get("metadata") or {}).get("uid") or "")
+        view = self.world.node(node)
+        uid = view.uid if view is not None else ""
         try:
             self.recorder.node(node, reason, message, type_, uid=uid)
         except ApiException as exc:

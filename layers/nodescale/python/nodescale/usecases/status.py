@@ -173,8 +173,7 @@ def read_status(rt: Runtime, world: World | None = None) -> Status:
     """The cluster's status from one snapshot of the world (read here unless given)."""
     world = world or read_world(rt)
     existing = world.existing_nodes()
-    raw_by_name = {str((n.get("metadata") or {}).get("name") or ""): n for n in world.nodes}
-    nodes = [node_status(world, n, raw_by_name.get(n.name)) for n in existing]
+    nodes = [node_status(world, n, view.raw if (view := world.node(n.name)) else None) for n in existing]
     nodes.sort(key=lambda n: (n.nodepool, n.capacity_type, n.zone, n.name))
     errors = [str(e) for e in world.config_errors]
     errors += [f"pod {key}: {why}" for key, why in world.pod_errors]

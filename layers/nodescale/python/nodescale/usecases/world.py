@@ -31,6 +31,7 @@ from ..k8s.nodepool_objects import CLUSTER_KINDS
 from ..model import labels as wk
 from ..model import resources as res
 from ..model.instancetype import InstanceType
+from ..model.node import ClusterNode
 from ..model.nodepool import NodeClass, NodePool
 from ..model.pod import Pod
 from ..model.quantity import QuantityError
@@ -100,6 +101,7 @@ class World:
     _types: dict[str, list[InstanceType]] = field(default_factory=dict, repr=False)
     _pool_labels: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
     _node_by_instance: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _views: dict[str, ClusterNode] = field(default_factory=dict, repr=False)
     _instance_by_id: dict[str, ManagedInstance] = field(default_factory=dict, repr=False)
     _daemon_pods: list[Pod] | None = field(default=None, repr=False)
 
@@ -108,11 +110,13 @@ class World:
 
     def index(self) -> None:
         """Rebuild the lookups after ``nodes`` or ``instances`` changed."""
+        self._views = {}
         self._node_by_instance = {}
-        for node in self.nodes:
-            iid = k8s_nodes.instance_id(node)
-            if iid:
-                self._node_by_instance[iid] = node
+        for raw in self.nodes:
+            view = ClusterNode.from_dict(raw)
+            self._views[view.name] = view
+            if view.instance_id:
+                self._node_by_instance[view.instance_id] = raw
         self._instance_by_id = {i.instance_id: i for i in self.instances}
 
     def refresh_instances(self, ec2: Any, cluster: str) -> None:
@@ -125,11 +129,18 @@ class World:
     def node_for_instance(self, instance_id: str) -> dict[str, Any] | None:
         return self._node_by_instance.get(instance_id)
 
+    def node(self, name: str) -> ClusterNode | None:
+        """The typed view of the registered Node ``name``, as listed in this snapshot."""
+        return self._views.get(name)
+
+    def node_views(self) -> list[ClusterNode]:
+        """Every registered Node of this snapshot, typed, in listing order."""
+        return list(self._views.values())
+
     def instance_for_node(self, name: str) -> ManagedInstance | None:
-        for node in self.nodes:
-            if _name(node) == name:
-                iid = k8s_nodes.instance_id(node)
-                return self._instance_by_id.get(iid) if iid else None
+        view = self._views.get(name)
+        if view is not None:
+            return self._instance_by_id.get(view.instance_id) if view.instance_id else None
         iid = in_flight_instance(name)
         return self._instance_by_id.get(iid) if iid is not None else None
 

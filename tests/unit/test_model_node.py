@@ -1,0 +1,50 @@
+"""The typed Node view of a world snapshot: what the use-cases read of a Node, parsed once."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from nodescale.model.node import ClusterNode
+from nodescale.usecases.world import World
+
+RAW = {
+    "metadata": {
+        "name": "ip-10-0-1-4.ec2.internal",
+        "uid": "u-1",
+        "creationTimestamp": "2026-11-24T10:00:00Z",
+        "labels": {"karpenter.sh/provisioner-name": "default", "kubernetes.io/os": "linux"},
+        "annotations": {"a": "b"},
+    },
+    "spec": {
+        "providerID": "aws:///us-east-1a/i-0123456789abcdef0",
+        "unschedulable": True,
+        "taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}],
+    },
+    "status": {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-24T10:01:00Z"}]},
+}
+
+
+def test_a_node_is_read_once_into_typed_fields() -> None:
+    node = ClusterNode.from_dict(RAW)
+    assert (node.name, node.uid, node.instance_id, node.zone) == (
+        "ip-10-0-1-4.ec2.internal", "u-1", "i-0123456789abcdef0", "us-east-1a")
+    assert node.nodepool == "default"  # a v1alpha5 node names its Provisioner
+    assert node.ready and node.readiness.since == datetime(2026, 11, 24, 10, 1, tzinfo=UTC)
+    assert node.unschedulable and node.has_taint("karpenter.sh/disrupted", "NoSchedule")
+    assert not node.has_taint("karpenter.sh/disrupted", "NoExecute")
+    assert node.created == datetime(2026, 11, 24, 10, tzinfo=UTC)
+
+
+def test_a_node_without_an_ec2_provider_or_ready_condition() -> None:
+    node = ClusterNode.from_dict({"metadata": {"name": "fargate-ip-1"}, "spec": {"providerID": "fargate://x"}})
+    assert node.instance_id is None and node.zone is None and node.nodepool == ""
+    assert not node.ready and node.readiness.status == "Unknown"
+
+
+def test_the_world_looks_nodes_up_by_name_and_by_instance() -> None:
+    world = World(now=datetime.now(UTC), cluster="c", nodes=[RAW])
+    view = world.node("ip-10-0-1-4.ec2.internal")
+    assert view is not None and view.raw is RAW
+    assert world.node("nope") is None
+    assert world.node_for_instance("i-0123456789abcdef0") is RAW
+    assert [n.name for n in world.node_views()] == ["ip-10-0-1-4.ec2.internal"]
