@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from infra.names import stack_name
+from nodescale.config import DocumentError, parse_documents, validate
+from nodescale.config.strict import misspelled_kind
+from nodescale.settings import SettingsError
+from nodescale.usecases.cluster_budget import parse_limits
 
 CONTEXT_KEYS = (
     "clusterName",
@@ -119,6 +121,7 @@ class StackConfig:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ConfigError(f"nodePoolFiles: two files map to the same SSM parameter name {duplicates}: rename one")
+        _check_nodepools(files)
         node_role_arn = _text(get("nodeRoleArn")) or None
         if node_role_arn and not _ROLE_ARN.match(node_role_arn):
             raise ConfigError(f"nodeRoleArn={node_role_arn!r}: expected arn:<partition>:iam::<account>:role/<name>")
@@ -211,6 +214,8 @@ def _price(value: Any) -> float | None:
 
 
 def _cluster_limits(value: Any) -> dict[str, str]:
+    """The limits as the functions read NODESCALE_CLUSTER_LIMITS: a JSON object of cpu, memory, nodes and
+    pricePerHour, each an amount of 0 or more (the functions' own parse_limits decides)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return {}
     parsed = value
@@ -221,12 +226,18 @@ def _cluster_limits(value: Any) -> dict[str, str]:
             raise ConfigError(
                 f"clusterLimits is not JSON ({exc.msg}): expected e.g. '{{\"cpu\":\"2000\",\"pricePerHour\":\"50\"}}'"
             ) from None
-    if not isinstance(parsed, dict) or not parsed:
+    if not isinstance(parsed, dict):
         raise ConfigError(f"clusterLimits={value!r}: expected a JSON object with keys among {', '.join(_LIMIT_KEYS)}")
     unknown = sorted(k for k in parsed if k not in _LIMIT_KEYS)
     if unknown:
         raise ConfigError(f"clusterLimits: unknown keys {unknown}: allowed are {', '.join(_LIMIT_KEYS)}")
-    return {k: str(v) for k, v in parsed.items()}
+    limits = {k: str(v) for k, v in parsed.items()}
+    try:
+        parse_limits(limits)
+    except SettingsError as exc:
+        # The functions' message names their variable; at deploy time the user wrote clusterLimits.
+        raise ConfigError("clusterLimits: " + str(exc).split(": ", 1)[-1]) from None
+    return limits
 
 
 def _check_ids(key: str, ids: tuple[str, ...], pattern: re.Pattern[str], example: str) -> None:
@@ -241,23 +252,40 @@ def _nodepool_file(path: Path) -> NodePoolFile:
     text = path.read_text(encoding="utf-8")
     if len(text.encode()) > _SSM_ADVANCED_LIMIT:
         raise ConfigError(f"nodePoolFiles: {path} is over {_SSM_ADVANCED_LIMIT} bytes, the largest SSM parameter: split it")
-    try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"nodePoolFiles: {path} is not valid YAML: {exc}") from None
+    documents = [doc for _, doc in _parse(path, text)]
     if not documents:
         raise ConfigError(f"nodePoolFiles: {path} holds no YAML document")
     for index, doc in enumerate(documents):
-        kind = doc.get("kind") if isinstance(doc, dict) else None
+        kind = doc.get("kind")
         if kind not in _NODEPOOL_KINDS:
+            meant = misspelled_kind(kind)
+            hint = f"; did you mean {meant}?" if meant else ""
             raise ConfigError(
-                f"nodePoolFiles: {path} document {index} has kind {kind!r}: allowed are {', '.join(_NODEPOOL_KINDS)}"
+                f"nodePoolFiles: {path} document {index} has kind {kind!r}{hint}: allowed are {', '.join(_NODEPOOL_KINDS)}"
             )
     name = path.stem
     if not _PARAMETER_NAME.match(name):
         raise ConfigError(f"nodePoolFiles: {path.name}: the file name (without extension) becomes the SSM "
                           "parameter name and may hold only letters, digits, '.', '-' and '_'")
     return NodePoolFile(path=path, parameter_name=name, text=text, windows=_mentions_windows(documents))
+
+
+def _parse(path: Path, text: str) -> list[tuple[str, dict]]:
+    """The file's documents as the functions parse the SSM parameter it becomes."""
+    try:
+        return parse_documents(text, str(path))
+    except DocumentError as exc:
+        raise ConfigError(f"nodePoolFiles: {exc}") from None
+
+
+def _check_nodepools(files: tuple[NodePoolFile, ...]) -> None:
+    """Refuse at synth what the functions would refuse at run time (the layer's own validator: unknown
+    fields, missing names, bad values, a name defined twice), all problems on one line. A reference to a
+    node class is not followed: the class may live in another parameter or in the cluster."""
+    documents = [d for f in files for d in _parse(f.path, f.text)]
+    errors = validate(documents)
+    if errors:
+        raise ConfigError("nodePoolFiles: " + "; ".join(str(e) for e in errors))
 
 
 def _mentions_windows(documents: list[Any]) -> bool:

@@ -50,17 +50,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = common.streams(out, err)
+    notes: list[str] = []
     try:
-        plan = plan_paths(args.paths, args.instance_types, args.region)
+        plan = plan_paths(args.paths, args.instance_types, args.region, notes=notes)
     except InputError as exc:
         for line in exc.lines:
             common.fail("plan", err, line)
         return common.EXIT_BAD_INPUT
+    for note in notes:
+        print(f"nodescale plan: note: {note}", file=err)
     common.write_result(out, plan, args.output, to_text, to_json)
     return 0
 
 
-def plan_paths(paths: Iterable[str], instance_types: str | None = None, region: str = "us-east-1") -> Plan:
+def plan_paths(
+    paths: Iterable[str], instance_types: str | None = None, region: str = "us-east-1", notes: list[str] | None = None
+) -> Plan:
+    """Plan the manifests in ``paths``; InputError lists every problem of the configuration (unknown fields
+    and kinds included, as Karpenter's CRDs refuse them), else the first of the workloads. ``notes``, when
+    given, receives one line per object passed over (a ConfigMap, a Service...)."""
     documents = []
     for file in _files(paths):
         try:
@@ -78,6 +86,8 @@ def plan_paths(paths: Iterable[str], instance_types: str | None = None, region: 
         work = read_workloads(config.others)
     except WorkloadError as exc:
         raise InputError([str(exc)]) from None
+    if notes is not None:
+        notes.extend(f"{source}: {kind} passed over (it places no pods)" for source, kind in work.ignored)
     catalog = _catalog(instance_types, region)
     try:
         types_by_pool, labels_by_pool = pool_types(config.nodepools.values(), config.nodeclasses, catalog)

@@ -9,6 +9,7 @@ from ..model.nodepool import NodeClass, NodePool
 from . import nodeclasses, nodepools
 from .documents import MAX_DEPTH, nesting_depth
 from .errors import ConfigError, show
+from .strict import is_karpenter_kind, misspelled_kind, unknown_fields
 
 # (apiVersion, kind) -> converter; the supported configuration kinds of each generation.
 _CONVERTERS = {
@@ -41,11 +42,14 @@ class ConfigResult:
 
 
 def is_config(doc: Mapping) -> bool:
-    """True for the kinds this loader converts or rejects: any version of them, and any other kind in
-    Karpenter's API groups (refused by name rather than passed over as a workload)."""
+    """True for the kinds this loader converts or rejects: any version of them, any other kind in
+    Karpenter's API groups, and a Karpenter kind (or a near miss of one) under any apiVersion. Those are
+    refused by name rather than passed over as a workload: `kind: Provisoner` is a typo, not a Pod."""
     api = doc.get("apiVersion")
     group = api.split("/", 1)[0] if isinstance(api, str) else ""
-    return group in _GROUPS and doc.get("kind") not in _KARPENTER_STATE_KINDS
+    if group in _GROUPS:
+        return doc.get("kind") not in _KARPENTER_STATE_KINDS
+    return is_karpenter_kind(doc.get("kind"))
 
 
 def supported_kinds() -> str:
@@ -54,12 +58,20 @@ def supported_kinds() -> str:
 
 
 def not_config_error(source: str, doc: Mapping) -> ConfigError:
-    """A document in a NodePool source (an SSM parameter) that is no configuration kind nodescale reads."""
+    """A document in a NodePool source (an SSM parameter) that is no configuration kind nodescale reads;
+    a near miss of a Karpenter kind is named with its right spelling."""
+    kind, api = show(doc.get("kind")), show(doc.get("apiVersion"))
+    meant = misspelled_kind(doc.get("kind"))
+    if meant:
+        return ConfigError(
+            source,
+            "kind",
+            f"{kind} (apiVersion {api}) is not a kind nodescale reads; did you mean {meant}? "
+            f"allowed are {supported_kinds()}",
+        )
     return ConfigError(
-        source,
-        "kind",
-        f"{show(doc.get('kind'))} of apiVersion {show(doc.get('apiVersion'))} is not a kind nodescale reads "
-        f"from a NodePool source; allowed are {supported_kinds()}",
+        source, "kind", f"{kind} of apiVersion {api} is not a kind nodescale reads from a NodePool source; "
+        f"allowed are {supported_kinds()}"
     )
 
 
@@ -78,20 +90,7 @@ def load(documents: Iterable[tuple[str, Mapping]], errors: Iterable[ConfigError]
         if not isinstance(doc, Mapping) or not is_config(doc):
             result.others.append((source, doc))  # type: ignore[arg-type]
             continue
-        if doc.get("kind") not in _POOL_KINDS + _CLASS_KINDS:
-            result.errors.append(not_config_error(source, doc))
-            continue
-        key = (doc.get("apiVersion"), doc.get("kind"))
-        convert = _CONVERTERS.get(key)  # type: ignore[arg-type]
-        if convert is None:
-            result.errors.append(_unsupported(source, doc))
-            continue
-        # Objects from the cluster arrive parsed, so their depth is checked here, before any conversion.
-        depth = nesting_depth(doc)
-        if depth > MAX_DEPTH:
-            result.errors.append(ConfigError(source, "", f"nests {depth} levels deep: more than the {MAX_DEPTH} allowed"))
-            continue
-        converted, errs = convert(doc, source)
+        converted, errs = convert_document(doc, source)
         result.errors.extend(errs)
         if isinstance(converted, NodePool):
             pools.append(converted)
@@ -111,6 +110,57 @@ def load(documents: Iterable[tuple[str, Mapping]], errors: Iterable[ConfigError]
         else:
             result.nodepools[pool.name] = pool
     return result
+
+
+def convert_document(doc: Mapping, source: str) -> tuple[NodePool | NodeClass | None, list[ConfigError]]:
+    """One configuration document on its own (no cross-document checks): the NodePool or node class, or
+    None and every problem found in it. A document with an unknown field is refused as a whole."""
+    if doc.get("kind") not in _POOL_KINDS + _CLASS_KINDS:
+        return None, [not_config_error(source, doc)]
+    api = doc.get("apiVersion")
+    convert = _CONVERTERS.get((api, doc.get("kind"))) if isinstance(api, str) else None  # type: ignore[arg-type]
+    if convert is None:
+        return None, [_unsupported(source, doc)]
+    # Objects from the cluster arrive parsed, so their depth is checked here, before any conversion.
+    depth = nesting_depth(doc)
+    if depth > MAX_DEPTH:
+        return None, [ConfigError(source, "", f"nests {depth} levels deep: more than the {MAX_DEPTH} allowed")]
+    unknown = unknown_fields(doc)
+    converted, errs = convert(doc, source)
+    # What the converters find elsewhere in the document is listed too, so one round of fixes is enough;
+    # but not twice the same thing: a field named unknown here (a moved one the converters also know), or
+    # the field a misspelling was meant to be (`requirments` already says `requirements` is missing).
+    named = [u.path for u in unknown] + [u.meant for u in unknown if u.meant]
+    errs = [e for e in errs if not any(_within(e.path, p) for p in named)]
+    if unknown:
+        return None, [ConfigError(source, u.path, u.message) for u in unknown] + errs
+    return converted, errs
+
+
+def _within(path: str, outer: str) -> bool:
+    return path == outer or path.startswith((outer + ".", outer + "["))
+
+
+def validate(documents: Iterable[tuple[str, Mapping]]) -> list[ConfigError]:
+    """What the functions would refuse in these documents, as a deploy-time check of NodePool files: each
+    document must be configuration and valid on its own, and a name may be defined once. References to
+    node classes are not resolved, since the class may come from another parameter or the cluster."""
+    errors: list[ConfigError] = []
+    pools: list[NodePool] = []
+    classes: list[NodeClass] = []
+    for source, doc in documents:
+        if not isinstance(doc, Mapping) or not is_config(doc):
+            errors.append(not_config_error(source, doc if isinstance(doc, Mapping) else {}))
+            continue
+        converted, errs = convert_document(doc, source)
+        errors.extend(errs)
+        if isinstance(converted, NodePool):
+            pools.append(converted)
+        elif isinstance(converted, NodeClass):
+            classes.append(converted)
+    _unique(classes, "node class", errors)
+    _unique(pools, "NodePool", errors)
+    return errors
 
 
 def _unique(objs: list, what: str, errors: list[ConfigError]) -> tuple[dict, dict[str, list[str]]]:

@@ -92,8 +92,6 @@ def convert_ec2nodeclass(doc: Mapping, source: str) -> tuple[NodeClass | None, l
         family = attempt(c, string, spec.get("amiFamily"), "spec.amiFamily", _FAMILIES_V1BETA1, required=True)
         if family == "Custom" and not amis:
             c.fail("spec.amiSelectorTerms", "is required with amiFamily Custom")
-        if spec.get("kubelet") is not None:
-            c.fail("spec.kubelet", "is not part of karpenter.k8s.aws/v1beta1; set it on the NodePool's template.spec")
         hop_limit = 2
     role = attempt(c, string, spec.get("role"), "spec.role")
     common = _common(c, spec, hop_limit=hop_limit)
@@ -169,10 +167,6 @@ def _tags(raw: object, path: str) -> dict[str, str]:
 def _metadata_options(raw: object, hop_limit: int) -> dict[str, object]:
     path = "spec.metadataOptions"
     m = mapping(raw, path)
-    allowed = ("httpEndpoint", "httpProtocolIPv6", "httpPutResponseHopLimit", "httpTokens")
-    for key in m:
-        if key not in allowed:
-            raise FieldError(f"{path}.{key}", f"unknown option; allowed are {', '.join(allowed)}")
     out: dict[str, object] = dict(_IMDS_DEFAULTS)
     out["httpPutResponseHopLimit"] = hop_limit
     for key, choices in (
@@ -280,9 +274,6 @@ def _terms(raw: object, path: str, fields: tuple[str, ...], required: bool) -> t
     for i, item in enumerate(terms):
         p = f"{path}[{i}]"
         t = mapping(item, p)
-        for key in t:
-            if key not in fields:
-                raise FieldError(f"{p}.{key}", f"unknown field; allowed are {', '.join(fields)}")
         given = [k for k in fields if t.get(k) not in (None, {}, "")]
         if not given or given == ["owner"]:
             raise FieldError(p, f"expected at least one of {', '.join(f for f in fields if f != 'owner')}")

@@ -96,8 +96,6 @@ def convert_nodepool(doc: Mapping, source: str) -> tuple[NodePool | None, list[C
         node_class = attempt(c, _v1_ref, tspec.get("nodeClassRef"), ref_path)
         disruption = attempt(c, _v1_disruption, spec.get("disruption"), tspec)
         kubelet = None
-        if tspec.get("kubelet") is not None:
-            c.fail("spec.template.spec.kubelet", "is not part of karpenter.sh/v1; set kubelet on the EC2NodeClass")
     else:
         node_class = attempt(c, _v1beta1_ref, tspec.get("nodeClassRef"), ref_path)
         disruption = attempt(c, _v1beta1_disruption, spec.get("disruption"))
@@ -304,8 +302,6 @@ def _v1_disruption(raw: object, tspec: Mapping) -> Disruption:
         raise FieldError(f"{path}.consolidateAfter", "is required in karpenter.sh/v1 (e.g. 0s, 1m, or Never)")
     else:
         after = duration(d.get("consolidateAfter"), f"{path}.consolidateAfter")
-    if "expireAfter" in d:
-        raise FieldError(f"{path}.expireAfter", "moved to spec.template.spec.expireAfter in karpenter.sh/v1")
     tpath = "spec.template.spec"
     expire = duration(tspec["expireAfter"], f"{tpath}.expireAfter") if "expireAfter" in tspec else DEFAULT_EXPIRE_AFTER
     grace = None

@@ -8,6 +8,7 @@ the bin-packer recognises them as one group without comparing specs.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -19,6 +20,21 @@ from ..model.taints import Taint, TaintError
 from .plan import ExistingNode
 
 REPLICATED = {"Deployment", "ReplicaSet", "StatefulSet"}
+READ_KINDS = ("Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job", "DaemonSet", "Node", "PodDisruptionBudget")
+# Built-in Kubernetes kinds (and Karpenter's own state objects) that a folder of manifests or a cluster
+# dump holds beside the workloads: they place no pods, so they are passed over. Any other kind is an
+# error, as it is likelier a typo (`kind: Deploymnet`) than something to ignore.
+PASSED_OVER_KINDS = frozenset({
+    "APIService", "Binding", "CSIDriver", "CSINode", "CSIStorageCapacity", "CertificateSigningRequest",
+    "ClusterRole", "ClusterRoleBinding", "ComponentStatus", "ConfigMap", "ControllerRevision", "CronJob",
+    "CustomResourceDefinition", "Endpoints", "EndpointSlice", "Event", "FlowSchema", "HorizontalPodAutoscaler",
+    "Ingress", "IngressClass", "Lease", "LimitRange", "MutatingWebhookConfiguration", "Namespace",
+    "NetworkPolicy", "PersistentVolume", "PersistentVolumeClaim", "PodTemplate", "PriorityClass",
+    "PriorityLevelConfiguration", "ReplicationController", "ResourceQuota", "Role", "RoleBinding",
+    "RuntimeClass", "Secret", "Service", "ServiceAccount", "StorageClass", "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration", "VolumeAttachment",
+    "NodeClaim", "Machine",
+})
 # A replica count above this is almost certainly a typo, and would exhaust memory before it told anyone.
 MAX_REPLICAS = 1_000_000
 
@@ -65,8 +81,10 @@ def read_workloads(documents: Iterable[tuple[str, Mapping]]) -> Workloads:
             out.nodes.append(node(doc, source))
         elif kind == "PodDisruptionBudget":
             out.pdbs.append(dict(doc))
-        else:
+        elif kind in PASSED_OVER_KINDS:
             out.ignored.append((source, str(kind)))
+        else:
+            raise WorkloadError(source, "kind", _unknown_kind(kind))
     by_name = {n.name: n for n in out.nodes}
     for source, pod in bound:
         target = by_name.get(pod.node_name)
@@ -74,6 +92,17 @@ def read_workloads(documents: Iterable[tuple[str, Mapping]]) -> Workloads:
             raise WorkloadError(source, "spec.nodeName", f"node {pod.node_name!r} is not among the inputs")
         target.pods.append(pod)
     return out
+
+
+def _unknown_kind(kind: object) -> str:
+    if not isinstance(kind, str) or not kind:
+        return "is required; every object names its kind"
+    close = difflib.get_close_matches(kind, READ_KINDS, n=1, cutoff=0.75)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return (
+        f"{kind!r} is not a kind nodescale reads; {hint}it reads {', '.join(READ_KINDS)}, NodePools and node "
+        "classes, and passes over built-in kinds that place no pods (ConfigMap, Service, Namespace...)"
+    )
 
 
 def expand(doc: Mapping, source: str) -> list[Pod]:

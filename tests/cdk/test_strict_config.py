@@ -1,0 +1,78 @@
+"""`cdk synth` refuses what the functions would refuse, so a broken NodePool file or limit fails the deploy
+instead of being written to SSM and refused at run time.
+
+The NodePool files go through the layer's own validator (nodescale.config.validate: Karpenter's CRD
+schemas as `kubectl apply --validate=strict` applies them, plus nodescale's value checks); the cluster
+limits through the functions' own parse_limits.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infra.config import ConfigError, StackConfig
+from tests.cdk.conftest import FIXTURES
+
+
+def _config(tmp_path: Path, text: str, **context: str) -> StackConfig:
+    (tmp_path / "pools.yaml").write_text(text)
+    values = {"clusterName": "c", "nodePoolFiles": "pools.yaml", **context}
+    return StackConfig.from_context(values.get, base_dir=tmp_path)
+
+
+def _fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def test_the_fixture_files_are_accepted(tmp_path: Path) -> None:
+    for name in ("default.yaml", "windows.yaml"):
+        assert _config(tmp_path, _fixture(name)).nodepool_files
+
+
+def test_a_provisioner_without_a_name_fails_the_synth(tmp_path: Path) -> None:
+    # Karpenter's CRD (like every object) requires metadata.name; the functions refuse the pool.
+    text = "apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nspec:\n  providerRef: {name: default}\n"
+    with pytest.raises(ConfigError) as error:
+        _config(tmp_path, text)
+    message = str(error.value)
+    assert message.startswith(f"nodePoolFiles: {tmp_path / 'pools.yaml'}#0: metadata.name: is required")
+    assert "\n" not in message
+
+
+def test_a_misspelled_field_fails_the_synth_naming_file_path_and_the_valid_name(tmp_path: Path) -> None:
+    text = _fixture("default.yaml").replace("requirements:", "requirments:", 1)
+    assert text != _fixture("default.yaml")
+    with pytest.raises(ConfigError) as error:
+        _config(tmp_path, text)
+    assert str(error.value) == (
+        f"nodePoolFiles: {tmp_path / 'pools.yaml'}#0: spec.template.spec.requirments: unknown field; "
+        "did you mean requirements?"
+    )
+
+
+def test_a_misspelled_kind_fails_the_synth_suggesting_the_kind(tmp_path: Path) -> None:
+    text = _fixture("default.yaml").replace("kind: NodePool", "kind: NodePol", 1)
+    with pytest.raises(ConfigError, match=r"document 0 has kind 'NodePol'; did you mean NodePool\?"):
+        _config(tmp_path, text)
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ('{"cpu": "-1"}', "clusterLimits: cpu='-1' must not be negative"),
+        ('{"pricePerHour": "-5"}', "clusterLimits: pricePerHour='-5' must not be negative"),
+        ('{"memory": "lots"}', "clusterLimits: memory='lots' is not a valid amount"),
+    ],
+)
+def test_a_cluster_limit_the_functions_refuse_fails_the_synth(limits: str, message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        StackConfig.from_context({"clusterName": "c", "clusterLimits": limits}.get)
+    assert str(error.value).startswith(message)
+
+
+def test_the_cluster_limits_the_functions_accept_are_accepted() -> None:
+    config = StackConfig.from_context({"clusterName": "c", "clusterLimits": '{"cpu": "2000", "memory": "4Ti", '
+                                       '"nodes": 0, "pricePerHour": "50.5"}'}.get)
+    assert config.cluster_limits == {"cpu": "2000", "memory": "4Ti", "nodes": "0", "pricePerHour": "50.5"}
