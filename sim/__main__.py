@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             up(directory, args.cluster, args.ready_delay, args.speed, args.kubernetes_version)
             state = read_state(directory) or {}
             print(f"environment up in {directory} (pid {state.get('pid')})")
-            print(f"  Kubernetes API  {state.get('kube_url')}")
+            print(f"  Kubernetes API  {state.get('kube_https_url')}   (the kubeconfigs'; also {state.get('kube_url')})")
             print(f"  AWS endpoint    {state.get('aws_endpoint')}   (moto behind the fault proxy)")
             print(f"  functions       source {directory / 'env'}        "
                   "(what the functions and the nodescale CLI run as: RBAC of infra/manifests/rbac.yaml)")

@@ -20,6 +20,7 @@ process writes, in DIR:
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import logging
@@ -85,6 +86,7 @@ def serve(
     from sim.kube.rbac import apply_manifest
     from sim.kube.server import KubeServer
     from sim.kube.store import Store
+    from sim.kube.tls import self_signed
     from sim.nodes.kubelet import Kubelet
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -100,7 +102,9 @@ def serve(
         clock = Clock(speed=speed)
         store = Store(clock)
         apply_manifest(store, RBAC_MANIFEST)
-        kube = KubeServer(store).start()
+        certificate = self_signed()
+        kube = KubeServer(store, tls=certificate).start()
+        kube_https = str(kube.secure_url)
         parts.append(kube)
         account = seed(moto.url, cluster=cluster, kubernetes_version=kubernetes_version, kube_url=kube.url)
         (directory / "seed.json").write_text(account.to_json())
@@ -137,8 +141,7 @@ def serve(
             "AWS_ACCESS_KEY_ID": ADMIN_CREDENTIALS["aws_access_key_id"],
             "AWS_SECRET_ACCESS_KEY": ADMIN_CREDENTIALS["aws_secret_access_key"],
         }
-        write_kubeconfig(directory / "kubeconfig", kube.url, cluster, KUBE_FUNCTIONS_USER, KUBE_FUNCTIONS_TOKEN)
-        write_kubeconfig(directory / ADMIN_KUBECONFIG, kube.url, cluster, f"{cluster}-admin", KUBE_ADMIN_TOKEN)
+        _write_kubeconfigs(directory, kube_https, cluster, certificate.cert_pem)
         _write_atomic(directory / ADMIN_ENV, _env_text(admin_env))
         _write_atomic(directory / "env", _env_text(env))
         state = {
@@ -147,6 +150,7 @@ def serve(
             "moto_url": moto.url,
             "aws_endpoint": proxy.url,
             "kube_url": kube.url,
+            "kube_https_url": kube_https,
             "cluster": cluster,
             "ready_delay": ready_delay,
             "speed": speed,
@@ -198,12 +202,24 @@ def settings_for(
     }
 
 
-def write_kubeconfig(path: Path, server: str, cluster: str, user: str, token: str) -> None:
-    """A kubeconfig for the local API server that authenticates as `user` with its bearer `token`."""
+def _write_kubeconfigs(directory: Path, server: str, cluster: str, ca_pem: bytes) -> None:
+    """The functions' and the administrator's kubeconfigs, over HTTPS: kubectl sends a token only over TLS."""
+    write_kubeconfig(directory / "kubeconfig", server, cluster, KUBE_FUNCTIONS_USER, KUBE_FUNCTIONS_TOKEN, ca_pem)
+    write_kubeconfig(directory / ADMIN_KUBECONFIG, server, cluster, f"{cluster}-admin", KUBE_ADMIN_TOKEN, ca_pem)
+
+
+def write_kubeconfig(
+    path: Path, server: str, cluster: str, user: str, token: str, ca_pem: bytes | None = None
+) -> None:
+    """A kubeconfig for the local API server that authenticates as `user` with its bearer `token`
+    (trusting `ca_pem`, the server's certificate, when it serves HTTPS)."""
+    cluster_entry: dict[str, Any] = {"server": server}
+    if ca_pem is not None:
+        cluster_entry["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": cluster, "cluster": {"server": server}}],
+        "clusters": [{"name": cluster, "cluster": cluster_entry}],
         "users": [{"name": user, "user": {"token": token}}],
         "contexts": [
             {"name": cluster, "context": {"cluster": cluster, "user": user, "namespace": "default"}}

@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import select
+import ssl
 import sys
 import threading
 import time
@@ -22,16 +23,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from . import errors
+from . import errors, fieldvalidation, tables
 from .auth import TOKENS, User, authenticate, request_attributes
 from .disruption import evict
 from .errors import ApiError
 from .faults import FaultInjector, FaultSpecError, fault_error
 from .objects import meta
+from .openapi import OpenApiDocuments
 from .patches import PATCH_CONTENT_TYPES, apply_patch
 from .rbac import RbacAuthorizer, install_bootstrap_policy
-from .resources import ResourceType
+from .resources import CRD_KEY, ResourceType
 from .store import Store, Watch
+from .tls import ServingCertificate
 
 SERVER_VERSION = {
     "major": "1",
@@ -88,9 +91,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-cache, private")
+        if "Cache-Control" not in (headers or {}):
+            self.send_header("Cache-Control", "no-cache, private")
         for key, value in (headers or {}).items():
             self.send_header(key, value)
+        for warning in self._warnings:
+            self.send_header("Warning", fieldvalidation.warning_header(warning))
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
@@ -124,6 +130,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise errors.bad_request(f"the request body is not valid {content_type or 'JSON'}: {exc}") from exc
 
     def _dispatch(self) -> None:
+        self._warnings: list[str] = []
         self._raw_body = self._read_body()
         parts = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
@@ -162,6 +169,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, "ok")
         elif path == "/version":
             self._json(200, SERVER_VERSION)
+        elif path == "/openapi/v2" or path == "/openapi/v3" or path.startswith("/openapi/v3/"):
+            self._openapi(path)
         elif path == "/api":
             self._json(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": f"{self.server.server_address[0]}:{self.server.server_address[1]}"}
@@ -185,6 +194,29 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             return False
         return True
+
+    def _openapi(self, path: str) -> None:
+        documents = self.server.openapi
+        if path == "/openapi/v2":
+            accept = self.headers.get("Accept") or "application/json"
+            if not any(m.split(";")[0].strip() in ("application/json", "*/*", "application/*")
+                       for m in accept.split(",")):
+                # sim has no protobuf encoding; clients that accept JSON (kubectl falls back to v3) get it.
+                raise ApiError(406, "NotAcceptable",
+                               "only the following media types are accepted: application/json")
+            self._send(200, documents.v2_document())
+            return
+        if path == "/openapi/v3":
+            self._send(200, documents.v3_index())
+            return
+        parts = path.removeprefix("/openapi/v3/").split("/")
+        group, version = ("", parts[1]) if parts[0] == "api" and len(parts) == 2 else (
+            (parts[1], parts[2]) if parts[0] == "apis" and len(parts) == 3 else ("", ""))
+        document = documents.v3_document(group, version) if version else None
+        if document is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        # Addressed by hash, the document never changes: clients may cache it (kube-apiserver does the same).
+        self._send(200, document, {"Cache-Control": "public, immutable"} if "hash=" in self.path else None)
 
     @staticmethod
     def _group(group: str, versions: list[str]) -> dict[str, Any]:
@@ -286,7 +318,17 @@ class _Handler(BaseHTTPRequestHandler):
         if request.sub == "scale":
             self._json(200, _scale_of(obj))
             return
+        table_version = tables.wants_table(self.headers.get("Accept")) if request.sub is None else None
+        if table_version:
+            list_meta = {"resourceVersion": meta(obj).get("resourceVersion", "")}
+            self._json(200, self._table(request.rt, [obj], list_meta, query, table_version))
+            return
         self._json(200, obj)
+
+    def _table(self, rt: ResourceType, objects: list[dict[str, Any]], list_meta: dict[str, Any],
+               query: dict[str, str], api_version: str) -> dict[str, Any]:
+        return tables.table(rt.group, rt.kind, objects, self.server.store.clock.now(), list_meta,
+                            query.get("includeObject") or "Metadata", api_version)
 
     def _do_list(self, request: _Request, query: dict[str, str]) -> None:
         try:
@@ -306,6 +348,11 @@ class _Handler(BaseHTTPRequestHandler):
             list_meta["continue"] = token
         if remaining is not None:
             list_meta["remainingItemCount"] = remaining
+        table_version = tables.wants_table(self.headers.get("Accept"))
+        if table_version:
+            objects = [json.loads(text) for text in texts]
+            self._json(200, self._table(request.rt, objects, list_meta, query, table_version))
+            return
         head = json.dumps(
             {"kind": f"{request.rt.kind}List", "apiVersion": request.rt.api_version, "metadata": list_meta},
             separators=(",", ":"),
@@ -379,6 +426,9 @@ class _Handler(BaseHTTPRequestHandler):
         readable, _, _ = select.select([self.connection], [], [], 0)
         if not readable:
             return False
+        if isinstance(self.connection, ssl.SSLSocket):
+            # TLS cannot peek; a client says nothing more on a watch's connection but its close.
+            return True
         try:
             return self.connection.recv(1, 0x2) == b""  # MSG_PEEK: EOF means the client hung up
         except OSError:
@@ -407,8 +457,21 @@ class _Handler(BaseHTTPRequestHandler):
             raise errors.method_not_allowed()
         if body is None:
             raise errors.bad_request(f"the request body must be a {request.rt.kind} object")
+        self._validate_fields(request.rt, body, query, "create")
         created = store.create(request.rt.key, body, request.namespace, dry_run=self._dry_run(query))
         self._json(201, created)
+
+    def _validate_fields(self, rt: ResourceType, body: Any, query: dict[str, str], verb: str) -> None:
+        """Honour `fieldValidation`: refuse (Strict) or warn about (Warn) fields the kind's schema lacks."""
+        validation = fieldvalidation.mode(query)
+        if validation in (None, "Ignore") or not isinstance(body, dict):
+            return
+        found = self.server.openapi.schema_for(rt)
+        if found is None:
+            return
+        schema, components = found
+        fields = fieldvalidation.unknown_fields(body, schema, components, patch=verb in ("patch", "apply"))
+        self._warnings += fieldvalidation.check(rt.kind, rt.version, fields, validation, verb)
 
     def _bind(self, request: _Request, body: Any) -> None:
         if not isinstance(body, dict) or not isinstance(body.get("target"), dict):
@@ -437,6 +500,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise errors.bad_request(
                 f"the name of the object ({meta(body).get('name')}) does not match the name on the URL ({request.name})"
             )
+        self._validate_fields(request.rt, body, query, "update")
         body.setdefault("metadata", {})["name"] = request.name
         updated = store.update(
             request.rt.key, body, request.namespace, dry_run=self._dry_run(query), subresource=request.sub
@@ -466,6 +530,8 @@ class _Handler(BaseHTTPRequestHandler):
                 f"{', '.join(PATCH_CONTENT_TYPES)}",
             )
         body = self._body()
+        if request.sub is None and patch_type != "json":
+            self._validate_fields(request.rt, body, query, "apply" if patch_type == "apply" else "patch")
         if request.sub == "scale":
             current = _scale_of(store.get(request.rt.key, request.name, request.namespace))
             patched = apply_patch(current, body, "merge" if patch_type == "strategic" else patch_type)
@@ -574,14 +640,29 @@ class _HTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], store: Store, tokens: dict[str, User]) -> None:
+    def __init__(
+        self, address: tuple[str, int], store: Store, tokens: dict[str, User],
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         super().__init__(address, _Handler)
+        if tls is not None:
+            # The handshake happens in the request's thread (`finish_request`), not in the accept loop.
+            self.socket = tls.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
         self.store = store
         self.tokens = tokens
         self.authorizer = RbacAuthorizer(store)
         self.faults = FaultInjector()
+        self.openapi = OpenApiDocuments(store.registry.all, lambda: store.snapshot(CRD_KEY))
         self._watches: set[Watch] = set()
         self._watch_lock = threading.Lock()
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if isinstance(request, ssl.SSLSocket):
+            try:
+                request.do_handshake()
+            except (OSError, ValueError):
+                return  # a client that does not complete the handshake gets nothing
+        super().finish_request(request, client_address)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients that hang up mid-request are normal (timeouts, stopped watches): no traceback.
@@ -610,20 +691,40 @@ class KubeServer:
     `tokens` maps each bearer token to its user (default: the admin's and the functions'). Like
     kube-apiserver at start-up, it puts the default ClusterRoles and bindings (cluster-admin,
     system:discovery, system:basic-user, system:public-info-viewer) in the store.
+
+    With `tls` (a serving certificate), the same API is also served over HTTPS on a second port
+    (`secure_url`): kubectl sends a kubeconfig's token only over TLS. Both listeners share the store,
+    the tokens, the authorizer and the fault injector.
     """
 
     def __init__(
-        self, store: Store, host: str = "127.0.0.1", port: int = 0, tokens: dict[str, User] | None = None
+        self, store: Store, host: str = "127.0.0.1", port: int = 0, tokens: dict[str, User] | None = None,
+        tls: ServingCertificate | None = None,
     ) -> None:
         self.store = store
         install_bootstrap_policy(store)
-        self._httpd = _HTTPServer((host, port), store, dict(TOKENS if tokens is None else tokens))
-        self._thread: threading.Thread | None = None
+        users = dict(TOKENS if tokens is None else tokens)
+        self._httpd = _HTTPServer((host, port), store, users)
+        self._secure: _HTTPServer | None = None
+        if tls is not None:
+            self._secure = _HTTPServer((host, 0), store, users, tls.server_context())
+            self._secure.authorizer = self._httpd.authorizer
+            self._secure.faults = self._httpd.faults
+            self._secure.openapi = self._httpd.openapi
+        self._threads: list[threading.Thread] = []
 
     @property
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}"
+
+    @property
+    def secure_url(self) -> str | None:
+        """The HTTPS listener's URL, when the server has one."""
+        if self._secure is None:
+            return None
+        host, port = self._secure.server_address[:2]
+        return f"https://{host}:{port}"
 
     @property
     def port(self) -> int:
@@ -633,21 +734,31 @@ class KubeServer:
     def faults(self) -> FaultInjector:
         return self._httpd.faults
 
+    def _servers(self) -> list[_HTTPServer]:
+        return [self._httpd] + ([self._secure] if self._secure is not None else [])
+
     def start(self) -> KubeServer:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2}, name="sim-kube-api", daemon=True
-            )
-            self._thread.start()
+        if not self._threads:
+            for n, httpd in enumerate(self._servers()):
+                thread = threading.Thread(
+                    target=httpd.serve_forever, kwargs={"poll_interval": 0.2},
+                    name="sim-kube-api" + ("-tls" if n else ""), daemon=True,
+                )
+                thread.start()
+                self._threads.append(thread)
         return self
 
     def stop(self) -> None:
-        self._httpd.close_watches()
-        if self._thread is not None:
-            self._httpd.shutdown()
-            self._thread.join(timeout=5)
-            self._thread = None
-        self._httpd.server_close()
+        for httpd in self._servers():
+            httpd.close_watches()
+        if self._threads:
+            for httpd in self._servers():
+                httpd.shutdown()
+            for thread in self._threads:
+                thread.join(timeout=5)
+            self._threads = []
+        for httpd in self._servers():
+            httpd.server_close()
 
     def __enter__(self) -> KubeServer:
         return self.start()
