@@ -61,7 +61,7 @@ def rt(sim: Environment) -> Runtime:
 
 
 def deployment(sim: Environment, ns: str, name: str, replicas: int, cpu: str, annotations: dict | None = None,
-               anti_affinity: bool = False) -> None:
+               anti_affinity: bool = False, node_selector: dict | None = None) -> None:
     doc = yaml.safe_load((EXAMPLES / "workloads" / "inflate.yaml").read_text())
     doc["metadata"] = {"name": name, "namespace": ns}
     doc["spec"]["replicas"] = replicas
@@ -69,6 +69,8 @@ def deployment(sim: Environment, ns: str, name: str, replicas: int, cpu: str, an
     template = doc["spec"]["template"]
     template["metadata"] = {"labels": {"app": name}, "annotations": annotations or {}}
     template["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+    if node_selector:
+        template["spec"]["nodeSelector"] = node_selector
     if anti_affinity:
         template["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchLabels": {"app": name}}, "topologyKey": "kubernetes.io/hostname"}]}}
@@ -85,9 +87,9 @@ def running(sim: Environment, ns: str) -> list[dict]:
             and not p["metadata"].get("deletionTimestamp")]
 
 
-def provision_until_running(sim: Environment, rt: Runtime, ns: str, count: int) -> None:
+def provision_until_running(sim: Environment, rt: Runtime, ns: str, count: int, seconds: float = 40) -> None:
     """Launch for the pending pods and let the nodes come up until ``count`` pods run."""
-    deadline = time.monotonic() + 40
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if len(running(sim, ns)) >= count:
             return
@@ -158,6 +160,91 @@ def test_empty_node_goes_about_30_simulated_seconds_after_it_empties_not_before(
     assert 30 <= waited < 40
     events = node_events(sim, sorted(nodes)[0])
     assert any(e["reason"] == "DisruptionDecision" and "Empty" in e["message"] for e in events)
+
+
+LEGACY_AND_CURRENT = """
+apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata:
+  name: legacy
+spec:
+  labels: {generation: legacy}
+  requirements:
+    - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
+    - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+  providerRef: {name: legacy}
+  ttlSecondsAfterEmpty: 30
+---
+apiVersion: karpenter.k8s.aws/v1alpha1
+kind: AWSNodeTemplate
+metadata:
+  name: legacy
+spec:
+  subnetSelector: {karpenter.sh/discovery: demo-cluster}
+  securityGroupSelector: {karpenter.sh/discovery: demo-cluster}
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: current
+spec:
+  template:
+    metadata:
+      labels: {generation: current}
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: current}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+  disruption:
+    consolidationPolicy: WhenEmpty
+    consolidateAfter: 30s
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: current
+spec:
+  role: KarpenterNodeRole-demo-cluster
+  amiSelectorTerms:
+    - alias: al2023@latest
+  subnetSelectorTerms:
+    - tags: {karpenter.sh/discovery: demo-cluster}
+  securityGroupSelectorTerms:
+    - tags: {karpenter.sh/discovery: demo-cluster}
+"""
+
+
+def nodes_of(sim: Environment, generation: str) -> set[str]:
+    return {n["metadata"]["name"] for n in managed_nodes(sim) if n["metadata"]["labels"].get("generation") == generation}
+
+
+def test_twenty_empty_nodes_of_a_v1alpha5_pool_all_go_in_one_run_while_a_v1_pool_keeps_its_10_percent_budget(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """Karpenter v0.2x had no budgets: ttlSecondsAfterEmpty deleted every empty node past it at once (restates
+    karpenter v0.31 pkg/controllers/deprovisioning/suite_test.go "should deprovision all empty Machine and
+    NodeClaims in parallel (Emptiness)"). A v1 NodePool beside it keeps the default budget: 2 of 20 a run."""
+    put_pool(sim, LEGACY_AND_CURRENT)
+    for generation in ("legacy", "current"):
+        deployment(sim, ns, generation, 20, "1", anti_affinity=True, node_selector={"generation": generation})
+    provision_until_running(sim, rt, ns, 40, seconds=120)
+    legacy, current = nodes_of(sim, "legacy"), nodes_of(sim, "current")
+    assert len(legacy) == 20 and len(current) == 20
+
+    for generation in ("legacy", "current"):
+        scale(sim, ns, generation, 0)
+    wait_for("the pods to go", lambda: not pods(sim, ns), timeout=60)
+    assert disrupting.disrupt_once(rt)["decisions"] == []  # first seen empty: the clocks start
+    sim.advance(31)
+    run = disrupting.disrupt_once(rt)
+    decided = {n for d in run["decisions"] for n in d["nodes"]}
+    assert {d["reason"] for d in run["decisions"]} == {"Empty"}
+    assert decided & legacy == legacy, "every empty v1alpha5 node goes in the one run"
+    assert len(decided & current) == 2, "the v1 pool's default budget (10% of 20) allows 2"
+    assert {r["blockedBy"] for r in run["refused"]} == {"budget"} and len(run["refused"]) == 18
+    wait_for("the v1alpha5 nodes to be deleted", lambda: not nodes_of(sim, "legacy"), timeout=60)
+    assert len(nodes_of(sim, "current")) == 18
 
 
 M5_ON_DEMAND = """\

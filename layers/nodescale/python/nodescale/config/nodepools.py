@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from croniter import croniter
 
 from ..model import labels as wk
-from ..model.nodepool import DEFAULT_BUDGETS, Budget, Disruption, KubeletSettings, NodePool
+from ..model.nodepool import DEFAULT_BUDGETS, NO_BUDGETS, Budget, Disruption, KubeletSettings, NodePool
 from ..model.quantity import QuantityError, to_int, to_milli
 from ..model.requirements import Requirements
 from ..model.taints import EFFECTS, Taint
@@ -238,8 +238,9 @@ def _legacy_disruption(spec: Mapping) -> Disruption:
     ttlSecondsAfterEmpty N -> WhenEmpty after N s; consolidation.enabled -> WhenEmptyOrUnderutilized
     (immediately); neither -> nodes were never removed for being empty or underused, so WhenEmpty
     with consolidateAfter Never. ttlSecondsUntilExpired N -> expireAfter N s; absent -> Never
-    (v1alpha5 nodes did not expire unless asked to). Budgets did not exist; the v1beta1 default
-    (10%) applies.
+    (v1alpha5 nodes did not expire unless asked to). Budgets did not exist: none applies, and the
+    pool keeps Karpenter v0.2x's pace instead (``one_at_a_time``: every empty node at once, a node
+    with pods one at a time).
     """
     empty = integer(spec.get("ttlSecondsAfterEmpty"), "spec.ttlSecondsAfterEmpty", 0)
     expire = integer(spec.get("ttlSecondsUntilExpired"), "spec.ttlSecondsUntilExpired", 0)
@@ -260,7 +261,8 @@ def _legacy_disruption(spec: Mapping) -> Disruption:
         consolidation_policy=policy,
         consolidate_after_seconds=after,
         expire_after_seconds=float(expire) if expire is not None else None,
-        budgets=DEFAULT_BUDGETS,
+        budgets=NO_BUDGETS,
+        one_at_a_time=True,
     )
 
 

@@ -1,7 +1,8 @@
 """Disruption budgets: how many of a NodePool's nodes may be disrupted now, for a given reason.
 
 ``allowed_disruptions`` reads the budgets; ``Tally`` keeps one plan's count, so that what one method
-takes is no longer there for the next.
+takes is no longer there for the next. v1alpha5 pools have no budget (Karpenter v0.2x had none) but
+Karpenter v0.2x's pace instead, one disruption that moves pods at a time: ``Tally.wait_turn``.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def allowed_disruptions(
 
 
 class Tally:
-    """Allowances per (pool, reason), reduced as decisions are taken in this plan."""
+    """Allowances per (pool, reason), reduced as decisions are taken in this plan; and, for pools that
+    disrupt one at a time (v1alpha5), whether their turn is taken."""
 
     def __init__(
         self, now: datetime, pools: Mapping[str, NodePool], views: Iterable[NodeView], in_progress: frozenset[str]
@@ -83,6 +85,9 @@ class Tally:
             self.total[v.nodepool] = self.total.get(v.nodepool, 0) + 1
             if v.name in in_progress:
                 self.disrupting[v.nodepool] = self.disrupting.get(v.nodepool, 0) + 1
+        # Karpenter v0.2x waited for a command's nodes to be gone before the next: any node under way keeps
+        # the turn, whatever it was disrupted for.
+        self.turn_taken: set[str] = set(self.disrupting)
 
     def allowance(self, pool: str, reason: str) -> Allowance:
         p = self.pools[pool]
@@ -90,8 +95,19 @@ class Tally:
             p.disruption.budgets, self.total.get(pool, 0), self.disrupting.get(pool, 0), reason, self.now
         )
 
-    def take(self, pool: str, count: int = 1) -> None:
+    def take(self, pool: str, count: int = 1, moves_pods: bool = True) -> None:
         self.disrupting[pool] = self.disrupting.get(pool, 0) + count
+        if moves_pods:
+            self.turn_taken.add(pool)
+
+    def wait_turn(self, pool: str) -> str | None:
+        """Why a disruption that moves pods must wait in a one-at-a-time pool, or None (its turn, or no such rule)."""
+        if not self.pools[pool].disruption.one_at_a_time or pool not in self.turn_taken:
+            return None
+        return (
+            f"Provisioner {pool} (v1alpha5) disrupts nodes with pods one at a time, as Karpenter v0.2x did, "
+            "and one is under way"
+        )
 
 
 def _duration(seconds: float | None) -> str:

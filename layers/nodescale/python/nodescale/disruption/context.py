@@ -71,7 +71,7 @@ class Context:
     def take(self, decision: Decision, pool: str) -> None:
         self.out.decisions.append(decision)
         self.decided.update(decision.nodes)
-        self.budgets.take(pool, len(decision.nodes))
+        self.budgets.take(pool, len(decision.nodes), moves_pods=bool(decision.pods))
 
     def guarded(self, v: NodeView, reason: Reason) -> bool:
         """Refuses (and says so) a node that do-not-disrupt or a PodDisruptionBudget at zero holds."""
@@ -93,4 +93,11 @@ class Context:
         if allowance.allowed < 1:
             self.refuse([v.name], reason, allowance.why, Blocker.BUDGET)
             return False
-        return True
+        return not (v.pods and self.wait_turn(v, reason))
+
+    def wait_turn(self, v: NodeView, reason: Reason) -> bool:
+        """Refuses (and says so) a node whose one-at-a-time pool (v1alpha5) has a disruption under way."""
+        why = self.budgets.wait_turn(v.nodepool)
+        if why:
+            self.refuse([v.name], reason, why, Blocker.ONE_AT_A_TIME)
+        return why is not None

@@ -36,6 +36,7 @@ class Blocker(StrEnum):
     PDB = "pdb"
     HEALTH = "unhealthy-share"
     NOT_CONSOLIDATABLE = "not-consolidatable"
+    ONE_AT_A_TIME = "one-at-a-time"  # a v1alpha5 pool's disruption under way (Karpenter v0.2x's pace)
 
 
 # The names the rest of the code has long used for the reasons.

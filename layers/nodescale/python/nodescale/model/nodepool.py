@@ -21,6 +21,8 @@ class Budget:
 
 # Karpenter's default when a NodePool names no budget: 10% of its nodes at once.
 DEFAULT_BUDGETS = (Budget(nodes="10%"),)
+# Karpenter v0.2x (the v1alpha5 API) had no budgets: every node may go, so a budget never holds.
+NO_BUDGETS = (Budget(nodes="100%"),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +32,11 @@ class Disruption:
     expire_after_seconds: float | None = 720 * 3600.0  # None: "Never"
     budgets: tuple[Budget, ...] = (Budget(nodes="10%"),)
     termination_grace_period_seconds: float | None = None
+    # Karpenter v0.2x (v1alpha5) ran one deprovisioning action at a time and waited for it to finish:
+    # True there, so a disruption that moves pods (replacing, draining or consolidating a node with
+    # pods) waits while any node of the pool is being disrupted, and a run starts at most one per
+    # pool. Nodes without pods are not held: v0.2x deleted every one of them at once.
+    one_at_a_time: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,11 +61,16 @@ class Consolidation(Method):
         return [d]
 
     def _admit(self, candidates: Sequence[NodeView], ctx: Context) -> tuple[list[NodeView], dict[str, int]]:
-        """The candidates guards let through, and each pool's room under its Underutilized budget."""
+        """The candidates guards let through, and each pool's room under its Underutilized budget.
+
+        A one-at-a-time pool (v1alpha5) with a disruption under way offers none: Karpenter v0.2x started
+        no consolidation before the last command's nodes were gone. Its budget is unlimited, so one
+        multi-node consolidation may take up to ``MAX_MULTI_NODE`` of its nodes, as v0.2x's did.
+        """
         eligible: list[NodeView] = []
         room: dict[str, int] = {}
         for v in candidates:
-            if ctx.guarded(v, Reason.UNDERUTILIZED):
+            if ctx.guarded(v, Reason.UNDERUTILIZED) or ctx.wait_turn(v, Reason.UNDERUTILIZED):
                 continue
             if v.nodepool not in room:
                 allowance = ctx.budgets.allowance(v.nodepool, Reason.UNDERUTILIZED)

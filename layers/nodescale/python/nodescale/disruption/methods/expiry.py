@@ -1,7 +1,9 @@
 """Expiry: replace nodes older than their pool's ``expireAfter``.
 
 Forceful under the v1 API (past budgets and do-not-disrupt, as Karpenter v1 does); older APIs let
-budgets and do-not-disrupt hold it. An expired node without pods is deleted, not replaced.
+budgets and do-not-disrupt hold it. An expired node without pods is deleted, not replaced. A v1alpha5
+pool has no budget but goes at Karpenter v0.2x's pace: its empty expired nodes all at once, those with
+pods one at a time, the longest expired first.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class Expiry(Method):
 
     def compute(self, candidates: Sequence[NodeView], ctx: Context) -> list[Decision]:
         taken: list[Decision] = []
-        for v in candidates:
+        for v in _in_turn(candidates, ctx):
             pool = ctx.pool(v)
             d = expiry_check(v, pool, ctx.now)
             if d is None:
@@ -51,3 +53,13 @@ class Expiry(Method):
             else:
                 ctx.decided.add(v.name)
         return taken
+
+
+def _in_turn(candidates: Sequence[NodeView], ctx: Context) -> list[NodeView]:
+    """One-at-a-time pools (v1alpha5) last, their longest-expired (oldest) node first, the one Karpenter
+    v0.2x replaced first; the other pools keep the order they came in, as before."""
+    def serial(v: NodeView) -> bool:
+        return ctx.pool(v).disruption.one_at_a_time
+
+    oldest_first = sorted((v for v in candidates if serial(v)), key=lambda v: v.created or ctx.now)
+    return [v for v in candidates if not serial(v)] + oldest_first
