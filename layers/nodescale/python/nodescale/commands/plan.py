@@ -80,7 +80,9 @@ def plan_paths(paths: Iterable[str], instance_types: str | None = None, region: 
         raise InputError([str(exc)]) from None
     catalog = _catalog(instance_types, region)
     try:
-        types_by_pool, labels_by_pool = pool_types(config.nodepools.values(), config.nodeclasses, catalog)
+        types_by_pool, labels_by_pool = pool_types(
+            config.nodepools.values(), config.nodeclasses, catalog, None if instance_types else region
+        )
     except PoolTypesError as exc:
         raise InputError([str(exc)]) from None
     return solve(
