@@ -1,5 +1,7 @@
 """The instance types each NodePool can launch: the catalog under its node class (kubelet settings, root
-volume, AMI family), and the labels that node class gives its nodes (the OS, and the Windows build)."""
+volume, AMI family) and priced as whole nodes (``nodecost``: instance plus EBS volumes), burstable types
+only where the pool names them; and the labels that node class gives its nodes (the OS, and the Windows
+build)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ from collections.abc import Iterable, Mapping
 from ..model import labels as wk
 from ..model.instancetype import InstanceType, WindowsFamilyError, windows_build
 from ..model.nodepool import NodeClass, NodePool
-from . import ami
+from . import ami, nodecost
 from .catalog import with_kubelet
+from .launchtemplates import LaunchTemplateError, block_device_mappings
 
 _GIB = 2**30
 # Where each AMI family puts its root volume when no mapping is marked rootVolume.
@@ -21,17 +24,23 @@ class PoolTypesError(ValueError):
 
 
 def pool_types(
-    pools: Iterable[NodePool], classes: Mapping[str, NodeClass], catalog: list[InstanceType]
+    pools: Iterable[NodePool],
+    classes: Mapping[str, NodeClass],
+    catalog: list[InstanceType],
+    region: str | None = None,
 ) -> tuple[dict[str, list[InstanceType]], dict[str, dict[str, str]]]:
-    """Each pool's instance types under its node class (kubelet, root volume, AMI family) and the labels
-    the node class gives its nodes (the OS, and the Windows build)."""
+    """Each pool's instance types under its node class (kubelet, root volume, AMI family), each offering
+    priced with the node class's EBS volumes in ``region`` (by default the catalog's), and the labels the
+    node class gives its nodes (the OS, and the Windows build)."""
     types: dict[str, list[InstanceType]] = {}
     labels: dict[str, dict[str, str]] = {}
     cache: dict[tuple, list[InstanceType]] = {}
+    region = region or _catalog_region(catalog)
     for pool in pools:
         nc = classes.get(pool.node_class)
         family = None
         storage = None
+        volumes = 0.0
         kubelet = pool.kubelet
         if nc is not None:
             where = f"{nc.source or nc.name}: "
@@ -41,14 +50,28 @@ def pool_types(
             except (ami.AmiError, WindowsFamilyError) as exc:
                 raise PoolTypesError(f"{where}{exc}") from None
             storage = _root_volume_bytes(nc)
+            volumes = _volumes_per_hour(nc, family, region)
             kubelet = kubelet or nc.kubelet
             # The AMI decides the OS: a Linux AMI on a Windows-capable type still makes a Linux node.
             labels[pool.name] = {wk.OS: "windows", wk.WINDOWS_BUILD: build} if build else {wk.OS: "linux"}
-        key = (id(kubelet), storage, family)
+        key = (id(kubelet), storage, family, volumes)
         if key not in cache:
-            cache[key] = with_kubelet(catalog, kubelet, storage, family)
-        types[pool.name] = cache[key]
+            cache[key] = nodecost.with_node_cost(with_kubelet(catalog, kubelet, storage, family), volumes)
+        types[pool.name] = nodecost.usable_types(cache[key], pool.requirements)
     return types, labels
+
+
+def _catalog_region(catalog: list[InstanceType]) -> str | None:
+    return next((r for it in catalog if (r := it.labels.get(wk.REGION))), None)
+
+
+def _volumes_per_hour(nc: NodeClass, family: str, region: str | None) -> float:
+    """What the EBS volumes the launcher gives each node of this class cost per hour."""
+    try:
+        mappings = block_device_mappings(nc, family)
+    except LaunchTemplateError as exc:
+        raise PoolTypesError(str(exc)) from None  # it names the node class's source
+    return nodecost.volumes_per_hour(mappings or nodecost.UNKNOWN_ROOT_VOLUME, region)
 
 
 def _root_volume_bytes(nc: NodeClass) -> int | None:

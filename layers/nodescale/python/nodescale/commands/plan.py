@@ -90,7 +90,9 @@ def plan_paths(
         notes.extend(f"{source}: {kind} passed over (it places no pods)" for source, kind in work.ignored)
     catalog = _catalog(instance_types, region)
     try:
-        types_by_pool, labels_by_pool = pool_types(config.nodepools.values(), config.nodeclasses, catalog)
+        types_by_pool, labels_by_pool = pool_types(
+            config.nodepools.values(), config.nodeclasses, catalog, None if instance_types else region
+        )
     except PoolTypesError as exc:
         raise InputError([str(exc)]) from None
     return solve(
