@@ -90,6 +90,7 @@ def plan_paths(paths: Iterable[str], instance_types: str | None = None, region: 
         existing_nodes=work.nodes,
         daemonset_pods=work.daemons,
         node_labels_by_pool=labels_by_pool,
+        namespace_labels=work.namespace_labels,
     )
 
 
