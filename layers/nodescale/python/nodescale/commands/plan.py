@@ -102,6 +102,7 @@ def plan_paths(
         existing_nodes=work.nodes,
         daemonset_pods=work.daemons,
         node_labels_by_pool=labels_by_pool,
+        namespace_labels=work.namespace_labels,
     )
 
 

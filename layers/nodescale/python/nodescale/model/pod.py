@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from . import labels as wk
 from . import resources as res
 from .durations import go_duration_seconds
-from .requirements import Requirements
+from .requirements import Requirement, Requirements
 from .taints import Toleration
 from .timestamps import parse_timestamp
 
@@ -31,6 +32,12 @@ class LabelSelector:
         reqs = Requirements.from_labels(raw.get("matchLabels") or {})
         exprs = Requirements.from_node_selector_requirements(raw.get("matchExpressions") or [], "labelSelector")
         return cls(reqs.intersect(exprs))
+
+    def with_label_keys(self, labels: Mapping[str, str], keys: Iterable[str], operator: str) -> LabelSelector:
+        """The selector narrowed by the pod's own values of ``keys`` (matchLabelKeys: In, mismatchLabelKeys:
+        NotIn); a key the pod lacks is skipped, as kube-scheduler does."""
+        extra = [Requirement.create(k, operator, [labels[k]]) for k in keys if k in labels]
+        return LabelSelector(self.requirements.intersect(Requirements(extra))) if extra else self
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         for key, req in self.requirements.items():
@@ -58,9 +65,19 @@ class TopologySpread:
 class PodAffinityTerm:
     topology_key: str
     selector: LabelSelector
-    namespaces: frozenset[str]  # empty means the pod's own namespace
+    namespaces: frozenset[str]  # with no namespace selector, empty means the pod's own namespace
     anti: bool
     weight: int = 0  # 0 for required terms, 1..100 for preferred ones
+    # Namespaces whose labels it matches join ``namespaces``; an empty selector matches every namespace.
+    namespace_selector: LabelSelector | None = None
+
+    def selects_namespace(self, namespace: str, own: str, namespace_labels: Mapping[str, str]) -> bool:
+        """Whether pods in ``namespace`` are in the term's scope (``own``: the term's pod's namespace)."""
+        if self.namespace_selector is None and not self.namespaces:
+            return namespace == own
+        if namespace in self.namespaces:
+            return True
+        return self.namespace_selector is not None and self.namespace_selector.matches(namespace_labels)
 
 
 @dataclass(slots=True)
@@ -118,19 +135,20 @@ class Pod:
         owners = meta.get("ownerReferences") or []
         owner = next((o for o in owners if o.get("controller")), owners[0] if owners else {})
         affinity = spec.get("affinity") or {}
+        labels = dict(meta.get("labels") or {})
         return cls(
             namespace=meta.get("namespace") or "default",
             name=meta.get("name") or "",
             uid=meta.get("uid") or "",
-            labels=dict(meta.get("labels") or {}),
+            labels=labels,
             annotations=dict(meta.get("annotations") or {}),
             requests=pod_requests(spec),
             node_selector=Requirements.from_labels(spec.get("nodeSelector") or {}),
             required_affinity=_required_node_affinity(affinity),
             preferred_affinity=_preferred_node_affinity(affinity),
             tolerations=tuple(Toleration.from_dict(t) for t in spec.get("tolerations") or []),
-            spread=[_spread(c) for c in spec.get("topologySpreadConstraints") or []],
-            affinity_terms=_pod_affinity_terms(affinity),
+            spread=[_spread(c, labels) for c in spec.get("topologySpreadConstraints") or []],
+            affinity_terms=_pod_affinity_terms(affinity, labels),
             owner_kind=owner.get("kind") or "",
             owner_name=owner.get("name") or "",
             node_name=spec.get("nodeName") or "",
@@ -151,8 +169,14 @@ def _container_requests(container: Mapping) -> res.Resources:
     return res.parse_resource_list(requests, f"container {container.get('name', '?')} requests")
 
 
+# What pod-level resources (spec.resources, Kubernetes 1.32+) may set; other resources stay per container.
+_POD_LEVEL = (res.CPU, res.MEMORY)
+
+
 def pod_requests(spec: Mapping) -> res.Resources:
-    """Effective requests: containers summed, init containers' peak (sidecars counted), plus overhead, one pod."""
+    """Effective requests, kube-scheduler's formula: the larger of the init peak (each ordinary init
+    container plus the sidecars started before it) and containers plus sidecars; pod-level requests
+    replace that for the resources they name; then overhead, and one pod."""
     containers = res.total(_container_requests(c) for c in spec.get("containers") or [])
     init_peak: res.Resources = {}
     sidecars: res.Resources = {}
@@ -163,9 +187,22 @@ def pod_requests(spec: Mapping) -> res.Resources:
         else:
             init_peak = res.merge_max(init_peak, res.add(sidecars, req))
     total = res.merge_max(res.add(containers, sidecars), init_peak)
+    pod_level = _pod_level_requests(spec)
+    if pod_level:
+        total = {**total, **pod_level}
     total = res.add(total, res.parse_resource_list(spec.get("overhead") or {}, "overhead"))
     total[res.PODS] = total.get(res.PODS, 0) + 1
     return total
+
+
+def _pod_level_requests(spec: Mapping) -> res.Resources:
+    resources = spec.get("resources") or {}
+    requests = dict(resources.get("requests") or {})
+    # As for a container, a pod-level limit without a request is the request (API server defaulting).
+    for k, v in (resources.get("limits") or {}).items():
+        requests.setdefault(k, v)
+    wanted = {k: v for k, v in requests.items() if k in _POD_LEVEL or str(k).startswith("hugepages-")}
+    return res.parse_resource_list(wanted, "pod-level resources requests") if wanted else {}
 
 
 def _required_node_affinity(affinity: Mapping) -> list[Requirements]:
@@ -192,36 +229,44 @@ def _preferred_node_affinity(affinity: Mapping) -> list[tuple[int, Requirements]
     return out
 
 
-def _spread(raw: Mapping) -> TopologySpread:
+def _spread(raw: Mapping, labels: Mapping[str, str]) -> TopologySpread:
+    selector = LabelSelector.from_dict(raw.get("labelSelector"))
     return TopologySpread(
-        topology_key=raw.get("topologyKey") or "",
+        topology_key=wk.canonical(raw.get("topologyKey") or ""),
         max_skew=int(raw.get("maxSkew") or 1),
         when_unsatisfiable=raw.get("whenUnsatisfiable") or "DoNotSchedule",
-        selector=LabelSelector.from_dict(raw.get("labelSelector")),
+        selector=selector.with_label_keys(labels, raw.get("matchLabelKeys") or (), "In"),
         min_domains=raw.get("minDomains"),
         node_affinity_policy=raw.get("nodeAffinityPolicy") or "Honor",
         node_taints_policy=raw.get("nodeTaintsPolicy") or "Ignore",
     )
 
 
-def _pod_affinity_terms(affinity: Mapping) -> list[PodAffinityTerm]:
+def _pod_affinity_terms(affinity: Mapping, labels: Mapping[str, str]) -> list[PodAffinityTerm]:
     out = []
     for kind, anti in (("podAffinity", False), ("podAntiAffinity", True)):
         block = affinity.get(kind) or {}
         for term in block.get("requiredDuringSchedulingIgnoredDuringExecution") or []:
-            out.append(_affinity_term(term, anti, 0))
+            out.append(_affinity_term(term, anti, 0, labels))
         for weighted in block.get("preferredDuringSchedulingIgnoredDuringExecution") or []:
-            out.append(_affinity_term(weighted.get("podAffinityTerm") or {}, anti, int(weighted.get("weight") or 1)))
+            term = weighted.get("podAffinityTerm") or {}
+            out.append(_affinity_term(term, anti, int(weighted.get("weight") or 1), labels))
     return out
 
 
-def _affinity_term(term: Mapping, anti: bool, weight: int) -> PodAffinityTerm:
+def _affinity_term(term: Mapping, anti: bool, weight: int, labels: Mapping[str, str]) -> PodAffinityTerm:
+    selector = LabelSelector.from_dict(term.get("labelSelector"))
+    selector = selector.with_label_keys(labels, term.get("matchLabelKeys") or (), "In")
+    selector = selector.with_label_keys(labels, term.get("mismatchLabelKeys") or (), "NotIn")
+    raw_ns_selector = term.get("namespaceSelector")
     return PodAffinityTerm(
-        topology_key=term.get("topologyKey") or "",
-        selector=LabelSelector.from_dict(term.get("labelSelector")),
+        topology_key=wk.canonical(term.get("topologyKey") or ""),
+        selector=selector,
         namespaces=frozenset(term.get("namespaces") or []),
         anti=anti,
         weight=weight,
+        # None (absent) and {} (every namespace) differ, so only an absent selector stays None.
+        namespace_selector=None if raw_ns_selector is None else LabelSelector.from_dict(raw_ns_selector),
     )
 
 

@@ -9,7 +9,7 @@ from ..model.pod import Pod
 from ..model.taints import tolerates_all
 from .groups import Group, Level
 from .plan import ExistingNode
-from .templates import labels_satisfy
+from .templates import fit_count, labels_satisfy
 from .topology import Topology
 
 Vector = Callable[[Mapping[str, int]], tuple[int, ...]]
@@ -62,3 +62,25 @@ def existing_bins(
         bins.append(node_bin)
         topology.record_node(counts, node_bin.zone, node_bin.capacity_type)
     return bins
+
+
+class NodeRoom:
+    """The nodes that accept a level's pods, and how many of its largest pod they still take per domain:
+    a domain only existing nodes offer takes no more pods than that, whatever a spread's quota says."""
+
+    __slots__ = ("nodes", "req", "_by_key")
+
+    def __init__(self, nodes: Sequence[NodeBin], req: tuple[int, ...]) -> None:
+        self.nodes = nodes
+        self.req = req
+        self._by_key: dict[str, dict[str, int]] = {}
+
+    def per_domain(self, key: str) -> dict[str, int]:
+        hit = self._by_key.get(key)
+        if hit is None:
+            hit = self._by_key[key] = {}
+            for node in self.nodes:
+                domain = node.zone if key == wk.ZONE else node.node.labels.get(key)
+                if domain is not None:
+                    hit[domain] = hit.get(domain, 0) + fit_count(node.alloc, node.used, self.req)
+        return hit

@@ -94,11 +94,14 @@ def relaxation_levels(pod: Pod) -> list[Level]:
     """Every step from 'all preferences as requirements' to 'only what is required', in Karpenter's order.
 
     Required node affinity terms are OR'd: the first term is tried, then the next. Then preferred pod
-    affinity, preferred pod anti-affinity, preferred node affinity (lowest weight first) and
-    ScheduleAnyway spreads are given up one at a time.
+    affinity, preferred pod anti-affinity, preferred node affinity and ScheduleAnyway spreads are given
+    up one at a time. As in Karpenter's preferences.go, the heaviest preferred term goes first: every
+    preferred pod (anti-)affinity term is held until dropped, heaviest first; of the preferred node
+    affinity terms only the heaviest still held is a requirement (they are alternatives, not a
+    conjunction), so each is tried alone, heaviest first, before none.
     """
     terms = list(pod.required_affinity) or [Requirements()]
-    preferred = sorted(pod.preferred_affinity, key=lambda wr: -wr[0])  # heaviest first, dropped from the end
+    preferred = sorted(pod.preferred_affinity, key=lambda wr: -wr[0])  # heaviest first, dropped from the front
     pref_aff = sorted((t for t in pod.affinity_terms if t.weight and not t.anti), key=lambda t: -t.weight)
     pref_anti = sorted((t for t in pod.affinity_terms if t.weight and t.anti), key=lambda t: -t.weight)
     required_terms = tuple(t for t in pod.affinity_terms if not t.weight)
@@ -107,12 +110,12 @@ def relaxation_levels(pod: Pod) -> list[Level]:
 
     def build(term: Requirements, npref: int, naff: int, nanti: int, nany: int, relaxed: str) -> Level:
         reqs = pod.node_selector.intersect(term)
-        for _, pref in preferred[:npref]:
-            reqs = reqs.intersect(pref)
+        if npref:
+            reqs = reqs.intersect(preferred[len(preferred) - npref][1])
         return Level(
             reqs,
             hard + tuple(anyway[len(anyway) - nany :]) if nany else hard,
-            required_terms + tuple(pref_aff[:naff]) + tuple(pref_anti[:nanti]),
+            required_terms + tuple(pref_aff[len(pref_aff) - naff :]) + tuple(pref_anti[len(pref_anti) - nanti :]),
             relaxed,
         )
 

@@ -21,7 +21,8 @@ from ..model.instancetype import InstanceType
 from ..model.nodepool import NodePool
 from ..model.pod import Pod, TopologySpread
 from ..model.requirements import Requirements
-from .existingnode import NodeBin, existing_bins
+from . import otherkeys
+from .existingnode import NodeBin, NodeRoom, existing_bins
 from .groups import Group, Level, group_pods
 from .instance_selection import InstanceSelector
 from .nodeclaim import ClaimBin, Intersections, Narrowed, build_node_claims, cheapest_with_room
@@ -56,6 +57,7 @@ def solve(
     unavailable: Iterable[tuple[str, str, str]] = (),
     limits_usage: Mapping[str, Mapping[str, int]] | None = None,
     node_labels_by_pool: Mapping[str, Mapping[str, str]] | None = None,
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Plan:
     """Plan where every pod goes. Pure: reads its arguments, returns a Plan.
 
@@ -63,7 +65,9 @@ def solve(
     its node class already applied). ``unavailable`` holds (type, zone, capacity type) offerings known to
     be out of capacity. ``limits_usage`` adds usage per pool beyond the existing nodes (e.g. claims not
     yet registered). ``node_labels_by_pool`` holds labels a pool's nodes get from the node class, such as
-    the Windows build.
+    the Windows build. ``namespace_labels`` holds each namespace's labels, for the namespaceSelector of
+    pod (anti-)affinity terms; a namespace not in it is taken to have only its name label
+    (``kubernetes.io/metadata.name``).
     """
     started = time.perf_counter()
     scheduler = Scheduler(
@@ -75,6 +79,7 @@ def solve(
         frozenset(unavailable),
         limits_usage or {},
         node_labels_by_pool or {},
+        namespace_labels or {},
     )
     plan = scheduler.run()
     plan.solve_seconds = time.perf_counter() - started
@@ -105,6 +110,7 @@ class Scheduler:
         unavailable: frozenset[tuple[str, str, str]],
         limits_usage: Mapping[str, Mapping[str, int]],
         node_labels: Mapping[str, Mapping[str, str]],
+        namespace_labels: Mapping[str, Mapping[str, str]],
     ) -> None:
         self.pods = pods
         self.dims = _dimensions(pods)
@@ -112,7 +118,7 @@ class Scheduler:
         # The smallest request of each resource: a claim with less room than this is closed.
         self.smallest = tuple(min((p.requests.get(d, 0) for p in pods), default=0) for d in self.dims)
         bound_groups = group_pods([p for n in nodes for p in n.pods], first_id=len(self.groups))
-        self.topology = Topology(self.groups + bound_groups)
+        self.topology = Topology(self.groups + bound_groups, namespace_labels)
         pools = sorted(nodepools, key=lambda p: (-p.weight, p.name))
         usage = pool_usage(nodes, limits_usage)
         self.templates: list[PoolTemplate] = [
@@ -125,6 +131,8 @@ class Scheduler:
         group_of = {id(p): g.id for g in bound_groups for p in g.pods}
         self.nodes: list[NodeBin] = existing_bins(nodes, self._vector, group_of, self.topology)
         self.claims: list[ClaimBin] = []
+        self.topology.nodes = self.nodes
+        self.topology.claims = self.claims
         self.open_claims: list[ClaimBin] = []
         self.selector = InstanceSelector(self.dims, self.templates)
         self.unschedulable: list[Unschedulable] = []
@@ -174,7 +182,11 @@ class Scheduler:
         nodes = [node for node in self.nodes if node.open and node.accepts(group, level)]
         if not viable and not nodes:
             return pods, incompatibility(self.templates, fits)
-        constraints = compile_level(group, level, len(pods), viable, nodes, self.topology)
+        room = NodeRoom(nodes, self._vector(pods[0].requests))
+        split = otherkeys.split(group, level, len(pods), viable, room, self.topology)
+        if split is not None:
+            return self._place_split(group, split, pods)
+        constraints = compile_level(group, level, len(pods), viable, room, self.topology)
         zone_plan = constraints.zones
         if zone_plan.blocked:
             return pods, zone_plan.refusal
@@ -188,6 +200,21 @@ class Scheduler:
         for share in shares:
             target = _Target(group, fits, fit_by_pool, frozenset([share.domain]), None, constraints.host)
             left, why = self._place_in_zones(target, viable, nodes, share.pods, constraints.capacity_type_spread)
+            failed += left
+            refusal = why or refusal
+        return failed, refusal
+
+    def _place_split(self, group: Group, split: otherkeys.Split, pods: list[Pod]) -> tuple[list[Pod], Refusal | None]:
+        """Place a level split over the domains of another topology key: each share at its sub-level."""
+        if split.quota is None:
+            if split.only is None:
+                return pods, split.refusal
+            return self._place_level(group, split.only, pods)
+        failed: list[Pod] = []
+        shares = deal(pods, split.quota, failed)
+        refusal = split.refusal if failed else None
+        for share in shares:
+            left, why = self._place_level(group, split.levels[share.domain], share.pods)
             failed += left
             refusal = why or refusal
         return failed, refusal

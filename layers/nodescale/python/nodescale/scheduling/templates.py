@@ -244,6 +244,10 @@ def fit_level(template: PoolTemplate, reqs: Requirements, tolerations: tuple) ->
     taint = tolerates_all(tolerations, template.taints)
     if taint is not None:
         return f"did not tolerate {taint}"
+    host = reqs.get(wk.HOSTNAME)
+    if host is not None and not (host.complement and host.greater_than is None and host.less_than is None):
+        # A new node's hostname is made when it launches, so only NotIn and Exists can hold on it.
+        return f"{host} names a node, and a new node's hostname cannot match it"
     why = template.requirements.incompatibility(reqs)
     if why is not None:
         return why

@@ -12,15 +12,21 @@ from ..model.pod import LabelSelector, Pod, PodAffinityTerm
 from .groups import Group
 from .templates import UNLIMITED
 
+# Every namespace carries this label (the API server sets it), so a namespace whose labels the solve was
+# not given can still be selected by name.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
 
 class Matcher:
     """Caches which groups a label selector (within some namespaces) selects."""
 
-    __slots__ = ("groups", "_cache")
+    __slots__ = ("groups", "namespace_labels", "_cache", "_term_cache")
 
-    def __init__(self, groups: Iterable[Group]) -> None:
+    def __init__(self, groups: Iterable[Group], namespace_labels: Mapping[str, Mapping[str, str]] | None = None) -> None:
         self.groups = list(groups)
+        self.namespace_labels = namespace_labels or {}
         self._cache: dict[tuple[LabelSelector, frozenset[str]], frozenset[int]] = {}
+        self._term_cache: dict[tuple[PodAffinityTerm, str], frozenset[int]] = {}
 
     def match(self, selector: LabelSelector, namespaces: frozenset[str]) -> frozenset[int]:
         key = (selector, namespaces)
@@ -29,6 +35,25 @@ class Matcher:
             hit = frozenset(g.id for g in self.groups if g.namespace in namespaces and selector.matches(g.labels))
             self._cache[key] = hit
         return hit
+
+    def match_term(self, term: PodAffinityTerm, own: str) -> frozenset[int]:
+        """The groups a pod (anti-)affinity term of a pod in namespace ``own`` selects: its namespaces,
+        those its namespaceSelector matches, or with neither the pod's own namespace."""
+        if term.namespace_selector is None:
+            return self.match(term.selector, term.namespaces or frozenset([own]))
+        key = (term, own)
+        hit = self._term_cache.get(key)
+        if hit is None:
+            hit = frozenset(
+                g.id for g in self.groups
+                if term.selects_namespace(g.namespace, own, self.labels_of(g.namespace))
+                and term.selector.matches(g.labels)
+            )
+            self._term_cache[key] = hit
+        return hit
+
+    def labels_of(self, namespace: str) -> Mapping[str, str]:
+        return self.namespace_labels.get(namespace) or {NAMESPACE_NAME_LABEL: namespace}
 
 
 class HostSpread(NamedTuple):
@@ -98,15 +123,22 @@ class InverseAnti(NamedTuple):
 
     host_groups: frozenset[int]  # no node holding pods of these groups may take the group's pods
     zones: set[str]  # nor may these zones
+    # Other topology keys: no domain of the key holding pods of these groups.
+    other: dict[str, frozenset[int]]
 
 
 class Topology:
     """Pods of each group per zone and capacity type, and the groups placed anywhere, across one solve."""
 
-    __slots__ = ("matcher", "zone_counts", "capacity_type_counts", "anti_owners", "placed_groups")
+    __slots__ = ("matcher", "zone_counts", "capacity_type_counts", "anti_owners", "placed_groups", "nodes", "claims",
+                 "other_anti")
 
-    def __init__(self, groups: list[Group]) -> None:
-        self.matcher = Matcher(groups)
+    def __init__(self, groups: list[Group], namespace_labels: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        self.matcher = Matcher(groups, namespace_labels)
+        # Every bin of the solve (existing nodes, claims opened), for counts the totals above do not keep:
+        # per node for spreads that leave some nodes out, and per domain of other topology keys.
+        self.nodes: list = []
+        self.claims: list = []
         self.zone_counts: dict[str, dict[int, int]] = {}
         self.capacity_type_counts: dict[str, dict[int, int]] = {}
         self.placed_groups: set[int] = set()
@@ -116,6 +148,8 @@ class Topology:
             for term in group.sample.affinity_terms
             if term.anti and not term.weight
         ]
+        # Whether some required anti-affinity is on a key other than hostname and zone (see otherkeys).
+        self.other_anti = any(o.term.topology_key not in (wk.HOSTNAME, wk.ZONE) for o in self.anti_owners)
 
     def record(self, counts: dict[int, int], zone: str | None, capacity_type: str | None, group_id: int,
                added: int) -> None:
@@ -152,16 +186,19 @@ class Topology:
         """Groups already placed whose required anti-affinity selects this group, and zones they hold."""
         host: set[int] = set()
         zones: set[str] = set()
+        other: dict[str, set[int]] = {}
         for owner in self.anti_owners:
             term = owner.term
-            ids = self.matcher.match(term.selector, term.namespaces or frozenset([owner.namespace]))
+            ids = self.matcher.match_term(term, owner.namespace)
             if group.id not in ids:
                 continue
             if term.topology_key == wk.HOSTNAME:
                 host.add(owner.group_id)
             elif term.topology_key == wk.ZONE:
                 zones.update(zone for zone, counts in self.zone_counts.items() if counts.get(owner.group_id))
-        return InverseAnti(frozenset(host), zones)
+            elif term.topology_key:
+                other.setdefault(term.topology_key, set()).add(owner.group_id)
+        return InverseAnti(frozenset(host), zones, {k: frozenset(v) for k, v in other.items()})
 
 
 def count(counts: Mapping[int, int], ids: frozenset[int]) -> int:

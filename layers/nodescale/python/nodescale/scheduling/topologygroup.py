@@ -2,8 +2,10 @@
 hostname constraints make, which zones its pods may use and how many each takes, and its capacity-type
 spread.
 
-Topology keys other than zone, hostname and capacity type are not modelled (such constraints are
-ignored), and pods counted for a zone are those on nodes or claims already pinned to one zone.
+Pods counted for a zone are those on nodes or claims already pinned to one zone. A spread counts the
+zones of every node its nodeAffinityPolicy and nodeTaintsPolicy let in (cordoned and tainted nodes too,
+by default), not only those of the pools, as kube-scheduler does; a zone where nothing can take the pods
+still holds the global minimum down. Other topology keys are split off first, in `otherkeys`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from typing import NamedTuple
 
 from ..model import labels as wk
 from ..model.pod import PodAffinityTerm, TopologySpread
-from .existingnode import NodeBin
+from .domains import NodeFilter, counted_node_domains, left_out
+from .existingnode import NodeBin, NodeRoom
 from .groups import Group, Level
 from .reasons import Refusal, topology_refusal
 from .templates import Fit
@@ -53,13 +56,13 @@ class _AllowedZones(NamedTuple):
     refusal: Refusal | None
 
 
-def compile_level(group: Group, level: Level, pods: int, viable: Sequence[Fit], nodes: Sequence[NodeBin],
+def compile_level(group: Group, level: Level, pods: int, viable: Sequence[Fit], room: NodeRoom,
                   state: Topology) -> LevelTopology:
     """The constraints ``pods`` pods of the group meet at this level, given what is placed so far."""
     host, zone_terms = _host_rules(group, level, state)
     inverse = state.inverse_anti(group)
     host.inverse = inverse.host_groups
-    zones = _plan_zones(group, level, pods, viable, nodes, zone_terms, inverse.zones, state)
+    zones = _plan_zones(group, level, pods, viable, room, zone_terms, inverse.zones, state)
     spread = next((s for s in level.spreads if s.topology_key == wk.CAPACITY_TYPE), None)
     return LevelTopology(host, zones, spread)
 
@@ -71,8 +74,25 @@ def capacity_type_quota(group: Group, spread: TopologySpread, pods: int, viable:
     universe: set[str] = set()
     for fit in viable:
         universe |= fit.capacity_types
-    counts = {capacity_type: state.capacity_type_count(capacity_type, ids) for capacity_type in universe}
-    return spread_quota(counts, universe, pods, spread.max_skew, spread.min_domains, group.id in ids)
+    placeable = set(universe)
+    counts = _spread_counts(group, spread, wk.CAPACITY_TYPE, ids, universe, state)
+    cap = {d: (pods if d in placeable else 0) for d in universe}
+    return spread_quota(counts, universe, pods, spread.max_skew, spread.min_domains, group.id in ids, cap)
+
+
+def _spread_counts(group: Group, spread: TopologySpread, key: str, ids: frozenset[int], universe: set[str],
+                   state: Topology) -> dict[str, int]:
+    """Matching pods per domain of a zone or capacity-type spread, on the nodes its policies count; adds
+    the domains of those nodes to ``universe``."""
+    node_filter = NodeFilter(group.sample, spread)
+    universe |= counted_node_domains(state.nodes, key, node_filter)
+    total = state.zone_count if key == wk.ZONE else state.capacity_type_count
+    counts = {d: total(d, ids) for d in universe}
+    if not node_filter.everything:
+        for domain, pods in left_out(state, key, ids, node_filter).items():
+            if domain in counts:
+                counts[domain] -= pods
+    return counts
 
 
 def _host_rules(group: Group, level: Level, state: Topology) -> tuple[HostRules, list[ZoneTerm]]:
@@ -85,7 +105,7 @@ def _host_rules(group: Group, level: Level, state: Topology) -> tuple[HostRules,
             host.spreads.append(HostSpread(ids, spread.max_skew, group.id in ids))
     zone_terms = []
     for term in level.affinity:
-        ids = state.matcher.match(term.selector, term.namespaces or namespaces)
+        ids = state.matcher.match_term(term, group.namespace)
         if term.topology_key == wk.HOSTNAME:
             if term.anti:
                 host.anti.append(HostAnti(ids, group.id in ids))
@@ -98,29 +118,53 @@ def _host_rules(group: Group, level: Level, state: Topology) -> tuple[HostRules,
     return host, zone_terms
 
 
-def _plan_zones(group: Group, level: Level, pods: int, viable: Sequence[Fit], nodes: Sequence[NodeBin],
+def _plan_zones(group: Group, level: Level, pods: int, viable: Sequence[Fit], room: NodeRoom,
                 zone_terms: list[ZoneTerm], inverse_zones: set[str], state: Topology) -> ZonePlan:
-    universe: set[str] = set()
+    nodes = room.nodes
+    placeable: set[str] = set()  # zones where the pods can go: the pools' and the accepting nodes'
     for fit in viable:
-        universe |= fit.zones
-    universe.update(node.zone for node in nodes if node.zone)
-    allowed = _allowed_zones(group, universe, zone_terms, inverse_zones, viable, nodes, state)
+        placeable |= fit.zones
+    node_room = room.per_domain(wk.ZONE)
+    pool_zones = set(placeable)
+    placeable.update(node_room)
+    allowed = _allowed_zones(group, placeable, zone_terms, inverse_zones, viable, nodes, state)
     spreads = [s for s in level.spreads if s.topology_key == wk.ZONE]
     if spreads:
-        # Zones excluded by affinity still count toward the global minimum, as in kube-scheduler.
-        cap = {z: (allowed.per_zone_cap.get(z, pods) if z in allowed.zones else 0) for z in universe}
-        # Several zone spreads: each one's quota caps the others (the last one decides within the caps).
-        for spread in reversed(spreads):
-            ids = state.matcher.match(spread.selector, frozenset([group.namespace]))
-            counts = {z: state.zone_count(z, ids) for z in universe}
-            cap = spread_quota(counts, universe, pods, spread.max_skew, spread.min_domains, group.id in ids, cap)
+        # Zones excluded by affinity, or where nothing takes the pods, still count toward the global
+        # minimum, as in kube-scheduler.
+        loose = {z: (allowed.per_zone_cap.get(z, pods) if z in allowed.zones else 0) for z in placeable}
+        cap = dict(loose)
+        for zone in placeable - pool_zones:
+            cap[zone] = min(cap[zone], node_room[zone])
+        quota = _zone_quota(group, spreads, placeable, cap, pods, state)
+        if cap != loose:
+            # Pods the spread would send where only full nodes are go there all the same and fail for that
+            # (no offering), rather than piling into the other zones beyond the skew.
+            unbounded = _zone_quota(group, spreads, placeable, loose, pods, state)
+            for zone in placeable - pool_zones:
+                quota[zone] = max(quota[zone], unbounded[zone])
         why = topology_refusal(f"topology spread on {wk.ZONE} (maxSkew {spreads[0].max_skew}) cannot be met")
-        return ZonePlan(cap, None, why)
+        return ZonePlan(quota, None, why)
     if allowed.per_zone_cap:
         return ZonePlan({z: allowed.per_zone_cap[z] for z in allowed.zones}, None, allowed.refusal)
     if zone_terms or inverse_zones:
         return ZonePlan(None, frozenset(allowed.zones), allowed.refusal)
     return ZonePlan(None, None, allowed.refusal)
+
+
+def _zone_quota(group: Group, spreads: list[TopologySpread], placeable: set[str], cap: dict[str, int], pods: int,
+                state: Topology) -> dict[str, int]:
+    """Pods per zone under every zone spread: each one's quota caps the others (the last one decides)."""
+    cap = dict(cap)
+    for spread in reversed(spreads):
+        ids = state.matcher.match(spread.selector, frozenset([group.namespace]))
+        universe = set(placeable)
+        counts = _spread_counts(group, spread, wk.ZONE, ids, universe, state)
+        for zone in universe - cap.keys():
+            cap[zone] = 0
+        quota = spread_quota(counts, universe, pods, spread.max_skew, spread.min_domains, group.id in ids, cap)
+        cap = {z: quota.get(z, 0) for z in cap}
+    return cap
 
 
 def _allowed_zones(group: Group, universe: set[str], zone_terms: list[ZoneTerm], inverse_zones: set[str],

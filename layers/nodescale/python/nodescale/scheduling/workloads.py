@@ -55,6 +55,8 @@ class Workloads:
     nodes: list[ExistingNode] = field(default_factory=list)
     pdbs: list[dict] = field(default_factory=list)
     ignored: list[tuple[str, str]] = field(default_factory=list)  # (source, kind) of objects left aside
+    # Namespace labels, for the namespaceSelector of pod (anti-)affinity terms.
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def read_workloads(documents: Iterable[tuple[str, Mapping]]) -> Workloads:
@@ -81,6 +83,11 @@ def read_workloads(documents: Iterable[tuple[str, Mapping]]) -> Workloads:
             out.nodes.append(node(doc, source))
         elif kind == "PodDisruptionBudget":
             out.pdbs.append(dict(doc))
+        elif kind == "Namespace":
+            meta = doc.get("metadata") or {}
+            name = str(meta.get("name") or "")
+            # The API server gives every namespace its name label; a manifest need not spell it out.
+            out.namespace_labels[name] = {"kubernetes.io/metadata.name": name, **(meta.get("labels") or {})}
         elif kind in PASSED_OVER_KINDS:
             out.ignored.append((source, str(kind)))
         else:
