@@ -32,9 +32,9 @@ from typing import Any
 from bench import print_lines
 
 # --------------------------------------------------------------------------------------------- prices
-# AWS's published us-east-1 prices, as listed on these pages (checked 2026-11-24 against the figures
-# AWS has published since the last changes: Lambda arm64 since its launch in 2021-09, DynamoDB on-demand
-# since the 2024-11-01 price cut, CloudWatch unchanged since 2019):
+# AWS's published us-east-1 prices on these pages, as written down on 2026-11-24 (not fetched live from
+# this machine, which has no route to aws.amazon.com: they are the rates AWS has published since its last
+# changes, Lambda arm64 since its launch in 2021-09, DynamoDB on-demand since the 2024-11-01 price cut):
 #   https://aws.amazon.com/lambda/pricing/       arm64: $0.0000133334 per GB-second (first 7.5 billion
 #                                                GB-s a month), $0.20 per million requests
 #   https://aws.amazon.com/dynamodb/pricing/on-demand/   $0.625 per million write request units,
@@ -43,7 +43,7 @@ from bench import print_lines
 #                                                logs ingestion $0.50 per GB (standard class), standard
 #                                                resolution alarms $0.10 per alarm-month, dashboards
 #                                                $3.00 per dashboard-month (beyond the first three)
-PRICES_AS_OF = "2026-11-24"
+PRICES_AS_OF = "2026-11-24 (as written down, not fetched live)"
 
 
 @dataclass(frozen=True)
