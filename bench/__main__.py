@@ -5,10 +5,23 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from . import coldstart, disruption, interruption, print_lines, provisioner, scale, scheduling, soak
+from . import (
+    bound,
+    coldstart,
+    cost,
+    disruption,
+    interruption,
+    print_lines,
+    provisioner,
+    scale,
+    scheduling,
+    soak,
+)
 
 # Each benchmark module has run() yielding the lines it prints.
-BENCHMARKS: tuple[ModuleType, ...] = (scheduling, provisioner, disruption, interruption, scale, coldstart, soak)
+BENCHMARKS: tuple[ModuleType, ...] = (
+    scheduling, bound, provisioner, disruption, interruption, scale, coldstart, soak, cost,
+)
 
 
 def main() -> int:
