@@ -166,9 +166,10 @@ class Monitoring(Construct):
                 width=WIDTH,
             ),
             cw.GraphWidget(
-                title="Launches and failures by error code",
+                title="Launches, failures by error code, and pods the node launched for them cannot take",
                 left=[self.metric(m.NODES_LAUNCHED, "Sum"),
-                      self.search(m.LAUNCH_FAILURES, [m.DIMENSION_ERROR_CODE], "Sum", "failures")],
+                      self.search(m.LAUNCH_FAILURES, [m.DIMENSION_ERROR_CODE], "Sum", "failures"),
+                      self.metric(m.PODS_UNMET_BY_LAUNCH, "Sum")],
                 width=WIDTH,
             ),
             cw.GraphWidget(

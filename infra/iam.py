@@ -57,6 +57,7 @@ EC2_READS: dict[str, tuple[str, ...]] = {
         "ec2:DescribeInstanceTypes",  # aws/catalog.live_catalog
         "ec2:DescribeInstanceTypeOfferings",  # aws/catalog.live_catalog
         "ec2:DescribeSpotPriceHistory",  # aws/pricing.spot_prices
+        "ec2:DescribeAvailabilityZones",  # aws/catalog.describe_zone_ids: offerings' zone ids
     ),
     LAUNCH: (
         "ec2:DescribeImages",  # aws/ami: selector terms

@@ -45,7 +45,7 @@ _UNRECORDED_ZONES = {
 
 
 def _p3(
-    name: str, vcpu: int, memory_gib: int, gpus: int, network_mbps: int, enis: int, ipv4: int
+    name: str, vcpu: int, memory_gib: int, gpus: int, network_mbps: int, enis: int, ipv4: int, ebs_mbps: int
 ) -> TypeFacts:
     return TypeFacts(
         name=name,
@@ -68,14 +68,15 @@ def _p3(
         neuron_count=0,
         encryption_in_transit=False,
         usage_classes=("on-demand", "spot"),
+        ebs_mbps=ebs_mbps,
     )
 
 
 # AWS's P3 specifications (instance type page and the ENI/IP limits table); "Up to 10 Gigabit" has no baseline.
 _SUPPLEMENT = (
-    _p3("p3.2xlarge", 8, 61, 1, 0, 4, 15),
-    _p3("p3.8xlarge", 32, 244, 4, 10000, 8, 30),
-    _p3("p3.16xlarge", 64, 488, 8, 25000, 8, 30),
+    _p3("p3.2xlarge", 8, 61, 1, 0, 4, 15, 1750),
+    _p3("p3.8xlarge", 32, 244, 4, 10000, 8, 30, 7000),
+    _p3("p3.16xlarge", 64, 488, 8, 25000, 8, 30, 14000),
 )
 
 

@@ -70,7 +70,7 @@ def bootstrap_args(script: str) -> list[str]:
 
 
 def test_node_labels_keep_single_values_and_drop_what_the_kubelet_may_not_set():
-    assert userdata.node_labels(POOL, "gpu") == EXPECTED_LABELS
+    assert userdata.node_labels(POOL) == EXPECTED_LABELS
 
 
 def test_al2_bootstrap_command_carries_labels_taints_and_max_pods():

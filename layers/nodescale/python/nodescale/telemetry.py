@@ -37,6 +37,7 @@ SOLVE_SECONDS = "SolveSeconds"
 PRICE_LAUNCHED = "PricePerHourLaunched"
 UNSCHEDULABLE_PODS = "UnschedulablePods"
 LIMIT_REACHED = "NodePoolLimitReached"
+UNMET_BY_LAUNCH = "PodsUnmetByLaunchedNode"  # pods the node launched for them cannot take: not launched for again
 CONFIG_ERRORS = "ConfigurationErrors"  # NodePool / node class documents refused in one read of the configuration
 # Interruption
 INTERRUPTIONS = "Interruptions"

@@ -17,6 +17,7 @@ from the price table) are kept but unavailable, as Karpenter does: they cannot b
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -89,6 +90,12 @@ def ec2_labels(facts: TypeFacts, region: str | None = None) -> dict[str, str]:
         labels[wk.INSTANCE_LOCAL_NVME] = str(facts.local_nvme_gib)
     if facts.network_mbps:
         labels[wk.INSTANCE_NETWORK_BANDWIDTH] = str(facts.network_mbps)
+    if facts.ebs_mbps:
+        labels[wk.INSTANCE_EBS_BANDWIDTH] = str(facts.ebs_mbps)
+    if facts.accelerator_name:
+        labels[wk.INSTANCE_ACCELERATOR_NAME] = _kabob(facts.accelerator_name)
+        labels[wk.INSTANCE_ACCELERATOR_MANUFACTURER] = _kabob(facts.accelerator_manufacturer)
+        labels[wk.INSTANCE_ACCELERATOR_COUNT] = str(facts.accelerator_count)
     return labels
 
 
@@ -143,6 +150,7 @@ def make_offerings(
     spot: Mapping[tuple[str, str], float],
     unavailable: Unavailable | None = None,
     now: float | None = None,
+    zone_ids: Mapping[str, str] | None = None,
 ) -> tuple[Offering, ...]:
     """One offering per zone and capacity type the type supports, cheapest source of price first:
     the live spot price, else the spot estimate from on-demand; unpriced offerings are unavailable."""
@@ -158,7 +166,7 @@ def make_offerings(
             else:
                 price = od_price
             available = price is not None and not _is_unavailable(unavailable, (facts.name, zone, ctype), now)
-            out.append(Offering(zone, ctype, price or 0.0, available))
+            out.append(Offering(zone, ctype, price or 0.0, available, (zone_ids or {}).get(zone, "")))
     return tuple(out)
 
 
@@ -176,7 +184,7 @@ def mark_unavailable(
             out.append(it)
             continue
         offerings = tuple(
-            Offering(o.zone, o.capacity_type, o.price, False)
+            dataclasses.replace(o, available=False)
             if (it.name, o.zone, o.capacity_type) in live
             else o
             for o in it.offerings
@@ -215,8 +223,10 @@ def build_catalog(
     on_demand: Mapping[str, float],
     spot: Mapping[tuple[str, str], float],
     unavailable: Unavailable | None = None,
+    zone_ids: Mapping[str, str] | None = None,
 ) -> list[InstanceType]:
-    """Instance types for every type offered in at least one zone (Mac types excluded), by name."""
+    """Instance types for every type offered in at least one zone (Mac types excluded), by name.
+    ``zone_ids`` (zone name -> zone id) gives each offering its zone id, where the account told it."""
     now = time.time()
     out = []
     for f in facts:
@@ -224,7 +234,7 @@ def build_catalog(
         if not zones or f.kube_arch is None:
             continue
         out.append(
-            build_instance_type(f, region, make_offerings(f, zones, on_demand, spot, unavailable, now))
+            build_instance_type(f, region, make_offerings(f, zones, on_demand, spot, unavailable, now, zone_ids))
         )
     out.sort(key=lambda it: it.name)
     return out
@@ -379,4 +389,21 @@ def live_catalog(
         zones = bundled_zones(region)
     on_demand = pricing.on_demand_prices(region, pricing_client)
     spot = pricing.spot_prices(ec2_client)
-    return build_catalog(facts, region, zones, on_demand, spot, unavailable)
+    return build_catalog(facts, region, zones, on_demand, spot, unavailable, describe_zone_ids(ec2_client, region))
+
+
+def describe_zone_ids(ec2_client: Any, region: str) -> dict[str, str]:
+    """Zone name -> zone id in this account (zone names map to physical zones per account; ids do not).
+    Without it no offering has a zone id, so only pods that select topology.k8s.aws/zone-id go unplaced."""
+    try:
+        zones = ec2_client.describe_availability_zones()["AvailabilityZones"]
+    except Exception as exc:  # any API failure: plan without zone ids rather than not at all
+        pricing.warn_once(
+            f"describe-zones:{region}",
+            "DescribeAvailabilityZones failed in %s (%s: %s); offerings carry no zone id",
+            region,
+            type(exc).__name__,
+            exc,
+        )
+        return {}
+    return {z["ZoneName"]: z["ZoneId"] for z in zones if z.get("ZoneName") and z.get("ZoneId")}

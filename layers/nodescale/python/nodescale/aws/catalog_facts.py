@@ -37,6 +37,11 @@ class TypeFacts:
     neuron_count: int  # Inferentia/Trainium devices (aws.amazon.com/neuron)
     encryption_in_transit: bool
     usage_classes: tuple[str, ...]  # "on-demand", "spot" (capacity-block is not something we launch)
+    # Added later, so they default: rows of an older bundle, and hand-written facts, lack them.
+    ebs_mbps: int = 0  # baseline EBS bandwidth (EBS-optimized), 0 when EC2 does not say
+    accelerator_name: str = ""  # the one kind of Inferentia/Trainium device, as EC2 names it ("" for none)
+    accelerator_manufacturer: str = ""
+    accelerator_count: int = 0
 
     @property
     def kube_arch(self) -> str | None:
@@ -109,6 +114,7 @@ def facts_from_describe(info: Mapping) -> TypeFacts:
         (card or {}).get("MaximumNetworkInterfaces") or network.get("MaximumNetworkInterfaces") or 0
     )
     neuron_devices = (info.get("NeuronInfo") or {}).get("NeuronDevices")
+    accelerator = _single_accelerator(info)
     if neuron_devices is not None:
         neurons = sum(int(d.get("Count") or 0) for d in neuron_devices)
     else:
@@ -135,7 +141,20 @@ def facts_from_describe(info: Mapping) -> TypeFacts:
         neuron_count=neurons,
         encryption_in_transit=bool(network.get("EncryptionInTransitSupported")),
         usage_classes=tuple(u for u in info.get("SupportedUsageClasses") or () if u in ("on-demand", "spot")),
+        ebs_mbps=int(((info.get("EbsInfo") or {}).get("EbsOptimizedInfo") or {}).get("BaselineBandwidthInMbps") or 0),
+        accelerator_name=str(accelerator.get("Name") or ""),
+        accelerator_manufacturer=str(accelerator.get("Manufacturer") or ("AWS" if accelerator else "")),
+        accelerator_count=int(accelerator.get("Count") or 0),
     )
+
+
+def _single_accelerator(info: Mapping) -> Mapping:
+    """The type's one kind of inference/training accelerator (Karpenter labels a type only when it has
+    one kind), from NeuronInfo where EC2 gives it, else InferenceAcceleratorInfo; {} for none."""
+    devices = (info.get("NeuronInfo") or {}).get("NeuronDevices")
+    if devices is None:
+        devices = (info.get("InferenceAcceleratorInfo") or {}).get("Accelerators")
+    return devices[0] if devices and len(devices) == 1 else {}
 
 
 def gpu_resource(facts: TypeFacts) -> str | None:

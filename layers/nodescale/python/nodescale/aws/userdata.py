@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from ..model import labels as wk
+from ..model import nodelabels
 from ..model import resources as res
 from ..model.nodepool import KubeletSettings, NodeClass, NodePool
 from ..model.quantity import format_bytes, format_cpu
@@ -76,18 +77,11 @@ def kubelet_may_set(key: str) -> bool:
     return not any(domain == d or domain.endswith("." + d) for d in ("kubernetes.io", "k8s.io"))
 
 
-def node_labels(nodepool: NodePool, nodeclass: str | None = None) -> dict[str, str]:
-    """The labels a node of this pool registers with: the requirements' single values, the pool's
-    ``labels``, and the pool (and node class) it belongs to."""
-    labels: dict[str, str] = {}
-    for key, value in nodepool.requirements.labels().items():
-        if key != wk.HOSTNAME and kubelet_may_set(key):
-            labels[key] = value
-    labels.update({k: str(v) for k, v in nodepool.labels.items() if kubelet_may_set(k)})
-    labels[wk.NODEPOOL] = nodepool.name
-    if nodeclass:
-        labels[wk.NODECLASS] = nodeclass
-    return dict(sorted(labels.items()))
+def node_labels(nodepool: NodePool) -> dict[str, str]:
+    """The labels a node of this pool registers with: those of ``nodelabels.launch_labels`` (the
+    requirements' single values, the pool's labels and names) that the kubelet may set. The rest, and
+    what depends on the type and zone EC2 picks, the functions add when the node registers."""
+    return dict(sorted((k, v) for k, v in nodelabels.launch_labels(nodepool).items() if kubelet_may_set(k)))
 
 
 def bootstrap_for(nodepool: NodePool, node_class: NodeClass) -> NodeBootstrap:
@@ -100,7 +94,7 @@ def bootstrap_for(nodepool: NodePool, node_class: NodeClass) -> NodeBootstrap:
             seen.add((t.key, t.effect))
             taints.append(t)
     return NodeBootstrap(
-        labels=node_labels(nodepool, node_class.name),
+        labels=node_labels(nodepool),
         taints=tuple(taints),
         kubelet=nodepool.kubelet or node_class.kubelet,
         instance_store_policy=node_class.instance_store_policy,

@@ -25,6 +25,10 @@ INSTANCE_LABELS = (
     wk.INSTANCE_LOCAL_NVME,
     wk.INSTANCE_NETWORK_BANDWIDTH,
     wk.INSTANCE_ENCRYPTION_IN_TRANSIT,
+    wk.INSTANCE_EBS_BANDWIDTH,
+    wk.INSTANCE_ACCELERATOR_NAME,
+    wk.INSTANCE_ACCELERATOR_MANUFACTURER,
+    wk.INSTANCE_ACCELERATOR_COUNT,
 )
 
 # node.kubernetes.io/windows-build is set by the AMI, not the instance type: the Windows Server build.
@@ -56,6 +60,8 @@ class Offering:
     capacity_type: str  # "spot" | "on-demand"
     price: float  # per hour, in the region's currency (USD; CNY in the China regions)
     available: bool = True
+    # The zone's account-independent id (use1-az1), the node's topology.k8s.aws/zone-id; "" when unknown.
+    zone_id: str = ""
 
 
 @dataclass(slots=True)
@@ -87,6 +93,9 @@ class InstanceType:
             reqs.append(Requirement.exactly(wk.OS, *sorted(self.operating_systems)))
             avail = [o for o in self.offerings if o.available]
             reqs.append(Requirement.exactly(wk.ZONE, *sorted({o.zone for o in avail})))
+            zone_ids = {o.zone_id for o in avail if o.zone_id}
+            if zone_ids:
+                reqs.append(Requirement.exactly(wk.ZONE_ID, *sorted(zone_ids)))
             reqs.append(Requirement.exactly(wk.CAPACITY_TYPE, *sorted({o.capacity_type for o in avail})))
             self._requirements = Requirements(reqs)
         return self._requirements

@@ -15,6 +15,10 @@ CAPACITY_TYPE = "karpenter.sh/capacity-type"
 NODEPOOL = "karpenter.sh/nodepool"
 LEGACY_PROVISIONER = "karpenter.sh/provisioner-name"
 NODECLASS = "karpenter.k8s.aws/ec2nodeclass"
+ZONE_ID = "topology.k8s.aws/zone-id"
+# Karpenter marks its nodes registered once it has synced its labels onto them, initialized once Ready.
+REGISTERED = "karpenter.sh/registered"
+INITIALIZED = "karpenter.sh/initialized"
 
 INSTANCE_CATEGORY = "karpenter.k8s.aws/instance-category"
 INSTANCE_FAMILY = "karpenter.k8s.aws/instance-family"
@@ -31,6 +35,10 @@ INSTANCE_HYPERVISOR = "karpenter.k8s.aws/instance-hypervisor"
 INSTANCE_LOCAL_NVME = "karpenter.k8s.aws/instance-local-nvme"
 INSTANCE_NETWORK_BANDWIDTH = "karpenter.k8s.aws/instance-network-bandwidth"
 INSTANCE_ENCRYPTION_IN_TRANSIT = "karpenter.k8s.aws/instance-encryption-in-transit-supported"
+INSTANCE_EBS_BANDWIDTH = "karpenter.k8s.aws/instance-ebs-bandwidth"
+INSTANCE_ACCELERATOR_NAME = "karpenter.k8s.aws/instance-accelerator-name"
+INSTANCE_ACCELERATOR_MANUFACTURER = "karpenter.k8s.aws/instance-accelerator-manufacturer"
+INSTANCE_ACCELERATOR_COUNT = "karpenter.k8s.aws/instance-accelerator-count"
 
 CAPACITY_SPOT = "spot"
 CAPACITY_ON_DEMAND = "on-demand"
@@ -72,6 +80,11 @@ WELL_KNOWN = frozenset(
         INSTANCE_LOCAL_NVME,
         INSTANCE_NETWORK_BANDWIDTH,
         INSTANCE_ENCRYPTION_IN_TRANSIT,
+        INSTANCE_EBS_BANDWIDTH,
+        INSTANCE_ACCELERATOR_NAME,
+        INSTANCE_ACCELERATOR_MANUFACTURER,
+        INSTANCE_ACCELERATOR_COUNT,
+        ZONE_ID,
     }
 )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..model import labels as wk
+from ..model import nodelabels
 from ..model.instancetype import InstanceType
 from ..model.nodepool import NodePool
 from ..model.pod import Pod
@@ -20,7 +21,7 @@ UNLIMITED = 1 << 62
 
 # Labels a node gets from its instance type; a type without one of them does not have that label at all.
 # The Windows build is among them: the catalog sets it on types prepared for a Windows AMI family.
-TYPE_KEYS = frozenset(wk.WELL_KNOWN - {wk.ZONE, wk.CAPACITY_TYPE, wk.NODEPOOL, wk.HOSTNAME, wk.REGION})
+TYPE_KEYS = frozenset(wk.WELL_KNOWN - {wk.ZONE, wk.ZONE_ID, wk.CAPACITY_TYPE, wk.NODEPOOL, wk.HOSTNAME, wk.REGION})
 
 
 def absent_ok(req: Requirement) -> bool:
@@ -102,20 +103,22 @@ class PoolTemplate:
     """A NodePool prepared for one solve."""
 
     __slots__ = ("index", "pool", "name", "weight", "requirements", "taints", "labels", "types",
-                 "zones", "capacity_types", "limit_keys", "remaining", "fits")
+                 "zones", "zone_ids", "capacity_types", "limit_keys", "remaining", "fits")
 
     def __init__(self, index: int, pool: NodePool, extra_labels: Mapping[str, str]) -> None:
         self.index = index
         self.pool = pool
         self.name = pool.name
         self.weight = pool.weight
-        labels = {**pool.labels, **extra_labels, wk.NODEPOOL: pool.name}
+        # The labels every node of the pool gets, as the launch and registration give them (nodelabels).
+        labels = {**extra_labels, **nodelabels.pool_labels(pool)}
         reqs = pool.requirements.intersect(Requirements.from_labels(labels))
         self.requirements = reqs
         self.labels = labels
         self.taints = pool.taints
         self.types: list[TypeOption] = []
         self.zones: frozenset[str] = frozenset()
+        self.zone_ids: dict[str, str] = {}  # zone -> its id (topology.k8s.aws/zone-id), where known
         self.capacity_types: frozenset[str] = frozenset()
         self.limit_keys: tuple[str, ...] = tuple(sorted(pool.limits))
         self.remaining: list[int] | None = None  # None: no limits
@@ -135,6 +138,7 @@ def build_template(
     template = PoolTemplate(index, pool, extra_labels)
     reqs = template.requirements
     zone_req = reqs.get(wk.ZONE)
+    zone_id_req = reqs.get(wk.ZONE_ID)
     ct_req = reqs.get(wk.CAPACITY_TYPE)
     # Daemons that would run on this pool's nodes: they tolerate its taints (startup taints go away)
     # and their node requirements can hold on its template.
@@ -150,17 +154,7 @@ def build_template(
     for i, it in enumerate(types):
         if not type_satisfies(it.labels, it.operating_systems, reqs, template.labels):
             continue
-        offers = sorted(
-            (
-                (o.zone, o.capacity_type, o.price)
-                for o in it.offerings
-                if o.available
-                and (it.name, o.zone, o.capacity_type) not in unavailable
-                and (zone_req is None or zone_req.has(o.zone))
-                and (ct_req is None or ct_req.has(o.capacity_type))
-            ),
-            key=lambda o: o[2],
-        )
+        offers = _offers(it, unavailable, zone_req, zone_id_req, ct_req)
         if not offers:
             continue
         overhead = [0] * len(dims)
@@ -175,6 +169,7 @@ def build_template(
         limit_vec = tuple(1 if k == "nodes" else it.capacity.get(k, 0) for k in template.limit_keys)
         template.types.append(TypeOption(it, i, vec, tuple(overhead), tuple(offers), limit_vec))
         zones.update(o[0] for o in offers)
+        template.zone_ids.update((o.zone, o.zone_id) for o in it.offerings if o.zone_id)
         capacity_types.update(o[1] for o in offers)
     template.types.sort(key=lambda t: (t.offers[0][2], t.name))
     template.zones = frozenset(zones)
@@ -182,6 +177,23 @@ def build_template(
     if template.limit_keys:
         template.remaining = [pool.limits[k] - usage.get(k, 0) for k in template.limit_keys]
     return template
+
+
+def _offers(it: InstanceType, unavailable: frozenset[tuple[str, str, str]], zone_req: Requirement | None,
+            zone_id_req: Requirement | None, ct_req: Requirement | None) -> list[tuple[str, str, float]]:
+    """The type's offerings the pool allows, as (zone, capacity type, price), cheapest first."""
+    return sorted(
+        (
+            (o.zone, o.capacity_type, o.price)
+            for o in it.offerings
+            if o.available
+            and (it.name, o.zone, o.capacity_type) not in unavailable
+            and (zone_req is None or zone_req.has(o.zone))
+            and (zone_id_req is None or zone_id_req.has(o.zone_id))
+            and (ct_req is None or ct_req.has(o.capacity_type))
+        ),
+        key=lambda o: o[2],
+    )
 
 
 class Fit:
@@ -255,6 +267,10 @@ def fit_level(template: PoolTemplate, reqs: Requirements, tolerations: tuple) ->
     zone_req = combined.get(wk.ZONE)
     ct_req = combined.get(wk.CAPACITY_TYPE)
     zones = frozenset(z for z in template.zones if zone_req is None or zone_req.has(z))
+    zone_id_req = combined.get(wk.ZONE_ID)
+    if zone_id_req is not None:
+        # A zone id names one zone: the claim's zones (what the launch reads) are cut to those it allows.
+        zones = frozenset(z for z in zones if zone_id_req.has(template.zone_ids.get(z, "")))
     capacity_types = frozenset(c for c in template.capacity_types if ct_req is None or ct_req.has(c))
     if not template.types:
         return f"no instance type meets the nodepool's requirements ({_describe(template.pool.requirements)})"

@@ -34,6 +34,7 @@ from ..model.instancetype import InstanceType
 from ..model.pod import Pod
 from ..runtime import Runtime
 from ..scheduling import ExistingNode, NodeClaim, Plan, solve
+from . import node_registration
 from .cluster_budget import ClusterBudget
 from .provision_launch import (
     FAILED_SCHEDULING,
@@ -50,6 +51,7 @@ from .provision_launch import (
     planned_launch,
     warn_unschedulable,
 )
+from .unmet import report_unmet, unmet_pods
 from .world import World, in_flight_instance, read_world
 
 log = logging.getLogger(__name__)
@@ -113,27 +115,37 @@ def launch_capacity(
 
 
 def _plan_and_launch(rt: Runtime, world: World, ask: _Ask, outcome: LaunchOutcome) -> LaunchOutcome:
-    """One pass: plan, hold the claims to the cluster budget, launch them (a dry run lists them), then
-    plan again, without the offerings that ran out of capacity, what could not launch."""
+    """One pass: plan, leave out the pods a node launched for them cannot take (``unmet``), hold the
+    claims to the cluster budget, launch them (a dry run lists them), then plan again, without the
+    offerings that ran out of capacity, what could not launch."""
+    ask_pods = ask.pods
     everything = world.existing_nodes()
     types_by_pool = world.types_by_pool()
     if ask.unavailable:
         forever = dict.fromkeys(ask.unavailable, _FOREVER)
         types_by_pool = {p: catalogs.mark_unavailable(ts, forever, now=0.0) for p, ts in types_by_pool.items()}
     plan = _plan(world, ask, everything, types_by_pool, outcome)
+    recorder = None if outcome.dry_run else _recorder(rt, world)
+    unmet = unmet_pods(rt, world, (p for claim in plan.node_claims for p in claim.pods), ask.exclude_nodes)
+    if unmet:
+        # Capacity launched for these pods came up and cannot take them: plan the others without them.
+        report_unmet(recorder, ask.pods, unmet)
+        ask = dataclasses.replace(ask, pods=[p for p in ask.pods if p.key not in unmet])
+        plan = _plan(world, ask, everything, types_by_pool, outcome)
     unschedulable = [(u.pod, u.reason) for u in plan.unschedulable]
+    unschedulable.extend((p, unmet[p.key].why) for p in ask_pods if p.key in unmet)
     _note_pool_limits(plan, outcome)
 
     admitted = _within_cluster_budget(rt, everything, plan.node_claims, types_by_pool, outcome, unschedulable)
     if outcome.dry_run:
         outcome.launches.extend(planned_launch(claim) for claim, _ in admitted)
         admitted = []
-    recorder = None if outcome.dry_run else _recorder(rt, world)
     retry = launch_admitted(rt, world, admitted, outcome, unschedulable, reason=ask.reason, recorder=recorder,
                             may_retry=ask.retries > 0)
     outcome.unschedulable = [(p.key, why) for p, why in unschedulable]
     if recorder is not None:
-        warn_unschedulable(recorder, unschedulable)
+        # An unmet pod has its own event (report_unmet) saying the same: one Warning is enough.
+        warn_unschedulable(recorder, [(p, why) for p, why in unschedulable if p.key not in unmet])
     if retry.pods:
         _retry(rt, world, ask, retry, types_by_pool, outcome)
     return outcome
@@ -355,6 +367,7 @@ def _expire_unregistered(rt: Runtime, world: World, summary: Summary, dry_run: b
 def _pass(rt: Runtime, summary: Summary, dry_run: bool) -> LaunchOutcome:
     world = read_world(rt)
     summary.add_world(world)
+    node_registration.sync_nodes(rt, world, dry_run=dry_run)
     stale = _expire_unregistered(rt, world, summary, dry_run)
     pods = world.pending
     telemetry.gauge(telemetry.PENDING_PODS, len(pods), telemetry.Unit.Count)
@@ -389,6 +402,7 @@ def provision_watch(rt: Runtime, deadline: float, *, dry_run: bool = False) -> d
         # A quiet period still checks that what was launched earlier has registered.
         world = read_world(rt, include_pods=False)
         summary.add_world(world)
+        node_registration.sync_nodes(rt, world, dry_run=dry_run)
         _expire_unregistered(rt, world, summary, dry_run)
     return summary.finish()
 

@@ -29,6 +29,7 @@ from ..k8s import nodes as k8s_nodes
 from ..k8s.events import WARNING, EventRecorder, ObjectRef
 from ..k8s.nodepool_objects import CLUSTER_KINDS
 from ..model import labels as wk
+from ..model import nodelabels
 from ..model import resources as res
 from ..model.instancetype import InstanceType
 from ..model.node import ClusterNode
@@ -104,6 +105,7 @@ class World:
     _views: dict[str, ClusterNode] = field(default_factory=dict, repr=False)
     _instance_by_id: dict[str, ManagedInstance] = field(default_factory=dict, repr=False)
     _daemon_pods: list[Pod] | None = field(default=None, repr=False)
+    _zone_ids: dict[str, str] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.index()
@@ -163,6 +165,19 @@ class World:
     def node_labels(self, pool_name: str) -> dict[str, str]:
         """Labels the pool's node class gives its nodes (OS and Windows build)."""
         return self._pool_labels.get(pool_name, {})
+
+    def zone_id(self, zone: str) -> str:
+        """The zone's id in this account (from the catalog's offerings); "" when unknown."""
+        if self._zone_ids is None:
+            self._zone_ids = {o.zone: o.zone_id for it in self.catalog for o in it.offerings if o.zone_id}
+        return self._zone_ids.get(zone, "")
+
+    def expected_labels(self, inst: ManagedInstance, pool: NodePool, it: InstanceType) -> dict[str, str]:
+        """The labels the instance's node carries once registered, as the solver planned it (nodelabels)."""
+        return nodelabels.node_labels(
+            pool, it.labels, zone=inst.zone, capacity_type=inst.capacity_type, zone_id=self.zone_id(inst.zone),
+            class_labels=self.node_labels(pool.name),
+        )
 
     def types_by_pool(self) -> dict[str, list[InstanceType]]:
         return {name: self.instance_types(name) for name in self.nodepools}
@@ -257,19 +272,14 @@ class World:
                                                                        "instance_type": inst.instance_type})
             return None
         name = in_flight_name(inst.instance_id)
-        labels = {k: v for k, v in it.labels.items()}
         if pool is not None:
-            labels.update(pool.labels)
-            labels.update(self.node_labels(pool.name))
-        labels.update(
-            {
-                wk.NODEPOOL: inst.nodepool or "",
-                wk.ZONE: inst.zone,
-                wk.CAPACITY_TYPE: inst.capacity_type,
-                wk.INSTANCE_TYPE: inst.instance_type,
-                wk.HOSTNAME: inst.private_dns_name or name,
-            }
-        )
+            # What the node will carry once registered (the registration step syncs the same labels).
+            labels = self.expected_labels(inst, pool, it)
+        else:
+            labels = {**it.labels, wk.NODEPOOL: inst.nodepool or "", wk.ZONE: inst.zone,
+                      wk.CAPACITY_TYPE: inst.capacity_type}
+        labels[wk.INSTANCE_TYPE] = inst.instance_type
+        labels[wk.HOSTNAME] = inst.private_dns_name or name
         taints: tuple[Taint, ...] = pool.taints if pool is not None else ()
         node = ExistingNode(
             name=name,

@@ -1,0 +1,96 @@
+"""Karpenter's registration and initialization, for the nodes of this cluster's instances.
+
+    sync_nodes(rt, world) -> list[str]   label newly registered nodes; returns the nodes changed
+
+When a Node of an instance nodescale launched appears, it carries only what its kubelet may set
+(``--node-labels``, see ``aws/userdata.node_labels``). Karpenter copies its NodeClaim's labels onto the
+Node and marks it ``karpenter.sh/registered=true``; later, once the node is Ready, its startup taints are
+gone and its extended resources are advertised, ``karpenter.sh/initialized=true``. This does the same
+from the instance (pool, type, zone, capacity type), with the labels the solver planned the node with
+(``World.expected_labels``, ``model/nodelabels``), so a pod planned onto it finds what it selects.
+
+Labels are synced once, at registration (as Karpenter's registration controller does): a label changed
+on the node afterwards is the operator's business. The provisioner runs it on every pass, before planning.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kubernetes.client.exceptions import ApiException
+
+from ..k8s import nodes as k8s_nodes
+from ..model import labels as wk
+from ..model.instancetype import InstanceType
+from ..model.nodepool import NodePool
+from .world import TRANSIENT_TAINT_KEYS, World
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+TRUE = "true"
+# Extended resources a device plugin advertises after the node is Ready; Karpenter waits for them.
+_DEVICE_PREFIXES = ("nvidia.com/", "amd.com/", "aws.amazon.com/", "habana.ai/")
+
+
+def labels_to_sync(world: World, node: Mapping[str, Any]) -> dict[str, str]:
+    """The labels to set on ``node`` now ({} when it is not ours or has nothing missing)."""
+    iid = k8s_nodes.instance_id(node)
+    inst = world.instance(iid) if iid else None
+    if inst is None:
+        return {}  # not launched by nodescale for this cluster: never touched
+    pool = world.nodepools.get(inst.nodepool or "")
+    it = world.instance_type(inst.instance_type, inst.nodepool) if pool is not None else None
+    if pool is None or it is None:
+        return {}
+    current = (node.get("metadata") or {}).get("labels") or {}
+    want: dict[str, str] = {}
+    if current.get(wk.REGISTERED) != TRUE:
+        expected = world.expected_labels(inst, pool, it)
+        want = {k: v for k, v in expected.items() if current.get(k) != v}
+        want[wk.REGISTERED] = TRUE
+    if current.get(wk.INITIALIZED) != TRUE and initialized(node, pool, it):
+        want[wk.INITIALIZED] = TRUE
+    return want
+
+
+def initialized(node: Mapping[str, Any], pool: NodePool, it: InstanceType) -> bool:
+    """Karpenter's test: Ready, no startup (or coming-up) taint left, every device resource advertised."""
+    if not k8s_nodes.readiness(node).ready:
+        return False
+    waiting = set(TRANSIENT_TAINT_KEYS) | {t.key for t in pool.startup_taints}
+    if any(t.get("key") in waiting for t in k8s_nodes.taints_of(node)):
+        return False
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return all(
+        str(allocatable.get(name, "0")) not in ("0", "")
+        for name, amount in it.capacity.items()
+        if amount and name.startswith(_DEVICE_PREFIXES)
+    )
+
+
+def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False) -> list[str]:
+    """Label this cluster's newly registered (and newly initialized) nodes; the world's copies follow,
+    so the pass that called this plans with the labels the nodes now carry."""
+    changed: list[str] = []
+    for node in world.nodes:
+        want = labels_to_sync(world, node)
+        if not want:
+            continue
+        name = str((node.get("metadata") or {}).get("name") or "")
+        # A dry run changes nothing, but plans as the next pass will: with the labels synced.
+        if not dry_run:
+            try:
+                k8s_nodes.patch_metadata(rt.api, name, labels=want)
+            except (ApiException, k8s_nodes.NodeGoneError) as exc:
+                # The next pass tries again; planning goes on with the node as it is.
+                log.warning("could not label a registered node", extra={"node": name, "error": str(exc)})
+                continue
+        node.setdefault("metadata", {}).setdefault("labels", {}).update(want)
+        changed.append(name)
+        log.info("node labels synced", extra={"node": name, "labels": sorted(want)})
+    return changed

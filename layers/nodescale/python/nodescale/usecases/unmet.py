@@ -1,0 +1,152 @@
+"""Pods that the capacity launched for them cannot take: never launched for again.
+
+    unmet_pods(rt, world, pods) -> dict[pod key, why]
+    report_unmet(recorder, pods, unmet)                   a Warning event on each, and a metric
+
+A launch nominates its pods (the ``Nominated`` event, whose message names the instance). When that
+instance's Node has registered and the pod still waits, unscheduled, while the node does not match
+the pod's nodeSelector, required node affinity or tolerations, launching again would only repeat the
+mismatch (a label the plan expected and the node lacks, a taint nobody planned): nodescale holds the
+pod back and, once the node has been Ready for ``GRACE_SECONDS``, records why and leaves the pod to
+the operator. A pod that the node matches but which did not fit
+(another pod took the room) is planned as usual.
+
+The event is read only for pods the plan would launch for and that began to wait before some node of
+this cluster registered, so a scale-up of fresh pods costs no reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from kubernetes.client.exceptions import ApiException
+
+from .. import telemetry
+from ..k8s import events as k8s_events
+from ..k8s import nodes as k8s_nodes
+from ..k8s.raw import path_segment, request_json
+from ..model.pod import Pod
+from ..model.taints import Taint, TaintError, tolerates_all
+from ..scheduling.templates import daemon_requirements, labels_satisfy
+from .provision_launch import NOMINATED, pending_since
+from .world import TRANSIENT_TAINT_KEYS, World
+
+if TYPE_CHECKING:
+    from ..runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+# How long a launched node is Ready before a pod it does not take counts as unmet by it: the
+# scheduler retries unschedulable pods when a node is added or changed, well within this.
+GRACE_SECONDS = 30.0
+REASON = "LaunchedNodeMismatch"
+_INSTANCE = re.compile(r"\binstance (i-[0-9a-zA-Z]+)\b")
+
+
+def nominated_instance(rt: Runtime, pod: Pod) -> str | None:
+    """The instance the pod's Nominated event names (the last launch for it), or None."""
+    ref = k8s_events.ObjectRef.pod(pod.namespace, pod.name, pod.uid)
+    path = f"/api/v1/namespaces/{path_segment(pod.namespace)}/events/{path_segment(k8s_events.event_name(ref, NOMINATED))}"
+    try:
+        event = request_json(rt.api, "GET", path)
+    except ApiException as exc:
+        if exc.status != 404:
+            log.warning("could not read a pod's nomination", extra={"pod": pod.key, "error": str(exc)})
+        return None
+    found = _INSTANCE.search(str(event.get("message") or ""))
+    return found.group(1) if found else None
+
+
+def why_node_refuses(node: Mapping[str, Any], pod: Pod, startup_keys: Iterable[str] = ()) -> str | None:
+    """Why the node can never take the pod (labels or taints, not room), or None when it could."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    # The pod's nodeSelector as written: kube-scheduler compares keys literally (no aliases).
+    for key, value in sorted(((pod.raw.get("spec") or {}).get("nodeSelector") or {}).items()):
+        if labels.get(key) != value:
+            have = labels.get(key)
+            return f"its nodeSelector wants {key}={value}, the node has {f'{key}={have}' if have is not None else 'no such label'}"
+    if not any(labels_satisfy(labels, terms) for terms in daemon_requirements(pod)):
+        return "its required node affinity matches none of the node's labels"
+    skip = set(TRANSIENT_TAINT_KEYS) | set(startup_keys)
+    taints = []
+    for t in k8s_nodes.taints_of(node):
+        if t.get("key") in skip:
+            continue
+        try:
+            taints.append(Taint.from_dict(t, "node taints"))
+        except TaintError:
+            continue
+    taint = tolerates_all(pod.tolerations, tuple(taints))
+    return f"it does not tolerate the node's taint {taint}" if taint is not None else None
+
+
+@dataclass(frozen=True)
+class Unmet:
+    why: str
+    settled: bool  # Ready for the grace period: reported (event, metric); before that only held back
+
+
+def unmet_pods(rt: Runtime, world: World, pods: Iterable[Pod], exclude: Iterable[str] = ()) -> dict[str, Unmet]:
+    """Of ``pods`` (those a plan would launch for), the ones a node launched for them cannot take.
+
+    Such a pod is held back from the moment its node registers (launching again would repeat the
+    mismatch), and reported once the node has been Ready for ``GRACE_SECONDS``."""
+    out: dict[str, Unmet] = {}
+    newest = _newest_registration(world)
+    skip = set(exclude)
+    for pod in pods:
+        if pod.node_name:
+            continue  # a bound pod being moved (interruption, disruption), not one waiting for capacity
+        since = pending_since(pod)
+        if newest is None or since is None or since > newest:
+            continue  # no node of ours registered since the pod began to wait: none was launched for it
+        iid = nominated_instance(rt, pod)
+        node = world.node_for_instance(iid) if iid else None
+        if node is None or _leaving(node, skip):
+            continue  # never nominated, or that node is gone or going: a launch is in order
+        inst = world.instance(iid or "")
+        pool = world.nodepools.get(inst.nodepool or "") if inst is not None else None
+        why = why_node_refuses(node, pod, [t.key for t in pool.startup_taints] if pool is not None else ())
+        if why is None:
+            continue
+        ready = k8s_nodes.readiness(node)
+        settled = ready.ready and ready.since is not None and (world.now - ready.since).total_seconds() >= GRACE_SECONDS
+        name = (node.get("metadata") or {}).get("name")
+        out[pod.key] = Unmet(f"node {name} (instance {iid}), launched for it, cannot take it: {why}; "
+                             "nodescale does not launch for it again", settled)
+    return out
+
+
+def _leaving(node: Mapping[str, Any], exclude: set[str]) -> bool:
+    """The node is being replaced, drained or deleted: what it refuses says nothing about a new one."""
+    meta = node.get("metadata") or {}
+    return (meta.get("name") in exclude or k8s_nodes.instance_id(node) in exclude or bool(meta.get("deletionTimestamp"))
+            or bool((node.get("spec") or {}).get("unschedulable")) or k8s_nodes.has_taint(node))
+
+
+def _newest_registration(world: World) -> datetime | None:
+    """When the newest Node of this cluster's instances registered."""
+    times = [k8s_nodes.parse_time((n.get("metadata") or {}).get("creationTimestamp"))
+             for n in world.nodes if world.instance(k8s_nodes.instance_id(n) or "") is not None]
+    return max((t for t in times if t is not None), default=None)
+
+
+def report_unmet(recorder: k8s_events.EventRecorder | None, pods: Iterable[Pod], unmet: Mapping[str, Unmet]) -> None:
+    """A Warning event on each settled unmet pod (none in a dry run) and the metric."""
+    settled = {key: u.why for key, u in unmet.items() if u.settled}
+    if settled:
+        telemetry.count(telemetry.UNMET_BY_LAUNCH, len(settled))
+    for pod in pods:
+        why = settled.get(pod.key)
+        if why is None or recorder is None:
+            continue
+        log.warning("launched node cannot take the pod", extra={"pod": pod.key, "reason": why})
+        try:
+            recorder.pod(pod.namespace, pod.name, REASON, why, k8s_events.WARNING, uid=pod.uid)
+        except (ApiException, OSError, ValueError) as exc:  # an event is information: never fail the pass
+            log.warning("could not record a pod event", extra={"pod": pod.key, "error": str(exc)})
