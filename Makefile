@@ -12,7 +12,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # pytest workers: the machines have 2 cores.
 TEST_WORKERS ?= 2
 
-.PHONY: setup demo test unit lint bench synth clean
+.PHONY: setup browser demo test unit lint bench synth clean
 
 setup: $(STAMP) $(NPM_STAMP)
 
@@ -26,11 +26,17 @@ $(NPM_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# Headless Chromium for the test that opens demo-report.html (tests/integration/test_demo_report_browser.py):
+# Debian's package, installed when missing (CI runs as root on a fresh Debian machine).
+browser:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
 demo: setup
 	$(PY) -m sim.demo
 
-test: setup lint
-	$(PY) -m pytest -n $(TEST_WORKERS) -q
+# With the browser installed, its test must run: NODESCALE_BROWSER_REQUIRED turns a skip into a failure.
+test: setup browser lint
+	NODESCALE_BROWSER_REQUIRED=1 $(PY) -m pytest -n $(TEST_WORKERS) -q
 
 unit: setup
 	$(PY) -m pytest -q tests/unit

@@ -6,7 +6,8 @@ error responses (status, XML/JSON/CBOR body, error code). Control API on the pro
     GET    /sim/v1/aws-faults          -> {"rules": [...]} with counters
     POST   /sim/v1/aws-faults          <- one rule or {"rules": [...]}; -> 201 {"rules": [...with ids]}
     DELETE /sim/v1/aws-faults[/<id>]   -> removes all rules (or one)
-    GET    /sim/v1/aws-calls[?service=ec2&action=CreateFleet]  -> recent calls, newest last
+    GET    /sim/v1/aws-calls[?service=ec2&action=CreateFleet]  -> recent calls, newest last; each has the
+           wall-clock `time` it arrived, `status`, and (CreateFleet, RunInstances) the `instanceIds` it launched
     DELETE /sim/v1/aws-calls           -> forget them
 
 Rules (JSON):
@@ -507,6 +508,12 @@ _LAUNCH_TIME = re.compile(
 )
 
 
+def _note_launched(call: Call, record: dict[str, Any], data: bytes) -> None:
+    """A launch's record names the instances it made: the call log alone tells when each was launched."""
+    if call.service == "ec2" and call.action in ("CreateFleet", "RunInstances") and record.get("status") == 200:
+        record["instanceIds"] = sorted(set(_INSTANCE_ID.findall(data.decode("utf-8", "replace"))))
+
+
 class FaultProxy:
     """Reverse proxy on 127.0.0.1 (free port) in front of `upstream` (moto's URL)."""
 
@@ -729,6 +736,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 return
         status, response_headers, data = owner.forward(method, self.path, headers, body)
         record["status"] = status
+        _note_launched(call, record, data)
         if call.service == "ec2" and status == 200 and owner.clock is not None:
             data = owner.simulated_launch_times(call.action, data)
         self._send(status, response_headers, data)
@@ -782,6 +790,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             return True
         status, response_headers, data = owner.forward("POST", self.path, headers, rewrite.body)
         record["status"] = status
+        _note_launched(call, record, data)
         if status == 200:
             data = add_fleet_errors(data, rewrite.errors)
         self._send(status, response_headers, data)
