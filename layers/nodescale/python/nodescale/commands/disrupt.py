@@ -72,7 +72,7 @@ def to_text(summary: dict[str, Any]) -> str:
     lines = _decision_lines(summary, currency)
     lines += _section("Held back:", [f"  {', '.join(r['nodes'])}: {r['why']}" for r in summary.get("refused") or []])
     lines += _section("Terminations:" if not dry else "Terminations under way:", [
-        f"  {t['node']}: {t['state']}" + (f" ({t['reason']})" if t.get("reason") else "")
+        f"  {t['node']}: {t['state']}" + (f" ({why})" if (why := t.get('reason') or t.get('disruptionReason')) else "")
         for t in summary.get("terminations") or []
     ] + [f"  {w['node']}: waiting for replacement {', '.join(w['replacements'])}"
          for w in summary.get("waitingForReplacement") or []])
