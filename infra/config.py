@@ -207,7 +207,8 @@ def _price(value: Any) -> float | None:
     try:
         price = float(str(value).strip())
     except ValueError:
-        raise ConfigError(f"pricePerHourAlarm={value!r}: allowed is a price in dollars per hour, e.g. 25") from None
+        raise ConfigError(f"pricePerHourAlarm={value!r}: allowed is a price per hour in the region's currency "
+                          "(USD; CNY in cn-* regions), e.g. 25") from None
     if price <= 0:
         raise ConfigError(f"pricePerHourAlarm={value!r}: allowed is a price above 0")
     return price

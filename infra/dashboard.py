@@ -87,7 +87,8 @@ class Monitoring(Construct):
                 threshold=config.price_per_hour_alarm,
                 evaluation_periods=2,
                 comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                description=f"Managed capacity costs more than {config.price_per_hour_alarm} USD per hour",
+                description=f"Managed capacity costs more than {config.price_per_hour_alarm} per hour, in the region's "
+                            "currency as the metric is (USD; CNY in the China regions)",
             )
         if topic is not None:
             for alarm in self.alarms:
@@ -217,13 +218,13 @@ class Monitoring(Construct):
                                                      color=cw.Color.RED))
         return [
             cw.GraphWidget(
-                title="Price per hour of managed capacity (USD)",
+                title="Price per hour of managed capacity (USD; CNY in China regions)",
                 left=[self.metric(m.PRICE_PER_HOUR, "Maximum")],
                 left_annotations=price_lines,
                 width=WIDTH,
             ),
             cw.SingleValueWidget(
-                title="Price per hour now (USD)",
+                title="Price per hour now (USD; CNY in China regions)",
                 metrics=[self.metric(m.PRICE_PER_HOUR, "Maximum", Duration.minutes(5))],
                 width=WIDTH // 2,
             ),

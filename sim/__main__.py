@@ -10,6 +10,7 @@ import urllib.request
 from pathlib import Path
 
 from sim.aws.amis import DEFAULT_KUBERNETES_VERSION, KUBERNETES_VERSIONS
+from sim.aws.constants import DEFAULT_REGION
 from sim.environment import SimEnvironmentError, down, read_state, running_pid, serve, up
 
 
@@ -48,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
                              help="simulated seconds per real second (default 1)")
             sub.add_argument("--kubernetes-version", default=DEFAULT_KUBERNETES_VERSION, choices=KUBERNETES_VERSIONS,
                              help=f"cluster version (default {DEFAULT_KUBERNETES_VERSION})")
+            sub.add_argument("--region", default=DEFAULT_REGION,
+                             help=f"the account's region (default {DEFAULT_REGION}); ARNs are in its partition "
+                             "(aws-cn for cn-*, aws-us-gov for us-gov-*), prices in its currency (CNY for cn-*)")
         return sub
 
     add("up", "start an environment in the background and wait until it answers", options=True)
@@ -67,12 +71,13 @@ def main(argv: list[str] | None = None) -> int:
             logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
             for noisy in ("botocore", "boto3", "urllib3"):
                 logging.getLogger(noisy).setLevel(logging.WARNING)
-            serve(directory, args.cluster, args.ready_delay, args.speed, args.kubernetes_version, args.exit_with_parent)
+            serve(directory, args.cluster, args.ready_delay, args.speed, args.kubernetes_version, args.exit_with_parent,
+                  region=args.region)
             return 0
         if args.command == "up":
-            up(directory, args.cluster, args.ready_delay, args.speed, args.kubernetes_version)
+            up(directory, args.cluster, args.ready_delay, args.speed, args.kubernetes_version, region=args.region)
             state = read_state(directory) or {}
-            print(f"environment up in {directory} (pid {state.get('pid')})")
+            print(f"environment up in {directory} (pid {state.get('pid')}), region {state.get('region')}")
             print(f"  Kubernetes API  {state.get('kube_https_url')}   (the kubeconfigs'; also {state.get('kube_url')})")
             print(f"  AWS endpoint    {state.get('aws_endpoint')}   (moto behind the fault proxy)")
             print(f"  functions       source {directory / 'env'}        "
@@ -102,7 +107,8 @@ def _status(directory: Path) -> int:
             nodes = str(len(json.loads(response.read())["nodes"]))
     except OSError:
         pass
-    print(f"running in {directory} (pid {pid}), cluster {state['cluster']}, {nodes} node(s) joined")
+    print(f"running in {directory} (pid {pid}), cluster {state['cluster']} in {state.get('region', DEFAULT_REGION)}, "
+          f"{nodes} node(s) joined")
     print(f"  Kubernetes API  {state['kube_url']}")
     print(f"  AWS endpoint    {state['aws_endpoint']}")
     return 0

@@ -44,11 +44,13 @@ from nodescale.clock import CLOCK_URL
 from sim.aws.amis import DEFAULT_KUBERNETES_VERSION, Image, public_parameters
 from sim.aws.constants import (
     ADMIN_CREDENTIALS,
+    DEFAULT_REGION,
     KUBE_ADMIN_TOKEN,
     KUBE_FUNCTIONS_TOKEN,
     KUBE_FUNCTIONS_USER,
     OPERATOR_CREDENTIALS,
     REGION,
+    REGION_VARIABLE,
 )
 from sim.aws.moto_server import PROJECT_ROOT, MotoServer
 
@@ -76,9 +78,12 @@ def serve(
     speed: float = 1.0,
     kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
     parent_pid: int | None = None,
+    region: str = REGION,
 ) -> None:
     """Run one environment in this process until SIGTERM/SIGINT (or until `parent_pid` exits),
-    then stop every part of it."""
+    then stop every part of it. Every part reads its region from the environment variable
+    NODESCALE_SIM_REGION (`up` sets it): asked for another region, this process starts again with it set."""
+    _in_region(region)
     from sim.aws.faults import FaultProxy
     from sim.aws.seed import seed
     from sim.clock import Clock
@@ -106,14 +111,16 @@ def serve(
         kube = KubeServer(store, tls=certificate).start()
         kube_https = str(kube.secure_url)
         parts.append(kube)
-        account = seed(moto.url, cluster=cluster, kubernetes_version=kubernetes_version, kube_url=kube.url)
+        account = seed(moto.url, cluster=cluster, kubernetes_version=kubernetes_version, region=REGION,
+                       kube_url=kube.url)
         (directory / "seed.json").write_text(account.to_json())
 
         controllers = Controllers(store, clock)
         controllers.start()
         parts.append(controllers)
         kubelet = Kubelet(
-            store, clock, moto.url, cluster, ready_delay=ready_delay, kubernetes_version=kubernetes_version
+            store, clock, moto.url, cluster, ready_delay=ready_delay, kubernetes_version=kubernetes_version,
+            region=REGION,
         ).start()
         parts.append(kubelet)
         from sim.aws.iam_enforcement import Enforcer
@@ -155,6 +162,7 @@ def serve(
             "ready_delay": ready_delay,
             "speed": speed,
             "kubernetes_version": kubernetes_version,
+            "region": REGION,
             "dir": str(directory),
         }
         _write_atomic(directory / "state.json", json.dumps(state, indent=2))
@@ -173,6 +181,13 @@ def serve(
             with contextlib.suppress(FileNotFoundError):
                 (directory / name).unlink()
         log.info("environment %s stopped", directory)
+
+
+def _in_region(region: str) -> None:
+    """Unless this process's parts were imported for ``region``, run `python -m sim` again with it set."""
+    if region != REGION:
+        os.environ[REGION_VARIABLE] = region
+        os.execv(sys.executable, [sys.executable, "-m", "sim", *sys.argv[1:]])
 
 
 def settings_for(
@@ -296,9 +311,12 @@ def up(
     kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
     timeout: float = START_TIMEOUT,
     exit_with_parent: bool = False,
+    region: str = DEFAULT_REGION,
 ) -> subprocess.Popen[bytes]:
     """Start the environment in the background and wait until it answers. With `exit_with_parent`
-    it also stops when the calling process exits (tests: a killed pytest worker leaves nothing)."""
+    it also stops when the calling process exits (tests: a killed pytest worker leaves nothing).
+    `region`: any region the bundled catalog knows (`cn-north-1` is in the aws-cn partition)."""
+    check_region(region)
     directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
     existing = running_pid(directory)
@@ -314,14 +332,16 @@ def up(
     # before the start-up timeout runs, so the environment itself only reads the cache.
     from sim.aws.iam_policies import policies_for
 
-    policies_for(cluster, REGION)
+    policies_for(cluster, region)
     env = dict(os.environ)
+    env[REGION_VARIABLE] = region
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(PROJECT_ROOT), str(PROJECT_ROOT / "layers/nodescale/python"), env.get("PYTHONPATH", "")])
     )
     command = [
         sys.executable, "-m", "sim", "serve", "--dir", str(directory), "--cluster", cluster,
         "--ready-delay", str(ready_delay), "--speed", str(speed), "--kubernetes-version", kubernetes_version,
+        "--region", region,
     ]
     if exit_with_parent:
         command += ["--exit-with-parent", str(os.getpid())]
@@ -343,6 +363,15 @@ def up(
     _stop_pid(proc.pid, None)
     proc.wait(timeout=10)
     raise SimEnvironmentError(f"the environment did not answer within {timeout:.0f}s:\n{_log_tail(directory)}")
+
+
+def check_region(region: str) -> None:
+    """A region sim can play: one the bundled catalog has instance types (and zones, prices) for."""
+    from nodescale.aws.catalog import bundled_regions
+
+    if region not in bundled_regions():
+        raise SimEnvironmentError(f"region {region!r}: the bundled catalog does not know it; "
+                                  f"known are {', '.join(bundled_regions())}")
 
 
 def _answers(url: str) -> bool:
@@ -422,8 +451,10 @@ class Environment:
         ready_delay: float = 2.0,
         speed: float = 1.0,
         kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
+        region: str = DEFAULT_REGION,
     ) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.region = region
         if directory is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="sim-env-")
             directory = self._tmp.name
@@ -440,7 +471,8 @@ class Environment:
     # lifecycle
     def start(self) -> Environment:
         self._proc = up(
-            self.dir, self.cluster, self.ready_delay, self.speed, self.kubernetes_version, exit_with_parent=True
+            self.dir, self.cluster, self.ready_delay, self.speed, self.kubernetes_version, exit_with_parent=True,
+            region=self.region,
         )
         self.env = read_env(self.dir)
         self.admin_env = read_env(self.dir, ADMIN_ENV)
@@ -512,7 +544,7 @@ class Environment:
 
         config = Config(retries={"total_max_attempts": retries + 1, "mode": "standard"}) if retries is not None else None
         return boto3.client(
-            service, endpoint_url=self.aws_endpoint, region_name=REGION, config=config,
+            service, endpoint_url=self.aws_endpoint, region_name=self.region, config=config,
             aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
         )
 

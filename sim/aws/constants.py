@@ -2,8 +2,35 @@
 
 from __future__ import annotations
 
-REGION = "us-east-1"
-ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+import os
+
+DEFAULT_REGION = "us-east-1"
+# `python -m sim up --region R` runs the environment (and its moto child) with this set: every part of the
+# serving process reads its region here. A process outside (a test) asks the environment's settings instead.
+REGION_VARIABLE = "NODESCALE_SIM_REGION"
+REGION = os.environ.get(REGION_VARIABLE) or DEFAULT_REGION
+ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")  # DEFAULT_REGION's; see zones_for for any region
+
+
+def partition_of(region: str) -> str:
+    """The ARN partition of a region: aws-cn for cn-*, aws-us-gov for us-gov-*, aws elsewhere."""
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
+PARTITION = partition_of(REGION)
+
+
+def zones_for(region: str, known: tuple[str, ...] | None = None, count: int = 3) -> tuple[str, ...]:
+    """The zones sim seeds a subnet in: the first ``count`` the bundled catalog has offerings in (and, given
+    ``known``, that moto knows too)."""
+    from nodescale.aws.catalog import bundled_zones
+
+    zones = sorted({z for per_type in bundled_zones(region).values() for z in per_type})
+    return tuple(z for z in zones if known is None or z in known)[:count]
 DISCOVERY_TAG = "karpenter.sh/discovery"
 # Everything nodescale launches carries this tag; the kubelet only joins instances that have it.
 OWNERSHIP_TAG = "nodescale.io/cluster"

@@ -25,7 +25,14 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from sim.aws import iam_policy
-from sim.aws.constants import ADMIN_CREDENTIALS, FUNCTION_CREDENTIALS, FUNCTIONS, OPERATOR_CREDENTIALS, REGION
+from sim.aws.constants import (
+    ADMIN_CREDENTIALS,
+    FUNCTION_CREDENTIALS,
+    FUNCTIONS,
+    OPERATOR_CREDENTIALS,
+    PARTITION,
+    REGION,
+)
 
 log = logging.getLogger("sim.aws.iam")
 
@@ -93,6 +100,9 @@ def access_key(headers: Mapping[str, str], path: str) -> str | None:
     return match.group(1) if match else None
 
 
+# The EC2 service principal a role is passed to: its aws-cn spelling ends in .cn.
+EC2_PRINCIPAL = "ec2.amazonaws.com.cn" if PARTITION == "aws-cn" else "ec2.amazonaws.com"
+
 class Enforcer:
     """Decides each call for the identities sim knows, from the functions' synthesized policies."""
 
@@ -113,7 +123,7 @@ class Enforcer:
         from nodescale.names import physical_name
 
         role = physical_name(self.cluster, identity)
-        return f"arn:aws:sts::{ACCOUNT}:assumed-role/{role}/{identity}"
+        return f"arn:{PARTITION}:sts::{ACCOUNT}:assumed-role/{role}/{identity}"
 
     def decide(self, identity: str, signing_service: str, action: str, params: Mapping[str, Any],
                path: str) -> Denial | None:
@@ -149,17 +159,17 @@ class Enforcer:
             return [Request(full, _ssm_arn(name)) for name in _ssm_names(action, params)] or [Request(full, "*")]
         if prefix == "dynamodb":
             tables = [params["TableName"]] if "TableName" in params else list(params.get("RequestItems") or {})
-            return [Request(full, f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{t}") for t in tables] \
+            return [Request(full, f"arn:{PARTITION}:dynamodb:{REGION}:{ACCOUNT}:table/{t}") for t in tables] \
                 or [Request(full, "*")]
         if prefix == "eks":
             match = re.match(r"^/clusters/([^/?]+)", urlsplit(path).path)
             if match:
-                return [Request(full, f"arn:aws:eks:{REGION}:{ACCOUNT}:cluster/{unquote(match.group(1))}")]
+                return [Request(full, f"arn:{PARTITION}:eks:{REGION}:{ACCOUNT}:cluster/{unquote(match.group(1))}")]
             return [Request(full, "*")]
         if prefix == "iam" and "RoleName" in params:
             return [Request(full, self._role_arn(str(params["RoleName"])))]
         if prefix == "iam" and "InstanceProfileName" in params:
-            return [Request(full, f"arn:aws:iam::{ACCOUNT}:instance-profile/{params['InstanceProfileName']}")]
+            return [Request(full, f"arn:{PARTITION}:iam::{ACCOUNT}:instance-profile/{params['InstanceProfileName']}")]
         return [Request(full, "*")]  # not modelled: authorized against any resource
 
     # EC2 calls that create or change resources
@@ -190,12 +200,12 @@ class Enforcer:
                 if rtype in created_tags:
                     created_tags[rtype] = {**tags, **created_tags[rtype]}
             if template.get("image"):
-                requests.append(Request(action, f"arn:aws:ec2:{REGION}::image/{template['image']}"))
+                requests.append(Request(action, f"arn:{PARTITION}:ec2:{REGION}::image/{template['image']}"))
             for group in template.get("security_groups", []):
                 requests.append(Request(action, _ec2_arn("security-group", group)))
             if template.get("role_arn"):
                 requests.append(Request("iam:PassRole", template["role_arn"],
-                                        {"iam:passedtoservice": ["ec2.amazonaws.com"]}))
+                                        {"iam:passedtoservice": [EC2_PRINCIPAL]}))
             subnets.update(v for k, v in config.items() if k.startswith("Overrides.") and k.endswith(".SubnetId"))
         for subnet in sorted(subnets):
             requests.append(Request(action, _ec2_arn("subnet", subnet)))
@@ -305,7 +315,7 @@ class Enforcer:
         try:
             return str(self._iam().get_role(RoleName=name)["Role"]["Arn"])
         except Exception:
-            return f"arn:aws:iam::{ACCOUNT}:role/{name}"
+            return f"arn:{PARTITION}:iam::{ACCOUNT}:role/{name}"
 
 
 # --- request parameters (EC2's query protocol flattens lists as Name.N.Field) --------------------------------
@@ -343,7 +353,7 @@ def _resource_tags(tags: Mapping[str, str]) -> dict[str, list[str]]:
 
 
 def _ec2_arn(resource_type: str, resource_id: str) -> str:
-    return f"arn:aws:ec2:{REGION}:{ACCOUNT}:{resource_type}/{resource_id}"
+    return f"arn:{PARTITION}:ec2:{REGION}:{ACCOUNT}:{resource_type}/{resource_id}"
 
 
 def _ec2_type(resource_id: str) -> str:
@@ -364,4 +374,4 @@ def _ssm_arn(name: str) -> str:
     name = name.rstrip("/") if name != "/" else name
     # Public parameters (AWS's own, such as the EKS AMI ids) have no account in their ARN.
     account = "" if name.startswith("/aws/service/") else ACCOUNT
-    return f"arn:aws:ssm:{REGION}:{account}:parameter{name if name.startswith('/') else '/' + name}"
+    return f"arn:{PARTITION}:ssm:{REGION}:{account}:parameter{name if name.startswith('/') else '/' + name}"

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sim.aws.constants import FUNCTIONS
+from sim.aws.constants import FUNCTIONS, partition_of
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE_DIR = ROOT / ".cache" / "sim-iam"
@@ -33,10 +33,10 @@ ACCOUNT = "123456789012"  # moto's account
 _SHAPING = ("infra", "layers/nodescale/python/nodescale/names.py", "app.py", "cdk.json", "sim/aws/iam_policies.py")
 
 
-def node_identity(cluster: str) -> dict[str, str]:
+def node_identity(cluster: str, region: str = "us-east-1") -> dict[str, str]:
     """The existing node role and instance profile sim seeds (sim/aws/seed.py), as stack context."""
     return {
-        "nodeRoleArn": f"arn:aws:iam::{ACCOUNT}:role/KarpenterNodeRole-{cluster}",
+        "nodeRoleArn": f"arn:{partition_of(region)}:iam::{ACCOUNT}:role/KarpenterNodeRole-{cluster}",
         "instanceProfileName": f"KarpenterNodeInstanceProfile-{cluster}",
     }
 
@@ -104,7 +104,7 @@ def synthesize(cluster: str, region: str) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory(prefix="sim-iam-synth-") as outdir:
         # windows: the stack's Windows node role, so a Windows launch may pass it (sim seeds it under the same name).
-        app = App(outdir=outdir, context={"clusterName": cluster, "windows": "true", **node_identity(cluster)})
+        app = App(outdir=outdir, context={"clusterName": cluster, "windows": "true", **node_identity(cluster, region)})
         config = StackConfig.from_context(app.node.try_get_context, base_dir=ROOT)
         stack = NodescaleStack(app, config.stack_name, config=config, env=Environment(account=ACCOUNT, region=region))
         assembly = app.synth()
@@ -145,13 +145,13 @@ class _Resolver:
     """CloudFormation intrinsics to the values they take in sim's account, from the resources' properties."""
 
     _ARNS = {
-        "AWS::IAM::Role": ("RoleName", "arn:aws:iam::{account}:role{path}{name}"),
-        "AWS::IAM::InstanceProfile": ("InstanceProfileName", "arn:aws:iam::{account}:instance-profile{path}{name}"),
-        "AWS::DynamoDB::Table": ("TableName", "arn:aws:dynamodb:{region}:{account}:table/{name}"),
-        "AWS::Logs::LogGroup": ("LogGroupName", "arn:aws:logs:{region}:{account}:log-group:{name}:*"),
-        "AWS::SQS::Queue": ("QueueName", "arn:aws:sqs:{region}:{account}:{name}"),
-        "AWS::SNS::Topic": ("TopicName", "arn:aws:sns:{region}:{account}:{name}"),
-        "AWS::Lambda::Function": ("FunctionName", "arn:aws:lambda:{region}:{account}:function:{name}"),
+        "AWS::IAM::Role": ("RoleName", "arn:{partition}:iam::{account}:role{path}{name}"),
+        "AWS::IAM::InstanceProfile": ("InstanceProfileName", "arn:{partition}:iam::{account}:instance-profile{path}{name}"),
+        "AWS::DynamoDB::Table": ("TableName", "arn:{partition}:dynamodb:{region}:{account}:table/{name}"),
+        "AWS::Logs::LogGroup": ("LogGroupName", "arn:{partition}:logs:{region}:{account}:log-group:{name}:*"),
+        "AWS::SQS::Queue": ("QueueName", "arn:{partition}:sqs:{region}:{account}:{name}"),
+        "AWS::SNS::Topic": ("TopicName", "arn:{partition}:sns:{region}:{account}:{name}"),
+        "AWS::Lambda::Function": ("FunctionName", "arn:{partition}:lambda:{region}:{account}:function:{name}"),
     }
 
     def __init__(self, resources: dict[str, Any], region: str) -> None:
@@ -160,7 +160,7 @@ class _Resolver:
         self.pseudo = {
             "AWS::Region": region,
             "AWS::AccountId": ACCOUNT,
-            "AWS::Partition": "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws",
+            "AWS::Partition": partition_of(region),
             "AWS::URLSuffix": "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com",
             "AWS::StackName": "sim",
             "AWS::NoValue": None,
@@ -204,7 +204,7 @@ class _Resolver:
         if kind in self._ARNS and kind not in ("AWS::SQS::Queue", "AWS::SNS::Topic"):
             return self.resolve(props.get(self._ARNS[kind][0]))
         if kind == "AWS::SQS::Queue":
-            return f"https://sqs.{self.region}.amazonaws.com/{ACCOUNT}/{self.resolve(props.get('QueueName'))}"
+            return f"https://sqs.{self.region}.{self.pseudo['AWS::URLSuffix']}/{ACCOUNT}/{self.resolve(props.get('QueueName'))}"
         return self._arn(kind, props) if kind in self._ARNS else f"{name}-sim-id"
 
     def _get_att(self, name: str, attribute: str) -> Any:
@@ -223,7 +223,8 @@ class _Resolver:
         field, pattern = self._ARNS[kind]
         name = self.resolve(props.get(field))
         path = self.resolve(props.get("Path")) or "/"
-        return pattern.format(account=ACCOUNT, region=self.region, path=path, name=name)
+        return pattern.format(partition=self.pseudo["AWS::Partition"], account=ACCOUNT, region=self.region, path=path,
+                              name=name)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,8 +58,9 @@ def _describe(name: str, vcpu: int, memory_gib: int, gpus: int, network: str, en
     }
 
 
-def install() -> None:
-    """Add the missing types and their us-east-1 offerings to moto's in-memory tables."""
+def install(region: str = "us-east-1") -> None:
+    """Add the missing types and their us-east-1 offerings to moto's in-memory tables, and, for a ``region``
+    moto has no offerings recorded for (cn-north-1...), the bundled catalog's offerings there."""
     from moto.ec2.models import instance_types as moto_types
 
     for spec in _P3:
@@ -77,3 +78,25 @@ def install() -> None:
                 zone_list.append({"InstanceType": name, "Location": zone, "LocationType": "availability-zone"})
         if not any(o["InstanceType"] == name for o in region_list):
             region_list.append({"InstanceType": name, "Location": "us-east-1", "LocationType": "region"})
+    if region != "us-east-1":
+        _install_region(moto_types.INSTANCE_TYPES, offerings, region)
+
+
+def _install_region(known_types: dict[str, Any], offerings: dict[str, Any], region: str) -> None:
+    """Offerings of ``region`` as the bundled catalog has them (types moto can describe only), unless moto
+    recorded some: moto's recording covers the commercial regions, not aws-cn or aws-us-gov."""
+    from moto.ec2.models.availability_zones_and_regions import RegionsAndZonesBackend
+
+    from nodescale.aws.catalog import bundled_zones
+
+    zone_list = offerings.get("availability-zone", {}).setdefault(region, [])
+    region_list = offerings.get("region", {}).setdefault(region, [])
+    if zone_list:
+        return
+    zones = {z.name for z in RegionsAndZonesBackend.zones.get(region, [])}
+    for name, where in sorted(bundled_zones(region).items()):
+        if name not in known_types:
+            continue
+        zone_list += [{"InstanceType": name, "Location": z, "LocationType": "availability-zone"}
+                      for z in sorted(where) if z in zones]
+        region_list.append({"InstanceType": name, "Location": region, "LocationType": "region"})

@@ -25,6 +25,7 @@ from typing import Any
 
 from sim.aws import instance_types, moto_speedups
 from sim.aws.amis import catalog, public_parameters
+from sim.aws.constants import REGION
 
 # Catalog plus anything published at run time; read by the SSM loader after every reset.
 _PUBLIC_PARAMETERS: dict[str, str] = {}
@@ -203,7 +204,7 @@ def main() -> None:
     finally:
         os.unlink(amis_path)
     _install_public_parameters()
-    instance_types.install()
+    instance_types.install(REGION)
     moto_speedups.install()
 
     from moto.moto_server.werkzeug_app import (

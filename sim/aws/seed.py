@@ -1,6 +1,6 @@
 """Seed a fresh moto server like a real EKS account in which nodescale is about to be installed.
 
-What exists afterwards (region us-east-1): the EKS cluster; its VPC with one subnet per zone and a
+What exists afterwards (in the region asked for, us-east-1 unless `--region`): the EKS cluster; its VPC with one subnet per zone and a
 security group, all tagged `karpenter.sh/discovery: <cluster>`; the node IAM role and instance
 profile; the nodescale DynamoDB table; and resources nodescale must never touch: an unrelated VPC
 with an instance named `unmanaged`, and an instance that carries only Karpenter's own tags.
@@ -18,7 +18,7 @@ import boto3
 
 from nodescale import names
 from sim.aws.amis import DEFAULT_KUBERNETES_VERSION, KUBERNETES_VERSIONS, image_id_for
-from sim.aws.constants import DISCOVERY_TAG, DUMMY_CREDENTIALS, REGION, ZONES
+from sim.aws.constants import DISCOVERY_TAG, DUMMY_CREDENTIALS, REGION, zones_for
 
 _ASSUME_EC2 = {
     "Version": "2012-10-17",
@@ -60,6 +60,7 @@ class SeededAccount:
     cluster_ca: str = ""
     vpc_id: str = ""
     subnets: dict[str, str] = field(default_factory=dict)  # zone -> subnet id
+    zones: list[str] = field(default_factory=list)  # the zones of the subnets, the region's own
     security_group_id: str = ""
     node_role_name: str = ""
     node_role_arn: str = ""
@@ -103,33 +104,7 @@ def seed(
     out = SeededAccount(cluster=cluster, region=region, kubernetes_version=kubernetes_version)
     discovery = {DISCOVERY_TAG: cluster}
 
-    vpc = ec2.create_vpc(
-        CidrBlock="10.0.0.0/16",
-        TagSpecifications=[{"ResourceType": "vpc", "Tags": _tags({"Name": f"{cluster}-vpc", **discovery})}],
-    )["Vpc"]
-    out.vpc_id = vpc["VpcId"]
-    ec2.modify_vpc_attribute(VpcId=out.vpc_id, EnableDnsHostnames={"Value": True})
-    for index, zone in enumerate(ZONES):
-        # /18 per zone: room for thousands of nodes in load tests.
-        subnet = ec2.create_subnet(
-            VpcId=out.vpc_id,
-            CidrBlock=f"10.0.{index * 64}.0/18",
-            AvailabilityZone=zone,
-            TagSpecifications=[
-                {
-                    "ResourceType": "subnet",
-                    "Tags": _tags(
-                        {
-                            "Name": f"{cluster}-private-{zone}",
-                            "kubernetes.io/role/internal-elb": "1",
-                            f"kubernetes.io/cluster/{cluster}": "shared",
-                            **discovery,
-                        }
-                    ),
-                }
-            ],
-        )["Subnet"]
-        out.subnets[zone] = subnet["SubnetId"]
+    _seed_network(ec2, out, region)
     out.security_group_id = ec2.create_security_group(
         GroupName=f"eks-cluster-sg-{cluster}",
         Description=f"EKS created security group applied to ENI that is attached to EKS Control Plane master nodes, as well as any managed workloads. ({cluster})",
@@ -200,6 +175,42 @@ def seed(
     return out
 
 
+def _seed_network(ec2: Any, out: SeededAccount, region: str) -> None:
+    """The cluster's VPC and one private subnet in each of the region's first three zones."""
+    cluster = out.cluster
+    discovery = {DISCOVERY_TAG: cluster}
+    vpc = ec2.create_vpc(
+        CidrBlock="10.0.0.0/16",
+        TagSpecifications=[{"ResourceType": "vpc", "Tags": _tags({"Name": f"{cluster}-vpc", **discovery})}],
+    )["Vpc"]
+    out.vpc_id = vpc["VpcId"]
+    ec2.modify_vpc_attribute(VpcId=out.vpc_id, EnableDnsHostnames={"Value": True})
+    # Zones the region really has (the bundled catalog's) that moto also knows.
+    known = tuple(z["ZoneName"] for z in ec2.describe_availability_zones()["AvailabilityZones"])
+    out.zones = list(zones_for(region, known))
+    for index, zone in enumerate(out.zones):
+        # /18 per zone: room for thousands of nodes in load tests.
+        subnet = ec2.create_subnet(
+            VpcId=out.vpc_id,
+            CidrBlock=f"10.0.{index * 64}.0/18",
+            AvailabilityZone=zone,
+            TagSpecifications=[
+                {
+                    "ResourceType": "subnet",
+                    "Tags": _tags(
+                        {
+                            "Name": f"{cluster}-private-{zone}",
+                            "kubernetes.io/role/internal-elb": "1",
+                            f"kubernetes.io/cluster/{cluster}": "shared",
+                            **discovery,
+                        }
+                    ),
+                }
+            ],
+        )["Subnet"]
+        out.subnets[zone] = subnet["SubnetId"]
+
+
 def _seed_unmanaged(ec2: Any, out: SeededAccount, kubernetes_version: str) -> None:
     """Resources nodescale must never change: they lack the `nodescale.io/cluster` tag."""
     out.unmanaged_vpc_id = ec2.create_vpc(
@@ -207,7 +218,7 @@ def _seed_unmanaged(ec2: Any, out: SeededAccount, kubernetes_version: str) -> No
         TagSpecifications=[{"ResourceType": "vpc", "Tags": _tags({"Name": "unrelated"})}],
     )["Vpc"]["VpcId"]
     out.unmanaged_subnet_id = ec2.create_subnet(
-        VpcId=out.unmanaged_vpc_id, CidrBlock="172.31.0.0/20", AvailabilityZone=ZONES[0]
+        VpcId=out.unmanaged_vpc_id, CidrBlock="172.31.0.0/20", AvailabilityZone=out.zones[0]
     )["Subnet"]["SubnetId"]
     al2 = image_id_for(f"amazon-eks-node-{kubernetes_version}-v20241109")
     unmanaged = ec2.run_instances(
@@ -224,7 +235,7 @@ def _seed_unmanaged(ec2: Any, out: SeededAccount, kubernetes_version: str) -> No
         InstanceType="m5.large",
         MinCount=1,
         MaxCount=1,
-        SubnetId=out.subnets[ZONES[1]],
+        SubnetId=out.subnets[out.zones[1]],
         SecurityGroupIds=[out.security_group_id],
         TagSpecifications=[
             {

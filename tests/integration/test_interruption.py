@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from kubernetes.client.exceptions import ApiException
 
 from nodescale import cli, clock, runtime
+from nodescale.commands import replay as replay_cmd
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
@@ -304,7 +305,11 @@ def test_repeats_and_a_late_state_change_make_one_replacement_and_one_drain(
     again = [handler.handler(copy.deepcopy(warning), context) for _ in range(2)]
     (report,) = first["instances"]
     assert report["action"] == interrupting.DRAINING and len(report["replacement"]["launched"]) == 1
-    assert again == [first, first]  # the same event id: the first summary, nothing done again
+    # the same event id: the first summary, marked a duplicate (issue #17), nothing done again
+    assert again == [{**first, "duplicate": True}] * 2 and "handledAt" in first
+    text = replay_cmd.to_text([{"source": "warning.json", **again[0]}])
+    assert text == (f"warning.json: {first['detailType']} ({first['eventId']}): duplicate of event {first['eventId']} "
+                    f"handled at {first['handledAt']}: nothing done again\n")
 
     second_warning = replay(rt, event("spot-interruption-warning.json", instance_id, sim), seconds=0.5)
     (second,) = second_warning["instances"]

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import boto3
 import pytest
+import yaml
 from kubernetes import client, config
 
 from nodescale import names
+from nodescale.k8s.raw import request_json
 from sim.aws.moto_server import PROJECT_ROOT
 from sim.environment import pid_alive, read_env, session_members
 
@@ -115,4 +121,75 @@ def test_down_without_an_environment_says_so(tmp_path: Path) -> None:
 def test_bad_options_are_refused_before_anything_starts(tmp_path: Path) -> None:
     result = sim_cli("up", "--dir", str(tmp_path), "--speed", "0")
     assert result.returncode == 2 and "must be greater than 0" in result.stderr
+    assert not (tmp_path / "sim.pid").exists()
+
+
+def nodescale_cli(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`nodescale ARGS` in a shell that sourced DIR/env (the functions' identity, held to the stack's IAM policy)."""
+    env = {**os.environ, **read_env(directory),
+           "PYTHONPATH": os.pathsep.join([str(PROJECT_ROOT), str(PROJECT_ROOT / "layers/nodescale/python")])}
+    return subprocess.run([sys.executable, "-m", "nodescale.cli", *args], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, timeout=180, env=env, stdin=subprocess.DEVNULL)
+
+
+def test_the_china_article_end_to_end_in_cn_north_1(tmp_path: Path) -> None:
+    """Karpenter on EKS in cn-north-1: the v1alpha5 default Provisioner, pending pods, nodes that join, prices in
+    CNY, ARNs in the aws-cn partition, every call of the product held to the policy synthesized for that region."""
+    directory = tmp_path / "cn"
+    started = sim_cli("up", "--dir", str(directory), "--region", "cn-north-1", timeout=180)
+    assert started.returncode == 0, started.stderr
+    try:
+        assert "region cn-north-1" in started.stdout
+        admin, seed = shell_env(directory, "admin.env"), json.loads((directory / "seed.json").read_text())
+        assert admin["AWS_REGION"] == "cn-north-1" and seed["region"] == "cn-north-1"
+        assert seed["cluster_arn"].startswith("arn:aws-cn:eks:cn-north-1:")
+        assert seed["node_role_arn"].startswith("arn:aws-cn:iam::")
+        assert seed["zones"] and all(z.startswith("cn-north-1") for z in seed["zones"])
+
+        def aws(service: str) -> object:
+            return boto3.client(service, endpoint_url=admin["AWS_ENDPOINT_URL"], region_name="cn-north-1",
+                                aws_access_key_id=admin["AWS_ACCESS_KEY_ID"],
+                                aws_secret_access_key=admin["AWS_SECRET_ACCESS_KEY"])
+
+        pool = PROJECT_ROOT / "tests/fixtures/examples/karpenter-v1alpha5/default-spot.yaml"
+        aws("ssm").put_parameter(Name=f"{admin['NODESCALE_NODEPOOL_PARAMETER_PATH'].rstrip('/')}/default",
+                                 Value=pool.read_text(), Type="String")
+        api = config.new_client_from_config(config_file=admin["KUBECONFIG"])
+        inflate = yaml.safe_load((PROJECT_ROOT / "tests/fixtures/examples/workloads/inflate.yaml").read_text())
+        request_json(api, "POST", "/apis/apps/v1/namespaces/default/deployments", body=inflate)
+        core = client.CoreV1Api(api)
+        until(lambda: len(core.list_namespaced_pod("default", label_selector="app=inflate").items) == 5)
+
+        launched = nodescale_cli(directory, "provision", "--once", "-o", "json")
+        assert launched.returncode == 0, launched.stderr[-3000:]
+        summary = json.loads(launched.stdout)
+        assert summary["currency"] == "CNY" and summary["launches"], summary
+        assert all(x["zone"] in seed["zones"] for x in summary["launches"])
+        ids = [x["instanceId"] for x in summary["launches"]]
+        until(lambda: len(core.list_node().items) == len(ids))  # the nodes join
+        profile = aws("iam").get_instance_profile(InstanceProfileName=admin["NODESCALE_INSTANCE_PROFILE"])
+        assert profile["InstanceProfile"]["Arn"].startswith("arn:aws-cn:iam::")
+        # Every call the product made was allowed by the policies synthesized for cn-north-1, on aws-cn ARNs.
+        with urllib.request.urlopen(f"{admin['NODESCALE_SIM_AWS_CONTROL']}/aws-calls", timeout=10) as response:
+            calls = json.loads(response.read())["calls"]
+        assert calls and not [c for c in calls if c.get("denied")], [c for c in calls if c.get("denied")][:3]
+
+        status = nodescale_cli(directory, "status")
+        assert status.returncode == 0, status.stderr[-3000:]
+        assert "(CNY)" in status.stdout.splitlines()[0] and "¥/HOUR" in status.stdout and "$" not in status.stdout
+        assert json.loads(nodescale_cli(directory, "status", "-o", "json").stdout)["currency"] == "CNY"
+    finally:
+        sim_cli("down", "--dir", str(directory))
+
+
+def until(condition: Callable[[], bool], seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.5)
+
+
+def test_a_region_the_catalog_does_not_know_is_refused(tmp_path: Path) -> None:
+    result = sim_cli("up", "--dir", str(tmp_path), "--region", "mars-east-1")
+    assert result.returncode == 1 and "region 'mars-east-1'" in result.stderr
     assert not (tmp_path / "sim.pid").exists()

@@ -92,3 +92,31 @@ def test_the_handler_keeps_a_margin_before_the_invocation_ends() -> None:
             return 300_000
 
     assert module.run_deadline(Context(), now=100.0) == 100.0 + 300 - module.MARGIN_SECONDS
+
+
+def test_text_says_nothing_to_disrupt_only_when_nothing_happened() -> None:
+    assert disrupt.to_text({"dryRun": False, "decisions": [], "pricePerHourSaved": 0.0}) == "Nothing to disrupt.\n"
+    summary = {
+        "dryRun": False, "decisions": [], "currency": "CNY",
+        "terminations": [{"node": "n1", "state": "terminated", "reason": "Empty"}],
+        "refused": [{"nodes": ["n2"], "blockedBy": "budget", "why": "not disrupted: budget 0 of pool default"}],
+        "emptySince": [{"node": "n3", "nodePool": "default", "since": "2026-11-01T12:00:00Z",
+                        "setting": "ttlSecondsAfterEmpty", "afterSeconds": 30, "removeAt": "2026-11-01T12:00:30Z"}],
+    }
+    lines = disrupt.to_text(summary).splitlines()
+    assert "Nothing to disrupt." not in lines
+    assert lines == [
+        "Held back:", "  n2: not disrupted: budget 0 of pool default",
+        "Terminations:", "  n1: terminated (Empty)",
+        "Emptiness clocks started:",
+        "  node n3 empty since 2026-11-01T12:00:00Z; removed after ttlSecondsAfterEmpty 30s at 2026-11-01T12:00:30Z"
+        " if it stays empty",
+    ]
+
+
+def test_text_shows_savings_in_the_regions_currency() -> None:
+    summary = {"dryRun": True, "currency": "CNY", "pricePerHourSaved": 1.5,
+               "decisions": [{"nodes": ["a"], "action": "delete", "reason": "Empty", "savingPerHour": 1.5,
+                              "detail": "empty for 31s"}]}
+    text = disrupt.to_text(summary)
+    assert "a: delete (Empty, saves ¥1.5000/h)" in text and text.endswith("Would save ¥1.5000/h in total\n")

@@ -45,7 +45,9 @@ def test_the_same_event_three_times_runs_once_and_answers_the_first_summary(dyna
     event = {"id": "8a2f3c1e-1111", "detail-type": "EC2 Spot Instance Interruption Warning"}
     answers = [idempotency.once_per_event(run, dict(event), table=TABLE, dynamodb=dynamodb) for _ in range(3)]
     assert len(calls) == 1
-    assert answers == [{"eventId": "8a2f3c1e-1111", "run": 1}] * 3
+    # The repeats answer the first summary, marked as such (issue #17: replay names duplicates).
+    assert answers == [{"eventId": "8a2f3c1e-1111", "run": 1}] + [{"eventId": "8a2f3c1e-1111", "run": 1,
+                                                                   "duplicate": True}] * 2
     other = idempotency.once_per_event(run, {**event, "id": "another"}, table=TABLE, dynamodb=dynamodb)
     assert other == {"eventId": "another", "run": 2}
 

@@ -64,3 +64,19 @@ def test_missing_settings_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CLUSTER_NAME", raising=False)
     code, _, err = run([str(EVENTS / "scheduled-tick.json")])
     assert code == 2 and "CLUSTER_NAME" in err
+
+
+def test_text_is_one_line_per_event_and_names_a_duplicate_with_when_it_was_handled() -> None:
+    first = {"source": "a.json", "detailType": "EC2 Spot Instance Interruption Warning", "eventId": "e-1",
+             "ignored": None, "handledAt": "2026-11-01T12:00:00Z", "currency": "CNY",
+             "instances": [{"instanceId": "i-1", "node": "n1", "action": "draining", "reason": "spot interruption",
+                            "replacement": {"launched": [{"instanceType": "m5.large", "instanceId": "i-2",
+                                                          "price": 0.5}]}}]}
+    repeat = {**first, "source": "b.json", "duplicate": True}
+    lines = replay.to_text([first, repeat]).splitlines()
+    assert lines == [
+        "a.json: EC2 Spot Instance Interruption Warning (e-1): 1 instance(s)",
+        "  i-1 node=n1 draining (spot interruption) replacement=m5.large/i-2 (¥0.5000/h)",
+        "b.json: EC2 Spot Instance Interruption Warning (e-1): duplicate of event e-1 handled at "
+        "2026-11-01T12:00:00Z: nothing done again",
+    ]

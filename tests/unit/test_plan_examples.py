@@ -210,3 +210,36 @@ def test_text_output_is_a_table(capsys):
     text = capsys.readouterr().out
     assert "NODEPOOL" in text and "INSTANCE TYPES" in text
     assert "5 pods" in text
+
+
+def _one_per_node(tmp_path: Path, replicas: int) -> Path:
+    """`inflate` scaled to ``replicas``, one pod per node (hostname anti-affinity): identical NodeClaims."""
+    doc = yaml.safe_load((WORKLOADS / "inflate.yaml").read_text())
+    doc["spec"]["replicas"] = replicas
+    doc["spec"]["template"]["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "inflate"}}}]}}
+    path = tmp_path / "inflate-spread.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_text_output_groups_identical_node_claims_with_a_count(capsys, tmp_path):
+    workload = _one_per_node(tmp_path, 29)
+    assert main(["plan", "-f", str(V1ALPHA5 / "default-spot.yaml"), "-f", str(workload)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = lines[lines.index("NodeClaims to launch:") + 2:lines.index("")]
+    assert len(rows) == 1, lines
+    assert rows[0].split()[:2] == ["x29", "default"] and "Deployment/default/inflate" in rows[0]
+    assert lines[-1].startswith("29 pods, 29 node claims, $")
+    assert len(plan(capsys, V1ALPHA5 / "default-spot.yaml", workload)["nodeClaims"]) == 29  # json: one each
+
+
+def test_prices_are_in_the_regions_currency(capsys):
+    args = ["plan", "-f", str(V1ALPHA5 / "default-spot.yaml"), "-f", str(WORKLOADS / "inflate.yaml")]
+    assert main([*args, "--region", "cn-north-1"]) == 0
+    text = capsys.readouterr().out
+    assert "¥/HOUR EACH" in text and "(CNY)" in text and "$" not in text
+    assert main([*args, "--region", "cn-north-1", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["currency"] == "CNY"
+    assert main([*args, "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["currency"] == "USD"

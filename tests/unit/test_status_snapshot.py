@@ -163,10 +163,29 @@ def test_text_output_is_aligned_tables(scene: World) -> None:
 
 
 def test_text_output_cuts_long_lists_and_says_so() -> None:
-    nodes = [node(f"n{i:03}") for i in range(status_cmd.MAX_ROWS + 7)]
+    # Each in a pool of its own: identical nodes would share one row.
+    nodes = [node(f"n{i:03}", pool=f"pool-{i:03}") for i in range(status_cmd.MAX_ROWS + 7)]
     text = status_cmd.to_text(read_status(runtime(), world_of(nodes, [])).to_dict())
     assert f"(first {status_cmd.MAX_ROWS} of {status_cmd.MAX_ROWS + 7} nodes; -o json lists all)" in text
     assert "n049" in text and "n050" not in text
+
+
+def test_text_output_groups_identical_nodes_with_a_count() -> None:
+    nodes = [node(f"n{i:03}") for i in range(29)] + [node("other", zone="us-east-1b")]
+    text = status_cmd.to_text(read_status(runtime(), world_of(nodes, [])).to_dict())
+    rows = text[text.index("Nodes:\n"):].splitlines()[2:]
+    assert len(rows) == 2, text
+    assert rows[0].split()[:3] == ["n000", "+28", "x29"] and "us-east-1a" in rows[0]
+    assert rows[1].split()[:2] == ["other", "x1"] and "us-east-1b" in rows[1]
+
+
+def test_text_shows_prices_in_the_regions_currency() -> None:
+    data = read_status(runtime(), world_of([node("n1")], [])).to_dict()
+    assert data["currency"] == "USD" and "$/HOUR" in status_cmd.to_text(data)
+    data = read_status(SimpleNamespace(settings=Settings("demo", "cn-north-1")), world_of([node("n1")], [])).to_dict()
+    assert data["currency"] == "CNY"
+    text = status_cmd.to_text(data)
+    assert "¥0.0000/hour (CNY)" in text.splitlines()[0] and "¥/HOUR" in text and "$" not in text
 
 
 def test_json_output_of_the_command_is_the_status(scene: World, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,8 +6,9 @@ defaults to ``id``/``expiration``: both are named here so its items land on the 
 expire through the table's TTL. Items look like ``pk = "interruption#<md5 of the event id>"`` with
 ``status``, ``data`` (the summary returned the first time) and ``expiresAt``.
 
-A repeat of an event within the expiry returns the first summary without touching anything. A run
-that raises deletes its record, so Lambda's retry of a failed event runs again.
+A repeat of an event within the expiry returns the first summary without touching anything, marked
+``"duplicate": true`` (the first run's own fields, its ``handledAt`` included, are kept). A run that raises
+deletes its record, so Lambda's retry of a failed event runs again.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def once_per_event(
     dynamodb: Any,
     lambda_context: Any = None,
 ) -> dict[str, Any]:
-    """``run(event)``, unless this event id was handled already: then the first run's summary.
+    """``run(event)``, unless this event id was handled already: then the first run's summary, with
+    ``"duplicate": True`` added.
 
     Without a table (a bare CLI run), or for an event without an id, every call runs.
     """
@@ -65,9 +67,13 @@ def once_per_event(
         key_prefix=KEY_PREFIX,
     )
     def handle(event: dict) -> dict[str, Any]:
+        ran.append(True)
         return run(event)
 
+    ran: list[bool] = []
     with warnings.catch_warnings():
         # Outside Lambda (the CLI, tests) there is no remaining time to record: nothing to warn about.
         warnings.filterwarnings("ignore", message="Couldn't determine the remaining time left")
-        return handle(event=event)
+        summary = handle(event=event)
+    # Powertools answered from the record: nothing ran now.
+    return summary if ran else {**summary, "duplicate": True}

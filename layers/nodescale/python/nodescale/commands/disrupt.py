@@ -19,6 +19,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
 from ..clock import ClockError
+from ..model.currency import USD, money
 from ..settings import SettingsError
 from . import common
 
@@ -65,34 +66,53 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 
 def to_text(summary: dict[str, Any]) -> str:
+    """One line for each thing the run did or would do, and why; "Nothing to disrupt." only when it did nothing."""
     dry = summary.get("dryRun")
-    lines: list[str] = []
-    decisions = summary.get("decisions") or []
-    if decisions:
-        lines.append("Would disrupt:" if dry else "Disrupted:")
-        for d in decisions:
-            saving = f", saves ${d['savingPerHour']:.4f}/h" if d.get("savingPerHour") else ""
-            lines.append(f"  {', '.join(d['nodes'])}: {d['action']} ({d['reason']}{saving}): {d['detail']}")
-            if d.get("error"):
-                lines.append(f"    {d['error']}")
-    else:
-        lines.append("Nothing to disrupt.")
-    for r in summary.get("refused") or []:
-        lines.append(f"  {', '.join(r['nodes'])}: {r['why']}")
-    for t in summary.get("terminations") or []:
-        lines.append(f"  {t['node']}: {t['state']}" + (f" ({t['reason']})" if t.get("reason") else ""))
-    for w in summary.get("waitingForReplacement") or []:
-        lines.append(f"  {w['node']}: waiting for replacement {', '.join(w['replacements'])}")
+    currency = summary.get("currency") or USD
+    lines = _decision_lines(summary, currency)
+    lines += _section("Held back:", [f"  {', '.join(r['nodes'])}: {r['why']}" for r in summary.get("refused") or []])
+    lines += _section("Terminations:" if not dry else "Terminations under way:", [
+        f"  {t['node']}: {t['state']}" + (f" ({why})" if (why := t.get('reason') or t.get('disruptionReason')) else "")
+        for t in summary.get("terminations") or []
+    ] + [f"  {w['node']}: waiting for replacement {', '.join(w['replacements'])}"
+         for w in summary.get("waitingForReplacement") or []])
+    lines += _section("Emptiness clocks started:", [empty_line(e) for e in summary.get("emptySince") or []])
     cleanup = summary.get("cleanup") or {}
     verb = "would remove" if dry else "removed"
     for key, label in (("unregisteredInstances", "unregistered instances"), ("orphanedNodes", "nodes without instance"),
                        ("launchTemplates", "unused launch templates")):
         if cleanup.get(key):
             lines.append(f"Clean-up {verb} {label}: {', '.join(cleanup[key])}")
+    if not lines:
+        lines.append("Nothing to disrupt.")
     for note in summary.get("notes") or []:
         lines.append(f"Note: {note}")
     for error in summary.get("errors") or []:
         lines.append(f"Error: {error}")
-    saved = summary.get("pricePerHourSaved") or 0.0
-    lines.append(f"{'Would save' if dry else 'Saving'} ${saved:.4f}/h in total")
+    if summary.get("decisions"):
+        saved = summary.get("pricePerHourSaved") or 0.0
+        lines.append(f"{'Would save' if dry else 'Saving'} {money(saved, currency)}/h in total")
     return "\n".join(lines) + "\n"
+
+
+def _decision_lines(summary: dict[str, Any], currency: str) -> list[str]:
+    lines: list[str] = []
+    for d in summary.get("decisions") or []:
+        saving = f", saves {money(d['savingPerHour'], currency)}/h" if d.get("savingPerHour") else ""
+        lines.append(f"  {', '.join(d['nodes'])}: {d['action']} ({d['reason']}{saving}): {d['detail']}")
+        if d.get("error"):
+            lines.append(f"    {d['error']}")
+    return _section("Would disrupt:" if summary.get("dryRun") else "Disrupted:", lines)
+
+
+def _section(title: str, lines: list[str]) -> list[str]:
+    return [title, *lines] if lines else []
+
+
+def empty_line(entry: dict[str, Any]) -> str:
+    """``node X empty since T; removed after ttlSecondsAfterEmpty 30s at T+30``."""
+    head = f"  node {entry['node']} empty since {entry['since']}"
+    after = entry.get("afterSeconds")
+    if after is None:
+        return f"{head}; not removed for being empty ({entry['setting']}: Never)"
+    return f"{head}; removed after {entry['setting']} {after:g}s at {entry.get('removeAt')} if it stays empty"

@@ -12,6 +12,7 @@ import argparse
 import re
 from typing import Any, TextIO
 
+from ..model.currency import USD, currency_of, localize
 from .common import EXIT_BAD_INPUT, add_output_option, fail, streams, write_result
 from .status import guarded
 
@@ -61,7 +62,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         from ..runtime import Runtime
         from ..usecases.explain import explain
 
-        return explain(Runtime.from_settings(), namespace, name).to_dict()
+        rt = Runtime.from_settings()
+        # The message's prices ("from $0.0416/h") are in the region's currency.
+        return {**explain(rt, namespace, name).to_dict(), "currency": currency_of(rt.settings.region)}
 
     from ..usecases.explain import PodNotFound
 
@@ -73,7 +76,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 
 def to_text(data: dict[str, Any]) -> str:
-    lines = [f"{data['pod']}: {data['message']}"]
+    lines = [f"{data['pod']}: {localize(data['message'], data.get('currency') or USD)}"]
     if data.get("nodePool"):
         lines.append(f"  NodePool:       {data['nodePool']}")
         lines.append(f"  Instance types: {', '.join(data['instanceTypes'])}")

@@ -16,8 +16,10 @@ from ..aws.catalog import CatalogError, bundled_catalog
 from ..aws.catalog_kwok import KwokFormatError, load_kwok_instance_types
 from ..aws.pooltypes import PoolTypesError, pool_types
 from ..config import DocumentError, load, parse_documents
+from ..model.currency import currency_of, money, per_hour_header
 from ..model.instancetype import InstanceType
 from ..scheduling import Plan, solve
+from ..scheduling.plan import NodeClaim
 from ..scheduling.workloads import WorkloadError, read_workloads
 from . import common
 
@@ -59,7 +61,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return common.EXIT_BAD_INPUT
     for note in notes:
         print(f"nodescale plan: note: {note}", file=err)
-    common.write_result(out, plan, args.output, to_text, to_json)
+    currency = currency_of(args.region)
+    common.write_result(out, plan, args.output, lambda p: to_text(p, currency), lambda p: to_json(p, currency))
     return 0
 
 
@@ -128,8 +131,10 @@ def _catalog(instance_types: str | None, region: str) -> list[InstanceType]:
         raise InputError([f"--instance-types: {exc}" if instance_types else f"--region: {exc}"]) from None
 
 
-def to_json(plan: Plan) -> dict:
+def to_json(plan: Plan, currency: str = "USD") -> dict:
+    """The plan for machines; prices (``price``, ``stats.pricePerHour``) are in ``currency``, the region's."""
     return {
+        "currency": currency,
         "nodeClaims": [
             {
                 "nodePool": c.nodepool,
@@ -169,23 +174,47 @@ def _short(items: list[str], n: int = 3) -> str:
     return ",".join(items[:n]) + (f",+{len(items) - n}" if len(items) > n else "")
 
 
-def to_text(plan: Plan) -> str:
+def claim_key(c: NodeClaim) -> tuple:
+    """What makes two NodeClaims the same launch for a person: pool, instance types, zones, capacity types,
+    labels and taints, the owners of their pods and the price (the number of pods on each may differ)."""
+    return (
+        c.nodepool, tuple(c.instance_types), tuple(c.capacity_types), tuple(c.zones), tuple(sorted(c.labels.items())),
+        tuple(str(t.to_dict()) for t in c.taints), tuple(str(t.to_dict()) for t in c.startup_taints),
+        tuple(owners(c)), round(c.price, 6),
+    )
+
+
+def owners(c: NodeClaim) -> list[str]:
+    """The controllers of the claim's pods (``Deployment/ns/name``; a bare pod is ``Pod/ns``), sorted."""
+    return sorted({f"{p.owner_kind}/{p.namespace}/{p.owner_name}" if p.owner_kind else f"Pod/{p.namespace}"
+                   for p in c.pods})
+
+
+def group_claims(claims: list[NodeClaim]) -> list[list[NodeClaim]]:
+    """Identical claims (see :func:`claim_key`) together, in the order each first appears."""
+    groups: dict[tuple, list[NodeClaim]] = {}
+    for c in claims:
+        groups.setdefault(claim_key(c), []).append(c)
+    return list(groups.values())
+
+
+def _claim_rows(plan: Plan, currency: str) -> list[str]:
+    rows = []
+    for group in group_claims(plan.node_claims):
+        c = group[0]
+        rows.append([f"x{len(group)}", c.nodepool, _short(c.instance_types), ",".join(c.capacity_types),
+                     _short(c.zones), str(sum(len(g.pods) for g in group)), _short(owners(c), 2),
+                     f"{c.price:.4f}"])
+    return _table(["COUNT", "NODEPOOL", "INSTANCE TYPES", "CAPACITY", "ZONES", "PODS", "OWNERS",
+                   per_hour_header(currency) + " EACH"], rows)
+
+
+def to_text(plan: Plan, currency: str = "USD") -> str:
+    """The plan for a person: identical NodeClaims on one row with their count (``x29``)."""
     lines: list[str] = []
     if plan.node_claims:
         lines.append("NodeClaims to launch:")
-        rows = [
-            [
-                str(i + 1),
-                c.nodepool,
-                _short(c.instance_types),
-                ",".join(c.capacity_types),
-                _short(c.zones),
-                str(len(c.pods)),
-                f"{c.price:.4f}",
-            ]
-            for i, c in enumerate(plan.node_claims)
-        ]
-        lines += _table(["#", "NODEPOOL", "INSTANCE TYPES", "CAPACITY", "ZONES", "PODS", "$/HOUR"], rows)
+        lines += _claim_rows(plan, currency)
         lines.append("")
     if plan.existing:
         lines.append("Pods placed on existing capacity:")
@@ -198,7 +227,8 @@ def to_text(plan: Plan) -> str:
         lines += _table(["POD", "REASON"], [[u.pod.key, u.reason] for u in plan.unschedulable])
         lines.append("")
     lines.append(
-        f"{plan.pods} pods, {len(plan.node_claims)} node claims, ${plan.price_per_hour:.4f}/hour, "
+        f"{plan.pods} pods, {len(plan.node_claims)} node claims, {money(plan.price_per_hour, currency)}/hour"
+        f"{'' if currency == 'USD' else ' (' + currency + ')'}, "
         f"{len(plan.unschedulable)} unschedulable, solved in {plan.solve_seconds:.3f} s"
     )
     return "\n".join(lines) + "\n"

@@ -15,6 +15,7 @@ import argparse
 import time
 from typing import Any, TextIO
 
+from ..model.currency import USD, currency_of, money
 from ..settings import SettingsError
 from . import common
 
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return common.fail(COMMAND, err, exc)
     except OSError as exc:
         return common.fail(COMMAND, err, f"cannot reach the cluster or AWS: {exc}", common.EXIT_UNREACHABLE)
+    summary = {**summary, "currency": currency_of(rt.settings.region)}  # of every price in it
     common.write_result(out, summary, args.output, to_text)
     return 0
 
@@ -64,7 +66,8 @@ def to_text(summary: dict[str, Any]) -> str:
     if rows:
         lines.append("Would launch:" if dry else "Launched:")
         for r in rows:
-            where = f"{r['instanceType']} in {r['zone']} ({r['capacityType']}, ${r['price']:.4f}/h)"
+            price = money(r["price"], summary.get("currency") or USD)
+            where = f"{r['instanceType']} in {r['zone']} ({r['capacityType']}, {price}/h)"
             ident = "" if dry else f" {r['instanceId']}"
             lines.append(f"  {r['nodePool']}{ident}: {where} for {len(r['pods'])} pods: {_short(r['pods'])}")
     if summary.get("waitingForInFlight"):

@@ -26,6 +26,7 @@ from typing import Any, TextIO
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..aws import clients
+from ..model.currency import USD, currency_of, money
 from ..runtime import Runtime
 from ..settings import Settings, SettingsError
 from ..usecases import interrupt
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return holder[0]
 
     summaries: list[dict[str, Any]] = []
+    currency = currency_of(settings.region)  # of the replacements' prices
     status = 0
     for source, event in recorded:
         try:
@@ -82,7 +84,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         except Exception as exc:  # noqa: BLE001 - reported per event; the Lambda would retry it
             summary = {"source": source, "error": f"{type(exc).__name__}: {exc}"}
             status = 1
-        summaries.append({"source": source, **summary})
+        summaries.append({"source": source, **summary, "currency": currency})
     common.write_result(out, summaries, args.output, to_text)
     return status
 
@@ -113,27 +115,40 @@ def caller_account(region: str) -> str | None:
 
 
 def to_text(summaries: list[dict[str, Any]]) -> str:
+    """One line per event (a repeated event id says it is a duplicate and that nothing was done again), then
+    one line per instance it named: what was done and why."""
     lines = []
     for s in summaries:
         head = f"{s['source']}: {s.get('detailType') or '?'} ({s.get('eventId') or 'no id'})"
         if s.get("error"):
             lines.append(f"{head}: FAILED {s['error']}")
-            continue
-        if s.get("ignored"):
+        elif s.get("ignored"):
             lines.append(f"{head}: ignored: {s['ignored']}")
-            continue
-        lines.append(head)
-        for inst in s.get("instances") or []:
-            line = f"  {inst['instanceId']} node={inst.get('node') or '-'} {inst['action']}"
-            if inst.get("reason"):
-                line += f" ({inst['reason']})"
-            replacement = inst.get("replacement") or {}
-            launched = replacement.get("launched") or []
-            if launched:
-                line += " replacement=" + ",".join(f"{x['instanceType']}/{x['instanceId']}" for x in launched)
-            elif replacement.get("waitingOnInFlight"):
-                line += " replacement=in-flight:" + ",".join(replacement["waitingOnInFlight"])
-            if "podsEvicted" in inst:
-                line += f" evicted={inst['podsEvicted']} blocked={len(inst.get('podsBlockedByPdb') or [])}"
-            lines.append(line)
+        elif s.get("duplicate"):
+            lines.append(f"{head}: duplicate of event {s.get('eventId')} handled at {s.get('handledAt') or 'an earlier run'}"
+                         ": nothing done again")
+        else:
+            instances = s.get("instances") or []
+            lines.append(f"{head}: {len(instances)} instance(s)" if instances else f"{head}: no instance named")
+            lines += [instance_line(inst, s.get("currency") or USD) for inst in instances]
     return "\n".join(lines) + "\n"
+
+
+def instance_line(inst: dict[str, Any], currency: str = USD) -> str:
+    """``  i-0abc node=ip-10-0-1-2 drained (spot interruption) replacement=m5.large/i-0def ($0.0960/h)``."""
+    line = f"  {inst['instanceId']} node={inst.get('node') or '-'} {inst['action']}"
+    if inst.get("reason"):
+        line += f" ({inst['reason']})"
+    replacement = inst.get("replacement") or {}
+    launched = replacement.get("launched") or []
+    if launched:
+        line += " replacement=" + ",".join(
+            f"{x['instanceType']}/{x['instanceId']}" + (f" ({money(x['price'], currency)}/h)" if "price" in x else "")
+            for x in launched)
+    elif replacement.get("waitingOnInFlight"):
+        line += " replacement=in-flight:" + ",".join(replacement["waitingOnInFlight"])
+    elif replacement.get("reason"):
+        line += f" no replacement: {replacement['reason']}"
+    if "podsEvicted" in inst:
+        line += f" evicted={inst['podsEvicted']} blocked={len(inst.get('podsBlockedByPdb') or [])}"
+    return line

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from ..model.currency import USD, localize, money, per_hour_header
 from ..settings import SettingsError
 from .common import (
     EXIT_BAD_INPUT,
@@ -119,12 +120,42 @@ def _cut(rows: list[list[str]], lines: list[str], what: str) -> list[list[str]]:
     return rows
 
 
+def node_key(n: dict[str, Any]) -> tuple:
+    """What makes two nodes the same for a person: pool, type, capacity type, zone, state, pods, use and price."""
+    return (n["nodePool"], n["instanceType"], n["capacityType"], n["zone"], n["state"], n["pods"],
+            percent(n["cpu"]), percent(n["memory"]), round(n["pricePerHour"], 4))
+
+
+def group_nodes(nodes: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Identical nodes (see :func:`node_key`) together, in the order each first appears."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for n in nodes:
+        groups.setdefault(node_key(n), []).append(n)
+    return list(groups.values())
+
+
+def _node_rows(data: dict[str, Any], lines: list[str], currency: str) -> list[str]:
+    rows = []
+    for same in group_nodes(data["nodes"]):
+        n = same[0]
+        name = n["name"] if len(same) == 1 else f"{n['name']} +{len(same) - 1}"
+        rows.append([name, f"x{len(same)}", n["nodePool"] or "-", n["instanceType"] or "-", n["capacityType"] or "-",
+                     n["zone"] or "-", n["state"], str(n["pods"]), percent(n["cpu"]), percent(n["memory"]),
+                     f"{n['pricePerHour']:.4f}"])
+    rows = _cut(rows, lines, "nodes" if len(rows) == len(data["nodes"]) else "rows of nodes")
+    return table(["NAME", "COUNT", "NODEPOOL", "TYPE", "CAPACITY", "ZONE", "STATE", "PODS", "CPU", "MEMORY",
+                  per_hour_header(currency) + " EACH"], rows, right=(1, 7, 8, 9, 10))
+
+
 def to_text(data: dict[str, Any]) -> str:
+    """The status for a person; identical nodes share a row with their count (``x29``)."""
     t = data["totals"]
+    currency = data.get("currency") or USD
     lines = [
         f"Cluster {data['cluster']} at {data['time']}: {_plural(t['nodes'], 'node')}"
         + (f" (+{t['launching']} launching)" if t["launching"] else "")
-        + f", ${t['pricePerHour']:.4f}/hour, cpu {_cpu(t['cpu'])}, memory {_memory(t['memory'])}, "
+        + f", {money(t['pricePerHour'], currency)}/hour{'' if currency == USD else ' (' + currency + ')'}, "
+        f"cpu {_cpu(t['cpu'])}, memory {_memory(t['memory'])}, "
         f"{_plural(t['pendingPods'], 'pending pod')}, {_plural(t['drains'], 'drain')}",
         "",
     ]
@@ -132,22 +163,25 @@ def to_text(data: dict[str, Any]) -> str:
         lines.append("Nodes by NodePool, capacity type and zone:")
         rows = [[g["nodePool"] or "-", g["capacityType"] or "-", g["zone"] or "-", str(g["nodes"]), _cpu(g["cpu"]),
                  _memory(g["memory"]), f"{g['pricePerHour']:.4f}"] for g in data["groups"]]
-        lines += table(["NODEPOOL", "CAPACITY", "ZONE", "NODES", "CPU", "MEMORY", "$/HOUR"], rows, right=(3, 6))
+        lines += table(["NODEPOOL", "CAPACITY", "ZONE", "NODES", "CPU", "MEMORY", per_hour_header(currency)], rows,
+                       right=(3, 6))
         lines.append("")
     if data["nodes"]:
         lines.append("Nodes:")
-        rows = [[n["name"], n["nodePool"] or "-", n["instanceType"] or "-", n["capacityType"] or "-", n["zone"] or "-",
-                 n["state"], str(n["pods"]), percent(n["cpu"]), percent(n["memory"]), f"{n['pricePerHour']:.4f}"]
-                for n in data["nodes"]]
-        rows = _cut(rows, lines, "nodes")
-        lines += table(["NAME", "NODEPOOL", "TYPE", "CAPACITY", "ZONE", "STATE", "PODS", "CPU", "MEMORY", "$/HOUR"],
-                       rows, right=(6, 7, 8, 9))
+        lines += _node_rows(data, lines, currency)
         lines.append("")
+    lines += _rest_text(data, currency)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _rest_text(data: dict[str, Any], currency: str) -> list[str]:
+    lines: list[str] = []
     if data["pending"]:
         lines.append("Pending pods:")
         counts = Counter(p["verdict"] for p in data["pending"])
         lines.append("  " + ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items())))
-        rows = _cut([[p["pod"], p["verdict"], p["message"]] for p in data["pending"]], lines, "pending pods")
+        rows = _cut([[p["pod"], p["verdict"], localize(p["message"], currency)] for p in data["pending"]], lines,
+                    "pending pods")
         lines += table(["POD", "VERDICT", "WHY"], rows)
         lines.append("")
     if data["drains"]:
@@ -158,12 +192,12 @@ def to_text(data: dict[str, Any]) -> str:
         lines.append("")
     if data["limits"]:
         lines.append("Limits:")
-        rows = [[x["scope"], x["resource"], x["shown"], _share(x)] for x in data["limits"]]
+        rows = [[x["scope"], x["resource"], localize(x["shown"], currency), _share(x)] for x in data["limits"]]
         lines += table(["SCOPE", "RESOURCE", "USED", "SHARE"], rows, right=(3,))
         lines.append("")
     for text in data["configErrors"]:
         lines.append(f"Configuration error: {text}")
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return lines
 
 
 def _plural(n: int, word: str) -> str:

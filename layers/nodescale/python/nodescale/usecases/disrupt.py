@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from .. import clock, telemetry
 from ..disruption import planner
 from ..disruption.gauges import cluster_gauges
 from ..disruption.nodes import EMPTY_SINCE, NodeView
+from ..model.currency import localize
 from ..runtime import Runtime
 from .disrupt_act import act, finish_under_way, flush_terminations, refused
 from .disrupt_cleanup import TEMPLATE_MIN_AGE_SECONDS, clean_up
@@ -87,9 +89,12 @@ def apply(run: RunState, outcome: planner.Outcome, views: Mapping[str, NodeView]
     """The outcome's bookkeeping (empty-since marks), notes and refusals, then its decisions, in that order."""
     for name in outcome.mark_empty:
         run.annotate(name, {EMPTY_SINCE: clock.format_timestamp(run.world.now)})
+        if name in views:
+            run.report.empty_since.append(empty_entry(run, views[name]))
     for name in outcome.clear_empty:
         run.annotate(name, {EMPTY_SINCE: None})
     for note in outcome.notes:
+        note = localize(note, run.report.currency)
         run.report.notes.append(note)
         run.log.info(note)
     for refusal in outcome.refusals:
@@ -100,6 +105,21 @@ def apply(run: RunState, outcome: planner.Outcome, views: Mapping[str, NodeView]
         )
     for decision in outcome.decisions:
         act(run, decision, views)
+
+
+def empty_entry(run: RunState, view: NodeView) -> dict[str, Any]:
+    """A node first seen empty: when its pool's emptiness clock started and when it goes if it stays empty."""
+    pool = run.world.nodepools.get(view.nodepool)
+    after = pool.disruption.consolidate_after_seconds if pool is not None else None
+    v1alpha5 = pool is not None and pool.api_version.endswith("/v1alpha5")
+    entry: dict[str, Any] = {
+        "node": view.name, "nodePool": view.nodepool, "since": clock.format_timestamp(run.world.now),
+        "setting": "ttlSecondsAfterEmpty" if v1alpha5 else "consolidateAfter",
+        "afterSeconds": after,
+    }
+    if after is not None:
+        entry["removeAt"] = clock.format_timestamp(run.world.now + timedelta(seconds=after))
+    return entry
 
 
 def disrupt_once(rt: Runtime, *, dry_run: bool = False, deadline: float | None = None) -> dict[str, Any]:

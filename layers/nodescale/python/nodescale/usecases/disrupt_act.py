@@ -23,6 +23,7 @@ from ..disruption.decisions import Action, Blocked, Blocker, Decision
 from ..disruption.nodes import NodeView
 from ..k8s import events as k8s_events
 from ..k8s import nodes as k8s_nodes
+from ..model.currency import localize
 from .disrupt_run import (
     EVENT_BLOCKED,
     EVENT_DECISION,
@@ -188,7 +189,7 @@ def _call_off(run: RunState, name: str, why: str) -> None:
 
 
 def refused(run: RunState, r: Blocked) -> None:
-    message = r.message
+    message = localize(r.message, run.report.currency)
     run.report.refused.append({"nodes": r.nodes, "reason": r.reason, "blockedBy": r.kind, "why": message})
     run.log.info(message, extra={"nodes": r.nodes, "reason": r.reason, "blocked_by": r.kind})
     if r.kind == Blocker.BUDGET:
@@ -205,9 +206,9 @@ def refused(run: RunState, r: Blocked) -> None:
 
 def act(run: RunState, d: Decision, views: Mapping[str, NodeView]) -> None:
     """Report the decision and, unless this is a dry run, start it: replacements first, else the drain."""
-    entry = _decision_entry(d)
+    entry = _decision_entry(d, run.report.currency)
     run.report.decisions.append(entry)
-    message = f"{d.reason}: {d.detail}"
+    message = f"{d.reason}: {entry['detail']}"
     run.log.info(f"disrupting {', '.join(d.nodes)}: {message}",
                  extra={"nodes": d.nodes, "reason": d.reason, "action": d.action, "dry_run": run.dry_run})
     if run.dry_run:
@@ -226,9 +227,10 @@ def act(run: RunState, d: Decision, views: Mapping[str, NodeView]) -> None:
     _start(run, d, message, replacements)
 
 
-def _decision_entry(d: Decision) -> dict[str, Any]:
+def _decision_entry(d: Decision, currency: str) -> dict[str, Any]:
+    """The decision in the report; the prices in its detail are shown in the region's ``currency``."""
     entry: dict[str, Any] = {
-        "nodes": d.nodes, "reason": d.reason, "action": d.action, "detail": d.detail,
+        "nodes": d.nodes, "reason": d.reason, "action": d.action, "detail": localize(d.detail, currency),
         "savingPerHour": round(d.saving_per_hour, 6), "pods": len(d.pods),
     }
     if isinstance(d.replacement, Replacement):

@@ -21,6 +21,7 @@ from ..disruption.decisions import EXPIRED, UNHEALTHY
 from ..k8s import events as k8s_events
 from ..k8s import nodes as k8s_nodes
 from ..model import labels as wk
+from ..model.currency import USD, currency_of
 from ..runtime import Runtime
 from .terminate import TerminationBatch, TerminationStep
 from .world import World
@@ -63,6 +64,9 @@ class Report:
     errors: list[str] = field(default_factory=list)
     gauges: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
+    # Nodes first seen empty this run: the clock of their pool's consolidateAfter (ttlSecondsAfterEmpty) started.
+    empty_since: list[dict[str, Any]] = field(default_factory=list)
+    currency: str = USD  # of every price in the report: the region's
 
     def to_dict(self) -> dict[str, Any]:
         saving = sum(d.get("savingPerHour", 0.0) for d in self.decisions)
@@ -78,6 +82,8 @@ class Report:
             "pricePerHourSaved": round(saving, 6),
             "cluster": self.gauges,
             "seconds": round(time.monotonic() - self.started, 3),
+            "emptySince": self.empty_since,
+            "currency": self.currency,
         }
 
 
@@ -89,7 +95,7 @@ class RunState:
         self.world = world
         self.dry_run = dry_run
         self.deadline = deadline
-        self.report = Report(dry_run)
+        self.report = Report(dry_run, currency=currency_of(rt.settings.region))
         self.log = telemetry.logger()
         # Events are stamped on the world's clock (the simulator's, in tests), advanced by real time.
         base, started = world.now.timestamp(), time.monotonic()

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .. import telemetry
+from .. import clock, telemetry
 from ..aws.idempotency import once_per_event
 from ..aws.ownership import OwnedInstance, classify
 from ..interruption import actions, events
@@ -147,6 +147,8 @@ def handle_event(
         "ignored": None,
         "instances": [r.to_dict() for r in reports],
         "seconds": round(time.monotonic() - started, 3),
+        # When it was handled: a repeat of the event returns this summary (see aws.idempotency).
+        "handledAt": clock.format_timestamp(clock.now()),
     }
     log.info("interruption event handled", extra={"summary": summary})
     return summary

@@ -17,6 +17,7 @@ from ..k8s import drain as k8s_drain
 from ..k8s import nodes as k8s_nodes
 from ..model import labels as wk
 from ..model import resources as res
+from ..model.currency import USD, currency_of
 from ..model.pod import Pod
 from ..scheduling.plan import ExistingNode
 from . import cluster_budget as cluster_limits
@@ -134,6 +135,7 @@ class Status:
     drains: list[Drain]
     limits: list[Limit]
     config_errors: list[str]
+    currency: str = USD  # of every price here: the region's (CNY in the China regions)
 
     @property
     def price(self) -> float:
@@ -163,6 +165,7 @@ class Status:
             "drains": [d.to_dict() for d in self.drains],
             "limits": [x.to_dict() for x in self.limits],
             "configErrors": self.config_errors,
+            "currency": self.currency,
         }
 
 
@@ -187,6 +190,7 @@ def read_status(rt: Runtime, world: World | None = None) -> Status:
         drains=drains(world),
         limits=limits,
         config_errors=errors,
+        currency=currency_of(rt.settings.region),
     )
 
 
@@ -304,7 +308,8 @@ def limits_of(world: World, existing: list[ExistingNode], raw_cluster_limits: Ma
 
 
 def show(resource: str, value: float) -> str:
-    """A resource amount as a person reads it: cpu in cores, memory in Gi, price in $/h."""
+    """A resource amount as a person reads it: cpu in cores, memory in Gi, price in $/h (the text output
+    shows it in the region's currency)."""
     if resource == res.CPU:
         return f"{value / 1000:g}"
     if resource == res.MEMORY:
@@ -315,7 +320,7 @@ def show(resource: str, value: float) -> str:
 
 
 def _number(resource: str, value: float) -> float:
-    """Canonical units for machines: cpu in cores, memory in bytes, price in USD per hour."""
+    """Canonical units for machines: cpu in cores, memory in bytes, price per hour in the region's currency."""
     if resource == res.CPU:
         return round(value / 1000, 3)
     if resource == cluster_limits.PRICE:
