@@ -18,6 +18,9 @@ LEGACY_DO_NOT_EVICT = "karpenter.sh/do-not-evict"
 # On a node rather than a pod: the v0.2x spelling of do-not-disrupt.
 LEGACY_DO_NOT_CONSOLIDATE = "karpenter.sh/do-not-consolidate"
 DEFAULT_SCHEDULER = "default-scheduler"
+# The built-in PriorityClasses' values: what the API server's Priority admission puts in spec.priority.
+# A manifest read offline (`nodescale plan -f`) has not been through admission, so they are filled here.
+SYSTEM_PRIORITIES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,10 +157,19 @@ class Pod:
             node_name=spec.get("nodeName") or "",
             phase=status.get("phase") or "Pending",
             scheduler_name=spec.get("schedulerName") or DEFAULT_SCHEDULER,
-            priority=int(spec.get("priority") or 0),
+            priority=pod_priority(spec),
             deleting=bool(meta.get("deletionTimestamp")),
             raw=raw,
         )
+
+
+def pod_priority(spec: Mapping) -> int:
+    """spec.priority, filled by the API server from the PriorityClass; else a built-in class's value; else 0.
+    A user-defined class's value is not known without the PriorityClass object, so it counts as 0 offline."""
+    priority = spec.get("priority")
+    if priority is not None:
+        return int(priority)
+    return SYSTEM_PRIORITIES.get(spec.get("priorityClassName") or "", 0)
 
 
 def _container_requests(container: Mapping) -> res.Resources:

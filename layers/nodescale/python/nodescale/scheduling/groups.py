@@ -26,9 +26,11 @@ class Level:
 
 
 class Group:
-    """Pods sharing namespace, labels and every scheduling field; ``pods`` is sorted largest first."""
+    """Pods sharing namespace, labels, priority and every scheduling field; ``pods`` is sorted largest first."""
 
-    __slots__ = ("id", "key", "namespace", "labels", "sample", "pods", "levels", "tolerations", "depends")
+    __slots__ = (
+        "id", "key", "namespace", "labels", "sample", "pods", "levels", "tolerations", "depends", "priority",
+    )
 
     def __init__(self, gid: int, key: tuple, sample: Pod) -> None:
         self.id = gid
@@ -37,6 +39,7 @@ class Group:
         self.labels = sample.labels
         self.sample = sample
         self.tolerations = sample.tolerations
+        self.priority = sample.priority
         self.pods: list[Pod] = []
         self.levels: list[Level] = []
         # Required pod affinity to pods outside the group: place after the pods it follows.
@@ -53,6 +56,7 @@ def spec_key(pod: Pod) -> tuple:
         pod.tolerations,
         tuple(pod.spread),
         tuple(pod.affinity_terms),
+        pod.priority,
     )
 
 
@@ -70,6 +74,7 @@ def group_pods(pods: Iterable[Pod], first_id: int = 0) -> list[Group]:
             id(pod.labels),
             pod.tolerations,
             pod.namespace,
+            pod.priority,
         )
         group = by_identity.get(ident)
         if group is None:

@@ -1,7 +1,10 @@
 """The bin-packer's orchestration: pending pods onto existing nodes first, then onto claims already
 opened in this solve, then onto the cheapest new NodeClaims (Karpenter's scheduler.go order).
 
-Pods are handled in groups of identical scheduling spec, largest requests first. For each group and
+Pods are handled in groups of identical scheduling spec and priority, highest priority first (kube-scheduler's
+queue order, so a limit or a capacity error leaves the important pods placed; preemption stays
+kube-scheduler's), then largest requests first (Karpenter's queue.go); a group with required pod
+affinity to other pods comes after those it may follow. For each group and
 relaxation level the zone (and capacity-type) constraints are turned into per-domain quotas, then each
 quota is packed: existing nodes and in-flight capacity, then claims opened earlier in this solve (only
 when that is no dearer than a new node), then new claims of the instance type with the lowest price
@@ -145,7 +148,9 @@ class Scheduler:
     def run(self) -> Plan:
         order = sorted(
             self.groups,
-            key=lambda g: (g.depends, -g.pods[0].requests.get(res.CPU, 0), -g.pods[0].requests.get(res.MEMORY, 0)),
+            key=lambda g: (
+                g.depends, -g.priority, -g.pods[0].requests.get(res.CPU, 0), -g.pods[0].requests.get(res.MEMORY, 0)
+            ),
         )
         for group in order:
             pending = group.pods

@@ -26,6 +26,7 @@ from ..model.quantity import QuantityError
 from ..model.requirements import RequirementError
 from ..model.taints import TaintError
 from . import provision
+from .provision_launch import LaunchOutcome
 from .world import World, in_flight_instance, read_world
 
 if TYPE_CHECKING:
@@ -148,11 +149,29 @@ def plan_fates(rt: Runtime, world: World, pods: list[Pod]) -> dict[str, PodFate]
             message = f"waits for node {node}, registered and not Ready yet"
         for key in keys:
             fates[key] = PodFate(key, IN_FLIGHT, message, node=node)
+    preempted = _outranked_at_a_limit(pods, outcome)
     for key, why in outcome.unschedulable:
-        fates[key] = PodFate(key, UNSCHEDULABLE, f"unschedulable: {why}")
+        fates[key] = PodFate(key, UNSCHEDULABLE, f"unschedulable: {why}{preempted.get(key, '')}")
     for p in pods:
         fates.setdefault(p.key, PodFate(p.key, EXISTING, "fits on a Ready node: the scheduler will place it"))
     return fates
+
+
+def _outranked_at_a_limit(pods: list[Pod], outcome: LaunchOutcome) -> dict[str, str]:
+    """For each pod held back by a NodePool or cluster-wide limit while a pod of higher priority got a new
+    node: a note that the higher priority went first, and that preemption is not nodescale's to do."""
+    limited = {entry.get("reason") for entry in outcome.limits}
+    priority = {p.key: p.priority for p in pods}
+    launched = [priority.get(key, 0) for launch in outcome.launches for key in launch.pods]
+    if not limited or not launched:
+        return {}
+    highest = max(launched)
+    return {
+        key: (f"; the limit went to pods of higher priority (up to {highest}), planned first; preemption, "
+              "if any, is kube-scheduler's")
+        for key, why in outcome.unschedulable
+        if why in limited and priority.get(key, 0) < highest
+    }
 
 
 def pending_fates(rt: Runtime, world: World) -> list[PodFate]:
