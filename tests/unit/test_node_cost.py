@@ -162,3 +162,16 @@ def test_consolidation_reads_the_price_planning_compares(tmp_path):
     assert views[0].price == pytest.approx(claim.price) != pytest.approx(list_price)
     replacement = replacement_from_claim(claim, world.types_by_pool()["default"])
     assert replacement.options[0][1] == pytest.approx(views[0].price)
+
+
+def test_the_volume_price_keeps_every_other_field_of_an_offering() -> None:
+    # A pod selecting topology.k8s.aws/zone-id matches the offering's zone id: adding the volume's price
+    # must not lose it (it did, and such pods were never launched for).
+    from nodescale.aws.nodecost import with_node_cost
+    from nodescale.model.instancetype import InstanceType, Offering
+
+    it = InstanceType("m5.large", {}, {"cpu": 2000}, {}, (Offering("us-east-1a", "on-demand", 0.096, True, "use1-az6"),))
+    (priced,) = with_node_cost([it], 0.002)
+    (offering,) = priced.offerings
+    assert offering.zone_id == "use1-az6" and offering.available
+    assert abs(offering.price - 0.098) < 1e-9

@@ -13,6 +13,7 @@ and its replacements' from the same types, so planning and consolidation agree o
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -20,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..model import labels as wk
-from ..model.instancetype import InstanceType, Offering
+from ..model.instancetype import InstanceType
 from ..model.requirements import Requirements
 from . import pricing
 
@@ -89,7 +90,8 @@ def with_node_cost(types: Sequence[InstanceType], per_hour: float) -> list[Insta
     out = []
     for it in types:
         offerings = tuple(
-            Offering(o.zone, o.capacity_type, o.price + per_hour if o.price else o.price, o.available)
+            # replace, not a new Offering: every other field (the zone id among them) stays as it was
+            dataclasses.replace(o, price=o.price + per_hour) if o.price else o
             for o in it.offerings
         )
         out.append(it.copy(offerings=offerings))
