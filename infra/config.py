@@ -30,6 +30,7 @@ CONTEXT_KEYS = (
     "alarmTopicArn",
     "alarmEmail",
     "retainNodesOnDestroy",
+    "applyRbac",
     "logRetentionDays",
     "logLevel",
 )
@@ -80,6 +81,7 @@ class StackConfig:
     alarm_topic_arn: str | None = None
     alarm_email: str | None = None
     retain_nodes_on_destroy: bool = False
+    apply_rbac: bool = False  # the stack applies infra/manifests/rbac.yaml itself (infra/rbac.py)
     log_retention_days: int = 30
     log_level: str = "INFO"
 
@@ -164,6 +166,7 @@ class StackConfig:
             alarm_topic_arn=topic,
             alarm_email=email,
             retain_nodes_on_destroy=_flag(get("retainNodesOnDestroy"), "retainNodesOnDestroy"),
+            apply_rbac=_flag(get("applyRbac"), "applyRbac"),
             log_retention_days=retention,
             log_level=level,
         )

@@ -33,6 +33,7 @@ from infra.functions import (
 from infra.nag import acknowledge_findings
 from infra.names import physical_name, table_name
 from infra.nodepools import nodepool_parameters
+from infra.rbac import RbacApplier
 from infra.triggers import interruption_rules, schedule_rule
 from nodescale.names import TABLE_KEY, TABLE_TTL
 
@@ -128,6 +129,12 @@ class NodescaleStack(Stack):
         cleanup_identity = [self.roles[CLEANUP.name], self.function_entries[CLEANUP.name]]
         for dependency in [*cleanup_identity, *self.nodes.entries, self.nodes, self.table]:
             self.cleanup.resource.node.add_dependency(dependency)
+        # With applyRbac the stack applies the functions' RBAC; the cleanup drains with it, so it is applied
+        # before the cleanup resource exists and removed only after the cleanup has run.
+        self.rbac: RbacApplier | None = None
+        if config.apply_rbac:
+            self.rbac = RbacApplier(self, "Rbac", config=config, layers=layers)
+            self.cleanup.resource.node.add_dependency(self.rbac.resource)
 
         self.rules = interruption_rules(self, cluster, self.interruption, self.dead_letter_queue)
         self.schedules = [

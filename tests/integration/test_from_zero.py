@@ -167,9 +167,11 @@ def test_empty_cluster_gets_every_system_pod_running_from_one_nodepool(sim: Envi
     apply_addons(sim)
     put_pool(sim, SYSTEM_POOL.read_text(), "system")
     wait_pending(sim)
+    pending = time.monotonic() - started
 
     summary = provisioning.provision_once(rt)
 
+    launched = time.monotonic() - started
     launches = summary["launches"]
     assert launches and not summary["unschedulable"]
     assert {x["nodePool"] for x in launches} == {"system"} and {x["capacityType"] for x in launches} == {"on-demand"}
@@ -178,8 +180,8 @@ def test_empty_cluster_gets_every_system_pod_running_from_one_nodepool(sim: Envi
     wait_for("CoreDNS to run", lambda: coredns_running(sim), timeout=30)
     to_coredns = time.monotonic() - started
     pods = wait_for("every system pod to run", lambda: everything_running(sim), timeout=30)
-    print(f"\nempty cluster to CoreDNS Running: {to_coredns:.1f} s wall "
-          f"({len(launches)} node(s): {', '.join(x['instanceType'] for x in launches)})")
+    print(f"\nempty cluster to CoreDNS Running: {to_coredns:.1f} s wall (add-ons pending at {pending:.1f} s, "
+          f"launched at {launched:.1f} s; {len(launches)} node(s): {', '.join(x['instanceType'] for x in launches)})")
 
     # The DaemonSets were counted on the first nodes: every pod fits where it was planned, nothing is left.
     assert {p["spec"]["nodeName"] for p in pods} == {n["metadata"]["name"] for n in nodes(sim)}
