@@ -30,6 +30,7 @@ CONTEXT_KEYS = (
     "alarmTopicArn",
     "alarmEmail",
     "retainNodesOnDestroy",
+    "applyRbac",
     "logRetentionDays",
     "logLevel",
 )
@@ -80,6 +81,7 @@ class StackConfig:
     alarm_topic_arn: str | None = None
     alarm_email: str | None = None
     retain_nodes_on_destroy: bool = False
+    apply_rbac: bool = False  # the stack applies infra/manifests/rbac.yaml itself (infra/rbac.py)
     log_retention_days: int = 30
     log_level: str = "INFO"
 
@@ -104,14 +106,7 @@ class StackConfig:
     def from_context(cls, get: Callable[[str], Any], base_dir: Path | None = None) -> StackConfig:
         """Read the configuration through `get` (e.g. `app.node.try_get_context`); relative files from base_dir."""
         base_dir = base_dir or Path.cwd()
-        cluster = _text(get("clusterName"))
-        if not cluster:
-            raise ConfigError("clusterName is not set: deploy with `-c clusterName=<your EKS cluster name>`")
-        if not _CLUSTER_NAME.match(cluster):
-            raise ConfigError(
-                f"clusterName={cluster!r}: an EKS cluster name is 1-100 letters, digits, '-' or '_', "
-                "starting with a letter or digit"
-            )
+        cluster = _cluster_name(get("clusterName"))
         sources = _list(get("nodePoolSources")) or ["ssm"]
         bad_sources = [s for s in sources if s not in _SOURCES]
         if bad_sources or len(set(sources)) != len(sources):
@@ -164,9 +159,22 @@ class StackConfig:
             alarm_topic_arn=topic,
             alarm_email=email,
             retain_nodes_on_destroy=_flag(get("retainNodesOnDestroy"), "retainNodesOnDestroy"),
+            apply_rbac=_flag(get("applyRbac"), "applyRbac"),
             log_retention_days=retention,
             log_level=level,
         )
+
+
+def _cluster_name(value: Any) -> str:
+    cluster = _text(value)
+    if not cluster:
+        raise ConfigError("clusterName is not set: deploy with `-c clusterName=<your EKS cluster name>`")
+    if not _CLUSTER_NAME.match(cluster):
+        raise ConfigError(
+            f"clusterName={cluster!r}: an EKS cluster name is 1-100 letters, digits, '-' or '_', "
+            "starting with a letter or digit"
+        )
+    return cluster
 
 
 def _text(value: Any) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
@@ -47,6 +48,9 @@ INTERRUPTION = FunctionSpec("interruption", "Reacts to spot interruptions, rebal
                             512, 150)
 DISRUPTION = FunctionSpec("disruption", "Consolidates, expires, repairs and replaces drifted nodes", 1024, 300, 1)
 CLEANUP = FunctionSpec("cleanup", "Removes this cluster's capacity when the stack is deleted", 512, 900)
+# Only with `-c applyRbac=true` (infra/rbac.py): not one of FUNCTION_SPECS, whose roles every stack has.
+RBAC = FunctionSpec("rbac", "Applies the functions' RBAC at deploy and removes it when the stack is deleted",
+                    256, 300)
 SCHEDULED = (PROVISIONER, DISRUPTION)
 FUNCTION_SPECS = (PROVISIONER, INTERRUPTION, DISRUPTION, CLEANUP)
 PROVISIONER_WATCH_SECONDS = 50
@@ -94,8 +98,10 @@ def make_function(
     layers: Layers,
     environment: Mapping[str, str],
     failure_queue: sqs.IQueue | None = None,
+    code_dir: Path | None = None,
 ) -> tuple[lambda_.Function, logs.LogGroup]:
-    """One function with its own log group; scheduled ones drop what they cannot run at once."""
+    """One function with its own log group; scheduled ones drop what they cannot run at once.
+    Its code is `lambdas/<name>/` unless `code_dir` says otherwise (a package staged with more files)."""
     name = physical_name(config.cluster_name, spec.name)
     log_group = logs.LogGroup(
         scope,
@@ -116,7 +122,7 @@ def make_function(
         runtime=RUNTIME,
         architecture=ARCHITECTURE,
         handler=HANDLER,
-        code=lambda_.Code.from_asset(str(REPO_ROOT / "lambdas" / spec.name), exclude=ASSET_EXCLUDES),
+        code=lambda_.Code.from_asset(str(code_dir or REPO_ROOT / "lambdas" / spec.name), exclude=ASSET_EXCLUDES),
         layers=layers.all,
         role=role,
         memory_size=spec.memory_mb,

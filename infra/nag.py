@@ -41,10 +41,28 @@ def acknowledge_findings(stack: NodescaleStack) -> None:
     cleanup_id = Stack.of(stack).get_logical_id(stack.cleanup_function.node.default_child)  # type: ignore[arg-type]
     _ack(provider_role, f"IAM5[Resource::<{cleanup_id}.Arn>:*]",
          "The provider framework may invoke any version of the cleanup function, and nothing else.")
+    if stack.rbac is not None:
+        _acknowledge_rbac(stack)
     if stack.alarm_topic is not None and stack.config.alarm_email:
         _ack(stack.alarm_topic, "SNS2",
              "Alarm notifications carry no secrets (alarm names and states); an AWS-managed SNS key cannot be "
              "used by CloudWatch alarms, so encryption would need a customer key for no gain.")
+
+
+def _acknowledge_rbac(stack: NodescaleStack) -> None:
+    rbac = stack.rbac
+    assert rbac is not None
+    _ack(rbac.function, "L1",
+         "Python 3.12 on purpose: the dependencies layer is built for exactly this runtime and the code is "
+         "tested on it; moving to a newer runtime is a deliberate upgrade, not an automatic one.")
+    provider_role = rbac.provider.node.find_child("framework-onEvent").node.find_child("ServiceRole")
+    _ack(provider_role, "IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+         "The CDK custom resource provider framework's own function: it only writes its logs.")
+    _ack(provider_role, f"IAM5[Resource::<{rbac.function_logical_id}.Arn>:*]",
+         "The provider framework may invoke any version of the RBAC function, and nothing else.")
+    if stack.config.in_vpc:
+        _ack(rbac.role, "IAM5[Resource::*]",
+             "In a VPC, Lambda's network interface actions take no resource scoping.")
 
 
 def _acknowledge_function_roles(stack: NodescaleStack) -> None:

@@ -33,6 +33,7 @@ from infra.functions import (
 from infra.nag import acknowledge_findings
 from infra.names import physical_name, table_name
 from infra.nodepools import nodepool_parameters
+from infra.rbac import RbacApplier
 from infra.triggers import interruption_rules, schedule_rule
 from nodescale.names import TABLE_KEY, TABLE_TTL
 
@@ -128,6 +129,7 @@ class NodescaleStack(Stack):
         cleanup_identity = [self.roles[CLEANUP.name], self.function_entries[CLEANUP.name]]
         for dependency in [*cleanup_identity, *self.nodes.entries, self.nodes, self.table]:
             self.cleanup.resource.node.add_dependency(dependency)
+        self.rbac = self._rbac(layers)
 
         self.rules = interruption_rules(self, cluster, self.interruption, self.dead_letter_queue)
         self.schedules = [
@@ -144,6 +146,15 @@ class NodescaleStack(Stack):
             dead_letter_queue=self.dead_letter_queue, topic=self.alarm_topic,
         )
         acknowledge_findings(self)
+
+    def _rbac(self, layers: Layers) -> RbacApplier | None:
+        """With applyRbac the stack applies the functions' RBAC. The cleanup drains with it, so it is applied
+        before the cleanup resource exists and removed only after the cleanup has run."""
+        if not self.config.apply_rbac:
+            return None
+        rbac = RbacApplier(self, "Rbac", config=self.config, layers=layers)
+        self.cleanup.resource.node.add_dependency(rbac.resource)
+        return rbac
 
     def _environment(self) -> dict[str, str]:
         config = self.config

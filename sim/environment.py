@@ -11,7 +11,8 @@ process writes, in DIR:
   its AWS credentials the operator's (held to the stack's IAM policy);
 - `admin.env`: the same lines for the administrator: `admin-kubeconfig` (system:masters) and
   unrestricted AWS credentials, for seeding, tests, fixtures and kubectl;
-- `kubeconfig`, `admin-kubeconfig`: real kubeconfigs for the local API server, one per identity;
+- `kubeconfig`, `admin-kubeconfig`: real kubeconfigs for the local API server, one per identity, and
+  `rbac-kubeconfig`: the stack's RBAC function (`-c applyRbac=true`), held to its EKS access policy;
 - `seed.json`: ids of the seeded AWS resources; `state.json`: pids, ports and URLs (present while
   serving); `sim.pid`; `sim.log`, `moto.log`.
 
@@ -48,6 +49,8 @@ from sim.aws.constants import (
     KUBE_ADMIN_TOKEN,
     KUBE_FUNCTIONS_TOKEN,
     KUBE_FUNCTIONS_USER,
+    KUBE_RBAC_APPLIER_TOKEN,
+    KUBE_RBAC_APPLIER_USER,
     OPERATOR_CREDENTIALS,
     REGION,
     REGION_VARIABLE,
@@ -62,6 +65,8 @@ AWS_ENDPOINT_URL = "AWS_ENDPOINT_URL"
 START_TIMEOUT = 90.0
 ADMIN_ENV = "admin.env"
 ADMIN_KUBECONFIG = "admin-kubeconfig"
+# The stack's RBAC function (`-c applyRbac=true`), authorized by its EKS access policy (sim.kube.rbac).
+RBAC_APPLIER_KUBECONFIG = "rbac-kubeconfig"
 # The functions' RBAC, applied as the stack's deploy guide applies it (never a copy: the same file).
 RBAC_MANIFEST = PROJECT_ROOT / "infra" / "manifests" / "rbac.yaml"
 
@@ -221,6 +226,8 @@ def _write_kubeconfigs(directory: Path, server: str, cluster: str, ca_pem: bytes
     """The functions' and the administrator's kubeconfigs, over HTTPS: kubectl sends a token only over TLS."""
     write_kubeconfig(directory / "kubeconfig", server, cluster, KUBE_FUNCTIONS_USER, KUBE_FUNCTIONS_TOKEN, ca_pem)
     write_kubeconfig(directory / ADMIN_KUBECONFIG, server, cluster, f"{cluster}-admin", KUBE_ADMIN_TOKEN, ca_pem)
+    write_kubeconfig(directory / RBAC_APPLIER_KUBECONFIG, server, cluster, KUBE_RBAC_APPLIER_USER,
+                     KUBE_RBAC_APPLIER_TOKEN, ca_pem)
 
 
 def write_kubeconfig(
@@ -509,6 +516,11 @@ class Environment:
     def admin_kubeconfig(self) -> str:
         """The administrator's kubeconfig (system:masters): seeding, fixtures, assertions."""
         return self.admin_env[names.KUBECONFIG]
+
+    @property
+    def rbac_applier_kubeconfig(self) -> str:
+        """The stack's RBAC function's kubeconfig (`-c applyRbac=true`): its EKS access policy, no RBAC."""
+        return str(self.dir / RBAC_APPLIER_KUBECONFIG)
 
     @property
     def aws_endpoint(self) -> str:

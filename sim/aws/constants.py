@@ -52,3 +52,8 @@ KUBE_ADMIN_TOKEN = "sim-admin-token"
 KUBE_FUNCTIONS_TOKEN = "sim-functions-token"
 KUBE_FUNCTIONS_USER = "nodescale-functions"
 KUBE_FUNCTIONS_GROUP = "nodescale-functions"
+# The RBAC function's identity (`-c applyRbac=true`): its access entry holds the EKS access policy the stack
+# associates (infra/rbac.py), and no Kubernetes group: EKS authorizes it before any RBAC exists.
+KUBE_RBAC_APPLIER_TOKEN = "sim-rbac-applier-token"
+KUBE_RBAC_APPLIER_USER = "nodescale-rbac"
+KUBE_RBAC_APPLIER_ACCESS_POLICY = "AmazonEKSClusterAdminPolicy"

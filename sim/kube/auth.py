@@ -1,8 +1,9 @@
 """Who is asking, and what for: authentication by bearer token and kube-apiserver's request attributes.
 
 Each identity sim writes a kubeconfig for has its own token (`sim.aws.constants`): the admin
-(`system:masters`, what tests, fixtures and kubectl use) and the functions (the group
-`infra/manifests/rbac.yaml` binds). A request without a token is anonymous only on the health
+(`system:masters`, what tests, fixtures and kubectl use), the functions (the group
+`infra/manifests/rbac.yaml` binds) and the stack's RBAC function (`-c applyRbac=true`: no group, an EKS
+access policy). A request without a token is anonymous only on the health
 endpoints, as kube-apiserver's anonymous authenticator is configured to allow on EKS-like clusters
 (`anonymous.conditions`: /healthz, /livez, /readyz); anywhere else, and with an unknown token, the
 answer is 401 Unauthorized.
@@ -23,6 +24,9 @@ from sim.aws.constants import (
     KUBE_FUNCTIONS_GROUP,
     KUBE_FUNCTIONS_TOKEN,
     KUBE_FUNCTIONS_USER,
+    KUBE_RBAC_APPLIER_ACCESS_POLICY,
+    KUBE_RBAC_APPLIER_TOKEN,
+    KUBE_RBAC_APPLIER_USER,
 )
 
 from .errors import ApiError
@@ -40,12 +44,15 @@ ANONYMOUS_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
 class User:
     name: str
     groups: tuple[str, ...]
+    # EKS access policies associated with the user's access entry (see `rbac.ACCESS_POLICIES`).
+    access_policies: tuple[str, ...] = ()
 
 
 ADMIN = User(ADMIN_USER, (MASTERS, AUTHENTICATED))
 FUNCTIONS = User(KUBE_FUNCTIONS_USER, (KUBE_FUNCTIONS_GROUP, AUTHENTICATED))
+RBAC_APPLIER = User(KUBE_RBAC_APPLIER_USER, (AUTHENTICATED,), (KUBE_RBAC_APPLIER_ACCESS_POLICY,))
 ANONYMOUS = User(ANONYMOUS_USER, (UNAUTHENTICATED,))
-TOKENS: dict[str, User] = {KUBE_ADMIN_TOKEN: ADMIN, KUBE_FUNCTIONS_TOKEN: FUNCTIONS}
+TOKENS: dict[str, User] = {KUBE_ADMIN_TOKEN: ADMIN, KUBE_FUNCTIONS_TOKEN: FUNCTIONS, KUBE_RBAC_APPLIER_TOKEN: RBAC_APPLIER}
 
 
 def unauthorized() -> ApiError:

@@ -8,6 +8,9 @@ DEFAULT_TOLERATIONS = (
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
     {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
 )
+# The priority classes every cluster has (kube-apiserver creates them at start-up); the Priority admission
+# plugin writes a pod's `priority` from its `priorityClassName`. Others are not served by sim: 0.
+SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 
 
 def canonical_quantity(value: Any) -> Any:
@@ -79,6 +82,9 @@ def pod_defaults(pod: dict[str, Any]) -> None:
     spec = pod.setdefault("spec", {})
     pod_spec_defaults(spec)
     spec.setdefault("serviceAccountName", "default")
+    if "priority" not in spec:
+        spec["priority"] = SYSTEM_PRIORITY_CLASSES.get(spec.get("priorityClassName") or "", 0)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     tolerations = spec.setdefault("tolerations", [])
     for default in DEFAULT_TOLERATIONS:
         if not any(t.get("key") == default["key"] and t.get("effect") == default["effect"] for t in tolerations):

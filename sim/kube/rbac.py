@@ -12,7 +12,9 @@ rule through the API and the next request is decided by it. Semantics follow
   `pods` does not cover `pods/eviction`) and, when it lists any, resourceNames (so never a list, watch or
   create that names no object); non-resource rules match URLs exactly or by a trailing `*`;
 - `system:masters` is allowed everything before RBAC is asked, as kube-apiserver's privileged-groups
-  authorizer does.
+  authorizer does;
+- a user whose EKS access entry has access policies is allowed what their rules allow, as EKS's
+  authorizer webhook does beside RBAC (`ACCESS_POLICIES`: the ones sim's identities use).
 
 A denial is a 403 `Status` worded as kube-apiserver's `responsewriters.Forbidden` words it.
 """
@@ -108,6 +110,14 @@ def _applies(binding: dict[str, Any], user: User, namespace: str) -> bool:
 
 # ------------------------------------------------------------------------------------------ authorizer
 
+# EKS access policies (Amazon EKS User Guide, "Review access policy permissions"), by name: their rules.
+ACCESS_POLICIES: dict[str, tuple[dict[str, Any], ...]] = {
+    "AmazonEKSClusterAdminPolicy": (
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+        {"nonResourceURLs": ["*"], "verbs": ["*"]},
+    ),
+}
+
 
 class RbacAuthorizer:
     """Decides each request from the RBAC objects in `store`, read live."""
@@ -143,6 +153,8 @@ class RbacAuthorizer:
     def allowed(self, user: User, attrs: Attributes) -> tuple[bool, str]:
         """(allowed, reason): the reason lists bindings whose role is missing, as kube's RBAC reports them."""
         if MASTERS in user.groups:
+            return True, ""
+        if any(rule_allows(rule, attrs) for policy in user.access_policies for rule in ACCESS_POLICIES[policy]):
             return True, ""
         errors: list[str] = []
         with self.store.lock:

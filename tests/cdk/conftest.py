@@ -41,6 +41,17 @@ CONFIGURATIONS: dict[str, tuple[dict[str, Any], str | None]] = {
         None,
     ),
     "china": ({"clusterName": "cn-cluster", "windows": "true"}, "cn-north-1"),
+    # The stack applies the functions' RBAC (a custom resource with its own access entry); once in a VPC.
+    "rbac": ({"clusterName": "rbac-cluster", "applyRbac": "true"}, None),
+    "rbac-vpc": (
+        {
+            "clusterName": "rbac-vpc-cluster",
+            "applyRbac": "yes",
+            "vpcSubnetIds": "subnet-0123456789abcdef0",
+            "vpcSecurityGroupIds": "sg-0123456789abcdef0",
+        },
+        "eu-west-1",
+    ),
     # An existing alarm topic, and an existing node role given without its instance profile (the stack makes one).
     "topic": (
         {
