@@ -85,9 +85,10 @@ class Context:
             return True
         return False
 
-    def voluntary_ok(self, v: NodeView, reason: Reason) -> bool:
-        """Whether a voluntary disruption of ``v`` may go ahead: the guards, then the pool's budget for ``reason``."""
-        if self.guarded(v, reason):
+    def voluntary_ok(self, v: NodeView, reason: Reason, guards: bool = True) -> bool:
+        """Whether a voluntary disruption of ``v`` may go ahead: the guards (unless ``guards`` is False), then
+        the pool's budget for ``reason``."""
+        if guards and self.guarded(v, reason):
             return False
         allowance = self.budgets.allowance(v.nodepool, reason)
         if allowance.allowed < 1:
