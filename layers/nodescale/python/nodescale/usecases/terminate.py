@@ -171,6 +171,29 @@ def continue_termination(
         step.reason = "out of time in this invocation; the next run carries on"
         return step
 
+    result, grace_over = _drain(rt, world, node, step, pool_name)
+    # An instance that no longer runs its pods cannot be waited for: what could be evicted was
+    # (so controllers recreate it elsewhere), the rest goes with the Node.
+    if not result.empty and state not in NOT_RUNNING_STATES and not grace_over:
+        step.state = DRAINING
+        return step
+    if state in GONE_STATES:
+        _node_gone(rt, step)
+        return step
+    own = batch is None
+    batch = batch if batch is not None else TerminationBatch(rt)
+    batch.add(step)
+    if own:
+        batch.flush()
+    return step
+
+
+def _drain(
+    rt: Runtime, world: World, node: dict[str, Any], step: TerminationStep, pool_name: str | None
+) -> tuple[k8s_drain.DrainResult, bool]:
+    """One drain round for the step's node; also whether the pool's terminationGracePeriod is over, past
+    which the node goes whatever is left on it (Karpenter v1)."""
+    name = step.node
     now = clock.now()
     pool_grace = _pool_grace(world, node, pool_name)
     step.delete_after = grace_deadline(node, pool_grace)
@@ -191,22 +214,7 @@ def continue_termination(
     step.blocked_pods = sorted(result.blocked_by_pdb + result.blocked_by_do_not_disrupt)
     if step.blocked_pods:
         _say_blocked(rt, name, result)
-    # An instance that no longer runs its pods cannot be waited for: what could be evicted was
-    # (so controllers recreate it elsewhere), the rest goes with the Node.
-    # Past the pool's terminationGracePeriod the node goes whatever is left on it (Karpenter v1).
-    grace_over = node_deadline is not None and now >= node_deadline
-    if not result.empty and state not in NOT_RUNNING_STATES and not grace_over:
-        step.state = DRAINING
-        return step
-    if state in GONE_STATES:
-        _node_gone(rt, step)
-        return step
-    own = batch is None
-    batch = batch if batch is not None else TerminationBatch(rt)
-    batch.add(step)
-    if own:
-        batch.flush()
-    return step
+    return result, node_deadline is not None and now >= node_deadline
 
 
 class TerminationBatch:
