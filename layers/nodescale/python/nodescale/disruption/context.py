@@ -37,6 +37,7 @@ class Outcome:
     refusals: list[Blocked] = field(default_factory=list)
     mark_empty: list[str] = field(default_factory=list)  # first seen empty now: record empty-since
     clear_empty: list[str] = field(default_factory=list)  # no longer empty: drop empty-since
+    mark_pods: dict[str, str] = field(default_factory=dict)  # node -> new PODS_CHANGED annotation value
     consolidation: SearchResult | None = None
     notes: list[str] = field(default_factory=list)  # pool-level reasons (e.g. budget holding consolidation)
 

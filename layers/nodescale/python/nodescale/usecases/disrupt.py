@@ -24,7 +24,7 @@ from typing import Any
 from .. import clock, telemetry
 from ..disruption import planner
 from ..disruption.gauges import cluster_gauges
-from ..disruption.nodes import EMPTY_SINCE, NodeView
+from ..disruption.nodes import EMPTY_SINCE, PODS_CHANGED, NodeView
 from ..runtime import Runtime
 from .disrupt_act import act, finish_under_way, flush_terminations, refused
 from .disrupt_cleanup import TEMPLATE_MIN_AGE_SECONDS, clean_up
@@ -84,11 +84,13 @@ def decide(run: RunState, in_progress: set[str], protected: set[str]) -> None:
 
 
 def apply(run: RunState, outcome: planner.Outcome, views: Mapping[str, NodeView]) -> None:
-    """The outcome's bookkeeping (empty-since marks), notes and refusals, then its decisions, in that order."""
+    """The outcome's bookkeeping (empty-since and pod-set marks), notes and refusals, then its decisions, in that order."""
     for name in outcome.mark_empty:
         run.annotate(name, {EMPTY_SINCE: clock.format_timestamp(run.world.now)})
     for name in outcome.clear_empty:
         run.annotate(name, {EMPTY_SINCE: None})
+    for name, value in outcome.mark_pods.items():
+        run.annotate(name, {PODS_CHANGED: value})
     for note in outcome.notes:
         run.report.notes.append(note)
         run.log.info(note)
