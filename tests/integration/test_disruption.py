@@ -258,8 +258,9 @@ SPOT_CMR = """\
 
 
 def v1_pool(budgets: str = '      - nodes: "50%"', labels: str = "", policy: str = "WhenEmptyOrUnderutilized",
-            after: str = "0s", expire: str = "720h", requirements: str = M5_ON_DEMAND) -> str:
+            after: str = "0s", expire: str = "720h", requirements: str = M5_ON_DEMAND, grace: str = "") -> str:
     """A v1 NodePool (default: on-demand m5.large nodes that consolidate at once) with the given budgets."""
+    grace_line = f"\n      terminationGracePeriod: {grace}" if grace else ""
     return f"""
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -272,7 +273,7 @@ spec:
         team: platform{labels}
     spec:
       nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
-      expireAfter: {expire}
+      expireAfter: {expire}{grace_line}
       requirements:
 {requirements}
   disruption:
@@ -447,12 +448,17 @@ def test_a_new_ami_in_ssm_drifts_the_nodes_and_they_are_replaced_one_at_a_time_w
     wait_for("both pods to run", lambda: len(running(sim, ns)) == 2)
 
 
-def test_an_expired_node_is_replaced_first_then_drained_despite_do_not_disrupt(sim: Environment, ns: str) -> None:
+def test_an_expired_node_is_replaced_first_and_without_a_grace_period_keeps_its_do_not_disrupt_pod(
+    sim: Environment, ns: str
+) -> None:
+    # Karpenter v1 docs, Expiration: do-not-disrupt pods "may block draining indefinitely" when the pool
+    # sets no terminationGracePeriod. (Until issue #15 this test asserted the pod was evicted at once.)
     put_pool(sim, v1_pool(policy="WhenEmpty", after="10m", expire="1h"))
     rt = runtime_for(sim)
     deployment(sim, ns, "held", 1, "1500m", annotations={"karpenter.sh/do-not-disrupt": "true"})
     provision_until_running(sim, rt, ns, 1)
     [old] = instance_ids(sim)
+    [old_node] = [n["metadata"]["name"] for n in managed_nodes(sim)]
 
     assert disrupting.disrupt_once(runtime_for(sim))["decisions"] == []
     sim.advance(3601)
@@ -460,18 +466,59 @@ def test_an_expired_node_is_replaced_first_then_drained_despite_do_not_disrupt(s
     [decision] = first["decisions"]
     assert decision["reason"] == "Expired" and decision["action"] == "replace"
     [new] = decision["replacementInstances"]
-    # The old node keeps its pod until the replacement is Ready.
-    assert instance_state(sim, old) == "running" and len(running(sim, ns)) == 1
+    for _ in range(12):
+        disrupting.disrupt_once(runtime_for(sim))
+        sim.advance(600)
+        time.sleep(0.4)
+    assert sorted(instance_ids(sim)) == sorted([old, new]) and instance_state(sim, old) == "running"
+    assert [p["spec"]["nodeName"] for p in running(sim, ns)] == [old_node]
+
+
+def test_an_expired_node_keeps_its_do_not_disrupt_pod_until_termination_grace_period_while_its_other_pods_move(
+    sim: Environment, ns: str
+) -> None:
+    # Karpenter v1 docs, TerminationGracePeriod + Expiration: an expired node begins draining at once,
+    # do-not-disrupt pods are respected "until the TGP is reached", then deleted and the instance
+    # terminated (pkg/apis/v1/nodepool.go TerminationGracePeriod; terminator.go DeleteExpiringPods).
+    put_pool(sim, v1_pool(policy="WhenEmpty", after="10m", expire="1h", grace="10m"))
+    rt = runtime_for(sim)
+    deployment(sim, ns, "held", 1, "1000m", annotations={"karpenter.sh/do-not-disrupt": "true"})
+    deployment(sim, ns, "web", 1, "500m")
+    provision_until_running(sim, rt, ns, 2)
+    [old] = instance_ids(sim)
+    [old_node] = [n["metadata"]["name"] for n in managed_nodes(sim)]
+
+    sim.advance(3601)
+    [decision] = disrupting.disrupt_once(runtime_for(sim))["decisions"]
+    assert decision["reason"] == "Expired"
+    [new] = decision["replacementInstances"]
+
+    def where(app: str) -> list[str]:
+        return [p["spec"]["nodeName"] for p in running(sim, ns) if p["metadata"]["labels"]["app"] == app]
+
     for _ in range(20):
         disrupting.disrupt_once(runtime_for(sim))
-        if instance_ids(sim) == [new] and len(running(sim, ns)) == 1:
+        if where("web") and where("web") != [old_node]:
+            break
+        sim.advance(3)
+        time.sleep(0.6)
+    # The other pod moved to the replacement; the do-not-disrupt one stays, and so does its node.
+    assert where("web") and where("web") != [old_node]
+    assert where("held") == [old_node] and instance_state(sim, old) == "running"
+    sim.advance(300)
+    disrupting.disrupt_once(runtime_for(sim))
+    assert where("held") == [old_node] and instance_state(sim, old) == "running"
+
+    sim.advance(301)  # past the taint's timeAdded + 10m
+    for _ in range(20):
+        disrupting.disrupt_once(runtime_for(sim))
+        if instance_ids(sim) == [new] and len(running(sim, ns)) == 2:
             break
         sim.advance(3)
         time.sleep(0.6)
     assert instance_ids(sim) == [new]
-    wait_for("the pod to run on the replacement", lambda: len(running(sim, ns)) == 1)
-    [node] = managed_nodes(sim)
-    assert running(sim, ns)[0]["spec"]["nodeName"] == node["metadata"]["name"]
+    wait_for("both pods to run on the replacement", lambda: len(running(sim, ns)) == 2)
+    assert {p["spec"]["nodeName"] for p in running(sim, ns)} != {old_node}
 
 
 def _ts(value: str) -> float:

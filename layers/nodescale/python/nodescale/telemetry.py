@@ -51,6 +51,7 @@ IGNORED_EVENTS = "IgnoredEvents"
 DECISIONS = "DisruptionDecisions"
 NODES_TERMINATED = "NodesTerminated"
 PRICE_SAVED = "PricePerHourSaved"
+CONSOLIDATION_SCORE = "ConsolidationScore"  # a Balanced move's score when approved (Karpenter: karpenter_consolidation_score)
 DRAIN_SECONDS = "DrainSeconds"
 BUDGET_BLOCKED = "BudgetBlocked"
 DO_NOT_DISRUPT_BLOCKED = "DoNotDisruptBlocked"

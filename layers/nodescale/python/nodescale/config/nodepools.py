@@ -28,6 +28,8 @@ AWS_GROUP = "karpenter.k8s.aws"
 
 WHEN_EMPTY = "WhenEmpty"
 WHEN_UNDERUTILIZED = "WhenEmptyOrUnderutilized"  # v1's name; v1beta1 called it WhenUnderutilized
+BALANCED = "Balanced"  # v1.14: consolidate only when the saving is worth the pods disrupted
+DEFAULT_CONSOLIDATION_THRESHOLD = 2.0  # Balanced: a move needs score >= 1/2
 REASONS = ("Empty", "Drifted", "Underutilized")
 DEFAULT_EXPIRE_AFTER = 720 * 3600.0  # v1beta1 and v1 both default expireAfter to 720h
 
@@ -297,7 +299,8 @@ def _v1_disruption(raw: object, tspec: Mapping) -> Disruption:
     has no default (drains wait for pods as long as they take)."""
     path = "spec.disruption"
     d = mapping(raw, path)
-    policy = string(d.get("consolidationPolicy"), f"{path}.consolidationPolicy", (WHEN_EMPTY, WHEN_UNDERUTILIZED))
+    policy = string(d.get("consolidationPolicy"), f"{path}.consolidationPolicy", (WHEN_EMPTY, WHEN_UNDERUTILIZED, BALANCED))
+    threshold = _consolidation_threshold(d, policy, path)
     if raw is None:
         after: float | None = 0.0
     elif "consolidateAfter" not in d:
@@ -315,7 +318,21 @@ def _v1_disruption(raw: object, tspec: Mapping) -> Disruption:
         expire_after_seconds=expire,
         budgets=parse_budgets(d.get("budgets"), f"{path}.budgets", with_reasons=True),
         termination_grace_period_seconds=grace,
+        consolidation_threshold=threshold,
     )
+
+
+def _consolidation_threshold(d: Mapping, policy: str | None, path: str) -> float:
+    """Balanced's consolidationThreshold: a positive number, default 2, only with consolidationPolicy Balanced."""
+    raw = d.get("consolidationThreshold")
+    if raw is None:
+        return DEFAULT_CONSOLIDATION_THRESHOLD
+    p = f"{path}.consolidationThreshold"
+    if policy != BALANCED:
+        raise FieldError(p, "is only allowed with consolidationPolicy Balanced")
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw <= 0:
+        raise FieldError(p, f"{show(raw)} is not allowed; expected a number above 0, like 2")
+    return float(raw)
 
 
 def parse_budgets(raw: object, path: str, with_reasons: bool) -> tuple[Budget, ...]:

@@ -147,6 +147,7 @@ NODEPOOL_V1 = _object(
         "disruption": {
             "consolidateAfter": SCALAR,
             "consolidationPolicy": SCALAR,
+            "consolidationThreshold": SCALAR,  # Balanced (v1.14)
             "budgets": [{**_BUDGET_V1BETA1, "reasons": [SCALAR]}],
             "expireAfter": Refused("moved to spec.template.spec.expireAfter in karpenter.sh/v1"),
         },

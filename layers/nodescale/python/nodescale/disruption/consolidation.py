@@ -47,6 +47,8 @@ class Simulation:
 
 
 Simulator = Callable[[Sequence[NodeView]], Simulation]
+# Refuses a move that consolidates but is not worth it (the Balanced policy), or None to let it go.
+Judge = Callable[[Sequence[NodeView], Decision], Refusal | None]
 
 
 def disruption_cost(node: NodeView) -> tuple:
@@ -117,8 +119,10 @@ def search(
     max_multi: int = MAX_MULTI_NODE,
     max_seconds: float = 30.0,
     clock: Callable[[], float] = time.monotonic,
+    judge: Judge | None = None,
 ) -> SearchResult:
-    """The best consolidation among ``candidates`` (already filtered by guards and budgets)."""
+    """The best consolidation among ``candidates`` (already filtered by guards and budgets); ``judge`` may
+    refuse a move that would consolidate (the Balanced policy's score)."""
     ordered = sorted(candidates, key=disruption_cost)
     result = SearchResult(None)
     if not ordered:
@@ -127,7 +131,10 @@ def search(
 
     def attempt(nodes: Sequence[NodeView]) -> Decision | Refusal:
         result.simulations += 1
-        return evaluate(nodes, simulate(nodes))
+        outcome = evaluate(nodes, simulate(nodes))
+        if judge is not None and isinstance(outcome, Decision):
+            return judge(nodes, outcome) or outcome
+        return outcome
 
     # Multi-node: the longest prefix (of 2 or more) that consolidates; binary search as Karpenter does.
     lo, hi = 2, min(len(ordered), max_multi)

@@ -37,6 +37,7 @@ class Outcome:
     refusals: list[Blocked] = field(default_factory=list)
     mark_empty: list[str] = field(default_factory=list)  # first seen empty now: record empty-since
     clear_empty: list[str] = field(default_factory=list)  # no longer empty: drop empty-since
+    mark_pods: dict[str, str] = field(default_factory=dict)  # node -> new PODS_CHANGED annotation value
     consolidation: SearchResult | None = None
     notes: list[str] = field(default_factory=list)  # pool-level reasons (e.g. budget holding consolidation)
 
@@ -85,9 +86,10 @@ class Context:
             return True
         return False
 
-    def voluntary_ok(self, v: NodeView, reason: Reason) -> bool:
-        """Whether a voluntary disruption of ``v`` may go ahead: the guards, then the pool's budget for ``reason``."""
-        if self.guarded(v, reason):
+    def voluntary_ok(self, v: NodeView, reason: Reason, guards: bool = True) -> bool:
+        """Whether a voluntary disruption of ``v`` may go ahead: the guards (unless ``guards`` is False), then
+        the pool's budget for ``reason``."""
+        if guards and self.guarded(v, reason):
             return False
         allowance = self.budgets.allowance(v.nodepool, reason)
         if allowance.allowed < 1:

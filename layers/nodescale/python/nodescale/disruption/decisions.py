@@ -66,6 +66,7 @@ class Decision:
     saving_per_hour: float = 0.0
     replacement: object | None = None  # a consolidation Replacement when action is REPLACE
     pods: list[str] = field(default_factory=list)
+    score: float | None = None  # the Balanced consolidation score, when a Balanced pool's nodes are taken
 
 
 @dataclass(slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -14,6 +15,9 @@ from ..model.timestamps import parse_timestamp
 DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
 # Set by nodescale the first time it sees a node empty; emptiness TTLs count from it.
 EMPTY_SINCE = "nodescale.io/empty-since"
+# "<RFC 3339 time> <digest of the node's pods>": when the set of pods on the node last changed, as far as
+# nodescale has seen; consolidateAfter counts from it (Karpenter's NodeClaim lastPodEventTime).
+PODS_CHANGED = "nodescale.io/pods-changed"
 
 
 @dataclass(slots=True)
@@ -48,6 +52,19 @@ class NodeView:
     @property
     def empty_since(self) -> datetime | None:
         return parse_timestamp(self.annotations.get(EMPTY_SINCE))
+
+    @property
+    def pods_digest(self) -> str:
+        """A short fingerprint of the pods that count on the node: it changes when one is added or removed."""
+        keys = sorted(p.uid or p.key for p in self.pods)
+        return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
+
+    @property
+    def pods_changed(self) -> tuple[datetime, str] | None:
+        """(when, digest) as last recorded in the ``PODS_CHANGED`` annotation, or None."""
+        when, _, digest = (self.annotations.get(PODS_CHANGED) or "").partition(" ")
+        moment = parse_timestamp(when) if when else None
+        return (moment, digest) if moment is not None and digest else None
 
     @classmethod
     def from_node(cls, node: Mapping, pods: list[Pod], price: float = 0.0) -> NodeView:

@@ -14,14 +14,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from .. import clock
-from ..model.pod import do_not_disrupt
+from ..model.pod import do_not_disrupt, started_at
 from ..model.taints import Toleration
 from .listing import pods_on_node
 from .nodes import DISRUPTED_TAINT, DISRUPTED_TAINT_KEY, parse_time, taints_of
@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 # Evictions are independent calls; a few at once keeps a 100-pod node to a second or two.
 EVICTION_WORKERS = 4
+DEFAULT_POD_GRACE_SECONDS = 30  # Kubernetes' terminationGracePeriodSeconds when a pod sets none
 
 
 @dataclass
@@ -119,9 +120,29 @@ def skip_reason(pod: Mapping[str, Any]) -> str | None:
     return None
 
 
-def has_do_not_disrupt(pod: Mapping[str, Any]) -> bool:
-    """Whether a voluntary drain leaves the pod in place; a duration counts as running (see do_not_disrupt)."""
-    return do_not_disrupt((pod.get("metadata") or {}).get("annotations") or {}) is not None
+def has_do_not_disrupt(pod: Mapping[str, Any], now: datetime | None = None) -> bool:
+    """Whether a drain leaves the pod in place for its do-not-disrupt annotation (see do_not_disrupt).
+
+    With ``now`` a duration ("30m") counts from the pod's start, as the planner counts it, so a pod whose
+    protection ran out is drained like any other; without, a duration counts as still running.
+    """
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    if now is None:
+        return do_not_disrupt(annotations) is not None
+    return do_not_disrupt(annotations, started_at(pod), now) is not None
+
+
+def pod_delete_time(pod: Mapping[str, Any], grace_deadline: datetime | None) -> datetime | None:
+    """When a drain bounded by the node's terminationGracePeriod deletes the pod outright, or None.
+
+    Karpenter v1 (``podDeleteTimeWithGracePeriod``): at the node's deadline minus the pod's own
+    terminationGracePeriodSeconds (30 s when unset, Kubernetes' default), so the pod still gets its full
+    shutdown time before the node goes; a pod asking for more than is left is deleted at once.
+    """
+    if grace_deadline is None:
+        return None
+    own = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return grace_deadline - timedelta(seconds=int(own) if own is not None else DEFAULT_POD_GRACE_SECONDS)
 
 
 def drain_started_at(node: Mapping[str, Any]) -> datetime | None:
@@ -141,46 +162,39 @@ def drain_round(
     grace_period_seconds: int | None = None,
     pods: Iterable[Mapping[str, Any]] | None = None,
     now: Callable[[], datetime] = clock.now,
+    grace_deadline: datetime | None = None,
 ) -> DrainResult:
     """One pass over the node's pods: evict what can go now, report the rest.
 
     `involuntary` (the instance is going away regardless): do-not-disrupt pods are evicted too,
     and once `delete_after` has passed, pods still blocked are deleted directly instead of evicted.
-    A voluntary drain never forces anything and leaves do-not-disrupt pods in place (reported as
-    blocked). `grace_period_seconds` caps each pod's own termination grace (e.g. a spot notice).
+    `grace_deadline` (the drain's start plus the NodePool's terminationGracePeriod) bounds every drain,
+    voluntary or not, as in Karpenter v1: do-not-disrupt and PodDisruptionBudget-blocked pods are
+    respected until each pod's :func:`pod_delete_time`, then deleted with what is left of the grace.
+    Without either, nothing is ever forced. `grace_period_seconds` caps each pod's own termination
+    grace (e.g. a spot notice).
     """
     result = DrainResult(node=node_name)
     candidates = list(pods) if pods is not None else pods_on_node(api, node_name)
-    force = involuntary and delete_after is not None and now() >= delete_after
-    to_evict: list[Mapping[str, Any]] = []
-    for pod in candidates:
-        key = pod_key(pod)
-        reason = skip_reason(pod)
-        if reason:
-            result.skipped[key] = reason
-        elif (pod.get("metadata") or {}).get("deletionTimestamp"):
-            result.terminating.append(key)
-        elif has_do_not_disrupt(pod) and not involuntary:
-            result.blocked_by_do_not_disrupt.append(key)
-        else:
-            if has_do_not_disrupt(pod):
-                log.info(
-                    "evicting do-not-disrupt pod for an involuntary disruption",
-                    extra={"pod": key, "node": node_name},
-                )
-            to_evict.append(pod)
-    if not to_evict:
+    current = now()
+    to_evict, to_delete = _sort_pods(result, candidates, involuntary, grace_deadline, current)
+    if involuntary and delete_after is not None and current >= delete_after:
+        to_delete, to_evict = to_delete + to_evict, []
+    if not to_evict and not to_delete:
         return result
-    action = _delete if force else _evict
-    workers = min(EVICTION_WORKERS, len(to_evict))
+    left = None if grace_deadline is None else max(0, int((grace_deadline - current).total_seconds()))
+    caps = [c for c in (grace_period_seconds, left) if c is not None]
+    delete_cap = min(caps) if caps else None
+    jobs = [(p, _evict, grace_period_seconds) for p in to_evict] + [(p, _delete, delete_cap) for p in to_delete]
+    workers = min(EVICTION_WORKERS, len(jobs))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nodescale-evict") as pool:
-        outcomes = list(pool.map(lambda p: action(api, p, grace_period_seconds), to_evict))
-    for pod, (outcome, detail) in zip(to_evict, outcomes, strict=True):
+        outcomes = list(pool.map(lambda job: job[1](api, job[0], job[2]), jobs))
+    for (pod, action, _), (outcome, detail) in zip(jobs, outcomes, strict=True):
         key = pod_key(pod)
         if outcome == "evicted":
             result.evicted.append(key)
             result.in_flight.append(key)
-            if force:
+            if action is _delete:
                 result.deleted.append(key)
         elif outcome == "pdb":
             result.blocked_by_pdb.append(key)
@@ -188,12 +202,44 @@ def drain_round(
         elif outcome == "failed":
             result.failed[key] = str(detail)
         # "gone": nothing left to do for it
-    if force and result.deleted:
+    if result.deleted:
         log.warning(
             "grace period over: deleted pods directly instead of evicting",
             extra={"node": node_name, "pods": result.deleted},
         )
     return result
+
+
+def _sort_pods(
+    result: DrainResult,
+    candidates: Iterable[Mapping[str, Any]],
+    involuntary: bool,
+    grace_deadline: datetime | None,
+    now: datetime,
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """(pods to evict, pods whose grace-period delete time has come); the rest go into ``result``."""
+    to_evict: list[Mapping[str, Any]] = []
+    to_delete: list[Mapping[str, Any]] = []
+    for pod in candidates:
+        key = pod_key(pod)
+        reason = skip_reason(pod)
+        due = pod_delete_time(pod, grace_deadline)
+        if reason:
+            result.skipped[key] = reason
+        elif (pod.get("metadata") or {}).get("deletionTimestamp"):
+            result.terminating.append(key)
+        elif due is not None and now >= due:
+            to_delete.append(pod)
+        elif has_do_not_disrupt(pod, now) and not involuntary:
+            result.blocked_by_do_not_disrupt.append(key)
+        else:
+            if has_do_not_disrupt(pod, now):
+                log.info(
+                    "evicting do-not-disrupt pod for an involuntary disruption",
+                    extra={"pod": key, "node": result.node},
+                )
+            to_evict.append(pod)
+    return to_evict, to_delete
 
 
 def _evict(api: k8s.ApiClient, pod: Mapping[str, Any], grace: int | None) -> tuple[str, Any]:

@@ -27,7 +27,8 @@ NO_BUDGETS = (Budget(nodes="100%"),)
 
 @dataclass(frozen=True, slots=True)
 class Disruption:
-    consolidation_policy: str = "WhenEmptyOrUnderutilized"  # | "WhenEmpty"
+    consolidation_policy: str = "WhenEmptyOrUnderutilized"  # | "WhenEmpty" | "Balanced"
+    consolidation_threshold: float = 2.0  # Balanced only: a move needs score >= 1 / this
     consolidate_after_seconds: float | None = 0.0  # None: "Never"
     expire_after_seconds: float | None = 720 * 3600.0  # None: "Never"
     budgets: tuple[Budget, ...] = (Budget(nodes="10%"),)

@@ -126,9 +126,7 @@ class Pod:
     @property
     def started(self) -> datetime | None:
         """When the pod started (its creation when the kubelet has not said yet)."""
-        return parse_timestamp((self.raw.get("status") or {}).get("startTime")) or parse_timestamp(
-            (self.raw.get("metadata") or {}).get("creationTimestamp")
-        )
+        return started_at(self.raw)
 
     @classmethod
     def from_dict(cls, raw: Mapping) -> Pod:
@@ -279,6 +277,13 @@ def _affinity_term(term: Mapping, anti: bool, weight: int, labels: Mapping[str, 
         weight=weight,
         # None (absent) and {} (every namespace) differ, so only an absent selector stays None.
         namespace_selector=None if raw_ns_selector is None else LabelSelector.from_dict(raw_ns_selector),
+    )
+
+
+def started_at(raw: Mapping) -> datetime | None:
+    """When a pod (as the API returns it) started: ``status.startTime``, else its creation."""
+    return parse_timestamp((raw.get("status") or {}).get("startTime")) or parse_timestamp(
+        (raw.get("metadata") or {}).get("creationTimestamp")
     )
 
 

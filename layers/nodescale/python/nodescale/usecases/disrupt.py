@@ -25,7 +25,7 @@ from typing import Any
 from .. import clock, telemetry
 from ..disruption import planner
 from ..disruption.gauges import cluster_gauges
-from ..disruption.nodes import EMPTY_SINCE, NodeView
+from ..disruption.nodes import EMPTY_SINCE, PODS_CHANGED, NodeView
 from ..model.currency import localize
 from ..runtime import Runtime
 from .disrupt_act import act, finish_under_way, flush_terminations, refused
@@ -86,13 +86,15 @@ def decide(run: RunState, in_progress: set[str], protected: set[str]) -> None:
 
 
 def apply(run: RunState, outcome: planner.Outcome, views: Mapping[str, NodeView]) -> None:
-    """The outcome's bookkeeping (empty-since marks), notes and refusals, then its decisions, in that order."""
+    """The outcome's bookkeeping (empty-since and pod-set marks), notes and refusals, then its decisions, in that order."""
     for name in outcome.mark_empty:
         run.annotate(name, {EMPTY_SINCE: clock.format_timestamp(run.world.now)})
         if name in views:
             run.report.empty_since.append(empty_entry(run, views[name]))
     for name in outcome.clear_empty:
         run.annotate(name, {EMPTY_SINCE: None})
+    for name, value in outcome.mark_pods.items():
+        run.annotate(name, {PODS_CHANGED: value})
     for note in outcome.notes:
         note = localize(note, run.report.currency)
         run.report.notes.append(note)

@@ -185,6 +185,8 @@ def _call_off(run: RunState, name: str, why: str) -> None:
         k8s_nodes.uncordon(run.rt.api, name)
 
 
+EVENT_APPROVED = "ConsolidationApproved"  # Karpenter v1.14's event for an approved Balanced move
+
 # -- this run's plan ------------------------------------------------------------------------------------------
 
 
@@ -217,6 +219,8 @@ def act(run: RunState, d: Decision, views: Mapping[str, NodeView]) -> None:
     if d.saving_per_hour > 0:
         telemetry.gauge(telemetry.PRICE_SAVED, d.saving_per_hour, telemetry.Unit.NoUnit,
                         **{telemetry.REASON_DIMENSION: d.reason})
+    if d.score is not None:
+        _approved(run, d)
     replacements: list[str] = []
     if d.action == Action.REPLACE:
         launched = _launch_replacement(run, d, views, entry)
@@ -227,12 +231,22 @@ def act(run: RunState, d: Decision, views: Mapping[str, NodeView]) -> None:
     _start(run, d, message, replacements)
 
 
+def _approved(run: RunState, d: Decision) -> None:
+    """A Balanced move: its score as a metric and a ConsolidationApproved event on each node, as Karpenter v1.14."""
+    telemetry.gauge(telemetry.CONSOLIDATION_SCORE, float(d.score or 0.0), telemetry.Unit.NoUnit,
+                    **{telemetry.REASON_DIMENSION: d.reason})
+    for node in d.nodes:
+        run.event(node, EVENT_APPROVED, d.detail)
+
+
 def _decision_entry(d: Decision, currency: str) -> dict[str, Any]:
     """The decision in the report; the prices in its detail are shown in the region's ``currency``."""
     entry: dict[str, Any] = {
         "nodes": d.nodes, "reason": d.reason, "action": d.action, "detail": localize(d.detail, currency),
         "savingPerHour": round(d.saving_per_hour, 6), "pods": len(d.pods),
     }
+    if d.score is not None:
+        entry["score"] = round(d.score, 4)
     if isinstance(d.replacement, Replacement):
         entry["replacement"] = {"nodePool": d.replacement.nodepool, "instanceType": d.replacement.instance_type,
                                 "pricePerHour": d.replacement.price}

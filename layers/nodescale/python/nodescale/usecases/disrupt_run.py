@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from .. import clock, telemetry
-from ..disruption.decisions import EXPIRED, UNHEALTHY
+from ..disruption.decisions import UNHEALTHY
 from ..k8s import events as k8s_events
 from ..k8s import nodes as k8s_nodes
 from ..model import labels as wk
@@ -45,8 +45,10 @@ EVENT_WINDOW_SECONDS = 55.0  # below the one-minute schedule: each run may resta
 # every minute); the rest are in the log and the summary only.
 MAX_REFUSAL_EVENTS = 200
 
-# Reasons whose drain evicts do-not-disrupt pods too (the node goes regardless).
-FORCEFUL = frozenset({EXPIRED, UNHEALTHY})
+# Reasons whose drain evicts do-not-disrupt pods too (the node is broken and goes regardless). Expiry
+# is forceful only in starting (past budgets and do-not-disrupt): its drain, as in Karpenter v1, respects
+# do-not-disrupt and PodDisruptionBudgets until the pool's terminationGracePeriod runs out.
+FORCEFUL = frozenset({UNHEALTHY})
 DEFAULT_RUN_SECONDS = 240.0
 
 

@@ -161,12 +161,13 @@ def _plan(
     """Solve for the asked pods against the nodes kept; note what lands on existing or in-flight nodes."""
     existing = world.existing_nodes(exclude=ask.exclude_nodes)
     # A node being replaced takes no pods, but until its instance is gone it still counts against its
-    # NodePool's limits: a replacement must fit beside it.
+    # NodePool's limits, limits.nodes included: a replacement must fit beside it.
     kept = {n.name for n in existing}
     limits_usage: dict[str, res.Resources] = dict(ask.prior_usage)
     for node in everything:
         if node.name not in kept and node.nodepool:
-            limits_usage[node.nodepool] = res.add(limits_usage.get(node.nodepool, {}), node.capacity or node.allocatable)
+            counted = {**(node.capacity or node.allocatable), "nodes": 1}
+            limits_usage[node.nodepool] = res.add(limits_usage.get(node.nodepool, {}), counted)
     plan = solve(
         ask.pods,
         world.nodepools.values(),

@@ -5,14 +5,18 @@ function runs next (interruption or disruption) calls :func:`continue_terminatio
 one round and, once the node is empty, terminates the instance (if it is not already gone) and
 deletes the Node. Nothing is remembered between calls, so a drain outlives any one invocation.
 
-When pods are forced: never before the grace deadline, the earliest of
-- the taint's ``timeAdded`` plus the NodePool's ``terminationGracePeriod``, and
-- the moment the instance goes away regardless, which the interruption function writes on the node
-  as the annotation ``nodescale.io/interruption-deadline`` (end of the two-minute spot notice, or an
-  AWS Health scheduled change's startTime).
-A node without either is never forced. Only an involuntary termination forces anything; a node the
-interruption function marked (annotation ``nodescale.io/interruption``) is involuntary whoever
-continues it.
+When pods are forced:
+- every drain, whatever started it, is bounded by the NodePool's ``terminationGracePeriod`` counted
+  from the taint's ``timeAdded`` (Karpenter v1): do-not-disrupt and PodDisruptionBudget-blocked pods
+  are respected until then (each deleted its own terminationGracePeriodSeconds early), and once it has
+  run out the instance is terminated whatever is left on it;
+- an involuntary termination (the instance goes away regardless: an interruption, a repair) evicts
+  do-not-disrupt pods at once and deletes what is still blocked from the earliest of that deadline
+  and the moment the instance goes away, which the interruption function writes on the node as the
+  annotation ``nodescale.io/interruption-deadline`` (end of the two-minute spot notice, or an AWS
+  Health scheduled change's startTime).
+A node without either is never forced. A node the interruption function marked (annotation
+``nodescale.io/interruption``) is involuntary whoever continues it.
 
 A node whose instance this cluster cannot prove it owns (no ``nodescale.io/cluster`` tag, e.g. a
 node Karpenter itself tainted) is left exactly as it is.
@@ -111,6 +115,14 @@ def grace_deadline(node: dict[str, Any], termination_grace_seconds: float | None
     return min(candidates) if candidates else None
 
 
+def _grace_period_end(node: dict[str, Any], termination_grace_seconds: float | None) -> datetime | None:
+    """When the NodePool's terminationGracePeriod, counted from the drain's start, runs out, or None."""
+    started = k8s_drain.drain_started_at(node)
+    if started is None or termination_grace_seconds is None:
+        return None
+    return started + timedelta(seconds=termination_grace_seconds)
+
+
 def _pool_grace(world: World, node: dict[str, Any], pool_name: str | None) -> float | None:
     labels = (node.get("metadata") or {}).get("labels") or {}
     name = pool_name or labels.get(wk.NODEPOOL) or labels.get(wk.LEGACY_PROVISIONER) or ""
@@ -159,26 +171,10 @@ def continue_termination(
         step.reason = "out of time in this invocation; the next run carries on"
         return step
 
-    now = clock.now()
-    step.delete_after = grace_deadline(node, _pool_grace(world, node, pool_name))
-    notice = interruption_deadline(node)
-    # Pods get at most until the instance goes away to shut down, however long they asked for.
-    cap = max(0, int((notice - now).total_seconds())) if notice is not None else None
-    result = k8s_drain.drain_round(
-        rt.api,
-        name,
-        involuntary=step.involuntary,
-        delete_after=step.delete_after,
-        grace_period_seconds=cap,
-        now=lambda: now,
-    )
-    step.drain = result
-    step.blocked_pods = sorted(result.blocked_by_pdb + result.blocked_by_do_not_disrupt)
-    if step.blocked_pods:
-        _say_blocked(rt, name, result)
+    result, grace_over = _drain(rt, world, node, step, pool_name)
     # An instance that no longer runs its pods cannot be waited for: what could be evicted was
     # (so controllers recreate it elsewhere), the rest goes with the Node.
-    if not result.empty and state not in NOT_RUNNING_STATES:
+    if not result.empty and state not in NOT_RUNNING_STATES and not grace_over:
         step.state = DRAINING
         return step
     if state in GONE_STATES:
@@ -190,6 +186,35 @@ def continue_termination(
     if own:
         batch.flush()
     return step
+
+
+def _drain(
+    rt: Runtime, world: World, node: dict[str, Any], step: TerminationStep, pool_name: str | None
+) -> tuple[k8s_drain.DrainResult, bool]:
+    """One drain round for the step's node; also whether the pool's terminationGracePeriod is over, past
+    which the node goes whatever is left on it (Karpenter v1)."""
+    name = step.node
+    now = clock.now()
+    pool_grace = _pool_grace(world, node, pool_name)
+    step.delete_after = grace_deadline(node, pool_grace)
+    node_deadline = _grace_period_end(node, pool_grace)
+    notice = interruption_deadline(node)
+    # Pods get at most until the instance goes away to shut down, however long they asked for.
+    cap = max(0, int((notice - now).total_seconds())) if notice is not None else None
+    result = k8s_drain.drain_round(
+        rt.api,
+        name,
+        involuntary=step.involuntary,
+        delete_after=step.delete_after,
+        grace_period_seconds=cap,
+        now=lambda: now,
+        grace_deadline=node_deadline,
+    )
+    step.drain = result
+    step.blocked_pods = sorted(result.blocked_by_pdb + result.blocked_by_do_not_disrupt)
+    if step.blocked_pods:
+        _say_blocked(rt, name, result)
+    return result, node_deadline is not None and now >= node_deadline
 
 
 class TerminationBatch:

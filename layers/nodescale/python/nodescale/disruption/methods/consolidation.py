@@ -1,6 +1,7 @@
 """Consolidation: remove underutilized nodes whose pods fit elsewhere, or replace several with one cheaper.
 
-This method picks the candidates (pool policy WhenEmptyOrUnderutilized, settled for ``consolidateAfter``),
+This method picks the candidates (pool policy WhenEmptyOrUnderutilized or Balanced, no pod added or
+removed for ``consolidateAfter``),
 applies do-not-disrupt, PodDisruptionBudgets and the Underutilized budget, and hands the rest to the
 pure search in ``disruption.consolidation`` with the simulator the use-case built.
 """
@@ -10,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from ...config.nodepools import WHEN_UNDERUTILIZED
+from ...config.nodepools import BALANCED, WHEN_UNDERUTILIZED
+from ...model.timestamps import format_timestamp
+from ..balanced import Judge
 from ..consolidation import Simulator, disruption_cost, search
 from ..context import Context
 from ..decisions import Blocker, Decision, Reason
@@ -19,10 +22,35 @@ from .base import Method
 
 
 def settled_since(v: NodeView) -> datetime | None:
-    """When the node last changed in a way that matters to consolidation: turned Ready or got a pod."""
+    """When the node last changed in a way its pods show: turned Ready or got a pod."""
     moments = [v.ready_since] if v.ready_since else []
     moments.extend(started for p in v.pods if (started := p.started) is not None)
     return max(moments) if moments else None
+
+
+def pods_settled_since(v: NodeView, now: datetime) -> datetime | None:
+    """When a pod was last added to or removed from the node (Karpenter's lastPodEventTime).
+
+    A pod added shows by its start; a pod removed only by the node's recorded pod set
+    (``PODS_CHANGED``) no longer matching, which restarts the clock now. Never recorded: what the pods show.
+    """
+    base = settled_since(v)
+    recorded = v.pods_changed
+    if recorded is None:
+        return base
+    when, digest = recorded
+    if digest != v.pods_digest:
+        return now
+    return max(when, base) if base is not None else when
+
+
+def pods_record(v: NodeView, now: datetime) -> str | None:
+    """The ``PODS_CHANGED`` value to write when the recorded pod set is missing or stale, else None."""
+    recorded = v.pods_changed
+    if recorded is not None and recorded[1] == v.pods_digest:
+        return None
+    when = settled_since(v) if recorded is None else now
+    return f"{format_timestamp(when or now)} {v.pods_digest}"
 
 
 class Consolidation(Method):
@@ -32,20 +60,31 @@ class Consolidation(Method):
     def __init__(self, simulate: Simulator) -> None:
         self.simulate = simulate
 
+    def notice(self, candidates: Sequence[NodeView], ctx: Context) -> None:
+        """Records each node's pod set, so that a pod removed restarts consolidateAfter next run too."""
+        for v in candidates:
+            after = ctx.pool(v).disruption.consolidate_after_seconds
+            if v.empty or not _consolidates(ctx.pool(v).disruption.consolidation_policy) or not after:
+                continue
+            value = pods_record(v, ctx.now)
+            if value is not None:
+                ctx.out.mark_pods[v.name] = value
+
     def should_disrupt(self, node: NodeView, ctx: Context) -> bool:
         if node.empty or not node.ready:
             return False  # empty nodes are emptiness's
         disruption = ctx.pool(node).disruption
         after = disruption.consolidate_after_seconds
-        if disruption.consolidation_policy != WHEN_UNDERUTILIZED or after is None:
+        if not _consolidates(disruption.consolidation_policy) or after is None:
             return False
-        since = settled_since(node)
+        since = pods_settled_since(node, ctx.now) if after else None
         return since is None or ctx.now >= since + timedelta(seconds=after)
 
     def compute(self, candidates: Sequence[NodeView], ctx: Context) -> list[Decision]:
         eligible, room = self._admit(candidates, ctx)
         capped = _cap(eligible, room)
-        result = search(capped, self.simulate, max_seconds=ctx.inputs.consolidation_seconds)
+        judge = Judge(ctx.inputs.nodepools, ctx.inputs.views)
+        result = search(capped, self.simulate, max_seconds=ctx.inputs.consolidation_seconds, judge=judge)
         ctx.out.consolidation = result
         for r in result.refusals:
             ctx.refuse(r.nodes, r.reason, r.why, Blocker.NOT_CONSOLIDATABLE)
@@ -83,6 +122,11 @@ class Consolidation(Method):
                 continue
             eligible.append(v)
         return eligible, room
+
+
+def _consolidates(policy: str) -> bool:
+    """Whether the policy consolidates nodes with pods (WhenEmptyOrUnderutilized, Balanced)."""
+    return policy in (WHEN_UNDERUTILIZED, BALANCED)
 
 
 def _cap(eligible: Sequence[NodeView], room: dict[str, int]) -> list[NodeView]:

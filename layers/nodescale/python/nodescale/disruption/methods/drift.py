@@ -2,7 +2,10 @@
 
 The cloud side (image, subnets, security groups...) comes in as ``Inputs.cloud_drift``, looked up by
 the use-case; the template side (requirements, labels, taints) is ``disruption.drift.template_drift``.
-A drifted node with pods is replaced; an empty one is deleted.
+A drifted node with pods is replaced; an empty one is deleted. Drift is graceful (budgets hold it), and
+do-not-disrupt pods and PodDisruptionBudgets at zero keep the node, unless its pool sets
+``terminationGracePeriod``: then, as in Karpenter v1, the node is drifted anyway and its drain respects
+them only until that grace period runs out.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ class Drift(Method):
             if not why:
                 continue
             ctx.decided.add(v.name)
-            if ctx.voluntary_ok(v, Reason.DRIFTED):
+            bounded = ctx.pool(v).disruption.termination_grace_period_seconds is not None
+            if ctx.voluntary_ok(v, Reason.DRIFTED, guards=not bounded):
                 d = Decision([v.name], Reason.DRIFTED, f"drifted: {why}", Action.REPLACE if v.pods else Action.DELETE,
                              pods=[p.key for p in v.pods])
                 ctx.take(d, v.nodepool)
