@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .drift import DriftKind
 
 
 class Reason(StrEnum):
@@ -66,6 +70,7 @@ class Decision:
     saving_per_hour: float = 0.0
     replacement: object | None = None  # a consolidation Replacement when action is REPLACE
     pods: list[str] = field(default_factory=list)
+    drift: DriftKind | None = None  # for Drifted: the field that drifted
 
 
 @dataclass(slots=True)

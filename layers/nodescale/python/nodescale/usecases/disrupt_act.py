@@ -233,6 +233,8 @@ def _decision_entry(d: Decision, currency: str) -> dict[str, Any]:
         "nodes": d.nodes, "reason": d.reason, "action": d.action, "detail": localize(d.detail, currency),
         "savingPerHour": round(d.saving_per_hour, 6), "pods": len(d.pods),
     }
+    if d.drift is not None:
+        entry["drift"] = d.drift
     if isinstance(d.replacement, Replacement):
         entry["replacement"] = {"nodePool": d.replacement.nodepool, "instanceType": d.replacement.instance_type,
                                 "pricePerHour": d.replacement.price}

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from ..context import Context
 from ..decisions import Action, Decision, Reason
-from ..drift import template_drift
+from ..drift import Drifted, template_drift
 from ..nodes import NodeView
 from .base import Method
 
@@ -20,8 +20,9 @@ class Drift(Method):
     name = "drift"
     reason = Reason.DRIFTED
 
-    def _why(self, node: NodeView, ctx: Context) -> str | None:
-        return ctx.inputs.cloud_drift.get(node.name) or template_drift(node, ctx.pool(node))
+    def _why(self, node: NodeView, ctx: Context) -> Drifted | None:
+        # Karpenter's order: the pool's own fields first (NodePoolDrifted, RequirementsDrifted), then the cloud's.
+        return template_drift(node, ctx.pool(node)) or ctx.inputs.cloud_drift.get(node.name)
 
     def should_disrupt(self, node: NodeView, ctx: Context) -> bool:
         return bool(self._why(node, ctx))
@@ -34,8 +35,8 @@ class Drift(Method):
                 continue
             ctx.decided.add(v.name)
             if ctx.voluntary_ok(v, Reason.DRIFTED):
-                d = Decision([v.name], Reason.DRIFTED, f"drifted: {why}", Action.REPLACE if v.pods else Action.DELETE,
-                             pods=[p.key for p in v.pods])
+                d = Decision([v.name], Reason.DRIFTED, str(why), Action.REPLACE if v.pods else Action.DELETE,
+                             pods=[p.key for p in v.pods], drift=why.kind)
                 ctx.take(d, v.nodepool)
                 taken.append(d)
         return taken
