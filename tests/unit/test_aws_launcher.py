@@ -20,6 +20,7 @@ from nodescale.aws import instances, launchtemplates, offerings
 from nodescale.aws import tags as tagging
 from nodescale.aws.clients import AwsClients
 from nodescale.aws.launcher import Launcher
+from nodescale.disruption.drift import DriftKind
 from nodescale.model import labels as wk
 from nodescale.model.instancetype import InstanceType, Offering
 from nodescale.model.nodepool import NodeClass, NodePool, SelectorTerm
@@ -178,12 +179,36 @@ def test_drift_on_labels_and_on_a_newer_image(clients):
     (inst,) = [i for i in instances.list_instances(clients.ec2, CLUSTER) if i.instance_id == launched.instance_id]
     assert inst.image_id == X86
     relabelled = dataclasses.replace(POOL, labels={"team": "data"})
-    assert "launch configuration changed" in Launcher(clients, CLUSTER).drift(inst, relabelled, NODE_CLASS)
+    # moto gives fleet instances their VPC's default group, not the template's: the groups EC2 would report.
+    groups = tuple(g.id for g in launcher.resources(NODE_CLASS).security_groups)
+    changed = Launcher(clients, CLUSTER).drift(dataclasses.replace(inst, security_group_ids=groups), relabelled,
+                                               NODE_CLASS)
+    assert changed.kind == DriftKind.NODE_CLASS and "launch configuration changed" in changed.detail
     put_public_parameter(f"{AL2023}/x86_64/standard/recommended/image_id", NEWER)
     try:
-        assert f"image {X86} is no longer selected" in Launcher(clients, CLUSTER).drift(inst, POOL, NODE_CLASS)
+        # karpenter-provider-aws drift_test.go: "should return drifted if the AMI is not valid" (AMIDrift).
+        newer = Launcher(clients, CLUSTER).drift(inst, POOL, NODE_CLASS)
+        assert newer.kind == DriftKind.AMI and f"image {X86} is no longer selected" in newer.detail
     finally:
         put_public_parameter(f"{AL2023}/x86_64/standard/recommended/image_id", X86)
+
+
+def test_drift_names_the_subnet_and_the_security_groups(clients):
+    # karpenter-provider-aws drift_test.go: "should return drifted if the subnet is not valid" (SubnetDrift) and
+    # "should return drifted if there are more/less security groups present" (SecurityGroupDrift).
+    launcher = Launcher(clients, CLUSTER)
+    (launched,) = launcher.launch(POOL, NODE_CLASS, TYPES, key="pods:uid-7").instances
+    (inst,) = [i for i in instances.list_instances(clients.ec2, CLUSTER) if i.instance_id == launched.instance_id]
+    assert launcher.drift(inst, POOL, NODE_CLASS) is None
+    moved = launcher.drift(dataclasses.replace(inst, subnet_id="subnet-0000gone"), POOL, NODE_CLASS)
+    assert moved.kind == DriftKind.SUBNET and "subnet-0000gone" in moved.detail
+    extra = launcher.drift(dataclasses.replace(inst, security_group_ids=("sg-0old",), config_hash="0000stale"),
+                           POOL, NODE_CLASS)
+    assert extra.kind == DriftKind.SECURITY_GROUP and "sg-0old" in extra.detail
+    wanted = launcher.resources(NODE_CLASS).security_groups
+    same = tuple(g.id for g in wanted)
+    stale = launcher.drift(dataclasses.replace(inst, security_group_ids=same, config_hash="0000stale"), POOL, NODE_CLASS)
+    assert stale.kind == DriftKind.NODE_CLASS
 
 
 def test_windows_pool_gets_powershell_user_data(clients):

@@ -6,7 +6,7 @@ import importlib.util
 from pathlib import Path
 
 from nodescale.commands import disrupt
-from nodescale.disruption.drift import template_drift
+from nodescale.disruption.drift import Drifted, DriftKind, template_drift
 from nodescale.disruption.gauges import cluster_gauges
 from nodescale.disruption.nodes import NodeView
 from nodescale.model.nodepool import NodePool
@@ -46,12 +46,32 @@ def test_a_node_matching_its_pool_has_not_drifted_and_weight_or_limits_change_no
 
 
 def test_requirements_labels_and_taints_drift() -> None:
-    assert "karpenter.k8s.aws/instance-category=r" in template_drift(node({"karpenter.k8s.aws/instance-category": "r"}),
-                                                                      pool())
-    assert template_drift(node({"team": "b"}), pool()) == "NodePool label team='a' is 'b' on the node"
+    # Karpenter drift_test.go: "should detect static drift" (NodePoolDrifted) and "should detect node requirement
+    # drift" (RequirementsDrifted) — each kind named.
+    req = template_drift(node({"karpenter.k8s.aws/instance-category": "r"}), pool())
+    assert req.kind == DriftKind.REQUIREMENTS and "karpenter.k8s.aws/instance-category=r" in req.detail
+    assert template_drift(node({"team": "b"}), pool()) == Drifted(
+        DriftKind.NODE_POOL, "NodePool label team='a' is 'b' on the node")
     assert template_drift(node(), pool(labels={"team": "a", "tier": "gold"})) == \
-        "NodePool label tier='gold' is missing on the node"
-    assert template_drift(node(taints=[]), pool()) == "NodePool taint dedicated=a:NoSchedule is missing on the node"
+        Drifted(DriftKind.NODE_POOL, "NodePool label tier='gold' is missing on the node")
+    assert template_drift(node(taints=[]), pool()) == Drifted(
+        DriftKind.NODE_POOL, "NodePool taint dedicated=a:NoSchedule is missing on the node")
+
+
+def test_drift_kinds_carry_karpenters_reason_strings() -> None:
+    # kubernetes-sigs/karpenter drift.go (NodePoolDrifted, RequirementsDrifted) and karpenter-provider-aws
+    # cloudprovider/drift.go (AMIDrift, SubnetDrift, SecurityGroupDrift, NodeClassDrift).
+    assert [str(k) for k in DriftKind] == ["NodePoolDrifted", "RequirementsDrifted", "AMIDrift", "SubnetDrift",
+                                           "SecurityGroupDrift", "NodeClassDrift"]
+    assert str(Drifted(DriftKind.AMI, "image ami-1 is no longer selected")) == "AMIDrift: image ami-1 is no longer selected"
+
+
+def test_dry_run_names_the_field_that_drifted() -> None:
+    summary = {"dryRun": True, "decisions": [
+        {"nodes": ["a"], "action": "replace", "reason": "Drifted", "drift": "SecurityGroupDrift", "savingPerHour": 0,
+         "detail": "SecurityGroupDrift: security groups sg-1 are no longer the selected ones (sg-2)"}]}
+    text = disrupt.to_text(summary)
+    assert "Would disrupt:\n  a: replace (Drifted: SecurityGroupDrift): SecurityGroupDrift: security groups" in text
 
 
 def test_gauges_count_nodes_price_and_pool_usage_against_limits() -> None:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from nodescale.clock import format_timestamp
 from nodescale.disruption import planner
 from nodescale.disruption.consolidation import Replacement, Simulation
+from nodescale.disruption.drift import Drifted, DriftKind
 from nodescale.disruption.nodes import EMPTY_SINCE, NodeView
 from nodescale.model.nodepool import Budget, Disruption, NodePool
 from nodescale.model.pod import Pod
@@ -191,9 +192,10 @@ def test_more_than_a_fifth_of_a_pool_unhealthy_repairs_nothing_and_says_why() ->
 
 def test_cloud_drift_and_template_drift_replace_nodes_with_pods_and_delete_empty_ones() -> None:
     views = [node("ami", [pod("p")]), node("label", labels={"team": "b"}, annotations=since(1))]
-    out = planner.plan(inputs(views, cloud_drift={"ami": "image ami-1 is no longer selected (now ami-2)"}))
+    out = planner.plan(inputs(views, cloud_drift={"ami": Drifted(DriftKind.AMI, "image ami-1 is no longer selected")}))
     by = {d.nodes[0]: d for d in out.decisions}
     assert by["ami"].action == "replace" and "image ami-1 is no longer selected" in by["ami"].detail
+    assert by["ami"].drift == DriftKind.AMI and by["label"].drift == DriftKind.NODE_POOL
     assert by["label"].action == "delete" and "NodePool label team='a' is 'b' on the node" in by["label"].detail
 
 
@@ -201,7 +203,7 @@ def test_a_pdb_with_no_disruptions_left_holds_drift() -> None:
     pdb = {"metadata": {"name": "web", "namespace": "default"}, "spec": {"selector": {"matchLabels": {"app": "web"}}},
            "status": {"disruptionsAllowed": 0}}
     views = [node("a", [pod("p", labels={"app": "web"})])]
-    out = planner.plan(inputs(views, cloud_drift={"a": "changed"}, pdbs=[pdb]))
+    out = planner.plan(inputs(views, cloud_drift={"a": Drifted(DriftKind.NODE_CLASS, "changed")}, pdbs=[pdb]))
     assert out.decisions == [] and out.refusals[0].kind == planner.BLOCKED_BY_PDB
     assert "PodDisruptionBudget default/web (0 disruptions allowed)" in out.refusals[0].why
 

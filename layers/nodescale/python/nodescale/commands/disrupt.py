@@ -99,7 +99,8 @@ def _decision_lines(summary: dict[str, Any], currency: str) -> list[str]:
     lines: list[str] = []
     for d in summary.get("decisions") or []:
         saving = f", saves {money(d['savingPerHour'], currency)}/h" if d.get("savingPerHour") else ""
-        lines.append(f"  {', '.join(d['nodes'])}: {d['action']} ({d['reason']}{saving}): {d['detail']}")
+        why = f"{d['reason']}: {d['drift']}" if d.get("drift") else d["reason"]  # the field that drifted, if any
+        lines.append(f"  {', '.join(d['nodes'])}: {d['action']} ({why}{saving}): {d['detail']}")
         if d.get("error"):
             lines.append(f"    {d['error']}")
     return _section("Would disrupt:" if summary.get("dryRun") else "Disrupted:", lines)

@@ -13,6 +13,7 @@ from ..model.nodepool import NodePool
 from .budgets import Tally
 from .consolidation import SearchResult
 from .decisions import Blocked, Blocker, Decision, Reason
+from .drift import Drifted
 from .guards import node_blocks, pdb_blocks
 from .nodes import NodeView
 
@@ -24,7 +25,7 @@ class Inputs:
     views: Sequence[NodeView]  # this system's nodes (in a known NodePool), in-progress ones included
     in_progress: frozenset[str] = frozenset()  # being drained or waiting for their replacement
     protected: frozenset[str] = frozenset()  # replacements still coming up: never candidates
-    cloud_drift: Mapping[str, str] = field(default_factory=dict)  # node -> why (Launcher.drift)
+    cloud_drift: Mapping[str, Drifted] = field(default_factory=dict)  # node -> why (Launcher.drift)
     impaired_since: Mapping[str, datetime] = field(default_factory=dict)  # node -> failing status checks since
     pdbs: Sequence[Mapping] = ()
     repair_threshold_seconds: float = 600.0

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .drift import DriftKind
 
 
 class Reason(StrEnum):
@@ -67,6 +71,7 @@ class Decision:
     replacement: object | None = None  # a consolidation Replacement when action is REPLACE
     pods: list[str] = field(default_factory=list)
     score: float | None = None  # the Balanced consolidation score, when a Balanced pool's nodes are taken
+    drift: DriftKind | None = None  # for Drifted: the field that drifted
 
 
 @dataclass(slots=True)

@@ -247,6 +247,8 @@ def _decision_entry(d: Decision, currency: str) -> dict[str, Any]:
     }
     if d.score is not None:
         entry["score"] = round(d.score, 4)
+    if d.drift is not None:
+        entry["drift"] = d.drift
     if isinstance(d.replacement, Replacement):
         entry["replacement"] = {"nodePool": d.replacement.nodepool, "instanceType": d.replacement.instance_type,
                                 "pricePerHour": d.replacement.price}

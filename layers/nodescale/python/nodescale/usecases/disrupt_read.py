@@ -13,6 +13,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .. import clock, telemetry
 from ..aws import instances as ec2_instances
 from ..disruption.consolidation import Replacement, Simulation, Simulator
+from ..disruption.drift import Drifted
 from ..disruption.gauges import cluster_gauges
 from ..disruption.nodes import NodeView
 from ..k8s import nodes as k8s_nodes
@@ -42,9 +43,9 @@ def node_views(world: World) -> tuple[list[NodeView], dict[str, Mapping[str, int
     return out, capacities
 
 
-def cloud_drift(run: RunState, views: Iterable[NodeView], skip: set[str]) -> dict[str, str]:
+def cloud_drift(run: RunState, views: Iterable[NodeView], skip: set[str]) -> dict[str, Drifted]:
     """Node -> why its instance no longer matches what its pool would launch (the launcher's answer)."""
-    out: dict[str, str] = {}
+    out: dict[str, Drifted] = {}
     broken: set[str] = set()
     for v in views:
         if v.name in skip or v.nodepool in broken:

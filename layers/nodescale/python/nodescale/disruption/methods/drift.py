@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from ..context import Context
 from ..decisions import Action, Decision, Reason
-from ..drift import template_drift
+from ..drift import Drifted, template_drift
 from ..nodes import NodeView
 from .base import Method
 
@@ -23,8 +23,9 @@ class Drift(Method):
     name = "drift"
     reason = Reason.DRIFTED
 
-    def _why(self, node: NodeView, ctx: Context) -> str | None:
-        return ctx.inputs.cloud_drift.get(node.name) or template_drift(node, ctx.pool(node))
+    def _why(self, node: NodeView, ctx: Context) -> Drifted | None:
+        # Karpenter's order: the pool's own fields first (NodePoolDrifted, RequirementsDrifted), then the cloud's.
+        return template_drift(node, ctx.pool(node)) or ctx.inputs.cloud_drift.get(node.name)
 
     def should_disrupt(self, node: NodeView, ctx: Context) -> bool:
         return bool(self._why(node, ctx))
@@ -38,8 +39,8 @@ class Drift(Method):
             ctx.decided.add(v.name)
             bounded = ctx.pool(v).disruption.termination_grace_period_seconds is not None
             if ctx.voluntary_ok(v, Reason.DRIFTED, guards=not bounded):
-                d = Decision([v.name], Reason.DRIFTED, f"drifted: {why}", Action.REPLACE if v.pods else Action.DELETE,
-                             pods=[p.key for p in v.pods])
+                d = Decision([v.name], Reason.DRIFTED, str(why), Action.REPLACE if v.pods else Action.DELETE,
+                             pods=[p.key for p in v.pods], drift=why.kind)
                 ctx.take(d, v.nodepool)
                 taken.append(d)
         return taken
