@@ -70,10 +70,7 @@ class PodCache:
         """Bring the cache up to date: list when cold, else watch from the last version."""
         started = time.monotonic()
         with self._lock:
-            if not self.resource_version:
-                report = self._list(api, "0", None, "list")
-            else:
-                report = self._resume(api)
+            report = self._resume(api) if self.resource_version else self._list(api, "0", None, "list")
         report.seconds = round(time.monotonic() - started, 3)
         log.debug("pod cache synced", extra={"how": report.how, "events": report.events, "pods": len(self.pods),
                                              "seconds": report.seconds})

@@ -24,9 +24,8 @@ from ..aws import instances as ec2_instances
 from ..aws.instances import ManagedInstance
 from ..aws.pooltypes import PoolTypesError, pool_types
 from ..config import ConfigError
-from ..k8s import listing
+from ..k8s import listing, podcache
 from ..k8s import nodes as k8s_nodes
-from ..k8s import podcache
 from ..k8s.events import WARNING, EventRecorder, ObjectRef
 from ..k8s.nodepool_objects import CLUSTER_KINDS
 from ..model import labels as wk
