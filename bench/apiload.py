@@ -66,8 +66,8 @@ def _minute(server: Any, api: Any) -> dict[str, Any]:
 def measure(pods: int = PODS, minutes: int = MINUTES) -> list[dict[str, Any]]:
     from kubernetes import client
 
-    from sim.clock import Clock
     from sim.aws.constants import KUBE_FUNCTIONS_TOKEN
+    from sim.clock import Clock
     from sim.kube.store import Store
 
     store = Store(Clock())
