@@ -6,6 +6,7 @@ import sys
 from types import ModuleType
 
 from . import (
+    apiload,
     bound,
     coldstart,
     cost,
@@ -20,7 +21,7 @@ from . import (
 
 # Each benchmark module has run() yielding the lines it prints.
 BENCHMARKS: tuple[ModuleType, ...] = (
-    scheduling, bound, provisioner, disruption, interruption, scale, coldstart, soak, cost,
+    scheduling, bound, provisioner, disruption, interruption, scale, apiload, coldstart, soak, cost,
 )
 
 

@@ -97,3 +97,12 @@ def method_not_allowed(message: str = "the server does not allow this method on 
 
 def gone(message: str) -> ApiError:
     return ApiError(410, "Expired", message)
+
+
+def too_large_resource_version(asked: int, current: int) -> ApiError:
+    """kube-apiserver's answer to a read newer than anything it has (after waiting up to 3 s for it)."""
+    return ApiError(
+        504, "Timeout", f"Too large resource version: {asked}, current: {current}",
+        {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+         "retryAfterSeconds": 1},
+    )

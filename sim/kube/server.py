@@ -4,7 +4,8 @@ Every Kubernetes request is authenticated (a bearer token per identity, `auth`) 
 kube-apiserver's RBAC rules over the Roles and bindings in the store (`rbac`), so a client holding the
 functions' kubeconfig can do exactly what `infra/manifests/rbac.yaml` grants and no more.
 
-Also serves a small control API under `/sim/v1/` for tests and scenarios: the clock and fault
+Also serves a small control API under `/sim/v1/` for tests and scenarios: the clock, the counters of
+what it served (`/sim/v1/stats`, see `stats.py`) and fault
 injection. It is the environment's, not Kubernetes': it takes no token (the product reads the
 simulated clock from `NODESCALE_CLOCK_URL` as a plain GET).
 """
@@ -33,6 +34,7 @@ from .openapi import OpenApiDocuments
 from .patches import PATCH_CONTENT_TYPES, apply_patch
 from .rbac import RbacAuthorizer, install_bootstrap_policy
 from .resources import CRD_KEY, ResourceType
+from .stats import ApiStats
 from .store import Store, Watch
 from .tls import ServingCertificate
 
@@ -304,6 +306,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise fault_error(rule, request.rt.plural, request.name or "")
         if request.sub in ("binding", "bindings", "eviction") and verb != "create":
             raise errors.method_not_allowed()
+        self.server.stats.add(resource_name, verb, requests=1)
         handler = getattr(self, f"_do_{verb}")
         handler(request, query)
 
@@ -335,6 +338,7 @@ class _Handler(BaseHTTPRequestHandler):
             limit = int(query.get("limit") or 0)
         except ValueError as exc:
             raise errors.bad_request(f"limit: invalid value {query.get('limit')!r}: must be an integer") from exc
+        from_cache = self._list_read(query, limit)
         texts, rv, token, remaining = self.server.store.list_page(
             request.rt.key,
             request.namespace,
@@ -359,6 +363,48 @@ class _Handler(BaseHTTPRequestHandler):
         )
         body = head[:-1] + ',"items":[' + ",".join(texts) + "]}"
         self._send(200, body)
+        first_page = not query.get("continue")
+        selected = bool(query.get("labelSelector") or query.get("fieldSelector"))
+        self.server.stats.add(
+            request.rt.plural, "list", pages=1, objects=len(texts), bytes=len(body), fromCache=int(from_cache),
+            fullLists=int(first_page and not selected and not request.namespace),
+        )
+
+    def _list_read(self, query: dict[str, str], limit: int) -> bool:
+        """Hold a list's resourceVersion and resourceVersionMatch to kube-apiserver's rules; True when
+        the real server would answer from its watch cache ("Any" or "Not older than" reads).
+
+        sim serves every read from its one current state: that is always at least as new as asked. An
+        exact read of an older version is answered 410 Gone (sim keeps no past snapshots), as the real
+        server does once the version is compacted.
+        """
+        rv = query.get("resourceVersion", "")
+        match = query.get("resourceVersionMatch", "")
+        if match not in ("", "Exact", "NotOlderThan"):
+            raise errors.bad_request(
+                f'resourceVersionMatch: Unsupported value: "{match}": supported values: "Exact", "NotOlderThan"'
+            )
+        if match and not rv:
+            raise errors.bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
+        if match and query.get("continue"):
+            raise errors.bad_request("resourceVersionMatch is forbidden when continue is provided")
+        if match == "Exact" and rv == "0":
+            raise errors.bad_request('resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+        if query.get("continue") and rv not in ("", "0"):
+            raise errors.bad_request("specifying resource version is not allowed when using continue")
+        if rv in ("", "0"):
+            return rv == "0"
+        try:
+            asked = int(rv)
+        except ValueError as exc:
+            raise errors.bad_request(f'invalid resource version "{rv}"') from exc
+        current = int(self.server.store.resource_version)
+        if asked > current:
+            raise errors.too_large_resource_version(asked, current)
+        exact = match == "Exact" or (not match and limit > 0)
+        if exact and asked != current:
+            raise errors.gone(f"too old resource version: {asked} ({current})")
+        return not exact
 
     def _do_watch(self, request: _Request, query: dict[str, str]) -> None:
         field_selector = query.get("fieldSelector", "")
@@ -404,12 +450,15 @@ class _Handler(BaseHTTPRequestHandler):
                         break
                     if bookmarks and time.monotonic() - last_bookmark > 10:
                         last_bookmark = time.monotonic()
-                        self._chunk(self._bookmark(request.rt))
+                        mark = self._bookmark(request.rt, watch)
+                        if mark:
+                            self._chunk(mark)
+                            self.server.stats.add(request.rt.plural, "watch", bookmarks=1, bytes=len(mark))
                     continue
                 event_type, obj = item
-                self._chunk(
-                    '{"type":"' + event_type + '","object":' + json.dumps(obj, separators=(",", ":")) + "}\n"
-                )
+                line = '{"type":"' + event_type + '","object":' + json.dumps(obj, separators=(",", ":")) + "}\n"
+                self._chunk(line)
+                self.server.stats.add(request.rt.plural, "watch", events=1, bytes=len(line))
             self._chunk("")
         except (BrokenPipeError, ConnectionResetError, OSError):
             self.close_connection = True
@@ -417,9 +466,14 @@ class _Handler(BaseHTTPRequestHandler):
             watch.close()
             self.server.untrack(watch)
 
-    def _bookmark(self, rt: ResourceType) -> str:
-        obj = {"kind": rt.kind, "apiVersion": rt.api_version,
-               "metadata": {"resourceVersion": self.server.store.resource_version}}
+    def _bookmark(self, rt: ResourceType, watch: Watch) -> str:
+        """A bookmark at the store's version, or "" when an event is still queued for this watch (the
+        bookmark would claim a version whose event the client has not had yet)."""
+        with self.server.store.lock:
+            if not watch.idle():
+                return ""
+            version = self.server.store.resource_version
+        obj = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": version}}
         return json.dumps({"type": "BOOKMARK", "object": obj}) + "\n"
 
     def _client_gone(self) -> bool:
@@ -602,6 +656,13 @@ class _Handler(BaseHTTPRequestHandler):
                 raise errors.bad_request('body must be {"seconds": N} with N a number >= 0')
             clock.advance(float(seconds))
             self._json(200, {"now": clock.timestamp(), "elapsedSeconds": clock.elapsed(), "speed": clock.speed})
+        elif path == "/sim/v1/stats":
+            if self.command == "GET":
+                self._json(200, self.server.stats.report())
+            elif self.command == "DELETE":
+                self._json(200, self.server.stats.reset())
+            else:
+                raise errors.method_not_allowed()
         elif path == "/sim/v1/faults":
             if self.command == "GET":
                 self._json(200, faults.report())
@@ -652,6 +713,7 @@ class _HTTPServer(ThreadingHTTPServer):
         self.tokens = tokens
         self.authorizer = RbacAuthorizer(store)
         self.faults = FaultInjector()
+        self.stats = ApiStats()
         self.openapi = OpenApiDocuments(store.registry.all, lambda: store.snapshot(CRD_KEY))
         self._watches: set[Watch] = set()
         self._watch_lock = threading.Lock()
@@ -710,6 +772,7 @@ class KubeServer:
             self._secure = _HTTPServer((host, 0), store, users, tls.server_context())
             self._secure.authorizer = self._httpd.authorizer
             self._secure.faults = self._httpd.faults
+            self._secure.stats = self._httpd.stats
             self._secure.openapi = self._httpd.openapi
         self._threads: list[threading.Thread] = []
 
@@ -733,6 +796,11 @@ class KubeServer:
     @property
     def faults(self) -> FaultInjector:
         return self._httpd.faults
+
+    @property
+    def stats(self) -> ApiStats:
+        """What the API served (both listeners), as `GET /sim/v1/stats` reports it."""
+        return self._httpd.stats
 
     def _servers(self) -> list[_HTTPServer]:
         return [self._httpd] + ([self._secure] if self._secure is not None else [])

@@ -108,6 +108,10 @@ class Watch:
         elif now_matches:
             self._queue.put((event_type, obj))
 
+    def idle(self) -> bool:
+        """No event waits to be taken (call under the store lock to keep it so)."""
+        return self._queue.empty()
+
     def push(self, event_type: str, obj: dict[str, Any]) -> None:
         self._queue.put((event_type, obj))
 

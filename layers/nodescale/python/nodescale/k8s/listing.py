@@ -44,12 +44,20 @@ def list_objects(
     field_selector: str | None = None,
     limit: int = PAGE_SIZE,
     timeout: float | tuple[float, float] | None = None,
+    resource_version: str | None = None,
+    resource_version_match: str | None = None,
 ) -> ListResult:
-    """Every object of a collection, page by page; the resourceVersion is the one a watch starts from."""
+    """Every object of a collection, page by page; the resourceVersion is the one a watch starts from.
+
+    ``resource_version``/``resource_version_match`` apply to the first page, with kube-apiserver's
+    meaning: unset reads the most recent state (a quorum read), "0" any state (the watch cache's),
+    ("V", "NotOlderThan") a state at least as new as V (the watch cache's, once it has caught up).
+    Later pages follow the continue token, which carries the first page's version.
+    """
     for _ in range(MAX_LIST_RESTARTS):
         items: list[dict[str, Any]] = []
         token: str | None = None
-        resource_version = ""
+        listed_version = ""
         try:
             while True:
                 query = {
@@ -57,16 +65,18 @@ def list_objects(
                     "fieldSelector": field_selector,
                     "limit": limit,
                     "continue": token,
+                    "resourceVersion": None if token else resource_version,
+                    "resourceVersionMatch": None if token else resource_version_match,
                 }
                 page = request_json(api, "GET", path, query, timeout=timeout)
                 items.extend(page.get("items") or [])
                 meta = page.get("metadata") or {}
-                if not resource_version:
+                if not listed_version:
                     # The first page's version is the snapshot every later page belongs to.
-                    resource_version = str(meta.get("resourceVersion") or "")
+                    listed_version = str(meta.get("resourceVersion") or "")
                 token = meta.get("continue") or None
                 if not token:
-                    return ListResult(items, resource_version)
+                    return ListResult(items, listed_version)
         except ApiException as exc:
             if exc.status != 410:
                 raise
@@ -80,10 +90,13 @@ def list_pods(
     label_selector: str | None = None,
     field_selector: str | None = None,
     limit: int = PAGE_SIZE,
+    resource_version: str | None = None,
+    resource_version_match: str | None = None,
 ) -> ListResult:
     return list_objects(
         api, collection_path("", "v1", "pods", namespace),
         label_selector=label_selector, field_selector=field_selector, limit=limit,
+        resource_version=resource_version, resource_version_match=resource_version_match,
     )
 
 

@@ -28,6 +28,7 @@ from ..aws import catalog as catalogs
 from ..aws import instances as ec2_instances
 from ..aws import leases
 from ..k8s import events as k8s_events
+from ..k8s import podcache
 from ..k8s.watch import watch_pending_pods
 from ..model import resources as res
 from ..model.instancetype import InstanceType
@@ -366,7 +367,7 @@ def _expire_unregistered(rt: Runtime, world: World, summary: Summary, dry_run: b
 
 
 def _pass(rt: Runtime, summary: Summary, dry_run: bool) -> LaunchOutcome:
-    world = read_world(rt)
+    world = read_world(rt, pod_cache=True)
     summary.add_world(world)
     node_registration.sync_nodes(rt, world, dry_run=dry_run)
     stale = _expire_unregistered(rt, world, summary, dry_run)
@@ -402,6 +403,8 @@ def provision_watch(rt: Runtime, deadline: float, *, dry_run: bool = False) -> d
     if summary.data["batches"] == 0:
         # A quiet period still checks that what was launched earlier has registered.
         world = read_world(rt, include_pods=False)
+        # Keeps the warm container's pod cache within the server's watch window for the next run.
+        podcache.shared(rt.api).sync(rt.api)
         summary.add_world(world)
         node_registration.sync_nodes(rt, world, dry_run=dry_run)
         _expire_unregistered(rt, world, summary, dry_run)
