@@ -124,3 +124,73 @@ def test_plan_accepts_gte_and_lte_bounds_included(capsys, tmp_path):
     pool["spec"]["template"]["spec"]["nodeClassRef"] = {"name": "default"}
     err = plan(capsys, tmp_path, pool, NODE_CLASS, pods(1), expect=2)["err"]
     assert 'operator: "Gte" is not allowed' in err
+
+
+# --- NodeOverlay (karpenter.sh/v1alpha1; docs "NodeOverlays", pkg/controllers/nodeoverlay) ------------
+
+TWO_TYPES = [
+    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c5.large", "m5.large"]},
+    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+]
+
+
+def overlay(name: str, requirements: list, **spec: object) -> dict:
+    return {
+        "apiVersion": "karpenter.sh/v1alpha1",
+        "kind": "NodeOverlay",
+        "metadata": {"name": name},
+        "spec": {"requirements": requirements, **spec},
+    }
+
+
+M5 = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}]
+
+
+def test_overlay_halving_a_price_makes_the_type_the_first_choice(capsys, tmp_path):
+    # NodeOverlay docs: "priceAdjustment: -50%" makes matching types look half as expensive to scheduling.
+    base = plan(capsys, tmp_path, nodepool(requirements=TWO_TYPES), NODE_CLASS, pods(1))
+    assert base["nodeClaims"][0]["instanceTypes"][0] == "c5.large"
+    out = plan(
+        capsys, tmp_path, nodepool(requirements=TWO_TYPES), NODE_CLASS, pods(1),
+        overlay("half-m5", M5, priceAdjustment="-50%"),
+    )
+    claim = out["nodeClaims"][0]
+    assert claim["instanceTypes"][0] == "m5.large"
+    assert claim["price"] < base["nodeClaims"][0]["price"]
+    assert claim["overlays"] == ["price set by NodeOverlay half-m5 (-50%)"]
+
+
+def test_heavier_overlay_wins_and_equal_weights_conflict(capsys, tmp_path):
+    # Karpenter: higher weight takes precedence per field; two of one weight setting the same price conflict
+    # and the later one (names in reverse alphabetical order) is not applied.
+    pool = nodepool(requirements=TWO_TYPES)
+    out = plan(
+        capsys, tmp_path, pool, NODE_CLASS, pods(1),
+        overlay("cheap", M5, price="0.001", weight=10), overlay("dear", M5, price="9", weight=5),
+    )
+    assert out["nodeClaims"][0]["instanceTypes"][0] == "m5.large"
+    assert out["nodeClaims"][0]["overlays"] == ["price set by NodeOverlay cheap (0.001)"]
+    out = plan(
+        capsys, tmp_path, pool, NODE_CLASS, pods(1),
+        overlay("a-cheap", M5, price="0.001", weight=5), overlay("b-dear", M5, price="9", weight=5),
+    )
+    # b-dear orders first at equal weight; a-cheap conflicts with it and is dropped: m5.large costs 9.
+    assert out["nodeClaims"][0]["instanceTypes"][0] == "c5.large"
+
+
+def test_overlay_capacity_adds_extended_resources(capsys, tmp_path):
+    # NodeOverlay docs: capacity adds extended resources to matching types (never cpu, memory, pods...).
+    fuse = pods(1)
+    fuse["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["smarter-devices/fuse"] = "1"
+    out = plan(capsys, tmp_path, nodepool(requirements=TWO_TYPES), NODE_CLASS, fuse)
+    assert out["nodeClaims"] == [] and len(out["unschedulable"]) == 1
+    out = plan(
+        capsys, tmp_path, nodepool(requirements=TWO_TYPES), NODE_CLASS, fuse,
+        overlay("fuse", M5, capacity={"smarter-devices/fuse": "1"}),
+    )
+    assert out["unschedulable"] == [] and out["nodeClaims"][0]["instanceTypes"] == ["m5.large"]
+    err = plan(
+        capsys, tmp_path, nodepool(requirements=TWO_TYPES), NODE_CLASS, fuse,
+        overlay("bad", M5, capacity={"cpu": "1"}, price="0.1", priceAdjustment="-1"), expect=2,
+    )["err"]
+    assert "spec.capacity.cpu" in err and "both 'price' and 'priceAdjustment'" in err
