@@ -21,6 +21,7 @@ KARPENTER_KINDS: tuple[tuple[str, str, str, tuple[str, ...], str], ...] = (
     ("karpenter.sh", "machines", "Machine", ("v1alpha5",), "v1alpha5"),
     ("karpenter.k8s.aws", "ec2nodeclasses", "EC2NodeClass", ("v1", "v1beta1"), "v1"),
     ("karpenter.k8s.aws", "awsnodetemplates", "AWSNodeTemplate", ("v1alpha1",), "v1alpha1"),
+    ("karpenter.sh", "nodeoverlays", "NodeOverlay", ("v1alpha1",), "v1alpha1"),
 )
 
 

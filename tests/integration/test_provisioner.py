@@ -436,3 +436,47 @@ def test_an_instance_that_never_registers_is_terminated_after_the_timeout_and_it
     assert state in ("shutting-down", "terminated")
     assert sum(len(x["pods"]) for x in after["launches"]) == 2  # its pods were planned again at once
     wait_running(sim, ns, 2)
+
+
+TWO_TYPE_POOL = LIMITED_POOL.replace('values: ["c5.large"]', 'values: ["c5.large", "m5.large"]')
+HALF_PRICE_M5 = {
+    "apiVersion": "karpenter.sh/v1alpha1",
+    "kind": "NodeOverlay",
+    "metadata": {"name": "half-price-m5"},
+    "spec": {
+        "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}],
+        "priceAdjustment": "-50%",
+    },
+}
+
+
+def _override_types(call: dict) -> list[str]:
+    """The instance types of a CreateFleet call's overrides, in the order sent (EC2 Fleet's priority)."""
+    params = call["params"]
+    keys = [k for k in params if k.startswith("LaunchTemplateConfigs.") and k.endswith(".InstanceType")]
+
+    def order(key: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in key.split(".") if p.isdigit())
+
+    return [params[k] for k in sorted(keys, key=order)]
+
+
+def test_a_nodeoverlay_halving_a_price_makes_that_type_the_first_choice(sim: Environment, ns: str) -> None:
+    # Karpenter NodeOverlay docs: priceAdjustment "-50%" on a type makes scheduling see it at half price;
+    # c5.large ($0.085) is otherwise cheaper than m5.large ($0.096). The overlay comes from the cluster.
+    helpers.install_karpenter_crds(sim)
+    api = sim.kube_api_client()
+    pool, node_class = yaml.safe_load_all(TWO_TYPE_POOL)
+    pool["spec"]["limits"]["cpu"] = "100"
+    request_json(api, "POST", "/apis/karpenter.k8s.aws/v1/ec2nodeclasses", body=node_class)
+    request_json(api, "POST", "/apis/karpenter.sh/v1/nodepools", body=pool)
+    request_json(api, "POST", "/apis/karpenter.sh/v1alpha1/nodeoverlays", body=HALF_PRICE_M5)
+    request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(ns, "p", "1"))
+    wait_pending(sim, ns, 1)
+    before = len(fleet_calls(sim))
+
+    summary = provisioning.provision_once(runtime_for(sim, nodepool_sources=("cluster",)))
+
+    (launch,) = summary["launches"]
+    assert launch["instanceTypes"][0] == "m5.large", launch
+    assert _override_types(fleet_calls(sim)[before])[0] == "m5.large"

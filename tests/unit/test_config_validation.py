@@ -118,7 +118,7 @@ class TestRequirements:
         result = load([("ssm:/nodescale/demo/nodepools/team#1", pool), ("ssm:/x#0", doc(NODECLASS_V1))])
         assert [str(e) for e in result.errors] == [
             'ssm:/nodescale/demo/nodepools/team#1: spec.template.spec.requirements[2].operator: "Like" is not '
-            "allowed; allowed are In, NotIn, Exists, DoesNotExist, Gt, Lt"
+            "allowed; allowed are In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte"
         ]
         assert result.errors[0].source == "ssm:/nodescale/demo/nodepools/team#1"
         assert result.errors[0].path == "spec.template.spec.requirements[2].operator"

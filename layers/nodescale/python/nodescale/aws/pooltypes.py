@@ -5,14 +5,18 @@ build)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 
 from ..model import labels as wk
 from ..model.instancetype import InstanceType, WindowsFamilyError, windows_build
 from ..model.nodepool import NodeClass, NodePool
+from ..model.overlays import NodeOverlay, apply_overlays
 from . import ami, nodecost
 from .catalog import with_kubelet
 from .launchtemplates import LaunchTemplateError, block_device_mappings
+
+log = logging.getLogger(__name__)
 
 _GIB = 2**30
 # Where each AMI family puts its root volume when no mapping is marked rootVolume.
@@ -28,10 +32,14 @@ def pool_types(
     classes: Mapping[str, NodeClass],
     catalog: list[InstanceType],
     region: str | None = None,
+    overlays: Iterable[NodeOverlay] = (),
 ) -> tuple[dict[str, list[InstanceType]], dict[str, dict[str, str]]]:
     """Each pool's instance types under its node class (kubelet, root volume, AMI family), each offering
-    priced with the node class's EBS volumes in ``region`` (by default the catalog's), and the labels the
-    node class gives its nodes (the OS, and the Windows build)."""
+    priced with the node class's EBS volumes in ``region`` (by default the catalog's), with the
+    NodeOverlays applied (an overlay prices the instance; the volumes still count; one that conflicts
+    with another of its weight is logged and not applied), and the labels the node class gives its
+    nodes (the OS, and the Windows build)."""
+    overlays = list(overlays)
     types: dict[str, list[InstanceType]] = {}
     labels: dict[str, dict[str, str]] = {}
     cache: dict[tuple, list[InstanceType]] = {}
@@ -57,7 +65,14 @@ def pool_types(
         key = (id(kubelet), storage, family, volumes)
         if key not in cache:
             cache[key] = nodecost.with_node_cost(with_kubelet(catalog, kubelet, storage, family), volumes)
-        types[pool.name] = nodecost.usable_types(cache[key], pool.requirements)
+        usable = nodecost.usable_types(cache[key], pool.requirements)
+        if overlays:
+            usable, conflicts = apply_overlays(
+                pool.name, pool.labels, usable, overlays, dict.fromkeys((it.name for it in usable), volumes)
+            )
+            for name in conflicts:
+                log.warning("NodeOverlay %s not applied: it conflicts with another overlay of the same weight", name)
+        types[pool.name] = usable
     return types, labels
 
 

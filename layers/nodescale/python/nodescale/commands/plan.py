@@ -94,7 +94,8 @@ def plan_paths(
     catalog = _catalog(instance_types, region)
     try:
         types_by_pool, labels_by_pool = pool_types(
-            config.nodepools.values(), config.nodeclasses, catalog, None if instance_types else region
+            config.nodepools.values(), config.nodeclasses, catalog, None if instance_types else region,
+            overlays=config.overlays.values(),
         )
     except PoolTypesError as exc:
         raise InputError([str(exc)]) from None
@@ -146,6 +147,7 @@ def to_json(plan: Plan, currency: str = "USD") -> dict:
                 "startupTaints": [t.to_dict() for t in c.startup_taints],
                 "pods": [p.key for p in c.pods],
                 "price": round(c.price, 6),
+                **({"overlays": list(c.overlays)} if c.overlays else {}),
             }
             for c in plan.node_claims
         ],

@@ -6,7 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..model.nodepool import NodeClass, NodePool
-from . import nodeclasses, nodepools
+from ..model.overlays import NodeOverlay
+from . import nodeclasses, nodepools, overlays
 from .documents import MAX_DEPTH, nesting_depth
 from .errors import ConfigError, show
 from .strict import is_karpenter_kind, misspelled_kind, unknown_fields
@@ -19,9 +20,11 @@ _CONVERTERS = {
     (nodeclasses.V1ALPHA1, "AWSNodeTemplate"): nodeclasses.convert_node_template,
     (nodeclasses.V1BETA1, "EC2NodeClass"): nodeclasses.convert_ec2nodeclass,
     (nodeclasses.V1, "EC2NodeClass"): nodeclasses.convert_ec2nodeclass,
+    (overlays.V1ALPHA1, "NodeOverlay"): overlays.convert_nodeoverlay,
 }
 _POOL_KINDS = ("Provisioner", "NodePool")
 _CLASS_KINDS = ("AWSNodeTemplate", "EC2NodeClass")
+_OVERLAY_KINDS = ("NodeOverlay",)
 _GROUPS = (nodepools.GROUP, nodeclasses.GROUP)
 # Karpenter's own objects that a dump of a cluster (`kubectl get -o yaml`) holds beside the configuration:
 # not configuration, so passed over like workloads. Any other kind in Karpenter's groups is refused.
@@ -32,6 +35,7 @@ _KARPENTER_STATE_KINDS = ("NodeClaim", "Machine")
 class ConfigResult:
     nodepools: dict[str, NodePool] = field(default_factory=dict)
     nodeclasses: dict[str, NodeClass] = field(default_factory=dict)
+    overlays: dict[str, NodeOverlay] = field(default_factory=dict)
     errors: list[ConfigError] = field(default_factory=list)
     # Documents that are not configuration (Pods, Deployments, NodeClaims...), untouched, with their source.
     others: list[tuple[str, dict]] = field(default_factory=list)
@@ -85,6 +89,7 @@ def load(documents: Iterable[tuple[str, Mapping]], errors: Iterable[ConfigError]
     result = ConfigResult(errors=list(errors))
     pools: list[NodePool] = []
     classes: list[NodeClass] = []
+    overlay_list: list[NodeOverlay] = []
     bad_classes: dict[str, str] = {}
     for source, doc in documents:
         if not isinstance(doc, Mapping) or not is_config(doc):
@@ -96,12 +101,15 @@ def load(documents: Iterable[tuple[str, Mapping]], errors: Iterable[ConfigError]
             pools.append(converted)
         elif isinstance(converted, NodeClass):
             classes.append(converted)
+        elif isinstance(converted, NodeOverlay):
+            overlay_list.append(converted)
         elif doc.get("kind") in _CLASS_KINDS:
             name = (doc.get("metadata") or {}).get("name") if isinstance(doc.get("metadata"), Mapping) else None
             if isinstance(name, str):
                 bad_classes[name] = source
     unique_classes, dup_classes = _unique(classes, "node class", result.errors)
     unique_pools, _ = _unique(pools, "NodePool", result.errors)
+    result.overlays, _ = _unique(overlay_list, "NodeOverlay", result.errors)
     result.nodeclasses = unique_classes
     for pool in unique_pools.values():
         problem = _ref_problem(pool, unique_classes, dup_classes, bad_classes)
@@ -112,10 +120,12 @@ def load(documents: Iterable[tuple[str, Mapping]], errors: Iterable[ConfigError]
     return result
 
 
-def convert_document(doc: Mapping, source: str) -> tuple[NodePool | NodeClass | None, list[ConfigError]]:
+def convert_document(
+    doc: Mapping, source: str
+) -> tuple[NodePool | NodeClass | NodeOverlay | None, list[ConfigError]]:
     """One configuration document on its own (no cross-document checks): the NodePool or node class, or
     None and every problem found in it. A document with an unknown field is refused as a whole."""
-    if doc.get("kind") not in _POOL_KINDS + _CLASS_KINDS:
+    if doc.get("kind") not in _POOL_KINDS + _CLASS_KINDS + _OVERLAY_KINDS:
         return None, [not_config_error(source, doc)]
     api = doc.get("apiVersion")
     convert = _CONVERTERS.get((api, doc.get("kind"))) if isinstance(api, str) else None  # type: ignore[arg-type]
@@ -148,6 +158,7 @@ def validate(documents: Iterable[tuple[str, Mapping]]) -> list[ConfigError]:
     errors: list[ConfigError] = []
     pools: list[NodePool] = []
     classes: list[NodeClass] = []
+    overlay_list: list[NodeOverlay] = []
     for source, doc in documents:
         if not isinstance(doc, Mapping) or not is_config(doc):
             errors.append(not_config_error(source, doc if isinstance(doc, Mapping) else {}))
@@ -158,7 +169,10 @@ def validate(documents: Iterable[tuple[str, Mapping]]) -> list[ConfigError]:
             pools.append(converted)
         elif isinstance(converted, NodeClass):
             classes.append(converted)
+        elif isinstance(converted, NodeOverlay):
+            overlay_list.append(converted)
     _unique(classes, "node class", errors)
+    _unique(overlay_list, "NodeOverlay", errors)
     _unique(pools, "NodePool", errors)
     return errors
 

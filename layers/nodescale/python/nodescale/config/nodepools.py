@@ -13,7 +13,7 @@ from croniter import croniter
 from ..model import labels as wk
 from ..model.nodepool import DEFAULT_BUDGETS, NO_BUDGETS, Budget, Disruption, KubeletSettings, NodePool
 from ..model.quantity import QuantityError, to_int, to_milli
-from ..model.requirements import Requirements
+from ..model.requirements import CORE_OPERATORS, OPERATORS, Requirements
 from ..model.taints import EFFECTS, Taint
 from .errors import Collector, ConfigError, show
 from .fields import FieldError, attempt, duration, integer, items, label_map, mapping, string, string_map
@@ -90,7 +90,8 @@ def convert_nodepool(doc: Mapping, source: str) -> tuple[NodePool | None, list[C
         # Both generations require the field; `requirements: []` is how a NodePool allows every type.
         c.fail(req_path, "is required; use [] to allow every instance type")
     else:
-        reqs = attempt(c, parse_requirements, tspec.get("requirements"), req_path)
+        operators = OPERATORS if api == V1 else CORE_OPERATORS  # Gte and Lte are karpenter.sh/v1's (v1.x)
+        reqs = attempt(c, parse_requirements, tspec.get("requirements"), req_path, operators)
         if reqs is not None:
             attempt(c, check_labels_agree, reqs, labels, "spec.template.metadata.labels")
     ref_path = "spec.template.spec.nodeClassRef"

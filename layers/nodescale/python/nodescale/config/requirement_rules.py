@@ -5,20 +5,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..model import labels as wk
-from ..model.requirements import OPERATORS, Requirement, RequirementError, Requirements
+from ..model.requirements import CORE_OPERATORS, OPERATORS, Requirement, RequirementError, Requirements
 from .errors import show
 from .fields import FieldError, items
 
 MAX_MIN_VALUES = 50
 
 
-def parse_requirements(raw: object, path: str) -> Requirements:
-    """A NodePool's requirements; raises FieldError for the first bad item or an impossible combination."""
+def parse_requirements(raw: object, path: str, operators: tuple[str, ...] = CORE_OPERATORS) -> Requirements:
+    """A NodePool's requirements; raises FieldError for the first bad item or an impossible combination.
+
+    ``operators``: what the generation's CRD allows; karpenter.sh/v1 (OPERATORS) adds Gte and Lte to
+    Kubernetes' six, which are all v1alpha5 and v1beta1 ever took."""
     reqs: list[Requirement] = []
     where: dict[str, list[int]] = {}
     for i, item in enumerate(items(raw, path)):
         p = f"{path}[{i}]"
-        req = _parse_one(item, p)
+        req = _parse_one(item, p, operators)
         reqs.append(req)
         where.setdefault(req.key, []).append(i)
     combined = Requirements(reqs)
@@ -38,7 +41,7 @@ def parse_requirements(raw: object, path: str) -> Requirements:
     return combined
 
 
-def _parse_one(item: object, p: str) -> Requirement:
+def _parse_one(item: object, p: str, operators: tuple[str, ...] = OPERATORS) -> Requirement:
     if not isinstance(item, Mapping):
         raise FieldError(p, f"{show(item)} is not allowed; expected a mapping with key, operator and values")
     key = item.get("key")
@@ -53,8 +56,8 @@ def _parse_one(item: object, p: str) -> Requirement:
             f"{', '.join(wk.RESTRICTED_DOMAINS)} domains",
         )
     op = item.get("operator")
-    if op not in OPERATORS:
-        raise FieldError(f"{p}.operator", f"{show(op)} is not allowed; allowed are {', '.join(OPERATORS)}")
+    if op not in operators:
+        raise FieldError(f"{p}.operator", f"{show(op)} is not allowed; allowed are {', '.join(operators)}")
     raw_values = item.get("values")
     if raw_values is not None and not isinstance(raw_values, list):
         raise FieldError(f"{p}.values", f"{show(raw_values)} is not allowed; expected a list of strings")
@@ -68,7 +71,7 @@ def _parse_one(item: object, p: str) -> Requirement:
         raise FieldError(f"{p}.values", f"operator {op} needs at least one value")
     if op in ("Exists", "DoesNotExist") and values:
         raise FieldError(f"{p}.values", f"{show(raw_values)} is not allowed; operator {op} takes no values")
-    if op in ("Gt", "Lt") and (len(values) != 1 or not _is_integer(values[0])):
+    if op in ("Gt", "Lt", "Gte", "Lte") and (len(values) != 1 or not _is_integer(values[0])):
         raise FieldError(
             f"{p}.values", f"{show(raw_values)} is not allowed; operator {op} needs exactly one integer value"
         )

@@ -252,6 +252,17 @@ EC2NODECLASS_V1 = _object(
     }
 )
 
+# karpenter.sh/v1alpha1 NodeOverlay (Karpenter v1.6+, kubernetes-sigs/karpenter pkg/apis/v1alpha1/nodeoverlay.go).
+NODEOVERLAY_V1ALPHA1 = _object(
+    {
+        "requirements": [_REQUIREMENT_V1ALPHA5],
+        "price": SCALAR,
+        "priceAdjustment": SCALAR,
+        "capacity": FREE,
+        "weight": SCALAR,
+    }
+)
+
 # (apiVersion, kind) -> the object's schema: every configuration kind nodescale reads.
 SCHEMAS: dict[tuple[str, str], dict[str, Schema]] = {
     ("karpenter.sh/v1alpha5", "Provisioner"): PROVISIONER_V1ALPHA5,
@@ -260,4 +271,5 @@ SCHEMAS: dict[tuple[str, str], dict[str, Schema]] = {
     ("karpenter.k8s.aws/v1alpha1", "AWSNodeTemplate"): AWSNODETEMPLATE_V1ALPHA1,
     ("karpenter.k8s.aws/v1beta1", "EC2NodeClass"): EC2NODECLASS_V1BETA1,
     ("karpenter.k8s.aws/v1", "EC2NodeClass"): EC2NODECLASS_V1,
+    ("karpenter.sh/v1alpha1", "NodeOverlay"): NODEOVERLAY_V1ALPHA1,
 }

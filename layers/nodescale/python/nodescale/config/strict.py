@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from .errors import ConfigError
 from .schema import SCHEMAS, Refused, Schema
 
-# Every kind Karpenter configuration comes in, nodescale's or not (NodeOverlay is Karpenter's, read by none
-# of nodescale's sources): a kind close to one of these is a misspelling, never a workload.
+# Every kind Karpenter configuration comes in: a kind close to one of these is a misspelling, never a workload.
 KARPENTER_KINDS = ("Provisioner", "NodePool", "EC2NodeClass", "AWSNodeTemplate", "NodeOverlay")
 # How alike (difflib ratio, case ignored) a name must be to count as a misspelling. Kinds need more than
 # fields: Node and NodePool are 0.67 alike and both real.

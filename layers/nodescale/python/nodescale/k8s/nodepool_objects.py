@@ -1,4 +1,4 @@
-"""NodePools and node classes kept in the cluster as Karpenter's custom resources, in every API generation."""
+"""NodePools, node classes and NodeOverlays kept in the cluster as Karpenter's custom resources, in every API generation."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ CLUSTER_KINDS = (
     ("karpenter.k8s.aws", "v1", "ec2nodeclasses", "EC2NodeClass"),
     ("karpenter.k8s.aws", "v1beta1", "ec2nodeclasses", "EC2NodeClass"),
     ("karpenter.k8s.aws", "v1alpha1", "awsnodetemplates", "AWSNodeTemplate"),
+    ("karpenter.sh", "v1alpha1", "nodeoverlays", "NodeOverlay"),
 )
 _PAGE = 500
 

@@ -80,6 +80,8 @@ class InstanceType:
     # What the provider built it from (nodescale.aws.catalog_facts.TypeFacts for EC2 types), so the
     # capacity can be recomputed for other kubelet settings; None for kwok and benchmark types.
     facts: object | None = field(default=None, repr=False, compare=False)
+    # What NodeOverlays changed on it for its pool ("price set by NodeOverlay half (-50%)"), for plan/explain.
+    overlays: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def requirements(self) -> Requirements:

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from . import labels as wk
 from . import resources as res
 from .durations import go_duration_seconds
-from .requirements import Requirement, Requirements
+from .requirements import CORE_OPERATORS, Requirement, Requirements
 from .taints import Toleration
 from .timestamps import parse_timestamp
 
@@ -219,7 +219,7 @@ def _required_node_affinity(affinity: Mapping) -> list[Requirements]:
     na = affinity.get("nodeAffinity") or {}
     req = na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
     return [
-        Requirements.from_node_selector_requirements(t.get("matchExpressions") or [], "nodeAffinity")
+        Requirements.from_node_selector_requirements(t.get("matchExpressions") or [], "nodeAffinity", CORE_OPERATORS)
         for t in req.get("nodeSelectorTerms") or []
     ]
 
@@ -232,7 +232,9 @@ def _preferred_node_affinity(affinity: Mapping) -> list[tuple[int, Requirements]
         out.append(
             (
                 int(p.get("weight") or 1),
-                Requirements.from_node_selector_requirements(pref.get("matchExpressions") or [], "nodeAffinity"),
+                Requirements.from_node_selector_requirements(
+                    pref.get("matchExpressions") or [], "nodeAffinity", CORE_OPERATORS
+                ),
             )
         )
     out.sort(key=lambda wr: -wr[0])

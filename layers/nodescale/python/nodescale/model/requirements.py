@@ -2,7 +2,9 @@
 
 A Requirement is a set of allowed values for one label key: either a finite set (``In``), or the
 complement of a finite set (``NotIn``, ``Exists``), optionally bounded by ``Gt``/``Lt`` for integer
-values. ``DoesNotExist`` is the empty finite set. Intersecting two requirements on the same key
+values. Karpenter v1.x's ``Gte``/``Lte`` (bounds included) are the same bounds one step wider: over the
+integers ``Gte 4`` is ``Gt 3`` and ``Lte 8`` is ``Lt 9``, so they are kept as exclusive bounds and
+printed as ``Gt``/``Lt``. ``DoesNotExist`` is the empty finite set. Intersecting two requirements on the same key
 narrows the set; an empty result means nothing can satisfy both.
 """
 
@@ -14,7 +16,13 @@ from dataclasses import dataclass
 
 from . import labels as wk
 
-OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+# Kubernetes' NodeSelectorOperator (pod node affinity and node selector terms take only these).
+CORE_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+# Karpenter's NodePool, NodeClaim and NodeOverlay requirements also take Gte and Lte (karpenter v1.x,
+# designs/gte-lte-operators.md): bounds included.
+OPERATORS = (*CORE_OPERATORS, "Gte", "Lte")
+# Each bound operator as the exclusive bound it stands for: (which side, how far the value moves).
+_BOUNDS = {"Gt": ("greater_than", 0), "Lt": ("less_than", 0), "Gte": ("greater_than", -1), "Lte": ("less_than", 1)}
 
 
 class RequirementError(ValueError):
@@ -75,15 +83,11 @@ class Requirement:
             if vals:
                 raise RequirementError(f"{key}: operator DoesNotExist takes no values, got {vals}")
             req = cls(key, False, frozenset())
-        elif operator in ("Gt", "Lt"):
+        elif operator in _BOUNDS:
             if len(vals) != 1 or _as_int(vals[0]) is None:
                 raise RequirementError(f"{key}: operator {operator} needs exactly one integer value, got {vals}")
-            bound = int(vals[0])
-            req = (
-                cls(key, True, frozenset(), greater_than=bound)
-                if operator == "Gt"
-                else cls(key, True, frozenset(), less_than=bound)
-            )
+            side, step = _BOUNDS[operator]
+            req = cls(key, True, frozenset(), **{side: int(vals[0]) + step})
         else:
             raise RequirementError(f"{key}: unknown operator {operator!r}; allowed are {', '.join(OPERATORS)}")
         if min_values is not None:
@@ -244,7 +248,11 @@ class Requirements(Mapping[str, Requirement]):
         self._reqs[req.key] = req if existing is None else existing.intersect(req)
 
     @classmethod
-    def from_node_selector_requirements(cls, items: Iterable[Mapping], where: str = "requirements") -> Requirements:
+    def from_node_selector_requirements(
+        cls, items: Iterable[Mapping], where: str = "requirements", operators: tuple[str, ...] = OPERATORS
+    ) -> Requirements:
+        """Requirements from NodeSelectorRequirements; ``operators`` are the ones the source allows
+        (CORE_OPERATORS for a pod's node affinity, which Kubernetes holds to its own six)."""
         reqs = []
         for i, item in enumerate(items or []):
             if not isinstance(item, Mapping):
@@ -255,9 +263,14 @@ class Requirements(Mapping[str, Requirement]):
             values = item.get("values") or []
             if not isinstance(values, list):
                 raise RequirementError(f"{where}[{i}].values: expected a list of strings, got {values!r}")
+            operator = str(item.get("operator"))
+            if operator in OPERATORS and operator not in operators:
+                raise RequirementError(
+                    f"{where}[{i}]: operator {operator!r} is not allowed here; allowed are {', '.join(operators)}"
+                )
             try:
                 reqs.append(
-                    Requirement.create(key, str(item.get("operator")), values, item.get("minValues"))
+                    Requirement.create(key, operator, values, item.get("minValues"))
                 )
             except RequirementError as exc:
                 raise RequirementError(f"{where}[{i}]: {exc}") from None

@@ -232,6 +232,7 @@ def _node_claim(claim: ClaimBin, dims: Sequence[str], offered_cache: dict) -> No
         pods=claim.pods,
         price=claim.price,
         requests=requests,
+        overlays=options[0].it.overlays,
     )
 
 

@@ -49,6 +49,7 @@ class NodeClaim:
     pods: list[Pod]
     price: float  # USD per hour of the cheapest option
     requests: res.Resources  # the pods' requests plus daemon overhead on the cheapest option
+    overlays: tuple[str, ...] = ()  # what NodeOverlays changed on the cheapest option (its price, capacity)
 
 
 @dataclass(slots=True)

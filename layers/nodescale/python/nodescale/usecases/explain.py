@@ -138,7 +138,7 @@ def plan_fates(rt: Runtime, world: World, pods: list[Pod]) -> dict[str, PodFate]
         zones = [z for z in launch.zone.split(",") if z]
         capacity = [c for c in launch.capacity_type.split(",") if c]
         message = (f"would get a new node of NodePool {launch.nodepool}: {_list(types)} in {_list(zones)} "
-                   f"({'/'.join(capacity)}), from ${launch.price:.4f}/h")
+                   f"({'/'.join(capacity)}), from ${launch.price:.4f}/h{_overlay_note(world, launch.nodepool, types)}")
         for key in launch.pods:
             fates[key] = PodFate(key, NEW_NODE, message, launch.nodepool, list(types), zones, capacity)
     for node, keys in outcome.waiting.items():
@@ -172,6 +172,12 @@ def _outranked_at_a_limit(pods: list[Pod], outcome: LaunchOutcome) -> dict[str, 
         for key, why in outcome.unschedulable
         if why in limited and priority.get(key, 0) < highest
     }
+
+
+def _overlay_note(world: World, pool: str, types: list[str]) -> str:
+    """What NodeOverlays changed on the claim's first instance type (its price, its capacity), if anything."""
+    first = next((it for it in world.instance_types(pool) if types and it.name == types[0]), None)
+    return f" ({'; '.join(first.overlays)})" if first is not None and first.overlays else ""
 
 
 def pending_fates(rt: Runtime, world: World) -> list[PodFate]:

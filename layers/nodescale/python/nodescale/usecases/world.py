@@ -34,6 +34,7 @@ from ..model import resources as res
 from ..model.instancetype import InstanceType
 from ..model.node import ClusterNode
 from ..model.nodepool import NodeClass, NodePool
+from ..model.overlays import NodeOverlay
 from ..model.pod import Pod
 from ..model.quantity import QuantityError
 from ..model.requirements import RequirementError
@@ -87,6 +88,7 @@ class World:
     cluster: str
     nodepools: dict[str, NodePool] = field(default_factory=dict)
     nodeclasses: dict[str, NodeClass] = field(default_factory=dict)
+    overlays: dict[str, NodeOverlay] = field(default_factory=dict)
     config_errors: list[ConfigError | str] = field(default_factory=list)
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
@@ -324,6 +326,7 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     )
     world.nodepools = dict(config.nodepools)
     world.nodeclasses = dict(config.nodeclasses)
+    world.overlays = dict(config.overlays)
     world.config_errors = list(config.errors)
     report_config_errors(rt, config.errors)
     world.nodes = listing.list_nodes(rt.api).items
@@ -424,7 +427,7 @@ def _prepare_types(world: World) -> None:
     usable: dict[str, NodePool] = {}
     for name, pool in world.nodepools.items():
         try:
-            types, labels = pool_types([pool], world.nodeclasses, world.catalog)
+            types, labels = pool_types([pool], world.nodeclasses, world.catalog, overlays=world.overlays.values())
         except PoolTypesError as exc:
             world.config_errors.append(str(exc))
             continue
