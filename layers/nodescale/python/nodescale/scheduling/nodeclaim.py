@@ -50,11 +50,12 @@ class Intersections:
 class ClaimBin:
     """A claim opened in this solve and the pods it takes so far."""
 
-    __slots__ = ("template", "requirements", "zones", "capacity_types", "options", "used", "counts", "pods",
+    __slots__ = ("fit", "template", "requirements", "zones", "capacity_types", "options", "used", "counts", "pods",
                  "price", "next_price", "reserved", "narrow_cache", "open", "room", "as_is")
 
     def __init__(self, fit: Fit, zones: frozenset[str], capacity_types: frozenset[str],
                  options: list[TypeOption], dimensions: int) -> None:
+        self.fit = fit  # what it was opened for
         self.template = fit.template
         self.requirements = fit.requirements
         self.zones = zones

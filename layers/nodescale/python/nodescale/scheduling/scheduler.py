@@ -31,6 +31,7 @@ from .instance_selection import InstanceSelector
 from .nodeclaim import ClaimBin, Intersections, Narrowed, build_node_claims, cheapest_with_room
 from .plan import MAX_INSTANCE_TYPES, ExistingNode, ExistingPlacement, Plan, Unschedulable
 from .reasons import Kind, Refusal, from_clauses, incompatibility, over_limits, topology_refusal
+from .repack import repack, topology_bound_groups
 from .templates import (
     UNLIMITED,
     Fit,
@@ -164,8 +165,17 @@ class Scheduler:
                 self.unschedulable.extend(
                     Unschedulable(pod, refusal.text, refusal.kind, refusal.limited_pools) for pod in pending
                 )
+        self._repack()
         existing = [ExistingPlacement(n.node.name, n.node.in_flight, n.pods) for n in self.nodes if n.pods]
         return Plan(build_node_claims(self.claims, self.dims), existing, self.unschedulable, len(self.pods))
+
+    def _repack(self) -> None:
+        """Pack the claims of each pool class again, pods mixed, where that is cheaper (repack.py)."""
+        if len(self.claims) < 2:
+            return
+        bound = topology_bound_groups(self.topology.matcher.groups, self.topology.matcher)
+        group_of = {id(p): g.id for g in self.groups if g.id not in bound for p in g.pods}
+        self.claims = repack(self.claims, bound, group_of, self.dims)
 
     # -- one group at one relaxation level -----------------------------------------------------------------
 
