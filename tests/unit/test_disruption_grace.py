@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 from nodescale.clock import format_timestamp
 from nodescale.disruption import planner
+from nodescale.disruption.drift import Drifted, DriftKind
 from nodescale.disruption.guards import pod_blocks
 from nodescale.k8s import drain
 from nodescale.model.nodepool import Budget
@@ -39,7 +40,8 @@ def test_with_a_termination_grace_period_drift_goes_past_do_not_disrupt_and_pdbs
     # drift_test.go "should drift nodes that have do-not-disrupt pods when the NodeClaim has a TGP".
     views = [node("a", [pod("held", {"karpenter.sh/do-not-disrupt": "true"})]),
              node("b", [pod("p", labels={"app": "web"})])]
-    drift = {"a": "image changed", "b": "image changed"}
+    changed = Drifted(DriftKind.AMI, "image changed")
+    drift = {"a": changed, "b": changed}
     bounded = pool(termination_grace_period_seconds=3600.0)
     out = planner.plan(inputs(views, [bounded], cloud_drift=drift, pdbs=[PDB_AT_ZERO]))
     assert sorted(d.nodes[0] for d in out.decisions) == ["a", "b"]
