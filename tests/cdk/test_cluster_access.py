@@ -80,7 +80,8 @@ def test_rbac_grants_exactly_what_the_functions_do() -> None:
     expected |= {(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "get", "patch")}
     expected |= {("apps", "daemonsets", "list")}
     expected |= {("policy", "poddisruptionbudgets", "list")}
-    expected |= {("karpenter.sh", r, v) for r in ("nodepools", "provisioners") for v in ("get", "list", "watch")}
+    expected |= {("karpenter.sh", r, v) for r in ("nodepools", "provisioners", "nodeoverlays")
+                 for v in ("get", "list", "watch")}
     expected |= {("karpenter.k8s.aws", r, v) for r in ("ec2nodeclasses", "awsnodetemplates")
                  for v in ("get", "list", "watch")}
     assert granted == expected
@@ -101,6 +102,7 @@ def test_crds_for_every_api_generation() -> None:
     assert set(served) == {
         ("karpenter.sh", "v1", "NodePool"), ("karpenter.sh", "v1beta1", "NodePool"),
         ("karpenter.sh", "v1alpha5", "Provisioner"),
+        ("karpenter.sh", "v1alpha1", "NodeOverlay"),
         ("karpenter.k8s.aws", "v1", "EC2NodeClass"), ("karpenter.k8s.aws", "v1beta1", "EC2NodeClass"),
         ("karpenter.k8s.aws", "v1alpha1", "AWSNodeTemplate"),
     }

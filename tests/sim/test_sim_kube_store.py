@@ -186,11 +186,12 @@ def test_binding_twice_conflicts(store: Store) -> None:
 
 
 def test_karpenter_crds_serve_every_generation(store: Store) -> None:
-    assert len(install_karpenter_crds(store)) == 6
+    assert len(install_karpenter_crds(store)) == 7  # NodePool, Provisioner, NodeOverlay and the node classes
     assert install_karpenter_crds(store) == []  # idempotent
     for resource in ("karpenter.sh/v1/nodepools", "karpenter.sh/v1beta1/nodepools",
                      "karpenter.k8s.aws/v1/ec2nodeclasses", "karpenter.k8s.aws/v1beta1/ec2nodeclasses",
-                     "karpenter.sh/v1alpha5/provisioners", "karpenter.k8s.aws/v1alpha1/awsnodetemplates"):
+                     "karpenter.sh/v1alpha5/provisioners", "karpenter.k8s.aws/v1alpha1/awsnodetemplates",
+                     "karpenter.sh/v1alpha1/nodeoverlays"):
         assert store.list(resource) == []
     store.create("karpenter.sh/v1beta1/nodepools", {"metadata": {"name": "old"}, "spec": {}})
     assert store.get("karpenter.sh/v1/nodepools", "old")["apiVersion"] == "karpenter.sh/v1"
