@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..model import labels as wk
 from ..model import resources as res
+from ..model.nodelabels import pool_key
 from ..model.pod import Pod
 from ..model.timestamps import parse_timestamp
 
@@ -50,7 +51,7 @@ class NodeView:
         return parse_timestamp(self.annotations.get(EMPTY_SINCE))
 
     @classmethod
-    def from_node(cls, node: Mapping, pods: list[Pod], price: float = 0.0) -> NodeView:
+    def from_node(cls, node: Mapping, pods: list[Pod], price: float = 0.0, keys: Container[str] = ()) -> NodeView:
         meta = node.get("metadata") or {}
         spec = node.get("spec") or {}
         status = node.get("status") or {}
@@ -61,7 +62,7 @@ class NodeView:
         daemons = [p for p in pods if p.is_daemon]
         return cls(
             name=meta.get("name") or "",
-            nodepool=labels.get(wk.NODEPOOL) or labels.get(wk.LEGACY_PROVISIONER) or "",
+            nodepool=pool_key(labels, keys),
             instance_id=instance_id_from_provider(provider),
             instance_type=labels.get(wk.INSTANCE_TYPE) or labels.get("beta.kubernetes.io/instance-type") or "",
             zone=labels.get(wk.ZONE) or "",
