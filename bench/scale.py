@@ -206,8 +206,9 @@ def scale_out_and_in(env: Any, rt: Any, replicas: int, spread: bool, cap: float,
         return request_json(api, "GET", f"/api/v1/namespaces/{namespace}/pods").get("items") or []
 
     def managed_nodes() -> list[dict]:
-        items = request_json(api, "GET", "/api/v1/nodes", {"labelSelector": "karpenter.sh/nodepool"})
-        return items.get("items") or []
+        items = request_json(api, "GET", "/api/v1/nodes").get("items") or []
+        pool_keys = {"karpenter.sh/nodepool", "karpenter.sh/provisioner-name"}  # v1 and v1alpha5 nodes
+        return [n for n in items if pool_keys & set(n["metadata"].get("labels") or {})]
 
     started = time.monotonic()
     request_json(api, "POST", f"/apis/apps/v1/namespaces/{namespace}/deployments",

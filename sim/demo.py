@@ -75,7 +75,8 @@ class Demo:
         return [p for p in self.pods() if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
 
     def nodes(self) -> list[Any]:
-        return [n for n in self.core.list_node().items if (n.metadata.labels or {}).get("karpenter.sh/nodepool")]
+        return [n for n in self.core.list_node().items if (n.metadata.labels or {}).get("karpenter.sh/nodepool")
+                or (n.metadata.labels or {}).get("karpenter.sh/provisioner-name")]
 
     def instance_state(self, instance_id: str) -> str:
         found = self.observer.ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]

@@ -22,6 +22,7 @@ from sim.kube.selectors import compile_label_selector_object
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 CLUSTER_TAG = "nodescale.io/cluster"
 NODEPOOL_TAG = "karpenter.sh/nodepool"
+PROVISIONER_TAG = "karpenter.sh/provisioner-name"  # a v1alpha5 Provisioner's instances instead
 LIVE_STATES = ("pending", "running")
 
 
@@ -48,7 +49,7 @@ class InstanceRecord:
 
     @property
     def nodepool(self) -> str:
-        return self.tags.get(NODEPOOL_TAG, "")
+        return self.tags.get(NODEPOOL_TAG) or self.tags.get(PROVISIONER_TAG, "")
 
 
 # ---------------------------------------------------------------------------------------------- pods

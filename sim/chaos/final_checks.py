@@ -55,7 +55,9 @@ def leaks(
         if name in skip:
             continue
         iid = node_instance_id(node)
-        labelled = "karpenter.sh/nodepool" in ((node.get("metadata") or {}).get("labels") or {})
+        node_labels = (node.get("metadata") or {}).get("labels") or {}
+        # A NodePool's node, or a v1alpha5 Provisioner's (which Karpenter v0.32 labels only this way).
+        labelled = "karpenter.sh/nodepool" in node_labels or "karpenter.sh/provisioner-name" in node_labels
         if iid:
             node_by_instance[iid] = name
         if iid in ours or labelled:

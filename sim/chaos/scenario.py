@@ -390,7 +390,8 @@ class ChaosRun:
         plan = solve(planned, world.nodepools.values(), world.types_by_pool(),
                      daemonset_pods=world.daemonset_pods(), node_labels_by_pool=world.labels_by_pool())
         managed_nodes = [n for n in nodes if n["metadata"]["name"] not in foreign
-                         and "karpenter.sh/nodepool" in (n["metadata"].get("labels") or {})]
+                         and {"karpenter.sh/nodepool", "karpenter.sh/provisioner-name"}
+                         & set(n["metadata"].get("labels") or {})]
         live = final_checks.managed_live(instances, self.cluster)
         violations = [
             *final_checks.pods_not_running(pods, [u.pod.key for u in plan.unschedulable]),

@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "tests" / "fixtures" / "examples"
 CLUSTER_TAG = "nodescale.io/cluster"
 POOL_LABEL = "karpenter.sh/nodepool"
+PROVISIONER_LABEL = "karpenter.sh/provisioner-name"  # what a v1alpha5 Provisioner's nodes carry instead
 LIVE_STATES = ("pending", "running")
 POOL_PATH_SETTING = "NODESCALE_NODEPOOL_PARAMETER_PATH"
 # Test namespaces start with this, so the clean-up knows which ones a test made.
@@ -251,7 +252,7 @@ def pods(sim: Environment, ns: str) -> list[dict]:
 def managed_nodes(sim: Environment) -> list[dict]:
     """The nodes of a NodePool (nodescale's and the sim's own alike carry the pool label)."""
     nodes = request_json(sim.kube_api_client(), "GET", "/api/v1/nodes").get("items") or []
-    return [n for n in nodes if POOL_LABEL in (n["metadata"].get("labels") or {})]
+    return [n for n in nodes if {POOL_LABEL, PROVISIONER_LABEL} & set(n["metadata"].get("labels") or {})]
 
 
 def node_of(sim: Environment, instance_id: str) -> dict:

@@ -106,12 +106,14 @@ def test_a_pod_selecting_a_well_known_label_runs_after_one_launch(
     for key in (wk.INSTANCE_CATEGORY, wk.INSTANCE_FAMILY, wk.INSTANCE_GENERATION, wk.INSTANCE_SIZE, wk.INSTANCE_CPU,
                 wk.INSTANCE_CPU_MANUFACTURER, wk.INSTANCE_MEMORY, wk.INSTANCE_HYPERVISOR, wk.INSTANCE_NETWORK_BANDWIDTH,
                 wk.INSTANCE_EBS_BANDWIDTH, wk.INSTANCE_ENCRYPTION_IN_TRANSIT, wk.ZONE_ID, wk.CAPACITY_TYPE,
-                wk.NODEPOOL, wk.ZONE, wk.REGION, wk.ARCH, wk.OS, wk.INSTANCE_TYPE):
+                wk.ZONE, wk.REGION, wk.ARCH, wk.OS, wk.INSTANCE_TYPE):
         assert key in labels, key
     if pool == V1ALPHA5:
         assert labels[wk.LEGACY_PROVISIONER] == "default" and wk.NODECLASS not in labels
+        assert wk.NODEPOOL not in labels  # issue 14: that names a NodePool's nodes, as in Karpenter v0.32
     else:
         assert labels[wk.NODECLASS] == "default" and wk.LEGACY_PROVISIONER not in labels
+        assert labels[wk.NODEPOOL] == "default"
     provisioning.provision_once(runtime_for(sim))
     assert node_of(sim, launch["instanceId"])["metadata"]["labels"].get(wk.INITIALIZED) == "true"
 

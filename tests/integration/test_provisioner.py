@@ -204,7 +204,7 @@ def test_banana_pool_takes_the_tolerating_pods_on_demand(sim: Environment, rt: R
         assert "/etc/eks/bootstrap.sh" in user_data and "billing-team=my-team" in user_data
         node = node_of(sim, launch["instanceId"])
         assert node["metadata"]["labels"]["billing-team"] == "my-team"
-        assert node["metadata"]["labels"]["karpenter.sh/nodepool"] == "banana"
+        assert node["metadata"]["labels"]["karpenter.sh/provisioner-name"] == "banana"  # a v1alpha5 Provisioner (issue 14)
         assert {"key": "example.com/special-taint", "effect": "NoSchedule"} in [
             {k: t[k] for k in ("key", "effect")} for t in node["spec"].get("taints") or []
         ]

@@ -13,6 +13,7 @@ from moto import mock_aws
 from nodescale.aws.nodepool_parameters import load_from_ssm
 from nodescale.config import DocumentError, load, parse_documents
 from nodescale.k8s.nodepool_objects import load_from_cluster, read_cluster_documents
+from nodescale.model import labels as wk
 from nodescale.usecases.nodepool_sources import load_all
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "examples"
@@ -201,26 +202,40 @@ class TestCluster:
 
 
 class TestDuplicates:
-    def test_same_name_in_ssm_and_cluster_names_both_places(self, ssm):
-        ssm.put_parameter(Name="/ns/default", Type="String", Value=example("karpenter-v1/default.yaml"))
+    def test_same_name_in_ssm_and_cluster_of_one_kind_names_both_places(self, ssm):
+        ssm.put_parameter(Name="/ns/default", Type="String", Value=example("karpenter-v1alpha5/default-spot.yaml"))
         api = FakeCustomObjects(cluster_objects(example("karpenter-v1alpha5/default-spot.yaml")))
         result = load_all(ssm_client=ssm, ssm_path="/ns", custom_objects_api=api)
         assert result.nodepools == {} and result.nodeclasses == {}
         messages = sorted(str(e) for e in result.errors)
         assert messages == [
-            'cluster:AWSNodeTemplate/default: metadata.name: node class "default" is also defined at '
+            'cluster:AWSNodeTemplate/default: metadata.name: AWSNodeTemplate "default" is also defined at '
             "ssm:/ns/default#1; a name may be defined once, so neither definition is used",
-            'cluster:Provisioner/default: metadata.name: NodePool "default" is also defined at '
+            'cluster:Provisioner/default: metadata.name: Provisioner "default" is also defined at '
             "ssm:/ns/default#0; a name may be defined once, so neither definition is used",
         ]
+
+    def test_two_generations_of_one_name_side_by_side(self, ssm):
+        # Issue #14: Karpenter v0.32-v0.33 ran a Provisioner and a NodePool both named "default".
+        ssm.put_parameter(Name="/ns/default", Type="String", Value=example("karpenter-v1/default.yaml"))
+        api = FakeCustomObjects(cluster_objects(example("karpenter-v1alpha5/default-spot.yaml")))
+        result = load_all(ssm_client=ssm, ssm_path="/ns", custom_objects_api=api)
+        assert result.errors == [] and sorted(result.nodepools) == ["default", "provisioner/default"]
+        assert sorted(result.nodeclasses) == ["awsnodetemplate/default", "default"]
+        legacy, pool = result.nodepools["provisioner/default"], result.nodepools["default"]
+        assert (legacy.kind, legacy.real_name, legacy.label_key) == ("Provisioner", "default", wk.LEGACY_PROVISIONER)
+        assert legacy.node_class == "awsnodetemplate/default" and pool.node_class == "default"
+        assert result.nodeclasses["awsnodetemplate/default"].kind == "AWSNodeTemplate"
+        assert (pool.kind, pool.real_name, pool.label_key) == ("NodePool", "default", wk.NODEPOOL)
 
     def test_two_generations_in_one_file(self):
         docs = parse_documents(example("karpenter-v1alpha5/migrated-from-cluster-autoscaler.yaml"), "a.yaml")
         docs += parse_documents(example("karpenter-v1/default.yaml").split("---")[0], "b.yaml")
         result = load(docs)
-        assert result.nodepools == {}
-        assert [(e.source, e.path) for e in result.errors] == [("b.yaml#0", "metadata.name")]
-        assert "also defined at a.yaml#0" in result.errors[0].message
+        # The NodePool's EC2NodeClass is not there; the Provisioner is keyed apart from it all the same.
+        assert list(result.nodepools) == ["provisioner/default"]
+        assert [(e.source, e.path) for e in result.errors] == [("b.yaml#0", "spec.template.spec.nodeClassRef.name")]
+        assert 'is a AWSNodeTemplate' in result.errors[0].message
 
     def test_pool_using_a_duplicated_class_says_so(self):
         spot = parse_documents(example("karpenter-v1alpha5/default-spot.yaml"), "a")

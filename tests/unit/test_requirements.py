@@ -221,12 +221,16 @@ class TestAliases:
             ("beta.kubernetes.io/instance-type", wk.INSTANCE_TYPE),
             ("failure-domain.beta.kubernetes.io/zone", wk.ZONE),
             ("failure-domain.beta.kubernetes.io/region", wk.REGION),
-            ("karpenter.sh/provisioner-name", wk.NODEPOOL),
         ],
     )
     def test_beta_labels_mean_their_ga_key(self, alias, canonical):
         assert Requirement.create(alias, "In", ["x"]).key == canonical
         assert list(Requirements.from_labels({alias: "x"})) == [canonical]
+
+    def test_provisioner_name_is_its_own_key_not_the_nodepools(self):
+        # Issue #14: a Provisioner and a NodePool may both be named "default"; each label picks its own.
+        assert Requirement.create(wk.LEGACY_PROVISIONER, "In", ["x"]).key == wk.LEGACY_PROVISIONER
+        assert list(Requirements.from_labels({wk.LEGACY_PROVISIONER: "x"})) == [wk.LEGACY_PROVISIONER]
 
     def test_alias_and_ga_key_intersect(self):
         rs = reqs(req("beta.kubernetes.io/arch", "In", "amd64", "arm64"), req(wk.ARCH, "In", "arm64"))

@@ -76,13 +76,15 @@ class LaunchRequest:
     tags: Mapping[str, str] = field(default_factory=dict)  # the node class's tags
     config_hash: str | None = None  # the templates' settings hash, tagged on the instances for drift
     context: str | None = None  # the node class's EC2 Fleet "Context" (reserved capacity), passed through
+    pool_tag: str = tagging.NODEPOOL  # the tag naming the pool: PROVISIONER for a v1alpha5 Provisioner
 
     @property
     def launch_id(self) -> str:
-        return hashlib.sha256(f"{self.cluster}\0{self.nodepool}\0{self.key}".encode()).hexdigest()[:20]
+        pool = self.nodepool if self.pool_tag == tagging.NODEPOOL else f"{self.pool_tag}={self.nodepool}"
+        return hashlib.sha256(f"{self.cluster}\0{pool}\0{self.key}".encode()).hexdigest()[:20]
 
     def instance_tags(self) -> dict[str, str]:
-        tags = tagging.resource_tags(self.cluster, self.nodepool, self.nodeclass, self.tags)
+        tags = tagging.resource_tags(self.cluster, self.nodepool, self.nodeclass, self.tags, self.pool_tag)
         tags[tagging.LAUNCH] = self.launch_id
         if self.config_hash:
             tags[tagging.CONFIG_HASH] = self.config_hash

@@ -11,6 +11,7 @@ from typing import Any
 
 from .. import clock
 from ..model import labels as wk
+from ..model import nodelabels
 from . import tags as tagging
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ def _from_ec2(raw: dict) -> ManagedInstance:
         instance_type=raw.get("InstanceType", ""),
         zone=(raw.get("Placement") or {}).get("AvailabilityZone", ""),
         capacity_type=wk.CAPACITY_SPOT if raw.get("InstanceLifecycle") == "spot" else wk.CAPACITY_ON_DEMAND,
-        nodepool=tags.get(tagging.NODEPOOL),
+        nodepool=nodelabels.pool_key(tags) or None,
         state=(raw.get("State") or {}).get("Name", ""),
         launch_time=raw.get("LaunchTime"),
         image_id=raw.get("ImageId", ""),

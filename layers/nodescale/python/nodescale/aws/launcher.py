@@ -132,7 +132,8 @@ class Launcher:
             instance_profile=res.instance_profile,
             metadata_options=launchtemplates.metadata_options(node_class),
             block_device_mappings=tuple(launchtemplates.block_device_mappings(node_class, res.family)),
-            tags=tagging.resource_tags(self.cluster_name, nodepool.name, node_class.name, node_class.tags),
+            tags=tagging.resource_tags(self.cluster_name, nodepool.real_name, node_class.real_name, node_class.tags,
+                                      nodepool.label_key),
             detailed_monitoring=node_class.detailed_monitoring,
             associate_public_ip=node_class.associate_public_ip_address,
         )
@@ -236,8 +237,9 @@ class Launcher:
         )
         request = fleet.LaunchRequest(
             cluster=self.cluster_name,
-            nodepool=nodepool.name,
-            nodeclass=node_class.name,
+            nodepool=nodepool.real_name,
+            nodeclass=node_class.real_name,
+            pool_tag=nodepool.label_key,
             templates=choices,
             subnets=zones,
             capacity_types=capacity_types,

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from ..model import labels as wk
+from ..model import nodelabels
 from . import tags as tagging
 
 # States in which the instance no longer runs its pods: waiting for them to drain is pointless.
@@ -92,7 +93,7 @@ def classify(ec2: Any, ids: Iterable[str], cluster: str) -> Ownership:
                         zone=(raw.get("Placement") or {}).get("AvailabilityZone", ""),
                         capacity_type=wk.CAPACITY_SPOT if raw.get("InstanceLifecycle") == "spot" else wk.CAPACITY_ON_DEMAND,
                         state=(raw.get("State") or {}).get("Name", ""),
-                        nodepool=tags.get(tagging.NODEPOOL),
+                        nodepool=nodelabels.pool_key(tags) or None,
                     )
     for iid in wanted:
         if iid not in seen:

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 
 CLUSTER = "nodescale.io/cluster"
 NODEPOOL = "karpenter.sh/nodepool"
+# What Karpenter v0.32 tags a v1alpha5 Provisioner's instances with instead (nodelabels.pool_key reads both).
+PROVISIONER = "karpenter.sh/provisioner-name"
 NODECLASS = "karpenter.k8s.aws/ec2nodeclass"
 # The launch (fleet client token) an instance came from: ties an instance to its planned node.
 LAUNCH = "nodescale.io/launch"
@@ -20,15 +22,18 @@ NAME = "Name"
 
 # Keys a node class may not set: they decide ownership, and a user value would hand instances to
 # another cluster or pool.
-RESERVED = frozenset({CLUSTER, NODEPOOL, NODECLASS, LAUNCH, CONFIG_HASH})
+RESERVED = frozenset({CLUSTER, NODEPOOL, PROVISIONER, NODECLASS, LAUNCH, CONFIG_HASH})
 
 TagList = list[dict[str, str]]
 
 
-def ownership(cluster: str, nodepool: str | None = None, nodeclass: str | None = None) -> dict[str, str]:
+def ownership(
+    cluster: str, nodepool: str | None = None, nodeclass: str | None = None, pool_tag: str = NODEPOOL
+) -> dict[str, str]:
+    """``pool_tag`` is the pool's own label key (``NodePool.label_key``): PROVISIONER for a Provisioner."""
     tags = {CLUSTER: cluster}
     if nodepool:
-        tags[NODEPOOL] = nodepool
+        tags[pool_tag] = nodepool
     if nodeclass:
         tags[NODECLASS] = nodeclass
     return tags
@@ -39,11 +44,12 @@ def resource_tags(
     nodepool: str | None = None,
     nodeclass: str | None = None,
     extra: Mapping[str, str] | None = None,
+    pool_tag: str = NODEPOOL,
 ) -> dict[str, str]:
     """The node class's own tags plus ours; ours win on the reserved keys, a user ``Name`` is kept."""
     tags = {k: str(v) for k, v in (extra or {}).items() if k not in RESERVED}
     tags.setdefault(NAME, f"nodescale/{cluster}/{nodepool}" if nodepool else f"nodescale/{cluster}")
-    tags.update(ownership(cluster, nodepool, nodeclass))
+    tags.update(ownership(cluster, nodepool, nodeclass, pool_tag))
     return tags
 
 

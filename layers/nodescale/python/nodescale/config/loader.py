@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from ..model.nodepool import NodeClass, NodePool
+from ..model.nodepool import AWS_NODE_TEMPLATE, PROVISIONER, NodeClass, NodePool, qualified
 from ..model.overlays import NodeOverlay
 from . import nodeclasses, nodepools, overlays
 from .documents import MAX_DEPTH, nesting_depth
@@ -82,42 +82,71 @@ def not_config_error(source: str, doc: Mapping) -> ConfigError:
 def load(documents: Iterable[tuple[str, Mapping]], errors: Iterable[ConfigError] = ()) -> ConfigResult:
     """Convert and validate every configuration document; ``errors`` (e.g. from parsing) are carried along.
 
-    A name defined twice (NodePools and Provisioners share one namespace, as do EC2NodeClasses and
-    AWSNodeTemplates) rejects every definition of it, since nothing says which one was meant.
-    A NodePool whose node class is missing, invalid or ambiguous is rejected too.
+    A name defined twice by one kind rejects every definition of it, since nothing says which one was
+    meant. Objects of different kinds may share a name (Karpenter v0.32-v0.33 ran a Provisioner and a
+    NodePool both named ``default``): the v1alpha5 one is then keyed ``provisioner/<name>`` (its node
+    template ``awsnodetemplate/<name>``). A Provisioner's ``providerRef`` names an AWSNodeTemplate, a
+    NodePool's ``nodeClassRef`` an EC2NodeClass; a pool whose node class is missing, invalid or
+    ambiguous is rejected too.
     """
     result = ConfigResult(errors=list(errors))
     pools: list[NodePool] = []
     classes: list[NodeClass] = []
     overlay_list: list[NodeOverlay] = []
-    bad_classes: dict[str, str] = {}
+    bad_classes: dict[tuple[str, str], str] = {}
+    seen: set[tuple[str, str]] = set()  # (kind, name) of every configuration document, valid or not
     for source, doc in documents:
         if not isinstance(doc, Mapping) or not is_config(doc):
             result.others.append((source, doc))  # type: ignore[arg-type]
             continue
         converted, errs = convert_document(doc, source)
         result.errors.extend(errs)
+        name = _doc_name(doc)
+        if name is not None:
+            seen.add((str(doc.get("kind")), name))
         if isinstance(converted, NodePool):
             pools.append(converted)
         elif isinstance(converted, NodeClass):
             classes.append(converted)
         elif isinstance(converted, NodeOverlay):
             overlay_list.append(converted)
-        elif doc.get("kind") in _CLASS_KINDS:
-            name = (doc.get("metadata") or {}).get("name") if isinstance(doc.get("metadata"), Mapping) else None
-            if isinstance(name, str):
-                bad_classes[name] = source
-    unique_classes, dup_classes = _unique(classes, "node class", result.errors)
-    unique_pools, _ = _unique(pools, "NodePool", result.errors)
-    result.overlays, _ = _unique(overlay_list, "NodeOverlay", result.errors)
-    result.nodeclasses = unique_classes
-    for pool in unique_pools.values():
+        elif doc.get("kind") in _CLASS_KINDS and name is not None:
+            bad_classes[(str(doc.get("kind")), name)] = source
+    unique_classes, dup_classes = _unique_by_kind(classes, result.errors)
+    unique_pools, _ = _unique_by_kind(pools, result.errors)
+    result.overlays = {name: o for (_, name), o in _unique_by_kind(overlay_list, result.errors)[0].items()}
+    keys = _class_keys(unique_classes, seen)
+    result.nodeclasses = {keys[k]: replace(c, name=keys[k], object_name=c.name) if keys[k] != c.name else c
+                          for k, c in unique_classes.items()}
+    for (_kind, name), pool in unique_pools.items():
         problem = _ref_problem(pool, unique_classes, dup_classes, bad_classes)
         if problem:
             result.errors.append(ConfigError(pool.source, _ref_path(pool), problem))
-        else:
-            result.nodepools[pool.name] = pool
+            continue
+        key = name
+        if pool.kind == PROVISIONER and ("NodePool", name) in seen:
+            key = qualified(PROVISIONER, name)
+        node_class = keys[(pool.node_class_kind, pool.node_class)]
+        if key != name or node_class != pool.node_class:
+            pool = replace(pool, name=key, object_name=name, node_class=node_class)
+        result.nodepools[key] = pool
     return result
+
+
+def _doc_name(doc: Mapping) -> str | None:
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) else None
+
+
+def _class_keys(classes: Mapping[tuple[str, str], NodeClass], seen: set[tuple[str, str]]) -> dict:
+    """(kind, name) -> the key a node class is known by: its name, or ``awsnodetemplate/<name>`` for an
+    AWSNodeTemplate named like an EC2NodeClass."""
+    return {
+        (kind, name): qualified(AWS_NODE_TEMPLATE, name)
+        if kind == AWS_NODE_TEMPLATE and ("EC2NodeClass", name) in seen else name
+        for kind, name in classes
+    }
 
 
 def convert_document(
@@ -169,25 +198,25 @@ def validate(documents: Iterable[tuple[str, Mapping]]) -> list[ConfigError]:
             pools.append(converted)
         elif isinstance(converted, NodeClass):
             classes.append(converted)
-        elif isinstance(converted, NodeOverlay):
-            overlay_list.append(converted)
-    _unique(classes, "node class", errors)
-    _unique(overlay_list, "NodeOverlay", errors)
-    _unique(pools, "NodePool", errors)
+    _unique_by_kind(classes, errors)
+    _unique_by_kind(overlay_list, errors)
+    _unique_by_kind(pools, errors)
     return errors
 
 
-def _unique(objs: list, what: str, errors: list[ConfigError]) -> tuple[dict, dict[str, list[str]]]:
-    by_name: dict[str, list] = {}
+def _unique_by_kind(objs: list, errors: list[ConfigError]) -> tuple[dict, dict[tuple[str, str], list[str]]]:
+    """(kind, name) -> the one object of that kind and name; a name defined twice by one kind is in the
+    second dict (kind, name) -> its sources, and an error names each later definition."""
+    by_name: dict[tuple[str, str], list] = {}
     for obj in objs:
-        by_name.setdefault(obj.name, []).append(obj)
+        by_name.setdefault((obj.kind, obj.name), []).append(obj)
     unique = {}
-    dups: dict[str, list[str]] = {}
-    for name, defs in by_name.items():
+    dups: dict[tuple[str, str], list[str]] = {}
+    for (what, name), defs in by_name.items():
         if len(defs) == 1:
-            unique[name] = defs[0]
+            unique[(what, name)] = defs[0]
             continue
-        dups[name] = [d.source for d in defs]
+        dups[(what, name)] = [d.source for d in defs]
         first = defs[0]
         for later in defs[1:]:
             errors.append(
@@ -208,22 +237,26 @@ def _ref_path(pool: NodePool) -> str:
 
 
 def _ref_problem(
-    pool: NodePool, classes: dict[str, NodeClass], dups: dict[str, list[str]], bad: dict[str, str]
+    pool: NodePool,
+    classes: Mapping[tuple[str, str], NodeClass],
+    dups: Mapping[tuple[str, str], list[str]],
+    bad: Mapping[tuple[str, str], str],
 ) -> str | None:
     name = pool.node_class
     wanted = pool.node_class_kind
-    if name in dups:
-        return f"{wanted} {show(name)} is defined more than once ({', '.join(dups[name])}), so this is ambiguous"
-    nc = classes.get(name)
-    if nc is None:
-        if name in bad:
-            return f"{wanted} {show(name)} (at {bad[name]}) is invalid; fix its errors first"
-        known = sorted(n for n, c in classes.items() if c.kind == wanted)
-        hint = f"; defined are {', '.join(known)}" if known else f"; no {wanted} is defined"
-        return f"refers to {wanted} {show(name)}, which is not defined{hint}"
-    if nc.kind != wanted:
-        return f"refers to {wanted} {show(name)}, but {show(name)} at {nc.source} is a {nc.kind}"
-    return None
+    if (wanted, name) in dups:
+        sources = ", ".join(dups[(wanted, name)])
+        return f"{wanted} {show(name)} is defined more than once ({sources}), so this is ambiguous"
+    if (wanted, name) in classes:
+        return None
+    if (wanted, name) in bad:
+        return f"{wanted} {show(name)} (at {bad[(wanted, name)]}) is invalid; fix its errors first"
+    other = next((c for (kind, n), c in classes.items() if n == name and kind != wanted), None)
+    if other is not None:
+        return f"refers to {wanted} {show(name)}, but {show(name)} at {other.source} is a {other.kind}"
+    known = sorted(n for kind, n in classes if kind == wanted)
+    hint = f"; defined are {', '.join(known)}" if known else f"; no {wanted} is defined"
+    return f"refers to {wanted} {show(name)}, which is not defined{hint}"
 
 
 def _unsupported(source: str, doc: Mapping) -> ConfigError:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..model import labels as wk
 from ..model import resources as res
+from ..model.nodelabels import pool_key
 from ..model.pod import Pod
 from ..model.timestamps import parse_timestamp
 
@@ -67,7 +68,7 @@ class NodeView:
         return (moment, digest) if moment is not None and digest else None
 
     @classmethod
-    def from_node(cls, node: Mapping, pods: list[Pod], price: float = 0.0) -> NodeView:
+    def from_node(cls, node: Mapping, pods: list[Pod], price: float = 0.0, keys: Container[str] = ()) -> NodeView:
         meta = node.get("metadata") or {}
         spec = node.get("spec") or {}
         status = node.get("status") or {}
@@ -78,7 +79,7 @@ class NodeView:
         daemons = [p for p in pods if p.is_daemon]
         return cls(
             name=meta.get("name") or "",
-            nodepool=labels.get(wk.NODEPOOL) or labels.get(wk.LEGACY_PROVISIONER) or "",
+            nodepool=pool_key(labels, keys),
             instance_id=instance_id_from_provider(provider),
             instance_type=labels.get(wk.INSTANCE_TYPE) or labels.get("beta.kubernetes.io/instance-type") or "",
             zone=labels.get(wk.ZONE) or "",

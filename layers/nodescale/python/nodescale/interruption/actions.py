@@ -14,12 +14,12 @@ Also the words of the summary: what was done per instance (``Outcome``) and the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from ..model import labels as wk
+from ..model.nodelabels import pool_key
 from ..model.nodepool import NodePool
 from .intents import Intent, IntentAction, Kind
 
@@ -96,7 +96,7 @@ def rebalance_opted_in(node: Mapping[str, Any], pool: NodePool | None) -> bool:
     return pool is not None and pool.annotations.get(REBALANCE_ANNOTATION) == REBALANCE_INTERRUPT
 
 
-def nodepool_name(node: Mapping[str, Any], instance_pool: str) -> str:
-    """The NodePool an instance belongs to: its own tag first, else the Node's labels."""
+def nodepool_name(node: Mapping[str, Any], instance_pool: str | None, keys: Container[str] = ()) -> str:
+    """The key of the pool an instance belongs to among ``keys``: its own tags first, else the Node's labels."""
     labels = (node.get("metadata") or {}).get("labels") or {}
-    return instance_pool or labels.get(wk.NODEPOOL) or labels.get(wk.LEGACY_PROVISIONER) or ""
+    return instance_pool or pool_key(labels, keys)

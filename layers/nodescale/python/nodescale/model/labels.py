@@ -43,6 +43,8 @@ INSTANCE_ACCELERATOR_COUNT = "karpenter.k8s.aws/instance-accelerator-count"
 CAPACITY_SPOT = "spot"
 CAPACITY_ON_DEMAND = "on-demand"
 
+# karpenter.sh/provisioner-name is not one of them: it names a v1alpha5 Provisioner's nodes, and
+# karpenter.sh/nodepool a NodePool's (Karpenter v0.32-v0.33 ran both kinds side by side, apart).
 # The kubelet and Karpenter still honour these; a requirement on one is a requirement on its GA key.
 ALIASES = {
     "beta.kubernetes.io/arch": ARCH,
@@ -50,7 +52,6 @@ ALIASES = {
     "beta.kubernetes.io/instance-type": INSTANCE_TYPE,
     "failure-domain.beta.kubernetes.io/zone": ZONE,
     "failure-domain.beta.kubernetes.io/region": REGION,
-    LEGACY_PROVISIONER: NODEPOOL,
 }
 
 # Labels every instance type or offering defines, so a pod may constrain them even when a NodePool does not.
@@ -96,7 +97,7 @@ ALLOWED_IN_RESTRICTED = frozenset(WELL_KNOWN - {HOSTNAME, NODEPOOL}) | {
     "karpenter.sh/do-not-disrupt",
 }
 # A NodePool may narrow its own name in requirements (Karpenter allows it) but never label nodes with it.
-_ALLOWED_IN_REQUIREMENTS = ALLOWED_IN_RESTRICTED | {NODEPOOL}
+_ALLOWED_IN_REQUIREMENTS = ALLOWED_IN_RESTRICTED | {NODEPOOL, LEGACY_PROVISIONER}
 
 _NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -126,7 +127,7 @@ def is_restricted(key: str) -> bool:
     key = canonical(key)
     if key in ALLOWED_IN_RESTRICTED:
         return False
-    return key in (HOSTNAME, NODEPOOL) or _restricted_domain(key)
+    return key in (HOSTNAME, NODEPOOL, LEGACY_PROVISIONER) or _restricted_domain(key)
 
 
 def is_restricted_requirement(key: str) -> bool:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from . import labels as wk
+from .nodelabels import pool_key
 from .timestamps import parse_timestamp
 
 
@@ -59,7 +59,7 @@ class ClusterNode:
     @property
     def nodepool(self) -> str:
         """The NodePool (or v1alpha5 Provisioner) the node's labels name; "" for nodes of no pool."""
-        return self.labels.get(wk.NODEPOOL) or self.labels.get(wk.LEGACY_PROVISIONER) or ""
+        return pool_key(self.labels)
 
     @property
     def ready(self) -> bool:

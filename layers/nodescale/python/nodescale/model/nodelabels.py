@@ -7,18 +7,19 @@ type. Karpenter puts the pinned ones in the kubelet's ``--node-labels`` and copi
 the Node when it registers; nodescale does the same from the instance (type, zone, capacity type).
 
 By API generation (what Karpenter of that generation sets, so pods written for it match):
-- v1alpha5 Provisioner (Karpenter v0.31): ``karpenter.sh/provisioner-name``; no label names the
-  AWSNodeTemplate (v0.31 kept its hash in an annotation). nodescale also sets ``karpenter.sh/nodepool``,
-  the name its planning reads the pool by (provisioner-name is an alias of it).
+- v1alpha5 Provisioner (Karpenter v0.31): ``karpenter.sh/provisioner-name`` only; no label names the
+  AWSNodeTemplate (v0.31 kept its hash in an annotation).
 - v1beta1 and v1 NodePool: ``karpenter.sh/nodepool`` and ``karpenter.k8s.aws/ec2nodeclass``.
+A Provisioner and a NodePool may share a name (Karpenter v0.32-v0.33 ran both): the label keeps their
+nodes apart, and ``pool_key`` reads back which pool a node is of.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 
 from . import labels as wk
-from .nodepool import NodePool
+from .nodepool import PROVISIONER, NodePool, qualified
 
 V1ALPHA5 = "karpenter.sh/v1alpha5"
 
@@ -32,12 +33,24 @@ def pool_labels(pool: NodePool) -> dict[str, str]:
     pool's (and, from v1beta1 on, its node class's) name. Not the requirements' pinned values: the
     solver holds those as requirements, and a type that lacks such a label must not pass for having it."""
     labels = {k: str(v) for k, v in pool.labels.items()}
-    labels[wk.NODEPOOL] = pool.name
-    if is_v1alpha5(pool):
-        labels[wk.LEGACY_PROVISIONER] = pool.name
-    elif pool.node_class:
+    labels[pool.label_key] = pool.real_name
+    if not is_v1alpha5(pool) and pool.node_class:
         labels[wk.NODECLASS] = pool.node_class
     return labels
+
+
+def pool_key(labels: Mapping[str, str], keys: Container[str] = ()) -> str:
+    """The key of the pool a node (or an instance, by its tags) belongs to: its ``karpenter.sh/nodepool``,
+    else its ``karpenter.sh/provisioner-name``, qualified (``provisioner/<name>``) when ``keys`` (the
+    pools' keys) hold it so, i.e. when a NodePool has that name too. "" for a node of no pool."""
+    name = labels.get(wk.NODEPOOL)
+    if name:
+        return name
+    legacy = labels.get(wk.LEGACY_PROVISIONER)
+    if not legacy:
+        return ""
+    key = qualified(PROVISIONER, legacy)
+    return key if key in keys else legacy
 
 
 def launch_labels(pool: NodePool) -> dict[str, str]:

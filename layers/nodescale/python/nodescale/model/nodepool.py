@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import labels as wk
 from . import resources as res
 from .requirements import Requirements
 from .taints import Taint
@@ -68,6 +69,33 @@ class NodePool:
     api_version: str = "karpenter.sh/v1"
     source: str = ""  # where it was defined, for messages ("ssm:/nodescale/demo/nodepools/a#0")
     node_class_kind: str = "EC2NodeClass"  # "AWSNodeTemplate" for a v1alpha5 Provisioner's providerRef
+    # The object's own name, when ``name`` (the key it is known by) differs: a Provisioner named like a
+    # NodePool is keyed ``provisioner/<name>`` (see ``qualified``). Labels, tags and events use this one.
+    object_name: str = ""
+
+    @property
+    def real_name(self) -> str:
+        return self.object_name or self.name
+
+    @property
+    def kind(self) -> str:
+        return PROVISIONER if self.api_version == V1ALPHA5 else "NodePool"
+
+    @property
+    def label_key(self) -> str:
+        """The node label (and EC2 tag) that names the pool on its nodes, as Karpenter of its generation sets it."""
+        return wk.LEGACY_PROVISIONER if self.kind == PROVISIONER else wk.NODEPOOL
+
+
+PROVISIONER = "Provisioner"
+V1ALPHA5 = "karpenter.sh/v1alpha5"
+AWS_NODE_TEMPLATE = "AWSNodeTemplate"
+
+
+def qualified(kind: str, name: str) -> str:
+    """The key of a v1alpha5 object whose name a newer kind's object also has: ``provisioner/default``,
+    ``awsnodetemplate/default``. A slash is never in an object's name, so no key collides."""
+    return f"{kind.lower()}/{name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,3 +146,8 @@ class NodeClass:
     kind: str = "EC2NodeClass"  # | "AWSNodeTemplate" (v1alpha1)
     instance_store_policy: str | None = None  # "RAID0": local NVMe becomes the node's ephemeral storage
     context: str | None = None  # EC2 Fleet's reserved "Context" field, passed through
+    object_name: str = ""  # the object's own name when ``name`` is its qualified key (see NodePool)
+
+    @property
+    def real_name(self) -> str:
+        return self.object_name or self.name

@@ -34,6 +34,11 @@ class NodeOverlay:
     source: str = ""
 
     @property
+    def kind(self) -> str:
+        """The object's kind, as NodePools and node classes name theirs (names are unique per kind)."""
+        return "NodeOverlay"
+
+    @property
     def price_change(self) -> str | None:
         return self.price if self.price is not None else self.price_adjustment
 

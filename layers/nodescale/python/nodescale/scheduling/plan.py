@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from ..model import labels as wk
+from ..model import nodelabels
 from ..model import resources as res
 from ..model.pod import Pod
 from ..model.requirements import Requirements
@@ -28,10 +28,11 @@ class ExistingNode:
     in_flight: bool = False
     unschedulable: bool = False  # cordoned: keeps its pods, takes no new ones
     price: float = 0.0
+    pool: str | None = None  # the pool's key when the labels alone do not say it (see nodelabels.pool_key)
 
     @property
     def nodepool(self) -> str:
-        return self.labels.get(wk.NODEPOOL) or self.labels.get(wk.LEGACY_PROVISIONER) or ""
+        return self.pool if self.pool is not None else nodelabels.pool_key(self.labels)
 
 
 @dataclass(slots=True)

@@ -113,6 +113,10 @@ class PoolTemplate:
         # The labels every node of the pool gets, as the launch and registration give them (nodelabels).
         labels = {**extra_labels, **nodelabels.pool_labels(pool)}
         reqs = pool.requirements.intersect(Requirements.from_labels(labels))
+        # Its nodes lack the other generation's pool label: a pod selecting the NodePool "default" does
+        # not land on the Provisioner "default" (karpenter.sh/nodepool is otherwise allowed undefined).
+        other = wk.NODEPOOL if pool.label_key == wk.LEGACY_PROVISIONER else wk.LEGACY_PROVISIONER
+        reqs = reqs.with_requirement(Requirement.create(other, "DoesNotExist"))
         self.requirements = reqs
         self.labels = labels
         self.taints = pool.taints

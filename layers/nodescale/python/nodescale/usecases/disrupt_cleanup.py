@@ -62,7 +62,7 @@ def orphaned_nodes(run: RunState) -> None:
         if owned is not None:
             if owned.state not in GONE_STATES:
                 continue  # stopped, not gone: repair looks after it
-        elif not (pool_label(raw) in world.nodepools and found.missing(iid)):
+        elif not (pool_label(raw, world.nodepools) in world.nodepools and found.missing(iid)):
             continue  # someone else's instance, or a node nodescale never made
         if not run.dry_run and not k8s_nodes.delete_node(run.rt.api, name):
             continue

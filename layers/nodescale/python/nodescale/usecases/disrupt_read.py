@@ -29,13 +29,13 @@ def node_views(world: World) -> tuple[list[NodeView], dict[str, Mapping[str, int
     out: list[NodeView] = []
     capacities: dict[str, Mapping[str, int]] = {}
     for raw in world.nodes:
-        pool = pool_label(raw)
+        pool = pool_label(raw, world.nodepools)
         iid = k8s_nodes.instance_id(raw)
         inst = world.instance(iid) if iid else None
         if pool not in world.nodepools or inst is None:
             continue
         name = node_name(raw)
-        view = NodeView.from_node(raw, world.pods_by_node.get(name, []), world.price_of(inst))
+        view = NodeView.from_node(raw, world.pods_by_node.get(name, []), world.price_of(inst), world.nodepools)
         if not view.capacity_type:
             view.capacity_type = inst.capacity_type
         out.append(view)

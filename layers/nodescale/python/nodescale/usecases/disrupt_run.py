@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -20,8 +20,8 @@ from .. import clock, telemetry
 from ..disruption.decisions import UNHEALTHY
 from ..k8s import events as k8s_events
 from ..k8s import nodes as k8s_nodes
-from ..model import labels as wk
 from ..model.currency import USD, currency_of
+from ..model.nodelabels import pool_key
 from ..runtime import Runtime
 from .terminate import TerminationBatch, TerminationStep
 from .world import World
@@ -147,9 +147,9 @@ def node_annotations(node: Mapping[str, Any]) -> dict[str, str]:
     return (node.get("metadata") or {}).get("annotations") or {}
 
 
-def pool_label(node: Mapping[str, Any]) -> str:
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    return labels.get(wk.NODEPOOL) or labels.get(wk.LEGACY_PROVISIONER) or ""
+def pool_label(node: Mapping[str, Any], keys: Container[str] = ()) -> str:
+    """The key of the node's pool among ``keys`` (the pools'), read from its labels (nodelabels.pool_key)."""
+    return pool_key((node.get("metadata") or {}).get("labels") or {}, keys)
 
 
 def replacement_ids(node: Mapping[str, Any]) -> list[str]:

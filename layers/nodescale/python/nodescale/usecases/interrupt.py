@@ -255,7 +255,7 @@ def _act_on_rebalance(rt: Runtime, recorder: EventRecorder, world: World, item: 
 
 
 def _pool(world: World, item: Work) -> NodePool | None:
-    return world.nodepools.get(actions.nodepool_name(item.node, item.instance.nodepool))
+    return world.nodepools.get(actions.nodepool_name(item.node, item.instance.nodepool, world.nodepools))
 
 
 def _rebalance_opted_in(world: World, item: Work) -> bool:

@@ -18,6 +18,7 @@ from ..k8s import nodes as k8s_nodes
 from ..model import labels as wk
 from ..model import resources as res
 from ..model.currency import USD, currency_of
+from ..model.nodelabels import pool_key
 from ..model.pod import Pod
 from ..scheduling.plan import ExistingNode
 from . import cluster_budget as cluster_limits
@@ -273,7 +274,7 @@ def drains(world: World) -> list[Drain]:
         labels = meta.get("labels") or {}
         out.append(Drain(
             node=name,
-            nodepool=labels.get(wk.NODEPOOL) or labels.get(wk.LEGACY_PROVISIONER) or "",
+            nodepool=pool_key(labels, world.nodepools),
             since=clock.format_timestamp(started) if started else "",
             reason=reason,
             pods=sorted(p.key for p in world.pods_by_node.get(name, []) if _must_leave(p)),

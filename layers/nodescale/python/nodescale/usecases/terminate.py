@@ -38,7 +38,7 @@ from ..aws.ownership import GONE_STATES, NOT_RUNNING_STATES, classify
 from ..k8s import drain as k8s_drain
 from ..k8s import nodes as k8s_nodes
 from ..k8s.events import WARNING, EventRecorder
-from ..model import labels as wk
+from ..model.nodelabels import pool_key
 from ..model.pod import DO_NOT_DISRUPT
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def _grace_period_end(node: dict[str, Any], termination_grace_seconds: float | N
 
 def _pool_grace(world: World, node: dict[str, Any], pool_name: str | None) -> float | None:
     labels = (node.get("metadata") or {}).get("labels") or {}
-    name = pool_name or labels.get(wk.NODEPOOL) or labels.get(wk.LEGACY_PROVISIONER) or ""
+    name = pool_name or pool_key(labels, world.nodepools)
     pool = world.nodepools.get(name)
     return pool.disruption.termination_grace_period_seconds if pool is not None else None
 

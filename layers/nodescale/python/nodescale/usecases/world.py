@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -121,6 +121,9 @@ class World:
             self._views[view.name] = view
             if view.instance_id:
                 self._node_by_instance[view.instance_id] = raw
+        # An instance's pool by its key here: a Provisioner's named like a NodePool is provisioner/<name>.
+        self.instances = [i if (key := nodelabels.pool_key(i.tags, self.nodepools) or i.nodepool) == i.nodepool
+                          else replace(i, nodepool=key) for i in self.instances]
         self._instance_by_id = {i.instance_id: i for i in self.instances}
 
     def refresh_instances(self, ec2: Any, cluster: str) -> None:
@@ -223,6 +226,7 @@ class World:
                 log.warning("node left out of planning", extra={"node": name, "reason": str(exc)})
                 continue
             node.pods = list(self.pods_by_node.get(name, []))
+            node.pool = nodelabels.pool_key(node.labels, self.nodepools)
             ready = k8s_nodes.readiness(raw).ready
             if not ready:
                 node.in_flight = True
@@ -278,7 +282,8 @@ class World:
             # What the node will carry once registered (the registration step syncs the same labels).
             labels = self.expected_labels(inst, pool, it)
         else:
-            labels = {**it.labels, wk.NODEPOOL: inst.nodepool or "", wk.ZONE: inst.zone,
+            named = {k: v for k, v in inst.tags.items() if k in (wk.NODEPOOL, wk.LEGACY_PROVISIONER)}
+            labels = {**it.labels, **(named or {wk.NODEPOOL: inst.nodepool or ""}), wk.ZONE: inst.zone,
                       wk.CAPACITY_TYPE: inst.capacity_type}
         labels[wk.INSTANCE_TYPE] = inst.instance_type
         labels[wk.HOSTNAME] = inst.private_dns_name or name
@@ -291,6 +296,7 @@ class World:
             capacity=dict(it.capacity),
             in_flight=True,
             price=self.price_of(inst),
+            pool=inst.nodepool or "",
         )
         # The DaemonSets that will run there take their share before any pending pod does.
         for d in self.daemonset_pods():
