@@ -240,16 +240,22 @@ def test_spot_warning_cordons_replaces_first_drains_within_the_pdb_and_terminate
     assert instance_state(sim, instance_id) in ("shutting-down", "terminated")
 
 
-def test_a_pdb_that_blocks_every_eviction_does_not_outlive_the_spot_notice(
-    sim: Environment, rt: Runtime, ns: str
-) -> None:
-    # The functions' own identity (runtime_for: DIR/env's kubeconfig) must be allowed to delete the pod
-    # that no eviction may take: the instance is going away whatever the PDB says.
+def one_pod_no_eviction_may_take(sim: Environment, rt: Runtime, ns: str) -> dict:
+    """One inflate pod, running, behind a PodDisruptionBudget that allows no disruption."""
     deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1})
     request_json(sim.kube_api_client(), "POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", body={
         "metadata": {"name": "all-of-inflate"},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "inflate"}}}})
     (pod,) = provision(sim, rt, ns, 1)
+    return pod
+
+
+def test_a_pdb_that_blocks_every_eviction_does_not_outlive_the_spot_notice(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    # The functions' own identity (runtime_for: DIR/env's kubeconfig) must be allowed to delete the pod
+    # that no eviction may take: the instance is going away whatever the PDB says.
+    pod = one_pod_no_eviction_may_take(sim, rt, ns)
     victim = pod["spec"]["nodeName"]
     instance_id = instance_of(node(sim, victim))
     # Sent two minutes ago: the notice has run out, so blocked pods are deleted directly.
@@ -264,11 +270,7 @@ def test_a_pdb_that_blocks_every_eviction_does_not_outlive_the_spot_notice(
 
 def test_a_pdb_refusal_is_a_warning_event_on_the_pod_and_the_node(sim: Environment, rt: Runtime, ns: str) -> None:
     # As a do-not-disrupt refusal is: `kubectl describe pod` shows why the pod has not moved.
-    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1})
-    request_json(sim.kube_api_client(), "POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", body={
-        "metadata": {"name": "all-of-inflate"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "inflate"}}}})
-    (pod,) = provision(sim, rt, ns, 1)
+    pod = one_pod_no_eviction_may_take(sim, rt, ns)
     victim = pod["spec"]["nodeName"]
     summary = replay(rt, event("spot-interruption-warning.json", instance_of(node(sim, victim)), sim), seconds=8)
     (report,) = summary["instances"]
