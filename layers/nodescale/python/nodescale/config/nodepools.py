@@ -7,6 +7,7 @@ defaults each generation applied when a field is absent are stated where they ar
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from croniter import croniter
 
@@ -121,6 +122,11 @@ def convert_nodepool(doc: Mapping, source: str) -> tuple[NodePool | None, list[C
         disruption=disruption,
         kubelet=kubelet,
     )
+    if pool is not None and api == V1 and spec.get("replicas") is not None:
+        replicas = attempt(c, integer, spec.get("replicas"), "spec.replicas", 0)
+        if replicas is None:
+            return None, c.errors
+        pool = replace(pool, replicas=replicas)
     return pool, c.errors
 
 

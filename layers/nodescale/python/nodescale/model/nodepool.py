@@ -72,10 +72,17 @@ class NodePool:
     # The object's own name, when ``name`` (the key it is known by) differs: a Provisioner named like a
     # NodePool is keyed ``provisioner/<name>`` (see ``qualified``). Labels, tags and events use this one.
     object_name: str = ""
+    # karpenter.sh/v1 static capacity (Karpenter v1.8+): keep this many nodes whether or not pods are
+    # pending; such nodes are never consolidated and only ``limits.nodes`` applies. None: a dynamic pool.
+    replicas: int | None = None
 
     @property
     def real_name(self) -> str:
         return self.object_name or self.name
+
+    @property
+    def static(self) -> bool:
+        return self.replicas is not None
 
     @property
     def kind(self) -> str:

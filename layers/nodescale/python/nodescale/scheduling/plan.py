@@ -51,6 +51,7 @@ class NodeClaim:
     price: float  # USD per hour of the cheapest option
     requests: res.Resources  # the pods' requests plus daemon overhead on the cheapest option
     overlays: tuple[str, ...] = ()  # what NodeOverlays changed on the cheapest option (its price, capacity)
+    key: str = ""  # a claim without pods (static capacity): what tells its launch from another's
 
 
 @dataclass(slots=True)

@@ -35,6 +35,7 @@ from ..model.instancetype import InstanceType
 from ..model.pod import Pod
 from ..runtime import Runtime
 from ..scheduling import ExistingNode, NodeClaim, Plan, solve
+from ..scheduling.static import static_claim
 from . import node_registration
 from .cluster_budget import ClusterBudget
 from .provision_launch import (
@@ -171,7 +172,8 @@ def _plan(
             limits_usage[node.nodepool] = res.add(limits_usage.get(node.nodepool, {}), counted)
     plan = solve(
         ask.pods,
-        world.nodepools.values(),
+        # A static pool (spec.replicas) keeps its count of nodes: pending pods launch none of its nodes.
+        [p for p in world.nodepools.values() if not p.static],
         types_by_pool,
         existing_nodes=existing,
         daemonset_pods=world.daemonset_pods(),
@@ -269,6 +271,74 @@ def _note_pool_limits(plan: Plan, outcome: LaunchOutcome) -> None:
     for pool, why in sorted(pools.items()):
         outcome.limits.append({"scope": "nodepool", "nodePool": pool, "reason": why})
         telemetry.count(telemetry.LIMIT_REACHED, **{telemetry.NODEPOOL_DIMENSION: pool})
+
+
+# ------------------------------------------------------------------------------------- static capacity
+
+
+def static_shortfall(world: World) -> dict[str, int]:
+    """How many nodes each static pool (spec.replicas) lacks: its registered and in-flight nodes not
+    being deleted count; only ``limits.nodes`` caps the count, as in Karpenter."""
+    have: dict[str, int] = {}
+    for node in world.existing_nodes():
+        if node.nodepool and not node.unschedulable:
+            have[node.nodepool] = have.get(node.nodepool, 0) + 1
+    out: dict[str, int] = {}
+    for name, pool in world.nodepools.items():
+        if pool.replicas is None:
+            continue
+        missing = pool.replicas - have.get(name, 0)
+        if "nodes" in pool.limits:
+            missing = min(missing, pool.limits["nodes"] - have.get(name, 0))
+        if missing > 0:
+            out[name] = missing
+    return out
+
+
+def keep_static_capacity(rt: Runtime, world: World, *, dry_run: bool = False) -> LaunchOutcome:
+    """Launch the nodes static pools lack (no pods: the pool keeps spec.replicas nodes regardless)."""
+    outcome = LaunchOutcome(dry_run=dry_run)
+    if not any(p.static for p in world.nodepools.values()):
+        return outcome
+    if dry_run:
+        return _launch_static(rt, world, outcome)
+    try:
+        with leases.hold(rt.aws.dynamodb, rt.settings.table_name, "launch", wait_seconds=LEASE_WAIT_SECONDS):
+            world.refresh_instances(rt.aws.ec2, rt.cluster)
+            return _launch_static(rt, world, outcome)
+    except leases.LeaseBusy as exc:
+        outcome.count_error("LaunchInProgress", str(exc))
+        return outcome
+
+
+def _launch_static(rt: Runtime, world: World, outcome: LaunchOutcome) -> LaunchOutcome:
+    shortfall = static_shortfall(world)
+    if not shortfall:
+        return outcome
+    everything = world.existing_nodes()
+    types_by_pool = world.types_by_pool()
+    labels_by_pool = world.labels_by_pool()
+    admitted_claims: list[NodeClaim] = []
+    for name, missing in sorted(shortfall.items()):
+        pool = world.nodepools[name]
+        # The pool's current instances name the launch: a retry in the same state reuses the Fleet
+        # token, a launch after a node went asks for a new one.
+        members = sorted(n.name for n in everything if n.nodepool == name)
+        for i in range(missing):
+            claim = static_claim(pool, types_by_pool.get(name, []), extra_labels=labels_by_pool.get(name),
+                                 unavailable=world.unavailable, key=f"static\0{','.join(members)}\0{i}")
+            if claim is None:
+                outcome.count_error("NoUsableOptions", f"nodepool {name}: no instance type to keep spec.replicas")
+                break
+            admitted_claims.append(claim)
+    unschedulable: list[tuple[Pod, str]] = []
+    admitted = _within_cluster_budget(rt, everything, admitted_claims, types_by_pool, outcome, unschedulable)
+    if outcome.dry_run:
+        outcome.launches.extend(planned_launch(claim) for claim, _ in admitted)
+        return outcome
+    launch_admitted(rt, world, admitted, outcome, unschedulable, reason="static capacity", recorder=None,
+                    may_retry=False)
+    return outcome
 
 
 # ----------------------------------------------------------------------------------------------- events
@@ -380,6 +450,7 @@ def _pass(rt: Runtime, summary: Summary, dry_run: bool) -> LaunchOutcome:
     if outcome.unschedulable:
         telemetry.count(telemetry.UNSCHEDULABLE_PODS, len(outcome.unschedulable))
     summary.add_outcome(pods, outcome)
+    _static(rt, world, summary, dry_run)
     return outcome
 
 
@@ -408,7 +479,16 @@ def provision_watch(rt: Runtime, deadline: float, *, dry_run: bool = False) -> d
         summary.add_world(world)
         node_registration.sync_nodes(rt, world, dry_run=dry_run)
         _expire_unregistered(rt, world, summary, dry_run)
+        _static(rt, world, summary, dry_run)
     return summary.finish()
+
+
+def _static(rt: Runtime, world: World, summary: Summary, dry_run: bool) -> None:
+    """Static pools topped up to spec.replicas; what launched joins the summary's launches."""
+    outcome = keep_static_capacity(rt, world, dry_run=dry_run)
+    summary.data["launches"].extend(launch.to_dict() for launch in outcome.launches)
+    for code, n in outcome.errors.items():
+        summary.data["errors"][code] = summary.data["errors"].get(code, 0) + n
 
 
 __all__ = [
@@ -419,6 +499,7 @@ __all__ = [
     "LaunchOutcome",
     "in_flight_instance",
     "launch_capacity",
+    "keep_static_capacity",
     "launch_key",
     "nomination_message",
     "pending_since",

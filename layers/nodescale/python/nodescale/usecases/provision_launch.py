@@ -151,6 +151,8 @@ def launch_key(claim: NodeClaim) -> str:
     """The planned node's identity: the pool and the pods it is for, so a retry of the same launch
     (same pods still waiting) reuses the Fleet client token and EC2 answers with the same instances."""
     ids = sorted(p.uid or p.key for p in claim.pods)
+    if getattr(claim, "key", ""):  # a claim without pods (static capacity) names itself
+        ids.append(claim.key)
     return hashlib.sha256("\0".join([claim.nodepool, *ids]).encode()).hexdigest()[:32]
 
 

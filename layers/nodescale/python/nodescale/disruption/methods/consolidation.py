@@ -64,7 +64,8 @@ class Consolidation(Method):
         """Records each node's pod set, so that a pod removed restarts consolidateAfter next run too."""
         for v in candidates:
             after = ctx.pool(v).disruption.consolidate_after_seconds
-            if v.empty or not _consolidates(ctx.pool(v).disruption.consolidation_policy) or not after:
+            if v.empty or ctx.pool(v).static or not _consolidates(ctx.pool(v).disruption.consolidation_policy) \
+                    or not after:
                 continue
             value = pods_record(v, ctx.now)
             if value is not None:
@@ -73,6 +74,8 @@ class Consolidation(Method):
     def should_disrupt(self, node: NodeView, ctx: Context) -> bool:
         if node.empty or not node.ready:
             return False  # empty nodes are emptiness's
+        if ctx.pool(node).static:
+            return False  # a static pool (spec.replicas) keeps its nodes: never consolidated
         disruption = ctx.pool(node).disruption
         after = disruption.consolidate_after_seconds
         if not _consolidates(disruption.consolidation_policy) or after is None:

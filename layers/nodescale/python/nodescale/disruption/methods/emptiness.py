@@ -19,7 +19,7 @@ from .base import Method
 def empty_check(node: NodeView, pool: NodePool, now: datetime) -> Decision | None:
     """An empty node goes once it has been empty for ``consolidateAfter`` (v1alpha5: ttlSecondsAfterEmpty)."""
     after = pool.disruption.consolidate_after_seconds
-    if not node.empty or after is None:
+    if not node.empty or after is None or pool.static:  # a static pool (spec.replicas) keeps its nodes
         return None
     since = node.empty_since
     if since is None:
@@ -39,7 +39,8 @@ class Emptiness(Method):
             if not v.empty:
                 if v.empty_since is not None:
                     ctx.out.clear_empty.append(v.name)
-            elif ctx.pool(v).disruption.consolidate_after_seconds is not None and v.ready and v.empty_since is None:
+            elif (ctx.pool(v).disruption.consolidate_after_seconds is not None and not ctx.pool(v).static
+                  and v.ready and v.empty_since is None):
                 ctx.out.mark_empty.append(v.name)
 
     def should_disrupt(self, node: NodeView, ctx: Context) -> bool:
