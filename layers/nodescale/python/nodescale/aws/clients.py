@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import threading
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -73,7 +72,9 @@ def client(service: str, region: str | None = None) -> Any:
         return _CLIENTS.setdefault(key, made)
 
 
-@dataclass(frozen=True)
+SERVICES = ("ec2", "ssm", "eks", "dynamodb", "iam")
+
+
 class AwsClients:
     """The clients the launch code needs, passed around explicitly so tests can hand in their own."""
 
@@ -83,15 +84,36 @@ class AwsClients:
     dynamodb: Any
     iam: Any
 
+    def __init__(self, ec2: Any, ssm: Any, eks: Any, dynamodb: Any, iam: Any) -> None:
+        self.ec2, self.ssm, self.eks, self.dynamodb, self.iam = ec2, ssm, eks, dynamodb, iam
+
     @classmethod
     def for_region(cls, region: str | None = None) -> AwsClients:
-        return cls(
-            ec2=client("ec2", region),
-            ssm=client("ssm", region),
-            eks=client("eks", region),
-            dynamodb=client("dynamodb", region),
-            iam=client("iam", region),
-        )
+        """EC2 is built now (every function calls it on its first event); the others on first use.
+
+        Deferred for cold start: SSM, EKS and IAM are only called when a launch resolves an AMI, the
+        cluster or an instance profile, DynamoDB only by the functions that keep state, and each client
+        costs ~10 ms of service-model loading. They are built with the region and credentials in force
+        here, so a deferred client is the one this call would have built.
+        """
+        made = cls.__new__(cls)
+        made.__dict__["_deferred"] = (_region(region), CREDENTIALS.get())
+        made.ec2 = client("ec2", region)
+        return made
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for an attribute not set yet: a client for_region left for its first use.
+        deferred = self.__dict__.get("_deferred")
+        if deferred is None or name not in SERVICES:
+            raise AttributeError(name)
+        region, credentials = deferred
+        token = CREDENTIALS.set(credentials)
+        try:
+            made = client(name, region)  # process-wide: threads racing here get the same client
+        finally:
+            CREDENTIALS.reset(token)
+        self.__dict__[name] = made
+        return made
 
 
 def reset() -> None:

@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from croniter import croniter
-
 from ..model import labels as wk
 from ..model.nodepool import DEFAULT_BUDGETS, NO_BUDGETS, Budget, Disruption, KubeletSettings, NodePool
 from ..model.quantity import QuantityError, to_int, to_milli
@@ -437,6 +435,9 @@ def _cron_error(schedule: str) -> str | None:
     fields = text.split()
     if len(fields) != 5:
         return f"{len(fields)} fields given; expected five: {' '.join(_CRON_FIELDS)}"
+    # Imported here, not at module load: only a budget with a schedule needs it (cold start).
+    from croniter import croniter
+
     if croniter.is_valid(text):
         return None
     # Name the field at fault: each one alone, the others left open.

@@ -12,8 +12,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from croniter import croniter
-
 from ..model.nodepool import DEFAULT_BUDGETS, Budget, NodePool
 from .decisions import DRIFTED, EMPTY, UNDERUTILIZED
 from .nodes import NodeView
@@ -35,6 +33,9 @@ def is_active(budget: Budget, now: datetime) -> bool:
         return True
     if budget.duration_seconds is None:
         return False
+    # Imported here, not at module load: only a budget with a schedule needs it (cold start).
+    from croniter import croniter
+
     # croniter's get_prev from just after ``now`` includes a fire exactly at ``now``.
     last = croniter(budget.schedule, now + timedelta(microseconds=1)).get_prev(datetime)
     return now < last + timedelta(seconds=budget.duration_seconds)
