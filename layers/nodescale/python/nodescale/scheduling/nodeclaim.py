@@ -5,7 +5,7 @@ cheapest, what it reserves against its pool's limits, and the `plan.NodeClaim` i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from ..model import labels as wk
@@ -202,14 +202,15 @@ def build_node_claims(claims: Sequence[ClaimBin], dims: Sequence[str]) -> list[N
     return [_node_claim(claim, dims, offered_cache) for claim in claims]
 
 
-def _node_claim(claim: ClaimBin, dims: Sequence[str], offered_cache: dict) -> NodeClaim:
-    options = claim.options[:MAX_INSTANCE_TYPES]
-    zones, capacity_types = _offered(options, claim.zones, claim.capacity_types, offered_cache)
-    # Zones and capacity types were tracked as sets while packing; they join the requirements here.
-    requirements = claim.requirements.with_requirement(Requirement.exactly(wk.ZONE, *zones))
+def pinned(
+    requirements: Requirements, template_labels: Mapping[str, str], zones: Sequence[str], capacity_types: Sequence[str]
+) -> tuple[Requirements, dict[str, str]]:
+    """A claim's requirements narrowed to its zones and capacity types, and the labels its node will carry:
+    the template's, every single-valued requirement's (not the hostname), and the zone and capacity type
+    when only one remains."""
+    requirements = requirements.with_requirement(Requirement.exactly(wk.ZONE, *zones))
     requirements = requirements.with_requirement(Requirement.exactly(wk.CAPACITY_TYPE, *capacity_types))
-    template = claim.template
-    labels = dict(template.labels)
+    labels = dict(template_labels)
     for key, value in requirements.labels().items():
         if key not in labels and key != wk.HOSTNAME:
             labels[key] = value
@@ -217,6 +218,15 @@ def _node_claim(claim: ClaimBin, dims: Sequence[str], offered_cache: dict) -> No
         labels[wk.ZONE] = zones[0]
     if len(capacity_types) == 1:
         labels[wk.CAPACITY_TYPE] = capacity_types[0]
+    return requirements, labels
+
+
+def _node_claim(claim: ClaimBin, dims: Sequence[str], offered_cache: dict) -> NodeClaim:
+    options = claim.options[:MAX_INSTANCE_TYPES]
+    zones, capacity_types = _offered(options, claim.zones, claim.capacity_types, offered_cache)
+    # Zones and capacity types were tracked as sets while packing; they join the requirements here.
+    template = claim.template
+    requirements, labels = pinned(claim.requirements, template.labels, zones, capacity_types)
     requests = {dim: used for dim, used in zip(dims, claim.used, strict=True) if used}
     for dim, overhead in zip(dims, options[0].daemon, strict=True):
         if overhead:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..model import labels as wk
 from ..model.instancetype import InstanceType
 from ..model.nodepool import NodePool
-from ..model.requirements import Requirement
+from .nodeclaim import pinned
 from .plan import MAX_INSTANCE_TYPES, NodeClaim
 from .templates import build_template, min_values_of, truncate
 
@@ -29,16 +28,7 @@ def static_claim(
     pairs = {(z, c) for t in options for z, c, _ in t.offers}
     zones = sorted({z for z, _ in pairs})
     capacity_types = sorted({c for _, c in pairs})
-    requirements = template.requirements.with_requirement(Requirement.exactly(wk.ZONE, *zones))
-    requirements = requirements.with_requirement(Requirement.exactly(wk.CAPACITY_TYPE, *capacity_types))
-    labels = dict(template.labels)
-    for k, v in requirements.labels().items():
-        if k not in labels and k != wk.HOSTNAME:
-            labels[k] = v
-    if len(zones) == 1:
-        labels[wk.ZONE] = zones[0]
-    if len(capacity_types) == 1:
-        labels[wk.CAPACITY_TYPE] = capacity_types[0]
+    requirements, labels = pinned(template.requirements, template.labels, zones, capacity_types)
     return NodeClaim(
         nodepool=pool.name,
         instance_types=[t.name for t in options],
