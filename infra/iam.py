@@ -33,12 +33,16 @@ KUBERNETES = "kubernetes"  # k8s/client.py and aws/cluster.py: the endpoint and 
 OFFERINGS = "offerings"  # aws/offerings: offerings that just failed, shared through the table
 LEASE = "lease"  # aws/leases: one launch at a time across functions (conditional put, delete)
 IDEMPOTENCY = "idempotency"  # aws/idempotency: Powertools' DynamoDB persistence layer
+ZONAL_SHIFTS = "zonal-shifts"  # aws/zonalshifts.record: an ARC zonal shift event, kept for every function
 
 FUNCTION_CAPABILITIES: dict[str, frozenset[str]] = {
     # A pass: read the world, expire instances that never registered, launch for pending pods.
     PROVISIONER.name: frozenset({READ_WORLD, LAUNCH, TERMINATE, KUBERNETES, OFFERINGS, LEASE}),
     # An event: mark the reclaimed offering, launch a replacement, drain, terminate; once per event id.
-    INTERRUPTION.name: frozenset({READ_WORLD, LAUNCH, TERMINATE, KUBERNETES, OFFERINGS, LEASE, IDEMPOTENCY}),
+    # An ARC zonal shift event: recorded (zone id -> name from DescribeAvailabilityZones), nothing else.
+    INTERRUPTION.name: frozenset(
+        {READ_WORLD, LAUNCH, TERMINATE, KUBERNETES, OFFERINGS, LEASE, IDEMPOTENCY, ZONAL_SHIFTS}
+    ),
     # Consolidation, expiry, drift (resolves the node class as a launch would), repair (status checks),
     # replacements, and garbage collection of unused launch templates.
     DISRUPTION.name: frozenset(
@@ -71,6 +75,8 @@ EC2_READS: dict[str, tuple[str, ...]] = {
 }
 # Item actions on the state table per capability (nothing reads its stream: it has none).
 TABLE_ACTIONS: dict[str, tuple[str, ...]] = {
+    READ_WORLD: ("dynamodb:BatchGetItem",),  # aws/zonalshifts.active: the zones shifted away from
+    ZONAL_SHIFTS: ("dynamodb:UpdateItem",),  # a conditional update: the newest event per zone and kind wins
     OFFERINGS: ("dynamodb:Scan", "dynamodb:BatchWriteItem"),
     LEASE: ("dynamodb:PutItem", "dynamodb:DeleteItem"),
     IDEMPOTENCY: ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),

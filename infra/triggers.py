@@ -1,4 +1,5 @@
-"""What starts the functions: EC2 and Health events for interruption, a one-minute schedule for the others."""
+"""What starts the functions: EC2, Health and ARC zonal shift events for interruption, a one-minute schedule
+for the others."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from constructs import Construct
 
 from infra.functions import SCHEDULED_MAX_EVENT_AGE, SCHEDULED_RETRY_ATTEMPTS
 from infra.names import physical_name
+from nodescale.interruption.parsers import zonal_shift
 
 # EventBridge gives up on delivering an interruption event after this many tries or this age, and
 # then puts it in the dead-letter queue.
@@ -27,8 +29,12 @@ class EventRuleSpec:
     suffix: str  # of the rule's name
     description: str
     source: str
-    detail_type: str
+    detail_type: str | tuple[str, ...]
     detail: dict[str, Any] | None = None
+
+    @property
+    def detail_types(self) -> list[str]:
+        return [self.detail_type] if isinstance(self.detail_type, str) else list(self.detail_type)
 
 
 INTERRUPTION_RULES = (
@@ -41,6 +47,10 @@ INTERRUPTION_RULES = (
                   {"state": ["stopping", "stopped", "shutting-down", "terminated"]}),
     EventRuleSpec("scheduled-change", "AWS Health scheduled changes for EC2", "aws.health", "AWS Health Event",
                   {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]}),
+    # The detail-types the parser reads (the layer's list, so the rule and the parser cannot drift);
+    # practice runs are not among them (see nodescale/interruption/parsers/zonal_shift.py).
+    EventRuleSpec("zonal-shift", "ARC zonal shifts and autoshifts (launches keep out of the zone)",
+                  zonal_shift.SOURCE, tuple(zonal_shift.DETAIL_TYPES)),
 )
 
 
@@ -49,7 +59,7 @@ def interruption_rules(
 ) -> list[events.Rule]:
     rules = []
     for spec in INTERRUPTION_RULES:
-        pattern = events.EventPattern(source=[spec.source], detail_type=[spec.detail_type], detail=spec.detail)
+        pattern = events.EventPattern(source=[spec.source], detail_type=spec.detail_types, detail=spec.detail)
         rule = events.Rule(
             scope,
             f"{_camel(spec.suffix)}Rule",

@@ -122,11 +122,13 @@ def test_launching_functions_list_the_node_roles_instance_profiles_only(default:
 
 
 TABLE_ACTIONS = {
-    "provisioner": {"dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:PutItem", "dynamodb:DeleteItem"},
-    "disruption": {"dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:PutItem", "dynamodb:DeleteItem"},
+    "provisioner": {"dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:PutItem", "dynamodb:DeleteItem",
+                    "dynamodb:BatchGetItem"},
+    "disruption": {"dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:PutItem", "dynamodb:DeleteItem",
+                   "dynamodb:BatchGetItem"},
     # and the Powertools idempotency records of each event
     "interruption": {"dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:PutItem", "dynamodb:DeleteItem",
-                     "dynamodb:GetItem", "dynamodb:UpdateItem"},
+                     "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"},
     "cleanup": set(),
 }
 

@@ -22,6 +22,14 @@ EXPECTED_PATTERNS = {
         "detail-type": ["AWS Health Event"],
         "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
     },
+    # The detail-types the ARC Developer Guide lists ("Using zonal autoshift with Amazon EventBridge"),
+    # but for practice runs.
+    "zonal-shift": {
+        "source": ["aws.arc-zonal-shift"],
+        "detail-type": ["Autoshift In Progress", "Autoshift Completed", "FIS Experiment Autoshift In Progress",
+                        "FIS Experiment Autoshift Completed", "FIS Experiment Autoshift Canceled",
+                        "Manual Shift Started", "Manual Shift Updated", "Manual Shift Canceled"],
+    },
 }
 
 

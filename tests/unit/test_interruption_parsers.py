@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from nodescale.interruption import events as ev
-from nodescale.interruption.parsers import PARSERS, health, rebalance, spot, state_change
+from nodescale.interruption.parsers import PARSERS, health, rebalance, spot, state_change, zonal_shift
 
 EVENTS = Path(__file__).parent.parent / "fixtures" / "events"
 IID = "i-0a1b2c3d4e5f60718"
 T = "2026-11-20T10:15:30+00:00"
+CLUSTER_ARN = "arn:aws:eks:us-east-1:123456789012:cluster/demo-cluster"
 
 # What each fixture parsed to before the parsers were split (instance, action, kind, detail, time, deadline),
 # or the reason it was ignored.
@@ -28,6 +29,11 @@ EXPECTED: dict[str, object] = {
     ],
     "health-issue-not-ec2.json": "AWS Health event for service 'RDS', not EC2: not ours to act on",
     "scheduled-tick.json": "unknown detail-type 'Scheduled Event'",
+    # A zone, not instances: (zone id, kind, shifted away, resources)
+    "zonal-autoshift-in-progress.json": ("use1-az2", "autoshift", True, ()),
+    "zonal-autoshift-completed.json": ("use1-az2", "autoshift", False, ()),
+    "zonal-manual-shift-started.json": ("use1-az2", "manual", True, (CLUSTER_ARN,)),
+    "zonal-manual-shift-canceled.json": ("use1-az2", "manual", False, (CLUSTER_ARN,)),
 }
 
 
@@ -38,6 +44,9 @@ def load(name: str) -> dict:
 def _shape(result: object) -> object:
     if isinstance(result, ev.Ignored):
         return result.reason
+    if isinstance(result, ev.ZoneShift):
+        assert result.event_time is not None and result.event_time.isoformat() == T
+        return (result.zone_id, result.kind, result.active, result.resources)
     return [
         (i.instance_id, i.action, i.kind, i.detail, i.event_time and i.event_time.isoformat(),
          i.deadline and i.deadline.isoformat())
@@ -64,6 +73,10 @@ def test_the_registry_is_keyed_by_source_and_detail_type() -> None:
         ("aws.ec2", "EC2 Instance Rebalance Recommendation"): rebalance.parse,
         ("aws.ec2", "EC2 Instance State-change Notification"): state_change.parse,
         ("aws.health", "AWS Health Event"): health.parse,
+        **{("aws.arc-zonal-shift", t): zonal_shift.parse for t in (
+            "Autoshift In Progress", "Autoshift Completed", "FIS Experiment Autoshift In Progress",
+            "FIS Experiment Autoshift Completed", "FIS Experiment Autoshift Canceled",
+            "Manual Shift Started", "Manual Shift Updated", "Manual Shift Canceled")},
     }
     assert expected == PARSERS
 

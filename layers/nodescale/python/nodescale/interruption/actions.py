@@ -7,7 +7,9 @@ This is the whole interruption policy (the use-case only carries it out):
   names the instance, since nothing should launch into capacity EC2 is reclaiming;
 - a rebalance recommendation is recorded, unless the NodePool (or the Node itself) opts in with
   ``nodescale.io/rebalance: interrupt``; then it is treated like a spot warning;
-- a pending/running state change, or an instance no Node names, needs nothing.
+- a pending/running state change, or an instance no Node names, needs nothing;
+- an ARC zonal shift of an Availability Zone (``zone_shift_ignored``): an autoshift always keeps
+  launches out of the zone until it completes; a manual shift does when it names this cluster or nothing.
 
 Also the words of the summary: what was done per instance (``Outcome``) and the fixed reasons.
 """
@@ -21,7 +23,7 @@ from typing import Any
 
 from ..model.nodelabels import pool_key
 from ..model.nodepool import NodePool
-from .intents import Intent, IntentAction, Kind
+from .intents import Intent, IntentAction, Kind, ShiftKind, ZoneShift
 
 REBALANCE_ANNOTATION = "nodescale.io/rebalance"
 REBALANCE_INTERRUPT = "interrupt"
@@ -100,3 +102,24 @@ def nodepool_name(node: Mapping[str, Any], instance_pool: str | None, keys: Cont
     """The key of the pool an instance belongs to among ``keys``: its own tags first, else the Node's labels."""
     labels = (node.get("metadata") or {}).get("labels") or {}
     return instance_pool or pool_key(labels, keys)
+
+
+def zone_shift_ignored(shift: ZoneShift, cluster: str) -> str | None:
+    """None when ``shift`` keeps capacity out of (or lets it back into) its zone; else why it is not ours.
+
+    An autoshift (AWS's, or an FIS experiment's) says the zone is impaired, whatever resources it
+    names, so it always applies. A manual shift is an operator's choice for the resources it names: it
+    applies when it names this EKS cluster (EKS zonal shift: ``arn:...:eks:<region>:<account>:cluster/<name>``)
+    or names nothing; a manual shift of, say, one load balancer is that load balancer's business.
+    """
+    if shift.kind != ShiftKind.MANUAL or not shift.resources:
+        return None
+    if any(_names_cluster(r, cluster) for r in shift.resources):
+        return None
+    return (f"manual zonal shift of {', '.join(shift.resources)}, not of this EKS cluster ({cluster}): "
+            "its zone stays open to launches")
+
+
+def _names_cluster(resource: str, cluster: str) -> bool:
+    parts = resource.split(":", 5)
+    return len(parts) == 6 and parts[0] == "arn" and parts[2] == "eks" and parts[5] == f"cluster/{cluster}"

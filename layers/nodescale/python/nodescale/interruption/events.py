@@ -14,14 +14,16 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .intents import Ignored, Intent, IntentAction, Kind, Parsed
-from .parsers import Envelope, dispatch, health, rebalance, spot, state_change
+from .intents import Ignored, Intent, IntentAction, Kind, Parsed, ShiftKind, ZoneShift
+from .parsers import Envelope, dispatch, health, rebalance, spot, state_change, zonal_shift
 from .parsers.base import parse_time, text
 
 SPOT_WARNING = spot.DETAIL_TYPE
 REBALANCE = rebalance.DETAIL_TYPE
 STATE_CHANGE = state_change.DETAIL_TYPE
 HEALTH = health.DETAIL_TYPE
+ZONAL_SHIFT_SOURCE = zonal_shift.SOURCE
+ZONAL_SHIFT_DETAIL_TYPES = tuple(zonal_shift.DETAIL_TYPES)
 
 INTERRUPT = IntentAction.INTERRUPT
 REBALANCE_RISK = IntentAction.REBALANCE_RISK
@@ -80,7 +82,9 @@ def _envelope(event: object, account: str | None, region: str | None) -> Envelop
         return Ignored(f"event for account {event['account']}, this deployment is in {account}", event_id)
     if region and event["region"] != region:
         return Ignored(f"event for region {event['region']}, this deployment is in {region}", event_id)
-    return Envelope(event_id, event["source"], event["detail-type"], parse_time(event.get("time")), detail)
+    resources = event.get("resources")
+    names = tuple(r for r in resources if isinstance(r, str)) if isinstance(resources, list) else ()
+    return Envelope(event_id, event["source"], event["detail-type"], parse_time(event.get("time")), detail, names)
 
 
 __all__ = [
@@ -92,11 +96,15 @@ __all__ = [
     "REBALANCE_RISK",
     "SPOT_WARNING",
     "STATE_CHANGE",
+    "ZONAL_SHIFT_DETAIL_TYPES",
+    "ZONAL_SHIFT_SOURCE",
     "Ignored",
     "Intent",
     "IntentAction",
     "Kind",
     "ParsedEvent",
+    "ShiftKind",
+    "ZoneShift",
     "detail_type_of",
     "parse",
     "read",

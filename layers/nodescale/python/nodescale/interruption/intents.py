@@ -1,4 +1,5 @@
-"""What one EventBridge event asks of the interruption function: an ``Intent`` per instance, or ``Ignored``.
+"""What one EventBridge event asks of the interruption function: an ``Intent`` per instance, a
+``ZoneShift`` for an Availability Zone, or ``Ignored``.
 
 The enums' values are the strings the summaries, logs and metric dimensions have always carried, so
 a value read from a summary compares equal to its member.
@@ -47,4 +48,25 @@ class Ignored:
     event_id: str = ""
 
 
-Parsed = list[Intent] | Ignored
+class ShiftKind(StrEnum):
+    """Who shifted traffic away from a zone; each kind starts and ends on its own (an autoshift's end
+    does not end an operator's manual shift of the same zone)."""
+
+    AUTOSHIFT = "autoshift"  # AWS saw the zone impaired
+    FIS_AUTOSHIFT = "fis-autoshift"  # an AWS FIS experiment started an autoshift
+    MANUAL = "manual"  # StartZonalShift, by an operator
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneShift:
+    """An ARC zonal shift started (``active``) or ended for the Availability Zone ``zone_id`` (``use1-az1``)."""
+
+    zone_id: str
+    kind: ShiftKind
+    active: bool
+    event_id: str
+    event_time: datetime | None
+    resources: tuple[str, ...] = ()  # the shifted resources' identifiers; empty for an observer notification
+
+
+Parsed = list[Intent] | ZoneShift | Ignored

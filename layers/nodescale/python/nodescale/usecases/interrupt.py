@@ -17,6 +17,8 @@ For an instance this cluster owns (``nodescale.io/cluster`` tag) whose Node is r
   node template (``spec.template.metadata.annotations`` for karpenter.sh/v1 and v1beta1 NodePools,
   ``spec.annotations`` for a v1alpha5 Provisioner); a node carrying the annotation itself opts in too.
 - state change to pending / running: nothing.
+- ARC zonal shift or autoshift (source ``aws.arc-zonal-shift``): the zone is recorded as shifted away
+  from (or back) in the shared table, and launches keep out of it (``zonal_shift.py``).
 
 Repeats do no harm: a node already carrying the taint is not marked again, and its pods are planned
 against what exists and is in flight (the replacement an earlier event launched), so nothing is
@@ -49,7 +51,7 @@ from ..model.nodepool import NodePool
 from ..runtime import Runtime
 from ..settings import Settings
 from . import interrupt_actions as act
-from . import terminate
+from . import terminate, zonal_shift
 from .interrupt_actions import InstanceReport, Work, pods_to_move
 from .world import World, read_nodes_and_pods, read_world
 
@@ -90,6 +92,9 @@ def process(
     parsed = events.read(event, account, settings.region)
     if isinstance(parsed.result, events.Ignored):
         return ignored_summary(event, parsed.result, parsed.detail_type)
+    if isinstance(parsed.result, events.ZoneShift):
+        # A zone, not instances: recorded for every function's next read of the world (repeats are harmless).
+        return zonal_shift.handle_shift(runtime().begin_invocation(), parsed.result, parsed.detail_type)
     rt = runtime().begin_invocation()
     accepted = dict(event) if isinstance(event, Mapping) else {}  # read() accepts only objects
     return once_per_event(
@@ -128,6 +133,8 @@ def handle_event(
         parsed = events.read(event, account, rt.settings.region)
     if isinstance(parsed.result, events.Ignored):
         return ignored_summary(event, parsed.result, parsed.detail_type)
+    if isinstance(parsed.result, events.ZoneShift):
+        return zonal_shift.handle_shift(rt, parsed.result, parsed.detail_type)
     intents = parsed.result
     reports = [InstanceReport(i.instance_id, i.kind) for i in intents]
     for intent in intents:

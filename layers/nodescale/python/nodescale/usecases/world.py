@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from .. import clock, telemetry
 from ..aws import catalog as catalogs
 from ..aws import instances as ec2_instances
+from ..aws import zonalshifts
 from ..aws.instances import ManagedInstance
 from ..aws.pooltypes import PoolTypesError, pool_types
 from ..config import ConfigError
@@ -29,7 +30,7 @@ from ..k8s import nodes as k8s_nodes
 from ..k8s.events import WARNING, EventRecorder, ObjectRef
 from ..k8s.nodepool_objects import CLUSTER_KINDS
 from ..model import labels as wk
-from ..model import nodelabels
+from ..model import nodelabels, zonalshift
 from ..model import resources as res
 from ..model.instancetype import InstanceType
 from ..model.node import ClusterNode
@@ -39,6 +40,7 @@ from ..model.pod import Pod
 from ..model.quantity import QuantityError
 from ..model.requirements import RequirementError
 from ..model.taints import Taint, TaintError, tolerates_all
+from ..model.zonalshift import ActiveShift
 from ..scheduling.plan import ExistingNode
 from ..scheduling.templates import daemon_requirements, labels_satisfy
 from ..scheduling.workloads import WorkloadError, read_workloads
@@ -99,6 +101,8 @@ class World:
     instances: list[ManagedInstance] = field(default_factory=list)
     catalog: list[InstanceType] = field(default_factory=list, repr=False)
     unavailable: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    # Availability Zones under an ARC zonal shift, by zone id: nothing launches there (aws/zonalshifts).
+    shifts: dict[str, ActiveShift] = field(default_factory=dict)
     # Pods whose spec cannot be read ("namespace/name", why); they are left out of planning.
     pod_errors: list[tuple[str, str]] = field(default_factory=list)
     _types: dict[str, list[InstanceType]] = field(default_factory=dict, repr=False)
@@ -344,6 +348,7 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     world.instances = ec2_instances.list_instances(rt.aws.ec2, settings.cluster_name)
     world.unavailable = rt.launcher.offerings.snapshot()
     world.catalog = catalog(rt)
+    world.shifts = read_shifts(rt, world.catalog)
     _prepare_types(world)
     world.index()
     log.debug("world read", extra={"seconds": round(time.perf_counter() - started, 3), "nodes": len(world.nodes),
@@ -437,10 +442,22 @@ def _prepare_types(world: World) -> None:
         except PoolTypesError as exc:
             world.config_errors.append(str(exc))
             continue
-        world._types[name] = catalogs.mark_unavailable(types[name], world.unavailable)
+        world._types[name] = zonalshift.avoid(catalogs.mark_unavailable(types[name], world.unavailable), world.shifts)
         world._pool_labels[name] = labels.get(name, {})
         usable[name] = pool
     world.nodepools = usable
+
+
+def read_shifts(rt: Runtime, types: list[InstanceType]) -> dict[str, ActiveShift]:
+    """The zonal shifts in force for the zones the catalog knows by id (DescribeAvailabilityZones): one
+    BatchGetItem. Without zone ids (DescribeAvailabilityZones failed) no shift can be mapped to a zone name."""
+    zone_ids = {o.zone_id for it in types for o in it.offerings if o.zone_id}
+    if not zone_ids:
+        return {}
+    shifts = zonalshifts.active(rt.aws.dynamodb, rt.settings.table_name, zone_ids, clock.epoch())
+    if shifts:
+        log.info("zones under a zonal shift: no launches there", extra={"zone_ids": sorted(shifts)})
+    return shifts
 
 
 def catalog(rt: Runtime) -> list[InstanceType]:

@@ -1,18 +1,22 @@
 """The registry of event parsers, keyed by (source, detail-type): one module per event kind.
 
-Adding an event kind is a parser module (``SOURCE``, ``DETAIL_TYPE``, ``parse``) and a line in
-``_KINDS``; nothing else reads the detail-type.
+Adding an event kind is a parser module (``SOURCE``, ``DETAIL_TYPE`` or, for a family of events one
+parser reads, ``DETAIL_TYPES``, and ``parse``) and a line in ``_KINDS``; nothing else reads the detail-type.
 """
 
 from __future__ import annotations
 
 from ..intents import Ignored, Parsed
-from . import health, rebalance, spot, state_change
+from . import health, rebalance, spot, state_change, zonal_shift
 from .base import Envelope, Parser
 
-_KINDS = (spot, rebalance, state_change, health)
+_KINDS = (spot, rebalance, state_change, health, zonal_shift)
 
-PARSERS: dict[tuple[str, str], Parser] = {(kind.SOURCE, kind.DETAIL_TYPE): kind.parse for kind in _KINDS}
+PARSERS: dict[tuple[str, str], Parser] = {
+    (kind.SOURCE, detail_type): kind.parse
+    for kind in _KINDS
+    for detail_type in getattr(kind, "DETAIL_TYPES", (getattr(kind, "DETAIL_TYPE", None),))
+}
 
 
 def dispatch(event: Envelope) -> Parsed:

@@ -22,6 +22,7 @@ class Envelope:
     detail_type: str
     time: datetime | None
     detail: Mapping
+    resources: tuple[str, ...] = ()  # the envelope's resources (ARNs or identifiers), strings only
 
 
 # A parser turns the envelope of its (source, detail-type) into intents; it never raises.
