@@ -60,9 +60,10 @@ def test_requirements_labels_and_taints_drift() -> None:
 
 def test_drift_kinds_carry_karpenters_reason_strings() -> None:
     # kubernetes-sigs/karpenter drift.go (NodePoolDrifted, RequirementsDrifted) and karpenter-provider-aws
-    # cloudprovider/drift.go (AMIDrift, SubnetDrift, SecurityGroupDrift, NodeClassDrift).
+    # cloudprovider/drift.go (AMIDrift, SubnetDrift, SecurityGroupDrift, NodeClassDrift); ZonalShift is
+    # nodescale's own (a pool that opts in to replacing its nodes in a shifted zone).
     assert [str(k) for k in DriftKind] == ["NodePoolDrifted", "RequirementsDrifted", "AMIDrift", "SubnetDrift",
-                                           "SecurityGroupDrift", "NodeClassDrift"]
+                                           "SecurityGroupDrift", "NodeClassDrift", "ZonalShift"]
     assert str(Drifted(DriftKind.AMI, "image ami-1 is no longer selected")) == "AMIDrift: image ami-1 is no longer selected"
 
 

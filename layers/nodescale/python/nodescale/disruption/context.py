@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..model.nodepool import NodePool
+from . import zonalshift
 from .budgets import Tally
 from .consolidation import SearchResult
 from .decisions import Blocked, Blocker, Decision, Reason
@@ -30,6 +31,7 @@ class Inputs:
     pdbs: Sequence[Mapping] = ()
     repair_threshold_seconds: float = 600.0
     consolidation_seconds: float = 30.0
+    shifted_zones: frozenset[str] = frozenset()  # zone names under an ARC zonal shift (disruption/zonalshift.py)
 
 
 @dataclass
@@ -87,10 +89,17 @@ class Context:
             return True
         return False
 
+    def zone_held(self, v: NodeView, reason: Reason) -> bool:
+        """Refuses (and says so) a node in a zone under an ARC zonal shift, unless its pool opted in to replacing."""
+        why = zonalshift.held(v, self.pool(v), self.inputs.shifted_zones)
+        if why:
+            self.refuse([v.name], reason, why, Blocker.ZONAL_SHIFT)
+        return why is not None
+
     def voluntary_ok(self, v: NodeView, reason: Reason, guards: bool = True) -> bool:
-        """Whether a voluntary disruption of ``v`` may go ahead: the guards (unless ``guards`` is False), then
-        the pool's budget for ``reason``."""
-        if guards and self.guarded(v, reason):
+        """Whether a voluntary disruption of ``v`` may go ahead: its zone not under a zonal shift, the guards
+        (unless ``guards`` is False), then the pool's budget for ``reason``."""
+        if self.zone_held(v, reason) or (guards and self.guarded(v, reason)):
             return False
         allowance = self.budgets.allowance(v.nodepool, reason)
         if allowance.allowed < 1:

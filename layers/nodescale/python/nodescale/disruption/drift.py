@@ -33,6 +33,9 @@ class DriftKind(StrEnum):
     SUBNET = "SubnetDrift"
     SECURITY_GROUP = "SecurityGroupDrift"
     NODE_CLASS = "NodeClassDrift"  # the launch configuration's hash (user data, IMDS, block devices, tags...)
+    # nodescale's own, not Karpenter's: a NodePool that opts in has its nodes in a shifted zone replaced
+    # (disruption/zonalshift.py).
+    ZONAL_SHIFT = "ZonalShift"
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from ..disruption.drift import Drifted
 from ..disruption.gauges import cluster_gauges
 from ..disruption.nodes import NodeView
 from ..k8s import nodes as k8s_nodes
+from ..model import labels as wk
 from ..model import resources as res
 from ..model.instancetype import InstanceType
 from ..scheduling import NodeClaim, solve
@@ -91,7 +92,10 @@ def impaired_since(run: RunState, views: Iterable[NodeView], skip: set[str]) -> 
 
 def simulator(world: World, in_progress: set[str]) -> Simulator:
     """What becomes of the pods of some nodes were those nodes gone (nodes in progress are gone already)."""
-    everything = world.existing_nodes(exclude=in_progress)
+    # A node in a zone under a zonal shift takes no pods moved off another (Karpenter's Zonal Shift RFC: no
+    # voluntary disruption that relies on scheduling pods into the shifted zone); EKS cordons them too.
+    shifted = world.shifted_zones()
+    everything = [e for e in world.existing_nodes(exclude=in_progress) if e.labels.get(wk.ZONE) not in shifted]
     pools = list(world.nodepools.values())
     types = world.types_by_pool()
     daemons = world.daemonset_pods()

@@ -188,6 +188,12 @@ class World:
             class_labels=self.node_labels(pool.name),
         )
 
+    def shifted_zones(self) -> frozenset[str]:
+        """The names of the zones under an ARC zonal shift (their ids mapped through the catalog's offerings)."""
+        if not self.shifts:
+            return frozenset()
+        return zonalshift.shifted_zone_names(self.shifts, zonalshift.zone_names(self.catalog, self.shifts))
+
     def types_by_pool(self) -> dict[str, list[InstanceType]]:
         return {name: self.instance_types(name) for name in self.nodepools}
 

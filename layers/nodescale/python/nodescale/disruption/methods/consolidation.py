@@ -112,7 +112,8 @@ class Consolidation(Method):
         eligible: list[NodeView] = []
         room: dict[str, int] = {}
         for v in candidates:
-            if ctx.guarded(v, Reason.UNDERUTILIZED) or ctx.wait_turn(v, Reason.UNDERUTILIZED):
+            if ctx.zone_held(v, Reason.UNDERUTILIZED) or ctx.guarded(v, Reason.UNDERUTILIZED) \
+                    or ctx.wait_turn(v, Reason.UNDERUTILIZED):
                 continue
             if v.nodepool not in room:
                 allowance = ctx.budgets.allowance(v.nodepool, Reason.UNDERUTILIZED)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .. import zonalshift
 from ..context import Context
 from ..decisions import Action, Decision, Reason
 from ..drift import Drifted, template_drift
@@ -24,8 +25,11 @@ class Drift(Method):
     reason = Reason.DRIFTED
 
     def _why(self, node: NodeView, ctx: Context) -> Drifted | None:
-        # Karpenter's order: the pool's own fields first (NodePoolDrifted, RequirementsDrifted), then the cloud's.
-        return template_drift(node, ctx.pool(node)) or ctx.inputs.cloud_drift.get(node.name)
+        # Karpenter's order: the pool's own fields first (NodePoolDrifted, RequirementsDrifted), then the cloud's;
+        # then a zonal shift the pool asks to move off (nodescale's own).
+        pool = ctx.pool(node)
+        return (template_drift(node, pool) or ctx.inputs.cloud_drift.get(node.name)
+                or zonalshift.drifted(node, pool, ctx.inputs.shifted_zones))
 
     def should_disrupt(self, node: NodeView, ctx: Context) -> bool:
         return bool(self._why(node, ctx))
