@@ -19,10 +19,13 @@ from typing import Any
 import pytest
 
 from nodescale import clock
+from nodescale.commands import status as status_cmd
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
+from nodescale.usecases import disrupt as disrupting
 from nodescale.usecases import interrupt as interrupting
 from nodescale.usecases import provision as provisioning
+from nodescale.usecases import status
 from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.helpers import ROOT, pods, put_pool, wait_for
@@ -124,6 +127,12 @@ def test_launches_keep_out_of_a_shifted_zone_until_the_shift_ends(sim: Environme
     manual = replay(rt, events("zonal-manual-shift-started.json", ZONE_C[1]))
     assert manual["zonalShift"]["zone"] == ZONE_C[0] and manual["zonalShift"]["kind"] == "manual"
 
+    # `nodescale status` shows both, by zone name.
+    shown = status.read_status(rt).to_dict()["zonalShifts"]
+    assert [(z["zone"], z["zoneId"], z["kinds"]) for z in shown] == [
+        (ZONE_C[0], ZONE_C[1], ["manual"]), (ZONE_A[0], ZONE_A[1], ["autoshift"])]
+    assert "us-east-1c  use1-az2  manual" in status_cmd.to_text(status.read_status(rt).to_dict())
+
     deploy(sim, ns, 1)
     wait_for("a pending pod", lambda: len(pending(sim, ns)) == 1)
     held = provisioning.provision_once(rt)
@@ -144,6 +153,34 @@ def test_launches_keep_out_of_a_shifted_zone_until_the_shift_ends(sim: Environme
     # Now the other way round: the autoshift completes and the operator shifts us-east-1c again.
     replay(rt, events("zonal-autoshift-completed.json", ZONE_A[1]))
     replay(rt, events("zonal-manual-shift-started.json", ZONE_C[1]))
+    assert [z["zone"] for z in status.read_status(rt).to_dict()["zonalShifts"]] == [ZONE_C[0]]
     deploy(sim, ns, 3)
     wait_for("two pending pods", lambda: len(pending(sim, ns)) == 2)
     assert zones(provisioning.provision_once(rt)) == [ZONE_A[0], ZONE_A[0]]
+
+
+def test_a_pool_that_opts_in_has_its_node_in_the_shifted_zone_replaced_elsewhere(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """With ``nodescale.io/zonal-shift: replace`` in its template, a pool's node in a shifted zone is drifted
+    (ZonalShift) and replaced outside the zone (without it the node stays: see test_disruption_zonal_shift)."""
+    put_pool(sim, POOL.replace("  template:\n", "  template:\n    metadata:\n      annotations: "
+                                                "{nodescale.io/zonal-shift: replace}\n", 1), "zonal")
+    events = Events(sim)
+    replay(rt, events("zonal-autoshift-in-progress.json", ZONE_A[1]))  # so that the first node lands in 1c
+    deploy(sim, ns, 1)
+    wait_for("a pending pod", lambda: len(pending(sim, ns)) == 1)
+    assert zones(provisioning.provision_once(rt)) == [ZONE_C[0]]
+    wait_for("the pod to run", lambda: not pending(sim, ns) and helpers.managed_nodes(sim), timeout=60)
+    (node,) = helpers.managed_nodes(sim)
+    assert disrupting.disrupt_once(rt)["decisions"] == [], "its own zone is not shifted"
+
+    replay(rt, events("zonal-autoshift-completed.json", ZONE_A[1]))
+    replay(rt, events("zonal-manual-shift-started.json", ZONE_C[1]))
+    moved = disrupting.disrupt_once(rt)
+    (decision,) = moved["decisions"]
+    assert decision["nodes"] == [node["metadata"]["name"]]
+    assert (decision["reason"], decision["drift"], decision["action"]) == ("Drifted", "ZonalShift", "replace")
+    (replacement,) = decision["replacementInstances"]
+    placed = sim.boto3_client("ec2").describe_instances(InstanceIds=[replacement])["Reservations"][0]["Instances"][0]
+    assert placed["Placement"]["AvailabilityZone"] == ZONE_A[0], "the replacement is outside the shifted zone"

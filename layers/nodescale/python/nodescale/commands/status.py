@@ -176,6 +176,11 @@ def to_text(data: dict[str, Any]) -> str:
 
 def _rest_text(data: dict[str, Any], currency: str) -> list[str]:
     lines: list[str] = []
+    if data.get("zonalShifts"):
+        lines.append("Zones under an ARC zonal shift (no launches there):")
+        rows = [[z["zone"] or "-", z["zoneId"], ", ".join(z["kinds"]), z["until"]] for z in data["zonalShifts"]]
+        lines += table(["ZONE", "ZONE ID", "SHIFT", "AT THE LATEST UNTIL"], rows)
+        lines.append("")
     if data["pending"]:
         lines.append("Pending pods:")
         counts = Counter(p["verdict"] for p in data["pending"])

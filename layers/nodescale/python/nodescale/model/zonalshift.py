@@ -22,9 +22,6 @@ class ActiveShift:
     kinds: tuple[str, ...]
     until: float  # epoch seconds: the latest of its kinds' bounds
 
-    def to_dict(self, zone: str = "") -> dict[str, object]:
-        return {"zoneId": self.zone_id, "zone": zone or None, "kinds": list(self.kinds), "until": self.until}
-
 
 def avoid(types: Sequence[InstanceType], zone_ids: Iterable[str]) -> list[InstanceType]:
     """Copies of ``types`` whose offerings in the zones ``zone_ids`` are unavailable (nothing launches there)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .. import clock
@@ -17,6 +18,7 @@ from ..k8s import drain as k8s_drain
 from ..k8s import nodes as k8s_nodes
 from ..model import labels as wk
 from ..model import resources as res
+from ..model import zonalshift
 from ..model.currency import USD, currency_of
 from ..model.nodelabels import pool_key
 from ..model.pod import Pod
@@ -137,6 +139,8 @@ class Status:
     limits: list[Limit]
     config_errors: list[str]
     currency: str = USD  # of every price here: the region's (CNY in the China regions)
+    # Zones under an ARC zonal shift (no launches there): zoneId, zone, kinds, until.
+    zonal_shifts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def price(self) -> float:
@@ -167,6 +171,7 @@ class Status:
             "limits": [x.to_dict() for x in self.limits],
             "configErrors": self.config_errors,
             "currency": self.currency,
+            "zonalShifts": self.zonal_shifts,
         }
 
 
@@ -192,7 +197,18 @@ def read_status(rt: Runtime, world: World | None = None) -> Status:
         limits=limits,
         config_errors=errors,
         currency=currency_of(rt.settings.region),
+        zonal_shifts=zonal_shifts(world),
     )
+
+
+def zonal_shifts(world: World) -> list[dict[str, Any]]:
+    """The zones under an ARC zonal shift, with the zone names the offerings give their ids."""
+    names = zonalshift.zone_names(world.catalog, world.shifts)
+    return [
+        {"zoneId": s.zone_id, "zone": names.get(s.zone_id), "kinds": list(s.kinds),
+         "until": clock.format_timestamp(datetime.fromtimestamp(s.until, UTC))}
+        for s in sorted(world.shifts.values(), key=lambda s: s.zone_id)
+    ]
 
 
 def node_status(world: World, node: ExistingNode, raw: Mapping[str, Any] | None) -> NodeStatus:
