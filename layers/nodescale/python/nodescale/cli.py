@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from . import telemetry
-from .commands import disrupt, explain, plan, provision, replay, status
+from .commands import disrupt, explain, plan, provision, replay, scale, status
 
 # Each module registers its own parser and returns an exit code from run(args).
-COMMANDS: tuple[ModuleType, ...] = (plan, provision, replay, disrupt, status, explain)
+COMMANDS: tuple[ModuleType, ...] = (plan, provision, replay, disrupt, status, explain, scale)
 
 
 def build_parser() -> argparse.ArgumentParser:
