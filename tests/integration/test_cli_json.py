@@ -23,6 +23,7 @@ from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.deployed_env import deployed_env, stack_log_level
 from tests.integration.helpers import EXAMPLES, ROOT, new_namespace, put_pool
+from tests.integration.test_static_capacity import STATIC_POOL
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +34,7 @@ POOL = EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml"
 INFLATE = EXAMPLES / "workloads" / "inflate.yaml"
 
 # Every command with `-o json`, in an order that gives each something to do: plan offline, the provisioner's
-# dry run and real pass (watch mode too), the disruption run, a replayed event, status, explain.
+# dry run and real pass (watch mode too), the disruption run, a replayed event, status, explain, scale.
 CASES: list[tuple[str, ...]] = [
     ("plan", "-f", str(POOL), "-f", str(INFLATE)),
     ("provision", "--once", "--dry-run"),
@@ -44,13 +45,15 @@ CASES: list[tuple[str, ...]] = [
     ("replay", str(EVENTS / "spot-interruption-warning.json"), str(EVENTS / "rebalance-recommendation.json")),
     ("status",),
     ("explain", "{pod}"),
+    ("scale", "nodepool", "static", "--replicas", "1", "--dry-run"),
 ]
 
 
 @pytest.fixture(scope="module")
 def scene(env: Environment) -> dict[str, Any]:
-    """The default spot NodePool and two pending `inflate` pods."""
+    """The default spot NodePool, a static one of no nodes (for `scale`), and two pending `inflate` pods."""
     put_pool(env, POOL.read_text(), "default")
+    put_pool(env, STATIC_POOL.replace("replicas: 2", "replicas: 0"), "static")
     api = env.kube_api_client()
     ns = new_namespace(api)
     doc = yaml.safe_load(INFLATE.read_text())

@@ -15,6 +15,7 @@ from nodescale.disruption.methods import (
     Expiry,
     Method,
     Repair,
+    StaticScaleDown,
     default_methods,
 )
 from nodescale.disruption.nodes import NodeView
@@ -46,10 +47,12 @@ class Wants(Method):
 
 
 def test_the_default_order_is_karpenters() -> None:
-    assert [type(m) for m in default_methods(fits_elsewhere)] == [Repair, Expiry, Drift, Emptiness, Consolidation]
+    # A static pool's scale-down comes first: its user asked for it (Karpenter's static capacity design).
+    assert [type(m) for m in default_methods(fits_elsewhere)] == [
+        StaticScaleDown, Repair, Expiry, Drift, Emptiness, Consolidation]
     assert [m.reason for m in default_methods(fits_elsewhere)] == [
-        "Unhealthy", "Expired", "Drifted", "Empty", "Underutilized"]
-    assert [type(m) for m in default_methods()] == [Repair, Expiry, Drift, Emptiness]
+        "ScaledDown", "Unhealthy", "Expired", "Drifted", "Empty", "Underutilized"]
+    assert [type(m) for m in default_methods()] == [StaticScaleDown, Repair, Expiry, Drift, Emptiness]
 
 
 def test_the_first_method_that_decides_a_node_keeps_it_from_the_next() -> None:

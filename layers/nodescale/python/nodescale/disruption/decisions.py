@@ -24,6 +24,7 @@ class Reason(StrEnum):
     UNHEALTHY = "Unhealthy"
     INTERRUPTED = "Interrupted"
     ORPHANED = "Orphaned"  # an instance with no node, or a node with no instance
+    SCALED_DOWN = "ScaledDown"  # nodescale's name: a static pool above its spec.replicas (methods/static.py)
 
 
 class Action(StrEnum):
@@ -59,6 +60,7 @@ _VERB = {
     Reason.EXPIRED: "not replaced (expired)",
     Reason.UNDERUTILIZED: "not consolidated",
     Reason.UNHEALTHY: "not repaired",
+    Reason.SCALED_DOWN: "not removed (static pool above spec.replicas)",
 }
 
 

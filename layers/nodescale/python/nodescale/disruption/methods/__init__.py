@@ -14,14 +14,16 @@ from .drift import Drift
 from .emptiness import Emptiness
 from .expiry import Expiry
 from .repair import Repair
+from .static import StaticScaleDown
 
 
 def default_methods(simulate: Simulator | None = None) -> list[Method]:
-    """Repair, expiry, drift, emptiness, then consolidation (only with a simulator to ask)."""
-    methods: list[Method] = [Repair(), Expiry(), Drift(), Emptiness()]
+    """A static pool's scale-down (asked for by its user), repair, expiry, drift, emptiness, then
+    consolidation (only with a simulator to ask)."""
+    methods: list[Method] = [StaticScaleDown(), Repair(), Expiry(), Drift(), Emptiness()]
     if simulate is not None:
         methods.append(Consolidation(simulate))
     return methods
 
 
-__all__ = ["Consolidation", "Drift", "Emptiness", "Expiry", "Method", "Repair", "default_methods"]
+__all__ = ["Consolidation", "Drift", "Emptiness", "Expiry", "Method", "Repair", "StaticScaleDown", "default_methods"]
