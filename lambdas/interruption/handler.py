@@ -1,8 +1,9 @@
 """The interruption function: a thin Powertools handler around nodescale's interruption use-case.
 
 Invoked by the EventBridge rules for spot interruption warnings, rebalance recommendations,
-instance state changes and AWS Health scheduled changes. Returns a summary per instance (node,
-action or reason ignored, replacement launched, pods evicted/blocked).
+instance state changes, AWS Health scheduled changes and ARC zonal shifts. Returns a summary per
+instance (node, action or reason ignored, replacement launched, pods evicted/blocked), or for a zonal
+shift the zone recorded (``zonalShift``).
 
 A malformed or foreign event returns normally with its reason (it is never retried). Anything worth
 retrying (throttling, an API that does not answer, a broken configuration) raises, so Lambda's

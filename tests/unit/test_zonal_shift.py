@@ -216,3 +216,17 @@ def test_a_broken_zonal_event_is_logged_and_dropped_without_any_call(caplog) -> 
     assert "detail.metadata.awayFrom" in summary["ignored"]
     assert "event ignored" in caplog.text
     assert rt.aws.ec2.calls == [] and rt.aws.dynamodb.calls == [] and rt.api.requests == []
+
+
+def test_replay_prints_what_a_zonal_shift_event_did() -> None:
+    from nodescale.commands import replay
+
+    rt = fakes.runtime([], [])
+    rt.aws.ec2.describe_availability_zones = lambda **_: ZONES
+    started = {**_process(rt, load("zonal-autoshift-in-progress.json")), "source": "a.json"}
+    ended = {**_process(rt, load("zonal-autoshift-completed.json")), "source": "b.json"}
+    assert replay.to_text([started, ended]) == (
+        "a.json: Autoshift In Progress (05d4d2d5-9c76-bfea-72d2-d4614802adb4): zone us-east-1c (use1-az2): no "
+        "launches there (autoshift) until it ends, at the latest 2026-11-23T10:15:30Z\n"
+        "b.json: Autoshift Completed (1f0c2d3e-9c76-bfea-72d2-d4614802adb5): zone us-east-1c (use1-az2): autoshift "
+        "ended; the zone takes launches again unless another shift holds it\n")

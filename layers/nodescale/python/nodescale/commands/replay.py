@@ -127,11 +127,23 @@ def to_text(summaries: list[dict[str, Any]]) -> str:
         elif s.get("duplicate"):
             lines.append(f"{head}: duplicate of event {s.get('eventId')} handled at {s.get('handledAt') or 'an earlier run'}"
                          ": nothing done again")
+        elif s.get("zonalShift"):
+            lines.append(f"{head}: {zonal_shift_line(s['zonalShift'])}")
         else:
             instances = s.get("instances") or []
             lines.append(f"{head}: {len(instances)} instance(s)" if instances else f"{head}: no instance named")
             lines += [instance_line(inst, s.get("currency") or USD) for inst in instances]
     return "\n".join(lines) + "\n"
+
+
+def zonal_shift_line(shift: dict[str, Any]) -> str:
+    """``zone us-east-1c (use1-az2): no launches there (autoshift) until ...`` or ``... takes launches again``."""
+    zone = f"zone {shift.get('zone') or '?'} ({shift['zoneId']})"
+    if not shift.get("recorded"):
+        return f"{zone}: a newer {shift['kind']} event is recorded already; nothing changed"
+    if shift.get("shiftedAway"):
+        return f"{zone}: no launches there ({shift['kind']}) until it ends, at the latest {shift.get('until')}"
+    return f"{zone}: {shift['kind']} ended; the zone takes launches again unless another shift holds it"
 
 
 def instance_line(inst: dict[str, Any], currency: str = USD) -> str:
