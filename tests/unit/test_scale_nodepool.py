@@ -110,6 +110,14 @@ def test_replicas_must_be_a_whole_number(text: object) -> None:
     assert scaling.parse_replicas(" 7 ") == 7
 
 
+def test_a_secure_string_parameter_is_not_rewritten() -> None:
+    ssm = FakeSsm(baseline=STATIC)
+    ssm.params[f"{PATH}/baseline"]["Type"] = "SecureString"
+    with pytest.raises(scaling.ScaleError, match="SecureString parameter /nodescale/demo-cluster/nodepools/baseline"):
+        scaling.scale("static", 3, ssm=ssm, ssm_path=PATH)
+    assert ssm.puts == []
+
+
 def test_a_pool_defined_in_ssm_and_in_the_cluster_is_refused_as_nodescale_uses_neither() -> None:
     obj = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "static", "resourceVersion": "7"},
            "spec": {"replicas": 2}}

@@ -107,6 +107,10 @@ def scale(
     if limit is not None and replicas > limit:
         raise ScaleError(f"--replicas {replicas} is more than NodePool {name}'s limits.nodes ({limit}); "
                          f"allowed are 0 to {limit}")
+    if found.parameter is not None and found.parameter.get("Type") == "SecureString":
+        # Written back, it would take the account's default key: its own KMS key is not known here.
+        raise ScaleError(f"NodePool {name} is in SecureString parameter {found.parameter['Name']}, which nodescale does "
+                         "not rewrite (its KMS key would change); set spec.replicas there yourself")
     current = int(found.pool.replicas or 0)
     result = ScaleResult(name, found.source, current, replicas, dry_run)
     if dry_run or not result.changed:
