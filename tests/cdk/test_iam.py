@@ -291,6 +291,9 @@ NOT_GRANTED = {
     # aws/pricing.live_on_demand_prices runs only when handed a Price List client, and no function hands one
     # (world.catalog): on-demand prices come from the bundled table, spot prices from DescribeSpotPriceHistory.
     "pricing:GetProducts": "never called by a function",
+    # usecases/scale_nodepool.py, behind `nodescale scale nodepool`: the operator's credentials write the NodePool
+    # parameter; no function changes NodePools (sim's tests check the functions' identity is refused).
+    "ssm:PutParameter": "only the operator's `nodescale scale`",
 }
 CLI_ONLY = ("cli.py", "commands/")  # the operator's own credentials, not a function's role
 SERVICES = ("ec2", "ssm", "eks", "dynamodb", "iam", "pricing", "sts")
