@@ -37,11 +37,12 @@ def runtime_for(sim: Environment) -> Runtime:
     return helpers.runtime_for(sim, registration_timeout_seconds=10.0**6)
 
 
-def nodescale(sim: Environment, *args: str, admin: bool = True) -> subprocess.CompletedProcess[str]:
-    """`nodescale ARGS` in a shell with the environment's settings, as its administrator (or as the functions)."""
-    changes: dict[str, Any] = {}
+def nodescale(sim: Environment, *args: str, admin: bool = True, **settings: str) -> subprocess.CompletedProcess[str]:
+    """`nodescale ARGS` in a shell with the environment's settings (and `settings`), as its administrator (or as
+    the functions)."""
+    changes: dict[str, Any] = dict(settings)
     if admin:
-        changes = {k: sim.admin_env[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "KUBECONFIG")}
+        changes.update({k: sim.admin_env[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "KUBECONFIG")})
     return subprocess.run([sys.executable, "-m", "nodescale.cli", *args], capture_output=True, text=True,
                           env=deployed_env(sim, **changes), timeout=120, cwd=ROOT)
 
@@ -86,3 +87,25 @@ def test_scaling_a_static_pool_up_and_down(sim: Environment) -> None:
     assert [(d["reason"], d["action"]) for d in run["decisions"]] == [("ScaledDown", "delete")] * 2
     wait_for("one instance left", lambda: len(instance_ids(sim)) == 1, timeout=60)
     assert provisioning.provision_once(rt)["launches"] == [], "one node is what the pool now asks for"
+
+
+def test_scaling_a_static_pool_kept_in_the_cluster_patches_its_object(sim: Environment) -> None:
+    """The NodePool as a karpenter.sh/v1 custom resource: `spec.replicas` is patched, the rest untouched, and
+    the provisioner (reading the cluster) launches the new count."""
+    import yaml
+
+    from nodescale.k8s.raw import request_json
+
+    helpers.install_karpenter_crds(sim)
+    api = sim.kube_api_client()
+    pool, node_class = yaml.safe_load_all(STATIC_POOL.replace("replicas: 2", "replicas: 0"))
+    request_json(api, "POST", "/apis/karpenter.k8s.aws/v1/ec2nodeclasses", body=node_class)
+    request_json(api, "POST", "/apis/karpenter.sh/v1/nodepools", body=pool)
+
+    done = nodescale(sim, "scale", "nodepool", "static", "--replicas", "1", NODESCALE_NODEPOOL_SOURCES="cluster")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "nodepool.karpenter.sh/static scaled from 0 to 1 replicas (cluster:NodePool/static)\n"
+    stored = request_json(api, "GET", "/apis/karpenter.sh/v1/nodepools/static")
+    assert stored["spec"]["replicas"] == 1 and stored["spec"]["template"] == pool["spec"]["template"]
+    rt = helpers.runtime_for(sim, nodepool_sources=("cluster",), registration_timeout_seconds=10.0**6)
+    assert [x["nodePool"] for x in provisioning.provision_once(rt)["launches"]] == ["static"]
