@@ -24,7 +24,7 @@ from ..model.instancetype import InstanceType
 from ..model.nodepool import NodePool
 from ..model.pod import Pod, TopologySpread
 from ..model.requirements import Requirements
-from . import otherkeys
+from . import otherkeys, reservations
 from .existingnode import NodeBin, NodeRoom, existing_bins
 from .groups import Group, Level, group_pods
 from .instance_selection import InstanceSelector
@@ -85,7 +85,8 @@ def solve(
         node_labels_by_pool or {},
         namespace_labels or {},
     )
-    plan = scheduler.run()
+    # Reserved capacity is shared out last: a claim past a reservation's free count falls back to spot/on-demand.
+    plan = reservations.allot(scheduler.run(), instance_types_by_pool)
     plan.solve_seconds = time.perf_counter() - started
     return plan
 
