@@ -355,8 +355,8 @@ def _install_run_instances() -> None:
                     code, _, message = why.partition(": ")
                     raise _error(code, message)
             result = original(self)
-            ids = [i.get("InstanceId") if isinstance(i, dict) else i.id
-                   for i in (result.result.get("Instances") or [])]
+            made = result.result  # moto's Reservation of the new instances
+            ids = [i.id for i in getattr(made, "instances", None) or []]
             if r is not None:
                 _mark(backend, r, ids[: min(count, r.available)])
             elif preference != "none":
