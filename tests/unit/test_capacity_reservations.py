@@ -270,3 +270,108 @@ def test_an_instance_in_a_reservation_is_reserved_capacity():
     assert capacity_type_of({"CapacityReservationId": "cr-1", "InstanceLifecycle": "capacity-block"}) == (
         "reserved", "cr-1", "capacity-block")
     assert capacity_type_of({"InstanceLifecycle": "spot"}) == ("spot", "", "")
+
+
+# -- consolidation: a reserved node is paid for already (Karpenter prices reserved offerings near zero) --
+
+RESERVED_POOL = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: web}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [reserved, spot, on-demand]}]
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  amiSelectorTerms: [{alias: al2023@latest}]
+  role: NodeRole
+  subnetSelectorTerms: [{tags: {a: b}}]
+  securityGroupSelectorTerms: [{tags: {a: b}}]
+  capacityReservationSelectorTerms: [{id: cr-0aaa}]
+"""
+
+
+def _reserved_world():
+    from nodescale.aws.catalog import bundled_catalog
+    from nodescale.aws.instances import ManagedInstance
+    from nodescale.config import load, parse_documents
+    from nodescale.usecases import world as world_module
+
+    config = load(parse_documents(RESERVED_POOL, "test"))
+    assert config.ok, config.errors
+    assert config.nodeclasses["default"].capacity_reservation_selector_terms == (CapacityReservationTerm(id="cr-0aaa"),)
+    catalog = [t for t in bundled_catalog("us-east-1") if t.name in ("m5.large", "m5.xlarge")]
+    instances = [
+        ManagedInstance("i-res", "m5.large", "us-east-1a", "reserved", "web", "running", NOW,
+                        capacity_reservation_id="cr-0aaa", capacity_reservation_type="default"),
+        ManagedInstance("i-od", "m5.large", "us-east-1a", "on-demand", "web", "running", NOW),
+    ]
+    w = world_module.World(now=NOW, cluster="demo", nodepools=dict(config.nodepools),
+                           nodeclasses=dict(config.nodeclasses), instances=instances, catalog=catalog,
+                           reservations={"default": [reservation(available=0)]})
+    world_module._prepare_types(w)
+    return w
+
+
+def test_a_node_in_a_reservation_costs_next_to_nothing_and_keeps_its_labels():
+    w = _reserved_world()
+    reserved, on_demand = w.instance("i-res"), w.instance("i-od")
+    assert 0 < w.price_of(reserved) < 1e-6  # the reservation is full: its offering still prices the node
+    assert w.price_of(on_demand) > 0.05
+    labels = w.expected_labels(reserved, w.nodepools["web"], w.instance_type("m5.large", "web"))
+    assert labels[wk.CAPACITY_TYPE] == "reserved"
+    assert labels[wk.CAPACITY_RESERVATION_ID] == "cr-0aaa"
+    assert labels[wk.CAPACITY_RESERVATION_TYPE] == "default"
+
+
+def test_consolidation_does_not_replace_a_reserved_node_with_a_cheaper_spot_node():
+    # consolidation_test.go, Context "Reserved Capacity": a reserved node moves only to another reserved offering.
+    from nodescale.disruption import consolidation as c
+    from nodescale.disruption.decisions import Refusal
+    from nodescale.disruption.nodes import NodeView
+
+    w = _reserved_world()
+    spot = c.Replacement("web", 0.03, [("m5.large", 0.03, "spot")], ["spot"])
+    for iid, replaced in (("i-res", False), ("i-od", True)):
+        raw = {"metadata": {"name": iid, "labels": {wk.CAPACITY_TYPE: w.instance(iid).capacity_type}}}
+        view = NodeView.from_node(raw, pods(1), w.price_of(w.instance(iid)))
+        out = c.evaluate([view], c.Simulation(replacements=[spot]))
+        assert isinstance(out, Refusal) != replaced, out
+
+
+# -- capacity blocks: controllers/capacityreservation/expiration (suite_test.go) --
+
+
+def test_the_nodes_of_a_capacity_block_are_drained_40_minutes_before_it_ends():
+    # "should delete nodeclaims associated with expiring capacity-block reservations"
+    from nodescale.disruption import planner
+    from tests.unit.test_disruption_planner import NOW as PLAN_NOW
+    from tests.unit.test_disruption_planner import inputs, node, pod
+
+    end = PLAN_NOW + timedelta(minutes=30)
+    block = reservation("cr-block", kind=cr.TYPE_CAPACITY_BLOCK, end=end)
+    assert block.expiring(PLAN_NOW)
+    views = [node("in-block", [pod("p")], capacity_type="reserved", labels={wk.CAPACITY_RESERVATION_ID: "cr-block"}),
+             node("empty-in-block", capacity_type="reserved", labels={wk.CAPACITY_RESERVATION_ID: "cr-block"}),
+             node("elsewhere", [pod("q")], capacity_type="reserved", labels={wk.CAPACITY_RESERVATION_ID: "cr-other"})]
+    out = planner.plan(inputs(views, expiring_reservations={"cr-block": end}))
+    decided = {d.nodes[0]: d for d in out.decisions if d.reason == "CapacityBlockExpiring"}
+    assert set(decided) == {"in-block", "empty-in-block"}
+    assert decided["in-block"].reason == "CapacityBlockExpiring" and decided["in-block"].action == "replace"
+    assert decided["empty-in-block"].action == "delete"
+    assert "cr-block" in decided["in-block"].detail and "in 30 min" in decided["in-block"].detail
+
+
+def test_a_capacity_block_outside_its_last_40_minutes_drains_nothing():
+    # "should not delete nodeclaims associated with standard capacity reservations within the capacity block
+    # expiration window": only what the disruption run computes as expiring is drained.
+    from nodescale.disruption import planner
+    from tests.unit.test_disruption_planner import inputs, node, pod
+
+    views = [node("in-block", [pod("p")], capacity_type="reserved", labels={wk.CAPACITY_RESERVATION_ID: "cr-block"})]
+    assert [d for d in planner.plan(inputs(views)).decisions if d.reason == "CapacityBlockExpiring"] == []

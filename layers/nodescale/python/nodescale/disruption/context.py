@@ -30,6 +30,8 @@ class Inputs:
     pdbs: Sequence[Mapping] = ()
     repair_threshold_seconds: float = 600.0
     consolidation_seconds: float = 30.0
+    # Capacity blocks within 40 minutes of their end (CapacityReservation.expiring): their nodes are drained.
+    expiring_reservations: Mapping[str, datetime] = field(default_factory=dict)  # reservation id -> end
 
 
 @dataclass

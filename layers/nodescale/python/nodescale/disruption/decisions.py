@@ -24,6 +24,8 @@ class Reason(StrEnum):
     UNHEALTHY = "Unhealthy"
     INTERRUPTED = "Interrupted"
     ORPHANED = "Orphaned"  # an instance with no node, or a node with no instance
+    # Its capacity block ends within 40 minutes (Karpenter's capacityreservation expiration controller).
+    CAPACITY_BLOCK_EXPIRING = "CapacityBlockExpiring"
 
 
 class Action(StrEnum):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..consolidation import Simulator
 from .base import Method
+from .capacityblock import CapacityBlockExpiry
 from .consolidation import Consolidation
 from .drift import Drift
 from .emptiness import Emptiness
@@ -17,11 +18,11 @@ from .repair import Repair
 
 
 def default_methods(simulate: Simulator | None = None) -> list[Method]:
-    """Repair, expiry, drift, emptiness, then consolidation (only with a simulator to ask)."""
-    methods: list[Method] = [Repair(), Expiry(), Drift(), Emptiness()]
+    """Repair, capacity-block expiry, expiry, drift, emptiness, then consolidation (only with a simulator to ask)."""
+    methods: list[Method] = [Repair(), CapacityBlockExpiry(), Expiry(), Drift(), Emptiness()]
     if simulate is not None:
         methods.append(Consolidation(simulate))
     return methods
 
 
-__all__ = ["Consolidation", "Drift", "Emptiness", "Expiry", "Method", "Repair", "default_methods"]
+__all__ = ["CapacityBlockExpiry", "Consolidation", "Drift", "Emptiness", "Expiry", "Method", "Repair", "default_methods"]
