@@ -41,6 +41,8 @@ INTERRUPTION_RULES = (
                   {"state": ["stopping", "stopped", "shutting-down", "terminated"]}),
     EventRuleSpec("scheduled-change", "AWS Health scheduled changes for EC2", "aws.health", "AWS Health Event",
                   {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]}),
+    EventRuleSpec("reservation-interruption", "EC2 interruptible capacity reservation reclaimed", "aws.ec2",
+                  "EC2 Capacity Reservation Instance Interruption Warning"),
 )
 
 

@@ -22,6 +22,8 @@ EXPECTED_PATTERNS = {
         "detail-type": ["AWS Health Event"],
         "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
     },
+    "reservation-interruption": {
+        "source": ["aws.ec2"], "detail-type": ["EC2 Capacity Reservation Instance Interruption Warning"]},
 }
 
 

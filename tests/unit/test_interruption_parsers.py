@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from nodescale.interruption import events as ev
-from nodescale.interruption.parsers import PARSERS, health, rebalance, spot, state_change
+from nodescale.interruption.parsers import (
+    PARSERS,
+    capacity_reservation,
+    health,
+    rebalance,
+    spot,
+    state_change,
+)
 
 EVENTS = Path(__file__).parent.parent / "fixtures" / "events"
 IID = "i-0a1b2c3d4e5f60718"
@@ -25,6 +32,9 @@ EXPECTED: dict[str, object] = {
     "state-change-terminated.json": [(IID, "interrupt", "InstanceStateChange", "terminated", T, None)],
     "health-scheduled-change.json": [
         (IID, "interrupt", "ScheduledChange", "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", T, "2026-11-21T15:10:09+00:00")
+    ],
+    "capacity-reservation-interruption-warning.json": [
+        (IID, "interrupt", "CapacityReservationInterruption", "terminate", T, None)
     ],
     "health-issue-not-ec2.json": "AWS Health event for service 'RDS', not EC2: not ours to act on",
     "scheduled-tick.json": "unknown detail-type 'Scheduled Event'",
@@ -64,6 +74,7 @@ def test_the_registry_is_keyed_by_source_and_detail_type() -> None:
         ("aws.ec2", "EC2 Instance Rebalance Recommendation"): rebalance.parse,
         ("aws.ec2", "EC2 Instance State-change Notification"): state_change.parse,
         ("aws.health", "AWS Health Event"): health.parse,
+        ("aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"): capacity_reservation.parse,
     }
     assert expected == PARSERS
 

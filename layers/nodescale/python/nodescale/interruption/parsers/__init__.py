@@ -7,10 +7,10 @@ Adding an event kind is a parser module (``SOURCE``, ``DETAIL_TYPE``, ``parse``)
 from __future__ import annotations
 
 from ..intents import Ignored, Parsed
-from . import health, rebalance, spot, state_change
+from . import capacity_reservation, health, rebalance, spot, state_change
 from .base import Envelope, Parser
 
-_KINDS = (spot, rebalance, state_change, health)
+_KINDS = (spot, rebalance, state_change, health, capacity_reservation)
 
 PARSERS: dict[tuple[str, str], Parser] = {(kind.SOURCE, kind.DETAIL_TYPE): kind.parse for kind in _KINDS}
 
