@@ -375,3 +375,19 @@ def test_a_capacity_block_outside_its_last_40_minutes_drains_nothing():
 
     views = [node("in-block", [pod("p")], capacity_type="reserved", labels={wk.CAPACITY_RESERVATION_ID: "cr-block"})]
     assert [d for d in planner.plan(inputs(views)).decisions if d.reason == "CapacityBlockExpiring"] == []
+
+
+def test_a_bad_term_in_a_manifest_is_refused_naming_the_document_and_field():
+    from nodescale.config import load, parse_documents
+
+    bad = RESERVED_POOL.replace("[{id: cr-0aaa}]", "[{id: cr-0aaa, tags: {team: ml}}]")
+    config = load(parse_documents(bad, "nodeclass.yaml"))
+    message = " ".join(str(e) for e in config.errors)
+    assert "default" not in config.nodeclasses
+    assert "nodeclass.yaml" in message
+    assert "spec.capacityReservationSelectorTerms[0]" in message and "'id' is mutually exclusive" in message
+    # v1beta1 EC2NodeClasses had no such field: refused by name, as the v1beta1 CRD would.
+    v1beta1 = RESERVED_POOL.replace("karpenter.k8s.aws/v1", "karpenter.k8s.aws/v1beta1").replace(
+        "amiSelectorTerms: [{alias: al2023@latest}]", "amiFamily: AL2023")
+    errors = " ".join(str(e) for e in load(parse_documents(v1beta1, "old.yaml")).errors)
+    assert "capacityReservationSelectorTerms" in errors
