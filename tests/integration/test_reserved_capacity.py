@@ -126,3 +126,76 @@ def test_a_capacity_reservation_is_used_before_spot(sim: Environment, rt: Runtim
         assert _available(sim, rid) == 0
     finally:
         ec2.cancel_capacity_reservation(CapacityReservationId=rid)
+
+
+BLOCK_POOL = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: block
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: block}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: ["m5.xlarge"]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: ["reserved", "on-demand"]}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: block
+spec:
+  amiSelectorTerms: [{alias: al2023@latest}]
+  role: KarpenterNodeRole-demo-cluster
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo-cluster}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo-cluster}}]
+  capacityReservationSelectorTerms: [{tags: {block: TEAM}}]
+"""
+
+
+def test_a_capacity_block_node_is_replaced_40_minutes_before_the_block_ends(sim: Environment, ns: str) -> None:
+    # karpenter-provider-aws controllers/capacityreservation/expiration: "should delete nodeclaims associated with
+    # expiring capacity-block reservations" (40 minutes before the block's end).
+    from datetime import UTC, datetime, timedelta
+
+    from nodescale.usecases import disrupt as disrupting
+
+    def runtime() -> Runtime:
+        # moto stamps launch times with the real clock while the simulated one moves ahead.
+        return helpers.runtime_for(sim, registration_timeout_seconds=10.0**6)
+
+    team = uuid.uuid4().hex[:8]
+    end = (datetime.now(UTC) + timedelta(hours=3)).replace(microsecond=0)
+    rid = sim.create_capacity_block("m5.xlarge", ZONE, 1, end, tags={"block": team})
+    put_pool(sim, BLOCK_POOL.replace("TEAM", team), "block")
+    request_json(sim.kube_api_client(), "POST", f"/api/v1/namespaces/{ns}/pods",
+                 body={"metadata": {"name": "trainer", "namespace": ns},
+                       "spec": {"containers": [{"name": "c", "image": "pause",
+                                                "resources": {"requests": {"cpu": "3"}}}]}})
+    _pending(sim, ns, 1)
+
+    [launch] = provisioning.provision_once(runtime())["launches"]
+    assert launch["capacityType"] == "reserved"
+    ec2 = sim.boto3_client("ec2")
+    instance = ec2.describe_instances(InstanceIds=[launch["instanceId"]])["Reservations"][0]["Instances"][0]
+    assert instance["CapacityReservationId"] == rid and instance["InstanceLifecycle"] == "capacity-block"
+    node_of(sim, launch["instanceId"])
+    provisioning.provision_once(runtime())  # syncs the labels
+    labels = node_of(sim, launch["instanceId"])["metadata"]["labels"]
+    assert labels["karpenter.k8s.aws/capacity-reservation-type"] == "capacity-block"
+    wait_for("the pod running", lambda: [p for p in pods(sim, ns) if p["status"].get("phase") == "Running"])
+
+    before = disrupting.disrupt_once(runtime())
+    assert [d for d in before["decisions"] if d["reason"] == "CapacityBlockExpiring"] == []
+
+    # 2h25m later (simulated), 35 minutes before the end: inside the 40-minute window.
+    now = datetime.fromisoformat(sim.clock()["now"].replace("Z", "+00:00"))
+    sim.advance((end - timedelta(minutes=35) - now).total_seconds())
+    after = disrupting.disrupt_once(runtime())
+    [decision] = [d for d in after["decisions"] if d["reason"] == "CapacityBlockExpiring"]
+    assert decision["action"] == "replace" and rid in decision["detail"]
+    [replacement] = decision["replacementInstances"]
+    replaced = ec2.describe_instances(InstanceIds=[replacement])["Reservations"][0]["Instances"][0]
+    # The block offers nothing any more: the replacement is on-demand, outside it.
+    assert "CapacityReservationId" not in replaced and "InstanceLifecycle" not in replaced
