@@ -187,12 +187,25 @@ def test_a_pool_that_does_not_allow_reserved_never_uses_a_reservation():
 def test_a_plan_takes_no_more_instances_of_a_reservation_than_it_has_free():
     # "should correctly track multiple reservations for the same instance pool": 5 nodes, 2 reserved left.
     p = plan(pods(5), [pool("reserved", "spot")], [reservation(available=2)])
-    kinds = sorted(c.capacity_types[0] for c in p.node_claims)
-    assert len(p.node_claims) == 5
-    assert kinds == ["reserved", "reserved", "spot", "spot", "spot"]
+    reserved = [c for c in p.node_claims if c.capacity_types == ["reserved"]]
     spot = [c for c in p.node_claims if c.capacity_types == ["spot"]]
+    assert len(reserved) == 2 and len(reserved) + len(spot) == len(p.node_claims)
+    assert sum(len(c.pods) for c in p.node_claims) == 5 and not p.unschedulable
+    # The pods that found the reservation full are packed again for spot: m5.xlarge holds two of them.
+    assert sorted(len(c.pods) for c in spot) == [1, 2] and spot[0].instance_types[0] == "m5.xlarge"
     assert all(c.labels[wk.CAPACITY_TYPE] == "spot" and wk.CAPACITY_RESERVATION_ID not in c.labels for c in spot)
     assert all(c.price > 0.01 for c in spot)  # priced again as spot, not at the reserved price
+
+
+def test_pods_that_lost_a_reservation_are_planned_again_into_reservations_still_free():
+    # Packing chose m5.xlarge (its reservation priced near zero, 2 pods a node); one is free there, three on
+    # m5.large: the pods past the first xlarge go to the m5.large reservation, not to spot.
+    p = plan(pods(5), [pool("reserved", "spot")],
+             [reservation("cr-x", "m5.xlarge", available=1), reservation("cr-l", "m5.large", available=3)])
+    reserved = sorted((c.labels[wk.CAPACITY_RESERVATION_ID], len(c.pods)) for c in p.node_claims
+                      if c.capacity_types == ["reserved"])
+    assert reserved == [("cr-l", 1), ("cr-l", 1), ("cr-l", 1), ("cr-x", 2)]
+    assert len(p.node_claims) == 4 and not p.unschedulable
 
 
 def test_a_reservation_shared_by_two_pools_is_counted_once():
