@@ -62,6 +62,7 @@ EC2_READS: dict[str, tuple[str, ...]] = {
         "ec2:DescribeInstanceTypeOfferings",  # aws/catalog.live_catalog
         "ec2:DescribeSpotPriceHistory",  # aws/pricing.spot_prices
         "ec2:DescribeAvailabilityZones",  # aws/catalog.describe_zone_ids: offerings' zone ids
+        "ec2:DescribeCapacityReservations",  # aws/capacityreservations.discover: reserved offerings
     ),
     LAUNCH: (
         "ec2:DescribeImages",  # aws/ami: selector terms

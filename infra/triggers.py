@@ -51,6 +51,8 @@ INTERRUPTION_RULES = (
     # practice runs are not among them (see nodescale/interruption/parsers/zonal_shift.py).
     EventRuleSpec("zonal-shift", "ARC zonal shifts and autoshifts (launches keep out of the zone)",
                   zonal_shift.SOURCE, tuple(zonal_shift.DETAIL_TYPES)),
+    EventRuleSpec("reservation-interruption", "EC2 interruptible capacity reservation reclaimed", "aws.ec2",
+                  "EC2 Capacity Reservation Instance Interruption Warning"),
 )
 
 

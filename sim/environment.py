@@ -35,6 +35,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -621,6 +622,14 @@ class Environment:
         `publish_release(sim.aws.amis.eks_release("1.31", "v20241201"))`: a new EKS AMI release."""
         body = {"images": [i.moto_ami() for i in images], "parameters": public_parameters(images)}
         return self._call("POST", f"{self.aws_control_url}/public-release", body)
+
+    def create_capacity_block(self, instance_type: str, zone: str, count: int, end: datetime,
+                              tags: dict[str, str] | None = None) -> str:
+        """A capacity block (reservationType capacity-block) ending at ``end``, as one bought with
+        PurchaseCapacityBlock would be; returns its cr- id (sim/aws/capacity_reservations.py)."""
+        body = {"instanceType": instance_type, "availabilityZone": zone, "instanceCount": count,
+                "endDate": end.isoformat(), "tags": tags or {}}
+        return str(self._call("POST", f"{self.aws_control_url}/capacity-block", body)["capacityReservationId"])
 
     def reset_faults(self) -> None:
         self.clear_aws_faults()

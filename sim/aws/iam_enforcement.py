@@ -206,6 +206,9 @@ class Enforcer:
             if template.get("role_arn"):
                 requests.append(Request("iam:PassRole", template["role_arn"],
                                         {"iam:passedtoservice": [EC2_PRINCIPAL]}))
+            if template.get("capacity_reservation"):
+                # A launch into a capacity reservation uses it: AWS authorizes the action on its ARN too.
+                requests.append(Request(action, _ec2_arn("capacity-reservation", template["capacity_reservation"])))
             subnets.update(v for k, v in config.items() if k.startswith("Overrides.") and k.endswith(".SubnetId"))
         for subnet in sorted(subnets):
             requests.append(Request(action, _ec2_arn("subnet", subnet)))
@@ -298,6 +301,8 @@ class Enforcer:
             out["tag_specifications"][ts.get("ResourceType")] = {t["Key"]: t.get("Value", "") for t in ts.get("Tags") or []}
         out["image"] = data.get("ImageId")
         out["security_groups"] = list(data.get("SecurityGroupIds") or [])
+        target = (data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
+        out["capacity_reservation"] = target.get("CapacityReservationId")
         profile = data.get("IamInstanceProfile") or {}
         out["role_arn"] = self._profile_role(profile.get("Name") or (profile.get("Arn") or "").rsplit("/", 1)[-1])
         return out

@@ -23,7 +23,7 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
-from sim.aws import instance_types, moto_speedups
+from sim.aws import capacity_reservations, instance_types, moto_speedups
 from sim.aws.amis import catalog, public_parameters
 from sim.aws.constants import REGION
 
@@ -175,6 +175,7 @@ _CONTROL = {
     "/sim/v1/public-release": _publish,
     "/sim/v1/eks-endpoint": _set_cluster_endpoint,
     "/sim/v1/instance-user-data": _instance_user_data,
+    "/sim/v1/capacity-block": capacity_reservations.create_capacity_block,
 }
 
 
@@ -206,6 +207,7 @@ def main() -> None:
     _install_public_parameters()
     instance_types.install(REGION)
     moto_speedups.install()
+    capacity_reservations.install()
 
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,

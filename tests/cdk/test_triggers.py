@@ -30,6 +30,8 @@ EXPECTED_PATTERNS = {
                         "FIS Experiment Autoshift Completed", "FIS Experiment Autoshift Canceled",
                         "Manual Shift Started", "Manual Shift Updated", "Manual Shift Canceled"],
     },
+    "reservation-interruption": {
+        "source": ["aws.ec2"], "detail-type": ["EC2 Capacity Reservation Instance Interruption Warning"]},
 }
 
 

@@ -9,6 +9,7 @@ from nodescale.disruption import planner
 from nodescale.disruption.context import Context
 from nodescale.disruption.decisions import Action, Decision, Reason
 from nodescale.disruption.methods import (
+    CapacityBlockExpiry,
     Consolidation,
     Drift,
     Emptiness,
@@ -49,10 +50,11 @@ class Wants(Method):
 def test_the_default_order_is_karpenters() -> None:
     # A static pool's scale-down comes first: its user asked for it (Karpenter's static capacity design).
     assert [type(m) for m in default_methods(fits_elsewhere)] == [
-        StaticScaleDown, Repair, Expiry, Drift, Emptiness, Consolidation]
+        StaticScaleDown, Repair, CapacityBlockExpiry, Expiry, Drift, Emptiness, Consolidation]
     assert [m.reason for m in default_methods(fits_elsewhere)] == [
-        "ScaledDown", "Unhealthy", "Expired", "Drifted", "Empty", "Underutilized"]
-    assert [type(m) for m in default_methods()] == [StaticScaleDown, Repair, Expiry, Drift, Emptiness]
+        "ScaledDown", "Unhealthy", "CapacityBlockExpiring", "Expired", "Drifted", "Empty", "Underutilized"]
+    assert [type(m) for m in default_methods()] == [
+        StaticScaleDown, Repair, CapacityBlockExpiry, Expiry, Drift, Emptiness]
 
 
 def test_the_first_method_that_decides_a_node_keeps_it_from_the_next() -> None:

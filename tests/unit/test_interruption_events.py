@@ -97,3 +97,10 @@ def test_random_events_never_raise(detail_type, source, detail, extra):
              "account": "123456789012", "region": "us-east-1", "id": "x"}
     result = ev.parse(event)
     assert isinstance(result, ev.Ignored) or all(isinstance(i, ev.Intent) for i in result)
+
+
+def test_an_interruptible_capacity_reservation_warning_interrupts_its_instance():
+    # karpenter-provider-aws interruption suite_test.go, Entry "with capacity reservation interruption messages".
+    (intent,) = ev.parse(load("capacity-reservation-interruption-warning.json"), "123456789012", "us-east-1")
+    assert (intent.instance_id, intent.action, intent.kind) == (IID, ev.INTERRUPT, "CapacityReservationInterruption")
+    assert intent.deadline is None

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from nodescale.interruption import events as ev
-from nodescale.interruption.parsers import PARSERS, health, rebalance, spot, state_change, zonal_shift
+from nodescale.interruption.parsers import (
+    PARSERS,
+    capacity_reservation,
+    health,
+    rebalance,
+    spot,
+    state_change,
+    zonal_shift,
+)
 
 EVENTS = Path(__file__).parent.parent / "fixtures" / "events"
 IID = "i-0a1b2c3d4e5f60718"
@@ -26,6 +34,9 @@ EXPECTED: dict[str, object] = {
     "state-change-terminated.json": [(IID, "interrupt", "InstanceStateChange", "terminated", T, None)],
     "health-scheduled-change.json": [
         (IID, "interrupt", "ScheduledChange", "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", T, "2026-11-21T15:10:09+00:00")
+    ],
+    "capacity-reservation-interruption-warning.json": [
+        (IID, "interrupt", "CapacityReservationInterruption", "terminate", T, None)
     ],
     "health-issue-not-ec2.json": "AWS Health event for service 'RDS', not EC2: not ours to act on",
     "scheduled-tick.json": "unknown detail-type 'Scheduled Event'",
@@ -77,6 +88,7 @@ def test_the_registry_is_keyed_by_source_and_detail_type() -> None:
             "Autoshift In Progress", "Autoshift Completed", "FIS Experiment Autoshift In Progress",
             "FIS Experiment Autoshift Completed", "FIS Experiment Autoshift Canceled",
             "Manual Shift Started", "Manual Shift Updated", "Manual Shift Canceled")},
+        ("aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"): capacity_reservation.parse,
     }
     assert expected == PARSERS
 

@@ -23,7 +23,7 @@ SERVICE_DIMENSION = "service"
 ERROR_CODE_DIMENSION = "ErrorCode"  # an EC2 error code, e.g. InsufficientInstanceCapacity
 KIND_DIMENSION = "Kind"  # SpotInterruption | RebalanceRecommendation | InstanceStateChange | ScheduledChange | ZonalShift
 NODEPOOL_DIMENSION = "NodePool"
-CAPACITY_TYPE_DIMENSION = "CapacityType"  # spot | on-demand
+CAPACITY_TYPE_DIMENSION = "CapacityType"  # spot | on-demand | reserved
 REASON_DIMENSION = "Reason"  # Empty | Underutilized | Drifted | Expired | Unhealthy ...
 RESOURCE_DIMENSION = "Resource"  # cpu | memory | nodes
 

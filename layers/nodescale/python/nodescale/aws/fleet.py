@@ -1,6 +1,10 @@
 """EC2 Fleet launches: one ``instant`` request per attempt, overrides cheapest first, capacity
 errors mapped back to the offerings that failed, and an immediate retry on what remains.
 
+Reserved capacity is tried first when the claim allows it: each reservation has its own launch template
+(targeting it, ``TemplateChoice.reservation_id``), the request is an on-demand one (``capacity-block``
+for a capacity block), and a full reservation answers ``ReservationCapacityExceeded``.
+
 For each capacity type the pool allows (spot first: it is cheaper, and on-demand is the fallback)
 the request holds one launch template config per launch template (an AMI/architecture), with an
 override for each compatible instance type (the 60 cheapest) in each allowed subnet, Priority by
@@ -45,6 +49,7 @@ CAPACITY_ERRORS = frozenset(
         "Unsupported",
         "InsufficientHostCapacity",
         "InsufficientReservedInstanceCapacity",
+        "ReservationCapacityExceeded",
     }
 )
 # Account-wide: every spot offering fails alike, so spot is abandoned for this launch.
@@ -59,6 +64,7 @@ class TemplateChoice:
 
     launch_template: str
     instance_types: tuple[InstanceType, ...]
+    reservation_id: str = ""  # the capacity reservation its template targets; "" for spot/on-demand
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,8 @@ class Override:
     capacity_type: str
     price: float
     priority: float
+    reservation_id: str = ""
+    reservation_type: str = ""
 
     @property
     def offering(self) -> tuple[str, str, str]:
@@ -116,6 +124,7 @@ class LaunchedInstance:
     price: float
     launch_template: str
     launch_id: str
+    reservation_id: str = ""  # the capacity reservation it was launched into
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +167,8 @@ class LaunchResult:
 
 
 def capacity_order(allowed: Sequence[str]) -> tuple[str, ...]:
-    """Spot first when allowed, on-demand as the fallback."""
-    order = [c for c in (wk.CAPACITY_SPOT, wk.CAPACITY_ON_DEMAND) if c in allowed]
+    """Reserved capacity first (paid for already), then spot, and on-demand as the fallback."""
+    order = [c for c in (wk.CAPACITY_RESERVED, wk.CAPACITY_SPOT, wk.CAPACITY_ON_DEMAND) if c in allowed]
     return tuple(order)
 
 
@@ -170,32 +179,36 @@ def plan_overrides(
 ) -> list[Override]:
     """Every usable (template, type, subnet) for one capacity type, cheapest first, 60 types at most."""
     unavailable = unavailable or {}
-    candidates: list[tuple[float, str, str, list[tuple[float, str]]]] = []
-    seen: set[str] = set()
+    reserved = capacity_type == wk.CAPACITY_RESERVED
+    candidates: list[tuple[float, str, str, list[tuple[float, str, str, str]]]] = []
+    seen: set[tuple[str, str]] = set()
     for choice in request.templates:
+        if bool(choice.reservation_id) != reserved:
+            continue  # a reservation's template launches into it only; the others never do
         for it in choice.instance_types:
-            if it.name in seen:  # a type launches with one template only
+            if (it.name, choice.reservation_id) in seen:  # a type launches with one template only
                 continue
             zones = [
-                (o.price, o.zone)
+                (o.price, o.zone, o.reservation_id, o.reservation_type)
                 for o in it.offerings
                 if o.available
                 and o.capacity_type == capacity_type
+                and o.reservation_id == choice.reservation_id
                 and o.zone in request.subnets
                 and (it.name, o.zone, capacity_type) not in unavailable
             ]
             if zones:
-                seen.add(it.name)
-                candidates.append((min(p for p, _ in zones), it.name, choice.launch_template, sorted(zones)))
+                seen.add((it.name, choice.reservation_id))
+                candidates.append((min(z[0] for z in zones), it.name, choice.launch_template, sorted(zones)))
     candidates.sort(key=lambda c: (c[0], c[1]))
     rows = []
     for _, name, template, zones in candidates[:MAX_INSTANCE_TYPES]:
-        for price, zone in zones:
-            rows.append((price, name, zone, template))
-    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+        for price, zone, rid, rtype in zones:
+            rows.append((price, name, zone, template, rid, rtype))
+    rows.sort(key=lambda r: (r[0], r[1], r[2], r[4]))
     return [
-        Override(template, name, zone, request.subnets[zone].id, capacity_type, price, float(rank))
-        for rank, (price, name, zone, template) in enumerate(rows)
+        Override(template, name, zone, request.subnets[zone].id, capacity_type, price, float(rank), rid, rtype)
+        for rank, (price, name, zone, template, rid, rtype) in enumerate(rows)
     ]
 
 
@@ -243,6 +256,13 @@ def fleet_request(request: LaunchRequest, capacity_type: str, overrides: Sequenc
     if capacity_type == wk.CAPACITY_SPOT:
         params["TargetCapacitySpecification"]["SpotTargetCapacity"] = count
         params["SpotOptions"] = {"AllocationStrategy": ALLOCATION[wk.CAPACITY_SPOT]}
+    elif capacity_type == wk.CAPACITY_RESERVED:
+        # Reserved instances are on-demand instances launched into a reservation by their template's
+        # target; a capacity block is its own capacity type (Karpenter's CreateFleet for reserved launches).
+        block = any(o.reservation_type == "capacity-block" for o in overrides)
+        params["TargetCapacitySpecification"]["DefaultTargetCapacityType"] = "capacity-block" if block else "on-demand"
+        params["TargetCapacitySpecification"]["OnDemandTargetCapacity"] = count
+        params["OnDemandOptions"] = {"AllocationStrategy": ALLOCATION[wk.CAPACITY_ON_DEMAND]}
     else:
         params["TargetCapacitySpecification"]["OnDemandTargetCapacity"] = count
         params["OnDemandOptions"] = {"AllocationStrategy": ALLOCATION[wk.CAPACITY_ON_DEMAND]}
@@ -253,7 +273,8 @@ def parse_response(
     response: Mapping[str, Any], overrides: Sequence[Override], launch_id: str = ""
 ) -> tuple[list[LaunchedInstance], list[OfferingError], list[tuple[str, str]]]:
     """Instances launched, errors tied to an offering, and errors of the request as a whole."""
-    by_key = {(o.instance_type, o.subnet_id): o for o in overrides}
+    by_key = {(o.instance_type, o.subnet_id, o.launch_template): o for o in overrides}
+    by_type = {(o.instance_type, o.subnet_id): o for o in overrides}
     zone_of = {o.subnet_id: o.zone for o in overrides}
     default_ct = overrides[0].capacity_type if overrides else wk.CAPACITY_ON_DEMAND
     instances: list[LaunchedInstance] = []
@@ -262,10 +283,11 @@ def parse_response(
         ov = spec.get("Overrides") or {}
         itype = ov.get("InstanceType") or item.get("InstanceType", "")
         subnet = ov.get("SubnetId", "")
-        planned = by_key.get((itype, subnet))
-        zone = ov.get("AvailabilityZone") or zone_of.get(subnet, "")
-        ct = _capacity_type(item.get("Lifecycle"), default_ct)
         template = (spec.get("LaunchTemplateSpecification") or {}).get("LaunchTemplateName", "")
+        planned = by_key.get((itype, subnet, template)) or by_type.get((itype, subnet))
+        zone = ov.get("AvailabilityZone") or zone_of.get(subnet, "")
+        # A reserved launch's instances are on-demand to EC2 (Lifecycle "on-demand"), reserved to us.
+        ct = default_ct if default_ct == wk.CAPACITY_RESERVED else _capacity_type(item.get("Lifecycle"), default_ct)
         for iid in item.get("InstanceIds") or []:
             instances.append(
                 LaunchedInstance(
@@ -277,6 +299,7 @@ def parse_response(
                     planned.price if planned is not None and planned.capacity_type == ct else 0.0,
                     template or (planned.launch_template if planned else ""),
                     launch_id,
+                    planned.reservation_id if planned is not None else "",
                 )
             )
     offering_errors: list[OfferingError] = []
@@ -288,9 +311,8 @@ def parse_response(
         itype = ov.get("InstanceType")
         zone = ov.get("AvailabilityZone") or zone_of.get(ov.get("SubnetId", ""), "")
         if itype and zone:
-            offering_errors.append(
-                OfferingError(itype, zone, _capacity_type(err.get("Lifecycle"), default_ct), code, message)
-            )
+            ct = default_ct if default_ct == wk.CAPACITY_RESERVED else _capacity_type(err.get("Lifecycle"), default_ct)
+            offering_errors.append(OfferingError(itype, zone, ct, code, message))
         else:
             request_errors.append((code, message))
     return instances, offering_errors, request_errors
@@ -311,7 +333,7 @@ def launch(
     max_attempts_per_capacity_type: int = 4,
 ) -> LaunchResult:
     """Launch ``request.count`` instances, skipping unavailable offerings and retrying at once on
-    what remains after each capacity error; spot first, then on-demand when the pool allows both."""
+    what remains after each capacity error; reserved first, then spot, then on-demand, as the claim allows."""
     result = LaunchResult(requested=request.count)
     for capacity_type in capacity_order(request.capacity_types):
         for _ in range(max_attempts_per_capacity_type):

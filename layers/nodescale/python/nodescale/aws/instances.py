@@ -39,6 +39,9 @@ class ManagedInstance:
     config_hash: str | None = None  # of the launch template it came from
     security_group_ids: tuple[str, ...] = ()
     tags: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    # The capacity reservation it runs in ("" for none) and that reservation's type (default | capacity-block).
+    capacity_reservation_id: str = ""
+    capacity_reservation_type: str = ""
 
     @property
     def provider_id(self) -> str:
@@ -54,13 +57,27 @@ def instance_id_from_provider_id(provider_id: str) -> str | None:
     return last if last.startswith("i-") else None
 
 
+def capacity_type_of(raw: dict) -> tuple[str, str, str]:
+    """(capacity type, reservation id, reservation type) of a DescribeInstances instance: one running in a
+    capacity reservation is ``reserved`` (a capacity block's lifecycle is ``capacity-block``)."""
+    lifecycle = raw.get("InstanceLifecycle")
+    reservation = raw.get("CapacityReservationId") or ""
+    if reservation:
+        kind = "capacity-block" if lifecycle == "capacity-block" else "default"
+        return wk.CAPACITY_RESERVED, reservation, kind
+    return (wk.CAPACITY_SPOT if lifecycle == "spot" else wk.CAPACITY_ON_DEMAND), "", ""
+
+
 def _from_ec2(raw: dict) -> ManagedInstance:
     tags = tagging.to_dict(raw.get("Tags"))
+    capacity_type, reservation_id, reservation_type = capacity_type_of(raw)
     return ManagedInstance(
         instance_id=raw["InstanceId"],
         instance_type=raw.get("InstanceType", ""),
         zone=(raw.get("Placement") or {}).get("AvailabilityZone", ""),
-        capacity_type=wk.CAPACITY_SPOT if raw.get("InstanceLifecycle") == "spot" else wk.CAPACITY_ON_DEMAND,
+        capacity_type=capacity_type,
+        capacity_reservation_id=reservation_id,
+        capacity_reservation_type=reservation_type,
         nodepool=nodelabels.pool_key(tags) or None,
         state=(raw.get("State") or {}).get("Name", ""),
         launch_time=raw.get("LaunchTime"),

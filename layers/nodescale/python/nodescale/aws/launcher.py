@@ -10,8 +10,8 @@ the disruption function asks it which configuration hashes and launch templates 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from ..disruption.drift import Drifted, DriftKind
 from ..model import labels as wk
@@ -136,6 +136,7 @@ class Launcher:
                                       nodepool.label_key),
             detailed_monitoring=node_class.detailed_monitoring,
             associate_public_ip=node_class.associate_public_ip_address,
+            reservations_targeted=bool(node_class.capacity_reservation_selector_terms),
         )
         if instance_types is None:
             groups = {a: () for a in res.amis.amis}
@@ -215,7 +216,7 @@ class Launcher:
         ct_req = reqs.get(wk.CAPACITY_TYPE)
         capacity_types = tuple(
             c
-            for c in (wk.CAPACITY_SPOT, wk.CAPACITY_ON_DEMAND)
+            for c in (wk.CAPACITY_RESERVED, wk.CAPACITY_SPOT, wk.CAPACITY_ON_DEMAND)
             if (ct_req.has(c) if ct_req is not None else c == wk.CAPACITY_ON_DEMAND)
         )
         result = fleet.LaunchResult(requested=count)
@@ -225,7 +226,9 @@ class Launcher:
             )
             return result
         if not capacity_types:
-            result.request_errors.append(("NoAllowedCapacityType", "the requirements allow neither spot nor on-demand"))
+            result.request_errors.append(
+                ("NoAllowedCapacityType", "the requirements allow none of reserved, spot and on-demand")
+            )
             return result
         fitting = [t for t in instance_types if _fits(t, reqs)]
         planned = [t for t in self.templates(nodepool, node_class, fitting) if t.instance_types]
@@ -235,6 +238,8 @@ class Launcher:
         choices = tuple(
             fleet.TemplateChoice(self._ensure(t.spec).name, t.instance_types) for t in planned
         )
+        if wk.CAPACITY_RESERVED in capacity_types:
+            choices += self._reserved_choices(planned, zones)
         request = fleet.LaunchRequest(
             cluster=self.cluster_name,
             nodepool=nodepool.real_name,
@@ -250,6 +255,23 @@ class Launcher:
             context=node_class.context,
         )
         return fleet.launch(self.clients.ec2, request, self.offerings)
+
+    def _reserved_choices(
+        self, planned: Sequence[PlannedTemplate], zones: Mapping[str, object]
+    ) -> tuple[fleet.TemplateChoice, ...]:
+        """One template per image and capacity reservation (its target), with the types it reserves:
+        a template targets one reservation, as Karpenter makes one per reservation id."""
+        out = []
+        for t in planned:
+            by_reservation: dict[tuple[str, str], list[InstanceType]] = {}
+            for it in t.instance_types:
+                for o in it.offerings:
+                    if o.capacity_type == wk.CAPACITY_RESERVED and o.available and o.zone in zones:
+                        by_reservation.setdefault((o.reservation_id, o.reservation_type), []).append(it)
+            for (rid, rtype), types in sorted(by_reservation.items()):
+                spec = replace(t.spec, capacity_reservation_id=rid, capacity_reservation_type=rtype)
+                out.append(fleet.TemplateChoice(self._ensure(spec).name, tuple(types), reservation_id=rid))
+        return tuple(out)
 
 
 def _fits(instance_type: InstanceType, reqs: Requirements) -> bool:

@@ -6,9 +6,12 @@ build)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 
+from ..model import capacityreservation as reservations_model
 from ..model import labels as wk
+from ..model.capacityreservation import CapacityReservation
 from ..model.instancetype import InstanceType, WindowsFamilyError, windows_build
 from ..model.nodepool import NodeClass, NodePool
 from ..model.overlays import NodeOverlay, apply_overlays
@@ -33,12 +36,16 @@ def pool_types(
     catalog: list[InstanceType],
     region: str | None = None,
     overlays: Iterable[NodeOverlay] = (),
+    reservations: Mapping[str, Sequence[CapacityReservation]] | None = None,
+    now: datetime | None = None,
 ) -> tuple[dict[str, list[InstanceType]], dict[str, dict[str, str]]]:
     """Each pool's instance types under its node class (kubelet, root volume, AMI family), each offering
     priced with the node class's EBS volumes in ``region`` (by default the catalog's), with the
     NodeOverlays applied (an overlay prices the instance; the volumes still count; one that conflicts
     with another of its weight is logged and not applied), and the labels the node class gives its
-    nodes (the OS, and the Windows build)."""
+    nodes (the OS, and the Windows build). ``reservations`` (node class name -> its capacity reservations)
+    add a ``reserved`` offering per reservation, after the volumes and overlays: a reserved node is paid
+    for already, so its near-zero price stays near zero."""
     overlays = list(overlays)
     types: dict[str, list[InstanceType]] = {}
     labels: dict[str, dict[str, str]] = {}
@@ -72,6 +79,9 @@ def pool_types(
             )
             for name in conflicts:
                 log.warning("NodeOverlay %s not applied: it conflicts with another overlay of the same weight", name)
+        reserved = (reservations or {}).get(pool.node_class) or ()
+        if reserved and now is not None:
+            usable = reservations_model.with_reservations(usable, reserved, now)
         types[pool.name] = usable
     return types, labels
 

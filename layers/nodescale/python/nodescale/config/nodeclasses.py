@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model.nodepool import AMI_ALIASES, WINDOWS_FAMILIES, NodeClass, SelectorTerm
+from . import capacityreservations
 from .errors import Collector, ConfigError, show
 from .fields import FieldError, attempt, boolean, bytes_quantity, integer, items, mapping, string, string_map
 from .kubelet import parse_kubelet
@@ -79,7 +80,12 @@ def convert_ec2nodeclass(doc: Mapping, source: str) -> tuple[NodeClass | None, l
         c, _terms, spec.get("securityGroupSelectorTerms"), "spec.securityGroupSelectorTerms", ("tags", "id", "name"), True
     )
     kubelet = None
+    reservations: tuple = ()
     if api == V1:
+        path = f"spec.{capacityreservations.FIELD}"
+        reservations = attempt(
+            c, capacityreservations.parse_terms, spec.get(capacityreservations.FIELD), path, default=()
+        ) or ()
         amis = attempt(
             c, _terms, spec.get("amiSelectorTerms"), "spec.amiSelectorTerms", ("tags", "id", "name", "owner", "alias"), True
         )
@@ -104,7 +110,7 @@ def convert_ec2nodeclass(doc: Mapping, source: str) -> tuple[NodeClass | None, l
         return None, c.errors
     node_class = _node_class(
         name, family, amis, subnets, groups, role=role, kubelet=kubelet, api_version=str(api), source=source,
-        kind="EC2NodeClass", **common,
+        kind="EC2NodeClass", capacity_reservation_selector_terms=reservations, **common,
     )
     return node_class, c.errors
 

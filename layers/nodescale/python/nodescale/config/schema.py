@@ -218,7 +218,7 @@ EC2NODECLASS_V1BETA1 = _object(
 )
 
 # Fields of later v1 releases that nodescale reads past (they are Karpenter's, so a manifest carrying them
-# is accepted as Karpenter accepts it): capacityReservationSelectorTerms, connectionTracking, cpuOptions,
+# is accepted as Karpenter accepts it): connectionTracking, cpuOptions,
 # ipPrefixCount, networkInterfaces, placementGroupSelector, ebs.volumeInitializationRate.
 EC2NODECLASS_V1 = _object(
     {

@@ -32,6 +32,8 @@ class Inputs:
     repair_threshold_seconds: float = 600.0
     consolidation_seconds: float = 30.0
     shifted_zones: frozenset[str] = frozenset()  # zone names under an ARC zonal shift (disruption/zonalshift.py)
+    # Capacity blocks within 40 minutes of their end (CapacityReservation.expiring): their nodes are drained.
+    expiring_reservations: Mapping[str, datetime] = field(default_factory=dict)  # reservation id -> end
 
 
 @dataclass

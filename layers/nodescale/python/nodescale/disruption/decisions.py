@@ -25,6 +25,8 @@ class Reason(StrEnum):
     INTERRUPTED = "Interrupted"
     ORPHANED = "Orphaned"  # an instance with no node, or a node with no instance
     SCALED_DOWN = "ScaledDown"  # nodescale's name: a static pool above its spec.replicas (methods/static.py)
+    # Its capacity block ends within 40 minutes (Karpenter's capacityreservation expiration controller).
+    CAPACITY_BLOCK_EXPIRING = "CapacityBlockExpiring"
 
 
 class Action(StrEnum):

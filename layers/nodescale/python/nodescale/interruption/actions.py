@@ -64,6 +64,7 @@ NODE_EVENT_REASONS: dict[str, str] = {
     Kind.SCHEDULED_CHANGE: "InstanceScheduledChange",
     Kind.INSTANCE_STATE_CHANGE: "InstanceStateChange",
     Kind.REBALANCE_RECOMMENDATION: "RebalanceRecommendation",
+    Kind.CAPACITY_RESERVATION_INTERRUPTION: "CapacityReservationInterrupted",
 }
 
 

@@ -27,6 +27,7 @@ class Kind(StrEnum):
     REBALANCE_RECOMMENDATION = "RebalanceRecommendation"
     INSTANCE_STATE_CHANGE = "InstanceStateChange"
     SCHEDULED_CHANGE = "ScheduledChange"
+    CAPACITY_RESERVATION_INTERRUPTION = "CapacityReservationInterruption"
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,11 +57,16 @@ class Offering:
     """Where and how an instance type can be bought: one zone, one capacity type, one price."""
 
     zone: str
-    capacity_type: str  # "spot" | "on-demand"
+    capacity_type: str  # "spot" | "on-demand" | "reserved"
     price: float  # per hour, in the region's currency (USD; CNY in the China regions)
     available: bool = True
     # The zone's account-independent id (use1-az1), the node's topology.k8s.aws/zone-id; "" when unknown.
     zone_id: str = ""
+    # A "reserved" offering is one capacity reservation: its id, type (default | capacity-block) and how
+    # many instances it still takes (Karpenter's Offering.ReservationCapacity).
+    reservation_id: str = ""
+    reservation_type: str = ""
+    reservation_capacity: int = 0
 
 
 @dataclass(slots=True)

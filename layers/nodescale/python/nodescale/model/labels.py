@@ -42,6 +42,10 @@ INSTANCE_ACCELERATOR_COUNT = "karpenter.k8s.aws/instance-accelerator-count"
 
 CAPACITY_SPOT = "spot"
 CAPACITY_ON_DEMAND = "on-demand"
+# On-demand capacity reservations (Karpenter v1.3+): a node launched into one is "reserved", and names it.
+CAPACITY_RESERVED = "reserved"
+CAPACITY_RESERVATION_ID = "karpenter.k8s.aws/capacity-reservation-id"
+CAPACITY_RESERVATION_TYPE = "karpenter.k8s.aws/capacity-reservation-type"
 
 # karpenter.sh/provisioner-name is not one of them: it names a v1alpha5 Provisioner's nodes, and
 # karpenter.sh/nodepool a NodePool's (Karpenter v0.32-v0.33 ran both kinds side by side, apart).

@@ -69,6 +69,8 @@ def node_labels(
     capacity_type: str,
     zone_id: str = "",
     class_labels: Mapping[str, str] | None = None,
+    reservation_id: str = "",
+    reservation_type: str = "",
 ) -> dict[str, str]:
     """Every label a node of ``pool`` on this instance type and offering carries once registered.
 
@@ -83,6 +85,10 @@ def node_labels(
     labels[wk.CAPACITY_TYPE] = capacity_type
     if zone_id:
         labels[wk.ZONE_ID] = zone_id
+    if reservation_id:
+        # A node in a capacity reservation names it, as Karpenter's do.
+        labels[wk.CAPACITY_RESERVATION_ID] = reservation_id
+        labels[wk.CAPACITY_RESERVATION_TYPE] = reservation_type or "default"
     # The pool's own labels last: its name, and a template label, are not the type's to change.
     labels.update(pool_labels(pool))
     return dict(sorted(labels.items()))

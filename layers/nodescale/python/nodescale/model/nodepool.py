@@ -116,6 +116,17 @@ class SelectorTerm:
     alias: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class CapacityReservationTerm:
+    """One capacityReservationSelectorTerms term: an id alone, or tags (ANDed; "*" any value) with an
+    optional owner account and instanceMatchCriteria (open | targeted)."""
+
+    id: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    owner_id: str | None = None
+    instance_match_criteria: str | None = None
+
+
 # v1 `alias: family@version` selector terms: the family part names the AMI family.
 AMI_ALIASES = {
     "al2": "AL2",
@@ -153,6 +164,8 @@ class NodeClass:
     kind: str = "EC2NodeClass"  # | "AWSNodeTemplate" (v1alpha1)
     instance_store_policy: str | None = None  # "RAID0": local NVMe becomes the node's ephemeral storage
     context: str | None = None  # EC2 Fleet's reserved "Context" field, passed through
+    # On-demand capacity reservations its nodes may launch into (ORed terms); none: no reserved capacity.
+    capacity_reservation_selector_terms: tuple[CapacityReservationTerm, ...] = ()
     object_name: str = ""  # the object's own name when ``name`` is its qualified key (see NodePool)
 
     @property

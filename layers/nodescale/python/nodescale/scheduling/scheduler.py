@@ -24,7 +24,7 @@ from ..model.instancetype import InstanceType
 from ..model.nodepool import NodePool
 from ..model.pod import Pod, TopologySpread
 from ..model.requirements import Requirements
-from . import otherkeys
+from . import otherkeys, reservations
 from .existingnode import NodeBin, NodeRoom, existing_bins
 from .groups import Group, Level, group_pods
 from .instance_selection import InstanceSelector
@@ -74,18 +74,17 @@ def solve(
     (``kubernetes.io/metadata.name``).
     """
     started = time.perf_counter()
-    scheduler = Scheduler(
-        list(pods),
-        list(nodepools),
-        instance_types_by_pool,
-        list(existing_nodes),
-        list(daemonset_pods),
-        frozenset(unavailable),
-        limits_usage or {},
-        node_labels_by_pool or {},
-        namespace_labels or {},
-    )
-    plan = scheduler.run()
+    pools, nodes, daemons = list(nodepools), list(existing_nodes), list(daemonset_pods)
+    ruled_out, labels = frozenset(unavailable), node_labels_by_pool or {}
+
+    def schedule(pods: list[Pod], nodes: list[ExistingNode], types: Mapping[str, Sequence[InstanceType]]) -> Plan:
+        return Scheduler(pods, pools, types, nodes, daemons, ruled_out, limits_usage or {}, labels,
+                         namespace_labels or {}).run()
+
+    # Reserved capacity is shared out last: a claim past a reservation's free count falls back to
+    # spot/on-demand, its pods planned again while other reservations still have room.
+    plan = schedule(list(pods), nodes, instance_types_by_pool)
+    plan = reservations.share(plan, instance_types_by_pool, nodes, labels, schedule)
     plan.solve_seconds = time.perf_counter() - started
     return plan
 

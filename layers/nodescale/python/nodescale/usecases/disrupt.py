@@ -81,6 +81,8 @@ def decide(run: RunState, in_progress: set[str], protected: set[str]) -> None:
         repair_threshold_seconds=run.rt.settings.repair_threshold_seconds,
         consolidation_seconds=max(1.0, run.time_left() * CONSOLIDATION_SHARE),
         shifted_zones=world.shifted_zones(),
+        expiring_reservations={r.id: r.end_date for rs in world.reservations.values() for r in rs
+                               if r.end_date is not None and r.expiring(world.now)},
     )
     outcome = planner.plan(inputs, simulator(world, in_progress))
     apply(run, outcome, {v.name: v for v in views})

@@ -221,6 +221,9 @@ def _launch_claims(
         telemetry.count(telemetry.LAUNCH_FAILURES, **{telemetry.ERROR_CODE_DIMENSION: code})
         return [(c, None, set()) for c in claims]
     _count_launch_errors(result, outcome, pool.name)
+    for inst in result.instances:
+        if inst.reservation_id:  # later passes of this run plan with one instance fewer free there
+            world.note_reserved_launch(inst.reservation_id)
     failed = {e.offering for e in result.offering_errors if e.is_capacity_error}
     out: list[tuple[NodeClaim, Launch | None, set[tuple[str, str, str]]]] = []
     now = clock.now()

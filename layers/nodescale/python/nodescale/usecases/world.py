@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from kubernetes.client.exceptions import ApiException
 
 from .. import clock, telemetry
+from ..aws import capacityreservations, zonalshifts
 from ..aws import catalog as catalogs
 from ..aws import instances as ec2_instances
-from ..aws import zonalshifts
 from ..aws.instances import ManagedInstance
 from ..aws.pooltypes import PoolTypesError, pool_types
 from ..config import ConfigError
@@ -29,9 +29,11 @@ from ..k8s import listing, podcache
 from ..k8s import nodes as k8s_nodes
 from ..k8s.events import WARNING, EventRecorder, ObjectRef
 from ..k8s.nodepool_objects import CLUSTER_KINDS
+from ..model import capacityreservation as reservations_model
 from ..model import labels as wk
 from ..model import nodelabels, zonalshift
 from ..model import resources as res
+from ..model.capacityreservation import CapacityReservation
 from ..model.instancetype import InstanceType
 from ..model.node import ClusterNode
 from ..model.nodepool import NodeClass, NodePool
@@ -103,6 +105,8 @@ class World:
     unavailable: dict[tuple[str, str, str], float] = field(default_factory=dict)
     # Availability Zones under an ARC zonal shift, by zone id: nothing launches there (aws/zonalshifts).
     shifts: dict[str, ActiveShift] = field(default_factory=dict)
+    # Each node class's active capacity reservations (DescribeCapacityReservations, read every run).
+    reservations: dict[str, list[CapacityReservation]] = field(default_factory=dict)
     # Pods whose spec cannot be read ("namespace/name", why); they are left out of planning.
     pod_errors: list[tuple[str, str]] = field(default_factory=list)
     _types: dict[str, list[InstanceType]] = field(default_factory=dict, repr=False)
@@ -185,7 +189,8 @@ class World:
         """The labels the instance's node carries once registered, as the solver planned it (nodelabels)."""
         return nodelabels.node_labels(
             pool, it.labels, zone=inst.zone, capacity_type=inst.capacity_type, zone_id=self.zone_id(inst.zone),
-            class_labels=self.node_labels(pool.name),
+            class_labels=self.node_labels(pool.name), reservation_id=inst.capacity_reservation_id,
+            reservation_type=inst.capacity_reservation_type,
         )
 
     def shifted_zones(self) -> frozenset[str]:
@@ -275,9 +280,22 @@ class World:
         if it is None:
             return 0.0
         for o in it.offerings:
-            if o.zone == inst.zone and o.capacity_type == inst.capacity_type:
+            if o.zone == inst.zone and o.capacity_type == inst.capacity_type and (
+                o.reservation_id == inst.capacity_reservation_id
+            ):
                 return o.price
+        if inst.capacity_type == wk.CAPACITY_RESERVED:
+            # Its reservation is no longer selected: EC2 bills it as on-demand from now on.
+            for o in it.offerings:
+                if o.zone == inst.zone and o.capacity_type == wk.CAPACITY_ON_DEMAND:
+                    return o.price
         return 0.0
+
+    def note_reserved_launch(self, reservation_id: str, count: int = 1) -> None:
+        """``count`` instances launched into the reservation: every pool plans with that many fewer free
+        (Karpenter's MarkLaunched), until the next run reads the count from EC2 again."""
+        for name, types in self._types.items():
+            self._types[name] = reservations_model.consume(types, reservation_id, count)
 
     def _in_flight_node(self, inst: ManagedInstance) -> ExistingNode | None:
         """A stand-in for an instance that has not registered: what its Node will look like."""
@@ -295,6 +313,9 @@ class World:
             named = {k: v for k, v in inst.tags.items() if k in (wk.NODEPOOL, wk.LEGACY_PROVISIONER)}
             labels = {**it.labels, **(named or {wk.NODEPOOL: inst.nodepool or ""}), wk.ZONE: inst.zone,
                       wk.CAPACITY_TYPE: inst.capacity_type}
+            if inst.capacity_reservation_id:
+                labels[wk.CAPACITY_RESERVATION_ID] = inst.capacity_reservation_id
+                labels[wk.CAPACITY_RESERVATION_TYPE] = inst.capacity_reservation_type
         labels[wk.INSTANCE_TYPE] = inst.instance_type
         labels[wk.HOSTNAME] = inst.private_dns_name or name
         taints: tuple[Taint, ...] = pool.taints if pool is not None else ()
@@ -355,6 +376,7 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     world.unavailable = rt.launcher.offerings.snapshot()
     world.catalog = catalog(rt)
     world.shifts = read_shifts(rt, world.catalog)
+    world.reservations = read_reservations(rt.aws.ec2, world.nodeclasses.values(), world.now)
     _prepare_types(world)
     world.index()
     log.debug("world read", extra={"seconds": round(time.perf_counter() - started, 3), "nodes": len(world.nodes),
@@ -444,7 +466,8 @@ def _prepare_types(world: World) -> None:
     usable: dict[str, NodePool] = {}
     for name, pool in world.nodepools.items():
         try:
-            types, labels = pool_types([pool], world.nodeclasses, world.catalog, overlays=world.overlays.values())
+            types, labels = pool_types([pool], world.nodeclasses, world.catalog, overlays=world.overlays.values(),
+                                       reservations=world.reservations, now=world.now)
         except PoolTypesError as exc:
             world.config_errors.append(str(exc))
             continue
@@ -464,6 +487,20 @@ def read_shifts(rt: Runtime, types: list[InstanceType]) -> dict[str, ActiveShift
     if shifts:
         log.info("zones under a zonal shift: no launches there", extra={"zone_ids": sorted(shifts)})
     return shifts
+def read_reservations(ec2: Any, classes: Iterable[NodeClass], now: datetime) -> dict[str, list[CapacityReservation]]:
+    """The capacity reservations each node class selects (only classes with capacityReservationSelectorTerms
+    ask EC2; classes with the same terms ask once)."""
+    out: dict[str, list[CapacityReservation]] = {}
+    asked: dict[tuple, list[CapacityReservation]] = {}
+    for nc in classes:
+        terms = nc.capacity_reservation_selector_terms
+        if not terms:
+            continue
+        key = tuple((t.id, tuple(sorted(t.tags.items())), t.owner_id, t.instance_match_criteria) for t in terms)
+        if key not in asked:
+            asked[key] = capacityreservations.discover(ec2, terms, now)
+        out[nc.name] = asked[key]
+    return out
 
 
 def catalog(rt: Runtime) -> list[InstanceType]:

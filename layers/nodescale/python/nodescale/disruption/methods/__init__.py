@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..consolidation import Simulator
 from .base import Method
+from .capacityblock import CapacityBlockExpiry
 from .consolidation import Consolidation
 from .drift import Drift
 from .emptiness import Emptiness
@@ -18,12 +19,15 @@ from .static import StaticScaleDown
 
 
 def default_methods(simulate: Simulator | None = None) -> list[Method]:
-    """A static pool's scale-down (asked for by its user), repair, expiry, drift, emptiness, then
-    consolidation (only with a simulator to ask)."""
-    methods: list[Method] = [StaticScaleDown(), Repair(), Expiry(), Drift(), Emptiness()]
+    """A static pool's scale-down (asked for by its user), repair, capacity-block expiry, expiry, drift,
+    emptiness, then consolidation (only with a simulator to ask)."""
+    methods: list[Method] = [StaticScaleDown(), Repair(), CapacityBlockExpiry(), Expiry(), Drift(), Emptiness()]
     if simulate is not None:
         methods.append(Consolidation(simulate))
     return methods
 
 
-__all__ = ["Consolidation", "Drift", "Emptiness", "Expiry", "Method", "Repair", "StaticScaleDown", "default_methods"]
+__all__ = [
+    "CapacityBlockExpiry", "Consolidation", "Drift", "Emptiness", "Expiry", "Method", "Repair", "StaticScaleDown",
+    "default_methods",
+]

@@ -7,10 +7,10 @@ parser reads, ``DETAIL_TYPES``, and ``parse``) and a line in ``_KINDS``; nothing
 from __future__ import annotations
 
 from ..intents import Ignored, Parsed
-from . import health, rebalance, spot, state_change, zonal_shift
+from . import capacity_reservation, health, rebalance, spot, state_change, zonal_shift
 from .base import Envelope, Parser
 
-_KINDS = (spot, rebalance, state_change, health, zonal_shift)
+_KINDS = (spot, rebalance, state_change, health, zonal_shift, capacity_reservation)
 
 PARSERS: dict[tuple[str, str], Parser] = {
     (kind.SOURCE, detail_type): kind.parse
