@@ -60,6 +60,8 @@ class PodFate:
     capacity_types: list[str] = field(default_factory=list)
     node: str = ""  # the node it is bound to, or the in-flight node it waits for
     scheduler_message: str = ""  # what kube-scheduler said when it gave up (PodScheduled=False)
+    # The CapacityBuffers planned with it (they come after every real pod), and where their room is.
+    buffers: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"pod": self.pod, "verdict": self.verdict, "message": self.message}
@@ -70,6 +72,8 @@ class PodFate:
             out["node"] = self.node
         if self.scheduler_message:
             out["schedulerMessage"] = self.scheduler_message
+        if self.buffers:
+            out["buffers"] = self.buffers
         return out
 
 
@@ -131,8 +135,10 @@ def plan_fates(rt: Runtime, world: World, pods: list[Pod]) -> dict[str, PodFate]
     """A dry run of the provisioner for ``pods``: each pod's fate by its key."""
     if not pods:
         return {}
-    outcome = provision.launch_capacity(rt, world, pods, dry_run=True, reason="nodescale explain")
+    # As the provisioner plans: the CapacityBuffers' pods after the real ones.
+    outcome = provision.launch_capacity(rt, world, pods + world.buffer_pods, dry_run=True, reason="nodescale explain")
     fates: dict[str, PodFate] = {}
+    buffers = buffer_room(world, outcome)
     for launch in outcome.launches:
         types = launch.instance_types or [launch.instance_type]
         zones = [z for z in launch.zone.split(",") if z]
@@ -140,7 +146,8 @@ def plan_fates(rt: Runtime, world: World, pods: list[Pod]) -> dict[str, PodFate]
         message = (f"would get a new node of NodePool {launch.nodepool}: {_list(types)} in {_list(zones)} "
                    f"({'/'.join(capacity)}), from ${launch.price:.4f}/h{_overlay_note(world, launch.nodepool, types)}")
         for key in launch.pods:
-            fates[key] = PodFate(key, NEW_NODE, message, launch.nodepool, list(types), zones, capacity)
+            if key not in buffers.keys_of_buffers:
+                fates[key] = PodFate(key, NEW_NODE, message, launch.nodepool, list(types), zones, capacity)
     for node, keys in outcome.waiting.items():
         iid = in_flight_instance(node)
         if iid is not None:
@@ -154,7 +161,32 @@ def plan_fates(rt: Runtime, world: World, pods: list[Pod]) -> dict[str, PodFate]
         fates[key] = PodFate(key, UNSCHEDULABLE, f"unschedulable: {why}{preempted.get(key, '')}")
     for p in pods:
         fates.setdefault(p.key, PodFate(p.key, EXISTING, "fits on a Ready node: the scheduler will place it"))
+    for fate in fates.values():
+        fate.buffers = buffers.report
     return fates
+
+
+@dataclass
+class BufferRoom:
+    keys_of_buffers: set[str]
+    report: list[dict[str, Any]]
+
+
+def buffer_room(world: World, outcome: LaunchOutcome) -> BufferRoom:
+    """Each CapacityBuffer of a dry run: its pods on existing or in-flight nodes, on new nodes, or nowhere."""
+    keys = {p.key for p in world.buffer_pods}
+    launched = {k for launch in outcome.launches for k in launch.pods if k in keys}
+    unplaced = dict(outcome.buffer_unplaced)
+    report = []
+    for r in world.resolved_buffers:
+        mine = [p.key for p in r.pods]
+        new = sum(k in launched for k in mine)
+        missing = [unplaced[k] for k in mine if k in unplaced]
+        entry = {**r.to_dict(), "onExistingNodes": len(mine) - new - len(missing), "onNewNodeClaims": new}
+        if missing:
+            entry.update(unschedulable=len(missing), reason=missing[0])
+        report.append(entry)
+    return BufferRoom(keys, report)
 
 
 def _outranked_at_a_limit(pods: list[Pod], outcome: LaunchOutcome) -> dict[str, str]:
