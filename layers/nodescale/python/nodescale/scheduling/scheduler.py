@@ -25,6 +25,7 @@ from ..model.nodepool import NodePool
 from ..model.pod import Pod, TopologySpread
 from ..model.requirements import Requirements
 from . import otherkeys
+from .capacity_split import keep_split
 from .existingnode import NodeBin, NodeRoom, existing_bins
 from .groups import Group, Level, group_pods
 from .instance_selection import InstanceSelector
@@ -74,11 +75,12 @@ def solve(
     (``kubernetes.io/metadata.name``).
     """
     started = time.perf_counter()
+    nodepools, existing_nodes, unavailable = list(nodepools), list(existing_nodes), frozenset(unavailable)
     scheduler = Scheduler(
         list(pods),
-        list(nodepools),
+        nodepools,
         instance_types_by_pool,
-        list(existing_nodes),
+        existing_nodes,
         list(daemonset_pods),
         frozenset(unavailable),
         limits_usage or {},
@@ -86,6 +88,8 @@ def solve(
         namespace_labels or {},
     )
     plan = scheduler.run()
+    # A pool's on-demand minimum (nodescale.io/on-demand-min-percent) narrows some of its new claims.
+    plan.node_claims = keep_split(plan.node_claims, nodepools, existing_nodes, instance_types_by_pool, unavailable)
     plan.solve_seconds = time.perf_counter() - started
     return plan
 

@@ -17,10 +17,12 @@ from ..disruption.drift import Drifted
 from ..disruption.gauges import cluster_gauges
 from ..disruption.nodes import NodeView
 from ..k8s import nodes as k8s_nodes
+from ..model import labels as wk
 from ..model import resources as res
 from ..model.instancetype import InstanceType
 from ..model.pod import Pod
 from ..scheduling import NodeClaim, solve
+from ..scheduling.capacity_split import split_refusal
 from .disrupt_run import IMPAIRED_SINCE, RunState, node_name, pool_label
 from .world import World
 
@@ -140,7 +142,25 @@ def simulator(world: World, in_progress: set[str], held: Mapping[str, list[Pod]]
             if not any((p.uid or p.key) in mine for p in claim.pods):
                 continue  # capacity for pending pods: the provisioner's business
             sim.replacements.append(replacement_from_claim(claim, types.get(claim.nodepool, [])))
+        sim.blocked = _split_blocked(nodes, sim)
         return sim
+
+    def _split_blocked(nodes: Sequence[NodeView], sim: Simulation) -> str:
+        """Why the move would take a pool under its on-demand minimum (a replacement allowing spot counts as spot)."""
+        for name in sorted({n.nodepool for n in nodes}):
+            pool = world.nodepools.get(name)
+            if pool is None or not pool.on_demand_min_percent:
+                continue
+            gone = {n.name for n in nodes}
+            before = [e.labels.get(wk.CAPACITY_TYPE, "") for e in everything if e.nodepool == name and not e.unschedulable]
+            after = [e.labels.get(wk.CAPACITY_TYPE, "") for e in everything
+                     if e.nodepool == name and not e.unschedulable and e.name not in gone]
+            after += [wk.CAPACITY_SPOT if wk.CAPACITY_SPOT in r.capacity_types else wk.CAPACITY_ON_DEMAND
+                      for r in sim.replacements if r.nodepool == name]
+            why = split_refusal(pool, before, after)
+            if why:
+                return why
+        return ""
 
     return simulate
 
