@@ -4,13 +4,19 @@ nodes before it would break the minimum."""
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 
 import pytest
 
+from nodescale import clock
+from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
+from nodescale.runtime import Runtime
 from nodescale.scheduling.capacity_split import required_on_demand
 from nodescale.usecases import disrupt as disrupting
+from nodescale.usecases import interrupt as interrupting
 from nodescale.usecases import provision as provisioning
 from sim.environment import Environment
 from tests.integration import helpers
@@ -64,6 +70,14 @@ def _pod(ns: str, i: int) -> dict:
                                      "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}}}]}}
 
 
+def _deployment(ns: str, replicas: int) -> dict:
+    """The same pods, recreated when evicted (an interruption moves them)."""
+    pod = _pod(ns, 0)
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": ns},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}}, "spec": pod["spec"]}}}
+
+
 def _ready(node: dict) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (node.get("status") or {}).get("conditions") or [])
@@ -114,3 +128,50 @@ def test_a_30_percent_pool_launches_three_on_demand_of_ten_and_empties_nodes_wit
     assert {n for r in split_refusals for n in r["nodes"]} == {n for n in types if n not in removed}
     assert kept and kept.count("on-demand") >= required_on_demand(30, len(kept)), kept
     assert all(types[n] == "spot" for n in removed) or kept.count("on-demand") == len(kept)
+
+
+HALF_POOL = POOL.replace('"30"', '"50"')
+EVENTS = helpers.ROOT / "tests" / "fixtures" / "events"
+SAMPLE_ID = "i-0a1b2c3d4e5f60718"
+
+
+def _event(sim: Environment, sample: str, instance_id: str) -> dict:
+    ev = json.loads((EVENTS / sample).read_text().replace(SAMPLE_ID, instance_id))
+    ev["id"] = str(uuid.uuid4())
+    now = clock.format_timestamp(clock.parse_timestamp(sim.clock()["now"]))
+    ev["time"] = now
+    if ev.get("source") == "aws.health":
+        ev["detail"]["startTime"] = now.replace("Z", "+00:00")
+    return ev
+
+
+def _replacement(rt: Runtime, ev: dict) -> dict:
+    summary = interrupting.process(ev, rt.settings, lambda: rt, account="123456789012",
+                                   deadline_monotonic=time.monotonic() + 60)
+    (report,) = summary["instances"]
+    launched = report["replacement"]["launched"]
+    assert len(launched) == 1, json.dumps(report, default=str)
+    (launch,) = launched
+    return launch
+
+
+def test_replacements_after_an_interruption_keep_the_split(sim: Environment, ns: str) -> None:
+    # 50%: one on-demand and one spot node. The spot node's replacement may be spot (1 of 2 stays on-demand);
+    # the on-demand node's replacement must be on-demand (the spot node alone would be 0 of 2).
+    put_pool(sim, HALF_POOL)
+    rt = helpers.runtime_for(sim, registration_timeout_seconds=10.0**6)
+    api = sim.kube_api_client()
+    request_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=_deployment(ns, 2))
+    wait_for("2 unschedulable pods", lambda: len([p for p in helpers.pods(sim, ns) if is_provisionable(p)]) == 2)
+    launches = provisioning.provision_once(rt)["launches"]
+    assert sorted(x["capacityType"] for x in launches) == ["on-demand", "spot"]
+    wait_for("two Ready nodes", lambda: len([n for n in managed_nodes(sim) if _ready(n)]) == 2, timeout=60)
+    by_type = {x["capacityType"]: x["instanceId"] for x in launches}
+
+    spot_replacement = _replacement(rt, _event(sim, "spot-interruption-warning.json", by_type["spot"]))
+    assert spot_replacement["capacityType"] == "spot"
+    # The moved pod runs on its replacement before the next notice, so no room is left for the next one.
+    wait_for("both pods running", lambda: len([p for p in helpers.pods(sim, ns)
+                                               if (p.get("status") or {}).get("phase") == "Running"]) == 2, timeout=60)
+    od_replacement = _replacement(rt, _event(sim, "health-scheduled-change.json", by_type["on-demand"]))
+    assert od_replacement["capacityType"] == "on-demand"

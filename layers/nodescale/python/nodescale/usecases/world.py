@@ -244,6 +244,10 @@ class World:
             inst = self._instance_by_id.get(iid or "")
             if inst is not None:
                 node.price = self.price_of(inst)
+                # Registered before the provisioner synced its labels: the instance says what it is (as for
+                # capacity in flight), which a pool's on-demand minimum counts.
+                if inst.capacity_type and wk.CAPACITY_TYPE not in node.labels:
+                    node.labels[wk.CAPACITY_TYPE] = inst.capacity_type
             if (raw.get("metadata") or {}).get("deletionTimestamp"):
                 node.unschedulable = True
             out.append(node)
