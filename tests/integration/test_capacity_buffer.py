@@ -13,9 +13,12 @@ import time
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from nodescale.commands import explain as explain_cmd
+from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
 from nodescale.usecases import disrupt as disrupting
+from nodescale.usecases import explain as explaining
 from nodescale.usecases import provision as provisioning
 from sim.environment import Environment
 from sim.kube.crds import capacity_buffer_crd
@@ -163,3 +166,23 @@ def test_the_functions_read_buffers_and_templates_and_may_change_neither(sim: En
             request_json(functions, "POST", path, body=_buffer(ns, 2) if "buffers" in path else _template(ns))
         assert denied.value.status == 403
     request_json(admin, "DELETE", f"/apis/autoscaling.x-k8s.io/v1/namespaces/{ns}/capacitybuffers/web-headroom")
+
+
+def test_explain_names_the_buffers_planned_after_the_pod(sim: Environment, ns: str) -> None:
+    put_pool(sim, POOL)
+    _install_crd(sim)
+    admin = sim.kube_api_client()
+    request_json(admin, "POST", f"/api/v1/namespaces/{ns}/podtemplates", body=_template(ns))
+    request_json(admin, "POST", f"/apis/autoscaling.x-k8s.io/v1beta1/namespaces/{ns}/capacitybuffers",
+                 body=_buffer(ns, 2))
+    request_json(admin, "POST", f"/api/v1/namespaces/{ns}/pods", body=_real_pod(ns, 0))
+    wait_for("the pod to be unschedulable", lambda: any(is_provisionable(p) for p in pods(sim, ns)))
+
+    fate = explaining.explain(runtime_for(sim), ns, "web-0")
+    assert fate.verdict == explaining.NEW_NODE, fate
+    (entry,) = fate.to_dict()["buffers"]
+    assert (entry["buffer"], entry["replicas"], entry["onNewNodeClaims"]) == (f"{ns}/web-headroom", 2, 2)
+    text = explain_cmd.to_text({**fate.to_dict(), "currency": "USD"})
+    assert f"Buffer:         {ns}/web-headroom: 2 pod(s) of PodTemplate web planned after it" in text
+    assert instance_ids(sim) == [], "explain launches nothing"
+    request_json(admin, "DELETE", f"/apis/autoscaling.x-k8s.io/v1beta1/namespaces/{ns}/capacitybuffers/web-headroom")
