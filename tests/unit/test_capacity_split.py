@@ -5,9 +5,12 @@ interruption replacements, emptiness and consolidation."""
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 
+from nodescale.cli import main
 from nodescale.config.nodepools import convert_nodepool, convert_provisioner
 from nodescale.disruption import planner
 from nodescale.disruption.consolidation import Simulation, evaluate
@@ -170,3 +173,47 @@ def test_a_consolidation_the_split_forbids_is_refused_with_the_reason() -> None:
     n = node("od0", capacity_type="on-demand")
     outcome = evaluate([n], Simulation(blocked="NodePool default keeps at least 30% of its nodes off spot"))
     assert isinstance(outcome, Refusal) and "30% of its nodes off spot" in outcome.why
+
+
+def test_plan_f_shows_the_on_demand_share(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pool_doc = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: mixed
+  annotations: {nodescale.io/on-demand-min-percent: "30"}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: ["m5.large"]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: ["spot", "on-demand"]}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {k: v}}]
+  securityGroupSelectorTerms: [{tags: {k: v}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 10
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: c, image: nginx, resources: {requests: {cpu: 1500m}}}]
+"""
+    path = tmp_path / "split.yaml"
+    path.write_text(pool_doc)
+    assert main(["plan", "-f", str(path), "-o", "json"]) == 0
+    claims = json.loads(capsys.readouterr().out)["nodeClaims"]
+    assert len(claims) == 10
+    assert sorted("/".join(c["capacityTypes"]) for c in claims) == ["on-demand"] * 3 + ["on-demand/spot"] * 7
+    assert all(c["labels"]["karpenter.sh/capacity-type"] == "on-demand" for c in claims if c["capacityTypes"] == ["on-demand"])
