@@ -131,8 +131,9 @@ def _key(pod: Mapping[str, Any]) -> str:
 # ------------------------------------------------------------------------------------------ the dry plan
 
 
-def plan_fates(rt: Runtime, world: World, pods: list[Pod]) -> dict[str, PodFate]:
-    """A dry run of the provisioner for ``pods``: each pod's fate by its key."""
+def plan_fates(rt: Runtime, world: World, pods: list[Pod], *, with_buffers: bool = False) -> dict[str, PodFate]:
+    """A dry run of the provisioner for ``pods``: each pod's fate by its key (``with_buffers``: each fate also
+    lists the CapacityBuffers planned with it, for one pod's explanation)."""
     if not pods:
         return {}
     # As the provisioner plans: the CapacityBuffers' pods after the real ones.
@@ -161,8 +162,9 @@ def plan_fates(rt: Runtime, world: World, pods: list[Pod]) -> dict[str, PodFate]
         fates[key] = PodFate(key, UNSCHEDULABLE, f"unschedulable: {why}{preempted.get(key, '')}")
     for p in pods:
         fates.setdefault(p.key, PodFate(p.key, EXISTING, "fits on a Ready node: the scheduler will place it"))
-    for fate in fates.values():
-        fate.buffers = buffers.report
+    if with_buffers:
+        for fate in fates.values():
+            fate.buffers = buffers.report
     return fates
 
 
@@ -194,7 +196,7 @@ def _outranked_at_a_limit(pods: list[Pod], outcome: LaunchOutcome) -> dict[str, 
     node: a note that the higher priority went first, and that preemption is not nodescale's to do."""
     limited = {entry.get("reason") for entry in outcome.limits}
     priority = {p.key: p.priority for p in pods}
-    launched = [priority.get(key, 0) for launch in outcome.launches for key in launch.pods]
+    launched = [priority[key] for launch in outcome.launches for key in launch.pods if key in priority]
     if not limited or not launched:
         return {}
     highest = max(launched)
@@ -268,11 +270,12 @@ def explain(rt: Runtime, namespace: str, name: str, world: World | None = None) 
     world = world or read_world(rt)
     # The pod is planned with every other pending pod: they compete for the same new nodes.
     others = [p for p in world.pending if p.key != key]
-    fate = plan_fates(rt, world, [*others, pod])[key]
+    fate = plan_fates(rt, world, [*others, pod], with_buffers=True)[key]
     if rule is not None:
         # Not provisionable yet (the scheduler has not given up): say so, and what it would get.
         fate = PodFate(key, NOT_PROVISIONABLE, f"not for nodescale yet: {rule}. Were it pending, the plan says: {fate.message}",
-                       fate.nodepool, fate.instance_types, fate.zones, fate.capacity_types, fate.node)
+                       fate.nodepool, fate.instance_types, fate.zones, fate.capacity_types, fate.node,
+                       buffers=fate.buffers)
     fate.scheduler_message = scheduler_message
     return fate
 

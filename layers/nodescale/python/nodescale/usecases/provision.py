@@ -190,8 +190,7 @@ def _plan(
     telemetry.seconds(telemetry.SOLVE_SECONDS, plan.solve_seconds)
     in_flight_names = {n.name for n in existing if n.in_flight}
     for placement in plan.existing:
-        real = [p for p in placement.pods if not p.buffer]
-        outcome.buffer_held += len(placement.pods) - len(real)
+        real = [p for p in placement.pods if not p.buffer]  # a buffer's pods wait for no one
         if not real:
             continue
         if placement.node in in_flight_names:

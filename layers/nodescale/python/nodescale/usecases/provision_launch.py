@@ -77,7 +77,6 @@ class LaunchOutcome:
     error_messages: list[str] = field(default_factory=list)
     limits: list[dict[str, str]] = field(default_factory=list)  # launches a NodePool/cluster limit held back
     buffer_unplaced: list[tuple[str, str]] = field(default_factory=list)  # CapacityBuffer pods without room
-    buffer_held: int = 0  # CapacityBuffer pods whose room existing or in-flight nodes keep
     solve_seconds: float = 0.0
     dry_run: bool = False
 
@@ -92,7 +91,6 @@ def merge(outcome: LaunchOutcome, again: LaunchOutcome) -> None:
     outcome.launches.extend(again.launches)
     outcome.unschedulable.extend(again.unschedulable)
     outcome.buffer_unplaced.extend(again.buffer_unplaced)
-    outcome.buffer_held += again.buffer_held
     outcome.limits.extend(x for x in again.limits if x not in outcome.limits)
     outcome.error_messages.extend(again.error_messages)
     for code, n in again.errors.items():
