@@ -5,7 +5,7 @@ launches. Whole nodes are counted, not vCPUs: an interruption takes a node, so t
 On-demand and reserved capacity both count as off spot (neither is interrupted).
 
 Launches: after packing, the pool's new NodeClaims that may be either spot or on-demand are narrowed to
-on-demand, in plan order, until ``ceil(percent x (existing + new) / 100)`` nodes are off spot; a claim
+on-demand (and reserved, where the pool has it), in plan order, until ``ceil(percent x (existing + new) / 100)`` nodes are off spot; a claim
 whose pods require spot stays spot. The same solve plans interruption replacements (the interrupted node
 no longer counts) and consolidation's simulations (the candidates no longer count), so a replacement keeps
 the split; removing nodes that would leave the pool under it with fewer on-demand nodes is refused
@@ -65,7 +65,7 @@ def keep_split(
     types_by_pool: Mapping[str, Sequence[InstanceType]],
     unavailable: frozenset[tuple[str, str, str]] = frozenset(),
 ) -> list[NodeClaim]:
-    """``claims`` with as many of each split pool's narrowed to on-demand as its minimum needs."""
+    """``claims`` with as many of each split pool's narrowed off spot as its minimum needs."""
     split = {p.name: p.on_demand_min_percent for p in pools if p.on_demand_min_percent}
     if not split or not claims:
         return claims
@@ -81,7 +81,7 @@ def keep_split(
         if not mine:
             continue
         off, total = have.get(pool, [0, 0])
-        off += sum(wk.CAPACITY_SPOT not in out[i].capacity_types for i in mine)
+        off += sum(wk.CAPACITY_SPOT not in out[i].capacity_types for i in mine)  # pods that rule spot out
         need = required_on_demand(percent, total + len(mine)) - off
         for i in mine:
             if need <= 0:
@@ -97,24 +97,29 @@ def keep_split(
 def on_demand_only(
     claim: NodeClaim, types: Sequence[InstanceType], unavailable: frozenset[tuple[str, str, str]] = frozenset()
 ) -> NodeClaim | None:
-    """The claim narrowed to on-demand: its types offered on-demand in its zones, cheapest first; None if none is."""
+    """The claim without spot: its other capacity types (on-demand, and reserved where a pool has it), its
+    types offered in them in its zones, cheapest first; None if no type is."""
+    allowed = [c for c in claim.capacity_types if off_spot(c)]
     by_name = {t.name: t for t in types}
     options: list[tuple[float, str]] = []
     zones: set[str] = set()
+    kept: set[str] = set()
     for name in claim.instance_types:
         it = by_name.get(name)
         offers = [o for o in (it.offerings if it is not None else ())
-                  if o.available and o.capacity_type == wk.CAPACITY_ON_DEMAND and o.zone in claim.zones
+                  if o.available and o.capacity_type in allowed and o.zone in claim.zones
                   and (name, o.zone, o.capacity_type) not in unavailable]
         if offers:
             options.append((min(o.price for o in offers), name))
             zones.update(o.zone for o in offers)
+            kept.update(o.capacity_type for o in offers)
     if not options:
         return None
     options.sort()
     ordered_zones = [z for z in claim.zones if z in zones]
-    requirements, labels = pinned(claim.requirements, claim.labels, ordered_zones, [wk.CAPACITY_ON_DEMAND])
+    capacity_types = [c for c in allowed if c in kept]
+    requirements, labels = pinned(claim.requirements, claim.labels, ordered_zones, capacity_types)
     return dataclasses.replace(
-        claim, instance_types=[n for _, n in options], capacity_types=[wk.CAPACITY_ON_DEMAND], zones=ordered_zones,
+        claim, instance_types=[n for _, n in options], capacity_types=capacity_types, zones=ordered_zones,
         requirements=requirements, labels=labels, price=options[0][0],
     )
