@@ -25,8 +25,15 @@ KARPENTER_KINDS: tuple[tuple[str, str, str, tuple[str, ...], str], ...] = (
 )
 
 
-def crd_manifest(group: str, plural: str, kind: str, versions: tuple[str, ...], storage: str) -> dict[str, Any]:
-    """A cluster-scoped CRD with a status subresource and a schema that keeps unknown fields."""
+# CapacityBuffer (kubernetes/autoscaler cluster-autoscaler/apis/capacitybuffer): namespaced, not Karpenter's.
+CAPACITY_BUFFER = ("autoscaling.x-k8s.io", "capacitybuffers", "CapacityBuffer", ("v1", "v1beta1", "v1alpha1"), "v1")
+
+
+def crd_manifest(
+    group: str, plural: str, kind: str, versions: tuple[str, ...], storage: str, scope: str = "Cluster"
+) -> dict[str, Any]:
+    """A CRD (cluster-scoped unless ``scope`` says Namespaced) with a status subresource and a schema that
+    keeps unknown fields."""
     schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -34,7 +41,7 @@ def crd_manifest(group: str, plural: str, kind: str, versions: tuple[str, ...], 
         "metadata": {"name": f"{plural}.{group}"},
         "spec": {
             "group": group,
-            "scope": "Cluster",
+            "scope": scope,
             "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
             "versions": [
                 {"name": version, "served": True, "storage": version == storage, "schema": schema,
@@ -47,6 +54,10 @@ def crd_manifest(group: str, plural: str, kind: str, versions: tuple[str, ...], 
 
 def karpenter_crds() -> list[dict[str, Any]]:
     return [crd_manifest(*kind) for kind in KARPENTER_KINDS]
+
+
+def capacity_buffer_crd() -> dict[str, Any]:
+    return crd_manifest(*CAPACITY_BUFFER, scope="Namespaced")
 
 
 def install_karpenter_crds(store: Store) -> list[str]:

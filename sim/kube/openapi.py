@@ -82,15 +82,13 @@ class _ModelCatalog:
         self.names: dict[str, str] = {}  # model class -> definition name
         self.deps: dict[str, set[str]] = {}  # model class -> model classes it refers to
         self.roots: dict[tuple[str, str, str], str] = {}  # (group, version, kind) -> model class
-        # Core first, with PodTemplate (not served here) for PodTemplateSpec, so shared types land in core.
-        core_extra = [("", "v1", "PodTemplate")]
-        for group, version, kind in core_extra + [(rt.group, rt.version, rt.kind) for rt in BUILTINS]:
+        # Core first (PodTemplate among it, for PodTemplateSpec), so shared types land in core.
+        for group, version, kind in [(rt.group, rt.version, rt.kind) for rt in BUILTINS]:
             rt = ResourceType(group, version, "", kind, True)
             model = model_class_name(rt)
             if model is None:
                 continue
-            if (group, version, kind) != ("", "v1", "PodTemplate"):
-                self.roots[(group, version, kind)] = model
+            self.roots[(group, version, kind)] = model
             self._walk(model, _GROUP_PACKAGES.get(group, "io.k8s.api." + group.split(".")[0]) + "." + version)
 
     def _walk(self, model: str, package: str) -> None:

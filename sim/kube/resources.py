@@ -44,6 +44,7 @@ BUILTINS: tuple[ResourceType, ...] = (
     _rt("", "v1", "events", "Event", True, "ev", has_status=False),
     _rt("", "v1", "services", "Service", True, "svc"),
     _rt("", "v1", "configmaps", "ConfigMap", True, "cm", has_status=False),
+    _rt("", "v1", "podtemplates", "PodTemplate", True, has_status=False),
     _rt("", "v1", "secrets", "Secret", True, has_status=False),
     _rt("", "v1", "serviceaccounts", "ServiceAccount", True, "sa", has_status=False),
     _rt("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, "pvc"),

@@ -84,6 +84,10 @@ def test_rbac_grants_exactly_what_the_functions_do() -> None:
                  for v in ("get", "list", "watch")}
     expected |= {("karpenter.k8s.aws", r, v) for r in ("ec2nodeclasses", "awsnodetemplates")
                  for v in ("get", "list", "watch")}
+    # CapacityBuffers, the PodTemplates they name, and (get only) the workloads a scalableRef names.
+    expected |= {(g, r, v) for g, r in (("autoscaling.x-k8s.io", "capacitybuffers"), ("", "podtemplates"))
+                 for v in ("get", "list", "watch")}
+    expected |= {("apps", r, "get") for r in ("deployments", "statefulsets", "replicasets")}
     assert granted == expected
 
 
@@ -93,7 +97,8 @@ def test_crds_for_every_api_generation() -> None:
         crd = yaml.safe_load(path.read_text())
         spec = crd["spec"]
         assert crd["metadata"]["name"] == f"{spec['names']['plural']}.{spec['group']}"
-        assert spec["scope"] == "Cluster"
+        # Karpenter's kinds are cluster-scoped; a CapacityBuffer lives in the namespace of its pods.
+        assert spec["scope"] == ("Namespaced" if spec["names"]["kind"] == "CapacityBuffer" else "Cluster")
         assert sum(v["storage"] for v in spec["versions"]) == 1
         for version in spec["versions"]:
             schema = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
@@ -105,4 +110,5 @@ def test_crds_for_every_api_generation() -> None:
         ("karpenter.sh", "v1alpha1", "NodeOverlay"),
         ("karpenter.k8s.aws", "v1", "EC2NodeClass"), ("karpenter.k8s.aws", "v1beta1", "EC2NodeClass"),
         ("karpenter.k8s.aws", "v1alpha1", "AWSNodeTemplate"),
+        *(("autoscaling.x-k8s.io", v, "CapacityBuffer") for v in ("v1", "v1beta1", "v1alpha1")),
     }

@@ -86,5 +86,10 @@ def to_text(data: dict[str, Any]) -> str:
         lines.append(f"  Node:           {data['node']}")
     if data.get("schedulerMessage"):
         lines.append(f"  Scheduler said: {data['schedulerMessage']}")
+    for b in data.get("buffers") or []:
+        where = f"{b['onExistingNodes']} on existing nodes, {b['onNewNodeClaims']} on new nodes"
+        if b.get("unschedulable"):
+            where += f", {b['unschedulable']} without room ({b['reason']})"
+        lines.append(f"  Buffer:         {b['buffer']}: {b['replicas']} pod(s) of {b['template']} planned after it; {where}")
     lines.append(f"  Verdict:        {data['verdict']}")
     return "\n".join(lines) + "\n"

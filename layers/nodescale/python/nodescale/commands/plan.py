@@ -16,9 +16,11 @@ from ..aws.catalog import CatalogError, bundled_catalog
 from ..aws.catalog_kwok import KwokFormatError, load_kwok_instance_types
 from ..aws.pooltypes import PoolTypesError, pool_types
 from ..config import DocumentError, load, parse_documents
+from ..model.buffers import CapacityBuffer, ResolvedBuffer, resolve
 from ..model.currency import currency_of, money, per_hour_header
 from ..model.instancetype import InstanceType
 from ..scheduling import Plan, solve
+from ..scheduling.buffers import buffer_report
 from ..scheduling.plan import NodeClaim
 from ..scheduling.workloads import WorkloadError, read_workloads
 from . import common
@@ -90,7 +92,10 @@ def plan_paths(
     except WorkloadError as exc:
         raise InputError([str(exc)]) from None
     if notes is not None:
-        notes.extend(f"{source}: {kind} passed over (it places no pods)" for source, kind in work.ignored)
+        # A PodTemplate a CapacityBuffer names is used (it shapes the buffer's pods), not passed over.
+        used = {b.source.rsplit("#", 1)[0] for b in config.buffers.values()} if config.buffers else set()
+        notes.extend(f"{source}: {kind} passed over (it places no pods)" for source, kind in work.ignored
+                     if not (kind == "PodTemplate" and used))
     catalog = _catalog(instance_types, region)
     try:
         types_by_pool, labels_by_pool = pool_types(
@@ -99,8 +104,9 @@ def plan_paths(
         )
     except PoolTypesError as exc:
         raise InputError([str(exc)]) from None
-    return solve(
-        work.pending,
+    resolved = _buffers(config.buffers.values(), config.others)
+    plan = solve(
+        work.pending + [p for r in resolved for p in r.pods],
         config.nodepools.values(),
         types_by_pool,
         existing_nodes=work.nodes,
@@ -108,6 +114,34 @@ def plan_paths(
         node_labels_by_pool=labels_by_pool,
         namespace_labels=work.namespace_labels,
     )
+    plan.buffers = buffer_report(resolved, plan)
+    return plan
+
+
+def _buffers(buffers: Iterable[CapacityBuffer], others: list[tuple[str, dict]]) -> list[ResolvedBuffer]:
+    """The active CapacityBuffers' virtual pods, from the PodTemplates and workloads among the files."""
+    templates: dict = {}
+    scalables: dict = {}
+    for _, doc in others:
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        ns, name = meta.get("namespace") or "default", meta.get("name") or ""
+        group = str(doc.get("apiVersion") or "").rpartition("/")[0]
+        if doc.get("kind") == "PodTemplate":
+            templates[(ns, name)] = doc
+        else:
+            scalables[(ns, group, str(doc.get("kind")), name)] = doc
+    resolved: list[ResolvedBuffer] = []
+    problems: list[str] = []
+    for b in sorted(buffers, key=lambda b: b.key):
+        if not b.active:
+            continue
+        r = resolve(b, templates, scalables)
+        if r.error:
+            problems.append(f"{b.source}: CapacityBuffer {b.key}: {r.error}")
+        resolved.append(r)
+    if problems:
+        raise InputError(problems)
+    return resolved
 
 
 def _files(paths: Iterable[str]) -> list[Path]:
@@ -145,16 +179,20 @@ def to_json(plan: Plan, currency: str = "USD") -> dict:
                 "labels": c.labels,
                 "taints": [t.to_dict() for t in c.taints],
                 "startupTaints": [t.to_dict() for t in c.startup_taints],
-                "pods": [p.key for p in c.pods],
+                "pods": [p.key for p in c.pods if not p.buffer],
+                **({"bufferPods": [p.key for p in c.pods if p.buffer]} if any(p.buffer for p in c.pods) else {}),
                 "price": round(c.price, 6),
                 **({"overlays": list(c.overlays)} if c.overlays else {}),
             }
             for c in plan.node_claims
         ],
         "existingNodes": [
-            {"name": e.node, "inFlight": e.in_flight, "pods": [p.key for p in e.pods]} for e in plan.existing
+            {"name": e.node, "inFlight": e.in_flight, "pods": [p.key for p in e.pods if not p.buffer],
+             **({"bufferPods": [p.key for p in e.pods if p.buffer]} if any(p.buffer for p in e.pods) else {})}
+            for e in plan.existing
         ],
-        "unschedulable": [{"pod": u.pod.key, "reason": u.reason} for u in plan.unschedulable],
+        "unschedulable": [{"pod": u.pod.key, "reason": u.reason} for u in plan.unschedulable if not u.pod.buffer],
+        "buffers": plan.buffers,
         "stats": {
             "pods": plan.pods,
             "nodeClaims": len(plan.node_claims),
@@ -211,6 +249,13 @@ def _claim_rows(plan: Plan, currency: str) -> list[str]:
                    per_hour_header(currency) + " EACH"], rows)
 
 
+def buffer_table(report: list[dict]) -> list[str]:
+    """CapacityBuffers as rows: how many pods of which template, and where their room is."""
+    rows = [[b["buffer"], b["template"], str(b["replicas"]), str(b.get("onExistingNodes", 0)),
+             str(b.get("onNewNodeClaims", 0)), b.get("reason") or b.get("error") or ""] for b in report]
+    return _table(["BUFFER", "TEMPLATE", "PODS", "ON EXISTING", "ON NEW NODES", "NOT PLACED"], rows)
+
+
 def to_text(plan: Plan, currency: str = "USD") -> str:
     """The plan for a person: identical NodeClaims on one row with their count (``x29``)."""
     lines: list[str] = []
@@ -224,9 +269,14 @@ def to_text(plan: Plan, currency: str = "USD") -> str:
                 for e in plan.existing]
         lines += _table(["NODE", "IN FLIGHT", "PODS", "NAMES"], rows)
         lines.append("")
-    if plan.unschedulable:
+    real_unschedulable = [u for u in plan.unschedulable if not u.pod.buffer]
+    if real_unschedulable:
         lines.append("Unschedulable pods:")
-        lines += _table(["POD", "REASON"], [[u.pod.key, u.reason] for u in plan.unschedulable])
+        lines += _table(["POD", "REASON"], [[u.pod.key, u.reason] for u in real_unschedulable])
+        lines.append("")
+    if plan.buffers:
+        lines.append("Capacity buffers (room kept for pods not yet there):")
+        lines += buffer_table(plan.buffers)
         lines.append("")
     lines.append(
         f"{plan.pods} pods, {len(plan.node_claims)} node claims, {money(plan.price_per_hour, currency)}/hour"

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from ..model.buffers import CapacityBuffer
 from ..model.nodepool import AWS_NODE_TEMPLATE, PROVISIONER, NodeClass, NodePool, qualified
 from ..model.overlays import NodeOverlay
-from . import nodeclasses, nodepools, overlays
+from . import buffers, nodeclasses, nodepools, overlays
 from .documents import MAX_DEPTH, nesting_depth
 from .errors import ConfigError, show
 from .strict import is_karpenter_kind, misspelled_kind, unknown_fields
@@ -21,10 +22,12 @@ _CONVERTERS = {
     (nodeclasses.V1BETA1, "EC2NodeClass"): nodeclasses.convert_ec2nodeclass,
     (nodeclasses.V1, "EC2NodeClass"): nodeclasses.convert_ec2nodeclass,
     (overlays.V1ALPHA1, "NodeOverlay"): overlays.convert_nodeoverlay,
+    **{(api, buffers.KIND): buffers.convert_capacitybuffer for api in buffers.VERSIONS},
 }
 _POOL_KINDS = ("Provisioner", "NodePool")
 _CLASS_KINDS = ("AWSNodeTemplate", "EC2NodeClass")
 _OVERLAY_KINDS = ("NodeOverlay",)
+_BUFFER_KINDS = (buffers.KIND,)
 _GROUPS = (nodepools.GROUP, nodeclasses.GROUP)
 # Karpenter's own objects that a dump of a cluster (`kubectl get -o yaml`) holds beside the configuration:
 # not configuration, so passed over like workloads. Any other kind in Karpenter's groups is refused.
@@ -36,6 +39,7 @@ class ConfigResult:
     nodepools: dict[str, NodePool] = field(default_factory=dict)
     nodeclasses: dict[str, NodeClass] = field(default_factory=dict)
     overlays: dict[str, NodeOverlay] = field(default_factory=dict)
+    buffers: dict[str, CapacityBuffer] = field(default_factory=dict)  # by "namespace/name"
     errors: list[ConfigError] = field(default_factory=list)
     # Documents that are not configuration (Pods, Deployments, NodeClaims...), untouched, with their source.
     others: list[tuple[str, dict]] = field(default_factory=list)
@@ -53,7 +57,7 @@ def is_config(doc: Mapping) -> bool:
     group = api.split("/", 1)[0] if isinstance(api, str) else ""
     if group in _GROUPS:
         return doc.get("kind") not in _KARPENTER_STATE_KINDS
-    return is_karpenter_kind(doc.get("kind"))
+    return is_karpenter_kind(doc.get("kind")) or doc.get("kind") in _BUFFER_KINDS
 
 
 def supported_kinds() -> str:
@@ -93,6 +97,7 @@ def load(documents: Iterable[tuple[str, Mapping]], errors: Iterable[ConfigError]
     pools: list[NodePool] = []
     classes: list[NodeClass] = []
     overlay_list: list[NodeOverlay] = []
+    buffer_list: list[CapacityBuffer] = []
     bad_classes: dict[tuple[str, str], str] = {}
     seen: set[tuple[str, str]] = set()  # (kind, name) of every configuration document, valid or not
     for source, doc in documents:
@@ -110,11 +115,14 @@ def load(documents: Iterable[tuple[str, Mapping]], errors: Iterable[ConfigError]
             classes.append(converted)
         elif isinstance(converted, NodeOverlay):
             overlay_list.append(converted)
+        elif isinstance(converted, CapacityBuffer):
+            buffer_list.append(converted)
         elif doc.get("kind") in _CLASS_KINDS and name is not None:
             bad_classes[(str(doc.get("kind")), name)] = source
     unique_classes, dup_classes = _unique_by_kind(classes, result.errors)
     unique_pools, _ = _unique_by_kind(pools, result.errors)
     result.overlays = {name: o for (_, name), o in _unique_by_kind(overlay_list, result.errors)[0].items()}
+    result.buffers = _unique_buffers(buffer_list, result.errors)
     keys = _class_keys(unique_classes, seen)
     result.nodeclasses = {keys[k]: replace(c, name=keys[k], object_name=c.name) if keys[k] != c.name else c
                           for k, c in unique_classes.items()}
@@ -149,12 +157,24 @@ def _class_keys(classes: Mapping[tuple[str, str], NodeClass], seen: set[tuple[st
     }
 
 
+def _unique_buffers(found: list[CapacityBuffer], errors: list[ConfigError]) -> dict[str, CapacityBuffer]:
+    """CapacityBuffers by "namespace/name"; one defined twice is refused with both places named."""
+    by_key: dict[str, list[CapacityBuffer]] = {}
+    for b in found:
+        by_key.setdefault(b.key, []).append(b)
+    for key, defs in by_key.items():
+        for later in defs[1:]:
+            errors.append(ConfigError(later.source, "metadata.name", f"CapacityBuffer {show(key)} is also defined at "
+                                      f"{defs[0].source}; a name may be defined once, so neither definition is used"))
+    return {key: defs[0] for key, defs in by_key.items() if len(defs) == 1}
+
+
 def convert_document(
     doc: Mapping, source: str
-) -> tuple[NodePool | NodeClass | NodeOverlay | None, list[ConfigError]]:
+) -> tuple[NodePool | NodeClass | NodeOverlay | CapacityBuffer | None, list[ConfigError]]:
     """One configuration document on its own (no cross-document checks): the NodePool or node class, or
     None and every problem found in it. A document with an unknown field is refused as a whole."""
-    if doc.get("kind") not in _POOL_KINDS + _CLASS_KINDS + _OVERLAY_KINDS:
+    if doc.get("kind") not in _POOL_KINDS + _CLASS_KINDS + _OVERLAY_KINDS + _BUFFER_KINDS:
         return None, [not_config_error(source, doc)]
     api = doc.get("apiVersion")
     convert = _CONVERTERS.get((api, doc.get("kind"))) if isinstance(api, str) else None  # type: ignore[arg-type]
@@ -188,6 +208,7 @@ def validate(documents: Iterable[tuple[str, Mapping]]) -> list[ConfigError]:
     pools: list[NodePool] = []
     classes: list[NodeClass] = []
     overlay_list: list[NodeOverlay] = []
+    buffer_list: list[CapacityBuffer] = []
     for source, doc in documents:
         if not isinstance(doc, Mapping) or not is_config(doc):
             errors.append(not_config_error(source, doc if isinstance(doc, Mapping) else {}))
@@ -198,8 +219,11 @@ def validate(documents: Iterable[tuple[str, Mapping]]) -> list[ConfigError]:
             pools.append(converted)
         elif isinstance(converted, NodeClass):
             classes.append(converted)
+        elif isinstance(converted, CapacityBuffer):
+            buffer_list.append(converted)
     _unique_by_kind(classes, errors)
     _unique_by_kind(overlay_list, errors)
+    _unique_buffers(buffer_list, errors)
     _unique_by_kind(pools, errors)
     return errors
 

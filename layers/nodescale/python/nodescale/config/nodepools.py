@@ -10,7 +10,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from ..model import labels as wk
-from ..model.nodepool import DEFAULT_BUDGETS, NO_BUDGETS, Budget, Disruption, KubeletSettings, NodePool
+from ..model.nodepool import (
+    DEFAULT_BUDGETS,
+    NO_BUDGETS,
+    ON_DEMAND_MIN_PERCENT,
+    Budget,
+    Disruption,
+    KubeletSettings,
+    NodePool,
+)
 from ..model.quantity import QuantityError, to_int, to_milli
 from ..model.requirements import CORE_OPERATORS, OPERATORS, Requirements
 from ..model.taints import EFFECTS, Taint
@@ -70,7 +78,7 @@ def convert_provisioner(doc: Mapping, source: str) -> tuple[NodePool | None, lis
         disruption=disruption,
         kubelet=kubelet,
     )
-    return pool, c.errors
+    return _capacity_split(c, doc, pool), c.errors
 
 
 def convert_nodepool(doc: Mapping, source: str) -> tuple[NodePool | None, list[ConfigError]]:
@@ -125,7 +133,31 @@ def convert_nodepool(doc: Mapping, source: str) -> tuple[NodePool | None, list[C
         if replicas is None:
             return None, c.errors
         pool = replace(pool, replicas=replicas)
-    return pool, c.errors
+    return _capacity_split(c, doc, pool), c.errors
+
+
+def _capacity_split(c: Collector, doc: Mapping, pool: NodePool | None) -> NodePool | None:
+    """The pool with its ``nodescale.io/on-demand-min-percent`` annotation read: a whole percent, 0-100, on
+    a pool that may launch on-demand (and is not static: spec.replicas launches no split)."""
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
+    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+    if pool is None or ON_DEMAND_MIN_PERCENT not in annotations:
+        return pool
+    path = f"metadata.annotations[{ON_DEMAND_MIN_PERCENT}]"
+    raw = annotations[ON_DEMAND_MIN_PERCENT]
+    if not isinstance(raw, str) or not raw.isdigit() or int(raw) > 100:
+        c.fail(path, f"{show(raw)} is not allowed; expected a whole percent as a string, \"0\" to \"100\" "
+                     "(the share of the pool's nodes kept off spot)")
+        return None
+    capacity = pool.requirements.get(wk.CAPACITY_TYPE)
+    if capacity is not None and not capacity.has(wk.CAPACITY_ON_DEMAND):
+        c.fail(path, f"asks for on-demand nodes, but the pool's {wk.CAPACITY_TYPE} requirement does not allow "
+                     "on-demand")
+        return None
+    if pool.static:
+        c.fail(path, "does not apply to a static pool (spec.replicas); remove one of the two")
+        return None
+    return replace(pool, on_demand_min_percent=int(raw))
 
 
 def _finish(

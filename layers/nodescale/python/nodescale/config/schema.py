@@ -263,6 +263,18 @@ NODEOVERLAY_V1ALPHA1 = _object(
     }
 )
 
+# autoscaling.x-k8s.io CapacityBuffer (Cluster Autoscaler, Karpenter v1.14), the same fields in v1alpha1, v1beta1, v1.
+CAPACITYBUFFER = _object(
+    {
+        "provisioningStrategy": SCALAR,
+        "podTemplateRef": {"name": SCALAR},
+        "scalableRef": {"apiGroup": SCALAR, "kind": SCALAR, "name": SCALAR},
+        "replicas": SCALAR,
+        "percentage": SCALAR,
+        "limits": FREE,
+    }
+)
+
 # (apiVersion, kind) -> the object's schema: every configuration kind nodescale reads.
 SCHEMAS: dict[tuple[str, str], dict[str, Schema]] = {
     ("karpenter.sh/v1alpha5", "Provisioner"): PROVISIONER_V1ALPHA5,
@@ -272,4 +284,5 @@ SCHEMAS: dict[tuple[str, str], dict[str, Schema]] = {
     ("karpenter.k8s.aws/v1beta1", "EC2NodeClass"): EC2NODECLASS_V1BETA1,
     ("karpenter.k8s.aws/v1", "EC2NodeClass"): EC2NODECLASS_V1,
     ("karpenter.sh/v1alpha1", "NodeOverlay"): NODEOVERLAY_V1ALPHA1,
+    **{(f"autoscaling.x-k8s.io/{v}", "CapacityBuffer"): CAPACITYBUFFER for v in ("v1", "v1beta1", "v1alpha1")},
 }

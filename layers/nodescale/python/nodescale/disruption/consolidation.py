@@ -44,6 +44,7 @@ class Simulation:
 
     unschedulable: list[tuple[str, str]] = field(default_factory=list)  # (pod, why)
     replacements: list[Replacement] = field(default_factory=list)  # new nodes the candidates' pods need
+    blocked: str = ""  # why the move may not happen whatever its pods (a pool's on-demand minimum)
 
 
 Simulator = Callable[[Sequence[NodeView]], Simulation]
@@ -59,6 +60,8 @@ def disruption_cost(node: NodeView) -> tuple:
 def evaluate(nodes: Sequence[NodeView], sim: Simulation) -> Decision | Refusal:
     """Whether taking ``nodes`` away (and launching at most one replacement) is a consolidation."""
     names = [n.name for n in nodes]
+    if sim.blocked:
+        return Refusal(names, UNDERUTILIZED, sim.blocked)
     if sim.unschedulable:
         pod, why = sim.unschedulable[0]
         more = f" (and {len(sim.unschedulable) - 1} more pod(s))" if len(sim.unschedulable) > 1 else ""

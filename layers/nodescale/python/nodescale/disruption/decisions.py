@@ -45,6 +45,7 @@ class Blocker(StrEnum):
     NOT_CONSOLIDATABLE = "not-consolidatable"
     ONE_AT_A_TIME = "one-at-a-time"  # a v1alpha5 pool's disruption under way (Karpenter v0.2x's pace)
     ZONAL_SHIFT = "zonal-shift"  # the node's zone is under an ARC zonal shift (disruption/zonalshift.py)
+    CAPACITY_SPLIT = "capacity-split"  # the pool's nodescale.io/on-demand-min-percent would be broken
 
 
 # The names the rest of the code has long used for the reasons.

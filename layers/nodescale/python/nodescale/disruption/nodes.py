@@ -38,6 +38,9 @@ class NodeView:
     unschedulable: bool
     pods: list[Pod] = field(default_factory=list)  # pods that count: not DaemonSet, mirror or finished
     daemon_pods: list[Pod] = field(default_factory=list)
+    # CapacityBuffer pods whose room this node keeps (placed there by plan, never bound): a node holding
+    # them is not empty, and consolidating it must find them room elsewhere.
+    buffer_pods: list[Pod] = field(default_factory=list)
     allocatable: dict[str, int] = field(default_factory=dict)
     price: float = 0.0
     raw: Mapping = field(default_factory=dict, repr=False)
@@ -48,7 +51,7 @@ class NodeView:
 
     @property
     def empty(self) -> bool:
-        return not self.pods
+        return not self.pods and not self.buffer_pods
 
     @property
     def empty_since(self) -> datetime | None:

@@ -1,4 +1,5 @@
-"""NodePools, node classes and NodeOverlays kept in the cluster as Karpenter's custom resources, in every API generation."""
+"""NodePools, node classes and NodeOverlays kept in the cluster as Karpenter's custom resources, in every API
+generation; and CapacityBuffers (autoscaling.x-k8s.io), namespaced, listed across every namespace."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ CLUSTER_KINDS = (
     ("karpenter.k8s.aws", "v1beta1", "ec2nodeclasses", "EC2NodeClass"),
     ("karpenter.k8s.aws", "v1alpha1", "awsnodetemplates", "AWSNodeTemplate"),
     ("karpenter.sh", "v1alpha1", "nodeoverlays", "NodeOverlay"),
+    ("autoscaling.x-k8s.io", "v1", "capacitybuffers", "CapacityBuffer"),
+    ("autoscaling.x-k8s.io", "v1beta1", "capacitybuffers", "CapacityBuffer"),
+    ("autoscaling.x-k8s.io", "v1alpha1", "capacitybuffers", "CapacityBuffer"),
 )
 _PAGE = 500
 
@@ -30,7 +34,10 @@ def read_cluster_documents(custom_objects_api: Any) -> list[tuple[str, dict]]:
     seen: set[tuple[str, str]] = set()
     for group, version, plural, kind in CLUSTER_KINDS:
         for obj in _list_all(custom_objects_api, group, version, plural):
-            name = (obj.get("metadata") or {}).get("name") or ""
+            meta = obj.get("metadata") or {}
+            name = meta.get("name") or ""
+            if meta.get("namespace"):  # a namespaced kind (CapacityBuffer): its name is unique per namespace
+                name = f"{meta['namespace']}/{name}"
             if (kind, name) in seen:
                 continue
             seen.add((kind, name))

@@ -75,6 +75,9 @@ class NodePool:
     # karpenter.sh/v1 static capacity (Karpenter v1.8+): keep this many nodes whether or not pods are
     # pending; such nodes are never consolidated and only ``limits.nodes`` applies. None: a dynamic pool.
     replicas: int | None = None
+    # nodescale.io/on-demand-min-percent (a NodePool annotation): at least this share of the pool's nodes
+    # are not spot (scheduling/capacity_split.py). None: no split.
+    on_demand_min_percent: int | None = None
 
     @property
     def real_name(self) -> str:
@@ -95,6 +98,9 @@ class NodePool:
 
 
 PROVISIONER = "Provisioner"
+# The NodePool (or Provisioner) annotation asking for a spot/on-demand split: "30" keeps at least 30% of
+# the pool's nodes off spot (scheduling/capacity_split.py).
+ON_DEMAND_MIN_PERCENT = "nodescale.io/on-demand-min-percent"
 V1ALPHA5 = "karpenter.sh/v1alpha5"
 AWS_NODE_TEMPLATE = "AWSNodeTemplate"
 

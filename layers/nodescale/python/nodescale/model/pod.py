@@ -106,6 +106,9 @@ class Pod:
     priority: int = 0
     deleting: bool = False
     raw: Mapping = field(default_factory=dict, repr=False)
+    # A virtual pod of a CapacityBuffer ("namespace/name" of the buffer): planned for, never bound, evicted
+    # or told about in an event. Empty for every real pod.
+    buffer: str = ""
 
     @property
     def key(self) -> str:

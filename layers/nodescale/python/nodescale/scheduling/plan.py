@@ -92,6 +92,7 @@ class Plan:
     unschedulable: list[Unschedulable]
     pods: int
     solve_seconds: float = 0.0
+    buffers: list[dict] = field(default_factory=list)  # CapacityBuffers planned with it (scheduling/buffers.py)
 
     @property
     def price_per_hour(self) -> float:

@@ -25,6 +25,7 @@ from ..model.nodepool import NodePool
 from ..model.pod import Pod, TopologySpread
 from ..model.requirements import Requirements
 from . import otherkeys, reservations
+from .capacity_split import keep_split
 from .existingnode import NodeBin, NodeRoom, existing_bins
 from .groups import Group, Level, group_pods
 from .instance_selection import InstanceSelector
@@ -85,6 +86,8 @@ def solve(
     # spot/on-demand, its pods planned again while other reservations still have room.
     plan = schedule(list(pods), nodes, instance_types_by_pool)
     plan = reservations.share(plan, instance_types_by_pool, nodes, labels, schedule)
+    # A pool's on-demand minimum (nodescale.io/on-demand-min-percent) narrows some of its new claims.
+    plan.node_claims = keep_split(plan.node_claims, pools, nodes, instance_types_by_pool, ruled_out)
     plan.solve_seconds = time.perf_counter() - started
     return plan
 

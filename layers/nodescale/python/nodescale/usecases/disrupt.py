@@ -31,6 +31,7 @@ from ..runtime import Runtime
 from .disrupt_act import act, finish_under_way, flush_terminations, refused
 from .disrupt_cleanup import TEMPLATE_MIN_AGE_SECONDS, clean_up
 from .disrupt_read import (
+    buffer_placement,
     cloud_drift,
     emit_gauges,
     impaired_since,
@@ -65,7 +66,8 @@ CONSOLIDATION_SHARE = 0.25
 def decide(run: RunState, in_progress: set[str], protected: set[str]) -> None:
     """Read what the planner needs, plan, and act on the outcome."""
     world = run.world
-    views, capacities = node_views(world)
+    held = buffer_placement(world, in_progress)
+    views, capacities = node_views(world, held)
     run.report.gauges = cluster_gauges(views, capacities, world.nodepools).to_dict()
     emit_gauges(views, capacities, world)
     skip = in_progress | protected
@@ -84,7 +86,7 @@ def decide(run: RunState, in_progress: set[str], protected: set[str]) -> None:
         expiring_reservations={r.id: r.end_date for rs in world.reservations.values() for r in rs
                                if r.end_date is not None and r.expiring(world.now)},
     )
-    outcome = planner.plan(inputs, simulator(world, in_progress))
+    outcome = planner.plan(inputs, simulator(world, in_progress, held))
     apply(run, outcome, {v.name: v for v in views})
 
 

@@ -20,13 +20,35 @@ from ..k8s import nodes as k8s_nodes
 from ..model import labels as wk
 from ..model import resources as res
 from ..model.instancetype import InstanceType
+from ..model.pod import Pod
 from ..scheduling import NodeClaim, solve
+from ..scheduling.capacity_split import split_refusal
 from .disrupt_run import IMPAIRED_SINCE, RunState, node_name, pool_label
 from .world import World
 
 
-def node_views(world: World) -> tuple[list[NodeView], dict[str, Mapping[str, int]]]:
-    """This system's nodes (a known NodePool and an instance tagged for this cluster), and their capacities."""
+def buffer_placement(world: World, exclude: Iterable[str] = ()) -> dict[str, list[Pod]]:
+    """Node -> the CapacityBuffer pods whose room it keeps: the buffers' pods planned onto the existing
+    and in-flight nodes (after the pending pods, which come first), no new node. A buffer pod with no
+    room now is the provisioner's to launch for, and holds no node here."""
+    buffer = world.buffer_pods
+    if not buffer:
+        return {}
+    plan = solve(list(world.pending) + buffer, [], {}, world.existing_nodes(exclude=exclude), world.daemonset_pods(),
+                 set(world.unavailable), node_labels_by_pool=world.labels_by_pool())
+    out: dict[str, list[Pod]] = {}
+    for placement in plan.existing:
+        held = [p for p in placement.pods if p.buffer]
+        if held:
+            out[placement.node] = held
+    return out
+
+
+def node_views(
+    world: World, held: Mapping[str, list[Pod]] | None = None
+) -> tuple[list[NodeView], dict[str, Mapping[str, int]]]:
+    """This system's nodes (a known NodePool and an instance tagged for this cluster), and their capacities;
+    ``held`` (from :func:`buffer_placement`) gives each node the CapacityBuffer pods it keeps room for."""
     out: list[NodeView] = []
     capacities: dict[str, Mapping[str, int]] = {}
     for raw in world.nodes:
@@ -39,6 +61,7 @@ def node_views(world: World) -> tuple[list[NodeView], dict[str, Mapping[str, int
         view = NodeView.from_node(raw, world.pods_by_node.get(name, []), world.price_of(inst), world.nodepools)
         if not view.capacity_type:
             view.capacity_type = inst.capacity_type
+        view.buffer_pods = list((held or {}).get(name, []))
         out.append(view)
         capacities[name] = res.parse_resource_list((raw.get("status") or {}).get("capacity") or {}, "capacity")
     return out, capacities
@@ -90,8 +113,12 @@ def impaired_since(run: RunState, views: Iterable[NodeView], skip: set[str]) -> 
     return out
 
 
-def simulator(world: World, in_progress: set[str]) -> Simulator:
-    """What becomes of the pods of some nodes were those nodes gone (nodes in progress are gone already)."""
+def simulator(world: World, in_progress: set[str], held: Mapping[str, list[Pod]] | None = None) -> Simulator:
+    """What becomes of the pods of some nodes were those nodes gone (nodes in progress are gone already).
+
+    The CapacityBuffer pods that have room now (``held``) must keep it: they are planned with the
+    candidates' pods (after them, at the lowest priority), so a consolidation that leaves them nowhere
+    to go, or needs a new node for them, is judged as it would be for real pods."""
     # A node in a zone under a zonal shift takes no pods moved off another (Karpenter's Zonal Shift RFC: no
     # voluntary disruption that relies on scheduling pods into the shifted zone); EKS cordons them too.
     shifted = world.shifted_zones()
@@ -102,13 +129,14 @@ def simulator(world: World, in_progress: set[str]) -> Simulator:
     labels = world.labels_by_pool()
     unavailable = set(world.unavailable)
     pending = list(world.pending)
+    buffered = [p for pods in (held or {}).values() for p in pods]
 
     def simulate(nodes: Sequence[NodeView]) -> Simulation:
         gone = {n.name for n in nodes}
         pods = [p for n in nodes for p in n.pods]
-        mine = {p.uid or p.key for p in pods}
+        mine = {p.uid or p.key for p in pods + buffered}
         plan = solve(
-            pods + pending, pools, types, [e for e in everything if e.name not in gone], daemons,
+            pods + pending + buffered, pools, types, [e for e in everything if e.name not in gone], daemons,
             unavailable, node_labels_by_pool=labels,
         )
         sim = Simulation()
@@ -117,7 +145,25 @@ def simulator(world: World, in_progress: set[str]) -> Simulator:
             if not any((p.uid or p.key) in mine for p in claim.pods):
                 continue  # capacity for pending pods: the provisioner's business
             sim.replacements.append(replacement_from_claim(claim, types.get(claim.nodepool, [])))
+        sim.blocked = _split_blocked(nodes, sim)
         return sim
+
+    def _split_blocked(nodes: Sequence[NodeView], sim: Simulation) -> str:
+        """Why the move would take a pool under its on-demand minimum (a replacement allowing spot counts as spot)."""
+        for name in sorted({n.nodepool for n in nodes}):
+            pool = world.nodepools.get(name)
+            if pool is None or not pool.on_demand_min_percent:
+                continue
+            gone = {n.name for n in nodes}
+            before = [e.labels.get(wk.CAPACITY_TYPE, "") for e in everything if e.nodepool == name and not e.unschedulable]
+            after = [e.labels.get(wk.CAPACITY_TYPE, "") for e in everything
+                     if e.nodepool == name and not e.unschedulable and e.name not in gone]
+            after += [wk.CAPACITY_SPOT if wk.CAPACITY_SPOT in r.capacity_types else wk.CAPACITY_ON_DEMAND
+                      for r in sim.replacements if r.nodepool == name]
+            why = split_refusal(pool, before, after)
+            if why:
+                return why
+        return ""
 
     return simulate
 

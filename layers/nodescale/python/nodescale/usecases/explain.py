@@ -60,6 +60,8 @@ class PodFate:
     capacity_types: list[str] = field(default_factory=list)
     node: str = ""  # the node it is bound to, or the in-flight node it waits for
     scheduler_message: str = ""  # what kube-scheduler said when it gave up (PodScheduled=False)
+    # The CapacityBuffers planned with it (they come after every real pod), and where their room is.
+    buffers: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"pod": self.pod, "verdict": self.verdict, "message": self.message}
@@ -70,6 +72,8 @@ class PodFate:
             out["node"] = self.node
         if self.scheduler_message:
             out["schedulerMessage"] = self.scheduler_message
+        if self.buffers:
+            out["buffers"] = self.buffers
         return out
 
 
@@ -127,12 +131,15 @@ def _key(pod: Mapping[str, Any]) -> str:
 # ------------------------------------------------------------------------------------------ the dry plan
 
 
-def plan_fates(rt: Runtime, world: World, pods: list[Pod]) -> dict[str, PodFate]:
-    """A dry run of the provisioner for ``pods``: each pod's fate by its key."""
+def plan_fates(rt: Runtime, world: World, pods: list[Pod], *, with_buffers: bool = False) -> dict[str, PodFate]:
+    """A dry run of the provisioner for ``pods``: each pod's fate by its key (``with_buffers``: each fate also
+    lists the CapacityBuffers planned with it, for one pod's explanation)."""
     if not pods:
         return {}
-    outcome = provision.launch_capacity(rt, world, pods, dry_run=True, reason="nodescale explain")
+    # As the provisioner plans: the CapacityBuffers' pods after the real ones.
+    outcome = provision.launch_capacity(rt, world, pods + world.buffer_pods, dry_run=True, reason="nodescale explain")
     fates: dict[str, PodFate] = {}
+    buffers = buffer_room(world, outcome)
     for launch in outcome.launches:
         types = launch.instance_types or [launch.instance_type]
         zones = [z for z in launch.zone.split(",") if z]
@@ -140,7 +147,8 @@ def plan_fates(rt: Runtime, world: World, pods: list[Pod]) -> dict[str, PodFate]
         message = (f"would get a new node of NodePool {launch.nodepool}: {_list(types)} in {_list(zones)} "
                    f"({'/'.join(capacity)}), from ${launch.price:.4f}/h{_overlay_note(world, launch.nodepool, types)}")
         for key in launch.pods:
-            fates[key] = PodFate(key, NEW_NODE, message, launch.nodepool, list(types), zones, capacity)
+            if key not in buffers.keys_of_buffers:
+                fates[key] = PodFate(key, NEW_NODE, message, launch.nodepool, list(types), zones, capacity)
     for node, keys in outcome.waiting.items():
         iid = in_flight_instance(node)
         if iid is not None:
@@ -154,7 +162,33 @@ def plan_fates(rt: Runtime, world: World, pods: list[Pod]) -> dict[str, PodFate]
         fates[key] = PodFate(key, UNSCHEDULABLE, f"unschedulable: {why}{preempted.get(key, '')}")
     for p in pods:
         fates.setdefault(p.key, PodFate(p.key, EXISTING, "fits on a Ready node: the scheduler will place it"))
+    if with_buffers:
+        for fate in fates.values():
+            fate.buffers = buffers.report
     return fates
+
+
+@dataclass
+class BufferRoom:
+    keys_of_buffers: set[str]
+    report: list[dict[str, Any]]
+
+
+def buffer_room(world: World, outcome: LaunchOutcome) -> BufferRoom:
+    """Each CapacityBuffer of a dry run: its pods on existing or in-flight nodes, on new nodes, or nowhere."""
+    keys = {p.key for p in world.buffer_pods}
+    launched = {k for launch in outcome.launches for k in launch.pods if k in keys}
+    unplaced = dict(outcome.buffer_unplaced)
+    report = []
+    for r in world.resolved_buffers:
+        mine = [p.key for p in r.pods]
+        new = sum(k in launched for k in mine)
+        missing = [unplaced[k] for k in mine if k in unplaced]
+        entry = {**r.to_dict(), "onExistingNodes": len(mine) - new - len(missing), "onNewNodeClaims": new}
+        if missing:
+            entry.update(unschedulable=len(missing), reason=missing[0])
+        report.append(entry)
+    return BufferRoom(keys, report)
 
 
 def _outranked_at_a_limit(pods: list[Pod], outcome: LaunchOutcome) -> dict[str, str]:
@@ -162,7 +196,7 @@ def _outranked_at_a_limit(pods: list[Pod], outcome: LaunchOutcome) -> dict[str, 
     node: a note that the higher priority went first, and that preemption is not nodescale's to do."""
     limited = {entry.get("reason") for entry in outcome.limits}
     priority = {p.key: p.priority for p in pods}
-    launched = [priority.get(key, 0) for launch in outcome.launches for key in launch.pods]
+    launched = [priority[key] for launch in outcome.launches for key in launch.pods if key in priority]
     if not limited or not launched:
         return {}
     highest = max(launched)
@@ -236,11 +270,12 @@ def explain(rt: Runtime, namespace: str, name: str, world: World | None = None) 
     world = world or read_world(rt)
     # The pod is planned with every other pending pod: they compete for the same new nodes.
     others = [p for p in world.pending if p.key != key]
-    fate = plan_fates(rt, world, [*others, pod])[key]
+    fate = plan_fates(rt, world, [*others, pod], with_buffers=True)[key]
     if rule is not None:
         # Not provisionable yet (the scheduler has not given up): say so, and what it would get.
         fate = PodFate(key, NOT_PROVISIONABLE, f"not for nodescale yet: {rule}. Were it pending, the plan says: {fate.message}",
-                       fate.nodepool, fate.instance_types, fate.zones, fate.capacity_types, fate.node)
+                       fate.nodepool, fate.instance_types, fate.zones, fate.capacity_types, fate.node,
+                       buffers=fate.buffers)
     fate.scheduler_message = scheduler_message
     return fate
 

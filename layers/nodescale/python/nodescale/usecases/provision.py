@@ -112,7 +112,8 @@ def launch_capacity(
             return _plan_and_launch(rt, world, ask, outcome)
     except leases.LeaseBusy as exc:
         outcome.count_error("LaunchInProgress", str(exc))
-        outcome.unschedulable.extend((p.key, "another invocation is launching; planned again next run") for p in pods)
+        outcome.unschedulable.extend((p.key, "another invocation is launching; planned again next run")
+                                     for p in pods if not p.buffer)
         return outcome
 
 
@@ -144,6 +145,9 @@ def _plan_and_launch(rt: Runtime, world: World, ask: _Ask, outcome: LaunchOutcom
         admitted = []
     retry = launch_admitted(rt, world, admitted, outcome, unschedulable, reason=ask.reason, recorder=recorder,
                             may_retry=ask.retries > 0)
+    # A CapacityBuffer's pods are no one's to tell: their shortfall is the buffer's, noted apart.
+    outcome.buffer_unplaced.extend((p.key, why) for p, why in unschedulable if p.buffer)
+    unschedulable = [(p, why) for p, why in unschedulable if not p.buffer]
     outcome.unschedulable = [(p.key, why) for p, why in unschedulable]
     if recorder is not None:
         # An unmet pod has its own event (report_unmet) saying the same: one Warning is enough.
@@ -186,10 +190,13 @@ def _plan(
     telemetry.seconds(telemetry.SOLVE_SECONDS, plan.solve_seconds)
     in_flight_names = {n.name for n in existing if n.in_flight}
     for placement in plan.existing:
+        real = [p for p in placement.pods if not p.buffer]  # a buffer's pods wait for no one
+        if not real:
+            continue
         if placement.node in in_flight_names:
-            outcome.waiting[placement.node] = [p.key for p in placement.pods]
+            outcome.waiting[placement.node] = [p.key for p in real]
         else:
-            outcome.placed_existing += len(placement.pods)
+            outcome.placed_existing += len(real)
     return plan
 
 
@@ -376,6 +383,7 @@ class Summary:
             "podErrors": [],
             "registrationTimeouts": [],
             "solveSeconds": 0.0,
+            "buffers": [],
         }
         self._seen: set[str] = set()
 
@@ -390,6 +398,14 @@ class Summary:
             entry = {"pod": key, "reason": why}
             if entry not in self.data["podErrors"]:
                 self.data["podErrors"].append(entry)
+
+    def add_buffers(self, world: World, outcome: LaunchOutcome) -> None:
+        """Each active CapacityBuffer: its pods, and those that found no room (the last pass knows best)."""
+        unplaced = dict(outcome.buffer_unplaced)
+        self.data["buffers"] = [
+            {**r.to_dict(), "unplaced": [{"pod": p.key, "reason": unplaced[p.key]} for p in r.pods if p.key in unplaced]}
+            for r in world.resolved_buffers
+        ]
 
     def add_outcome(self, pods: Sequence[Pod], outcome: LaunchOutcome) -> None:
         self._seen.update(p.uid or p.key for p in pods)
@@ -446,10 +462,13 @@ def _pass(rt: Runtime, summary: Summary, dry_run: bool) -> LaunchOutcome:
     ages = [(world.now - s).total_seconds() for s in map(pending_since, pods) if s is not None]
     if ages:
         telemetry.seconds(telemetry.PENDING_POD_AGE, max(0.0, max(ages)))
-    outcome = launch_capacity(rt, world, pods, exclude_nodes=stale, dry_run=dry_run)
+    # CapacityBuffers' virtual pods join the real ones (after them: the lowest priority), so the plan
+    # keeps their room on existing nodes or launches nodes for it.
+    outcome = launch_capacity(rt, world, pods + world.buffer_pods, exclude_nodes=stale, dry_run=dry_run)
     if outcome.unschedulable:
         telemetry.count(telemetry.UNSCHEDULABLE_PODS, len(outcome.unschedulable))
     summary.add_outcome(pods, outcome)
+    summary.add_buffers(world, outcome)
     _static(rt, world, summary, dry_run)
     return outcome
 
@@ -474,6 +493,10 @@ def provision_watch(rt: Runtime, deadline: float, *, dry_run: bool = False) -> d
     if summary.data["batches"] == 0:
         # A quiet period still checks that what was launched earlier has registered.
         world = read_world(rt, include_pods=False)
+        if world.buffers:
+            # CapacityBuffers want their room whether or not a pod is pending: one full pass keeps it.
+            _pass(rt, summary, dry_run)
+            return summary.finish()
         # Keeps the warm container's pod cache within the server's watch window for the next run.
         podcache.shared(rt.api).sync(rt.api)
         summary.add_world(world)

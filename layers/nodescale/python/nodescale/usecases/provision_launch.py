@@ -76,6 +76,7 @@ class LaunchOutcome:
     errors: dict[str, int] = field(default_factory=dict)
     error_messages: list[str] = field(default_factory=list)
     limits: list[dict[str, str]] = field(default_factory=list)  # launches a NodePool/cluster limit held back
+    buffer_unplaced: list[tuple[str, str]] = field(default_factory=list)  # CapacityBuffer pods without room
     solve_seconds: float = 0.0
     dry_run: bool = False
 
@@ -89,6 +90,7 @@ def merge(outcome: LaunchOutcome, again: LaunchOutcome) -> None:
     """Fold a retry's outcome into the pass that asked for it."""
     outcome.launches.extend(again.launches)
     outcome.unschedulable.extend(again.unschedulable)
+    outcome.buffer_unplaced.extend(again.buffer_unplaced)
     outcome.limits.extend(x for x in again.limits if x not in outcome.limits)
     outcome.error_messages.extend(again.error_messages)
     for code, n in again.errors.items():
@@ -136,7 +138,7 @@ def launch_admitted(
                 continue
             outcome.launches.append(launched)
             if recorder is not None:
-                nominate(recorder, claim.pods, launched)
+                nominate(recorder, [p for p in claim.pods if not p.buffer], launched)
     return retry
 
 

@@ -27,12 +27,14 @@ from ..aws.pooltypes import PoolTypesError, pool_types
 from ..config import ConfigError
 from ..k8s import listing, podcache
 from ..k8s import nodes as k8s_nodes
+from ..k8s.buffer_templates import read_buffer_sources
 from ..k8s.events import WARNING, EventRecorder, ObjectRef
 from ..k8s.nodepool_objects import CLUSTER_KINDS
 from ..model import capacityreservation as reservations_model
 from ..model import labels as wk
 from ..model import nodelabels, zonalshift
 from ..model import resources as res
+from ..model.buffers import CapacityBuffer, ResolvedBuffer, resolve
 from ..model.capacityreservation import CapacityReservation
 from ..model.instancetype import InstanceType
 from ..model.node import ClusterNode
@@ -93,6 +95,9 @@ class World:
     nodepools: dict[str, NodePool] = field(default_factory=dict)
     nodeclasses: dict[str, NodeClass] = field(default_factory=dict)
     overlays: dict[str, NodeOverlay] = field(default_factory=dict)
+    buffers: dict[str, CapacityBuffer] = field(default_factory=dict)
+    # The active buffers with their virtual pods (or why they have none), in name order.
+    resolved_buffers: list[ResolvedBuffer] = field(default_factory=list)
     config_errors: list[ConfigError | str] = field(default_factory=list)
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
@@ -199,6 +204,11 @@ class World:
             return frozenset()
         return zonalshift.shifted_zone_names(self.shifts, zonalshift.zone_names(self.catalog, self.shifts))
 
+    @property
+    def buffer_pods(self) -> list[Pod]:
+        """Every CapacityBuffer's virtual pods: planned like pending pods, after all of them."""
+        return [p for r in self.resolved_buffers for p in r.pods]
+
     def types_by_pool(self) -> dict[str, list[InstanceType]]:
         return {name: self.instance_types(name) for name in self.nodepools}
 
@@ -249,6 +259,10 @@ class World:
             inst = self._instance_by_id.get(iid or "")
             if inst is not None:
                 node.price = self.price_of(inst)
+                # Registered before the provisioner synced its labels: the instance says what it is (as for
+                # capacity in flight), which a pool's on-demand minimum counts.
+                if inst.capacity_type and wk.CAPACITY_TYPE not in node.labels:
+                    node.labels[wk.CAPACITY_TYPE] = inst.capacity_type
             if (raw.get("metadata") or {}).get("deletionTimestamp"):
                 node.unschedulable = True
             out.append(node)
@@ -364,8 +378,12 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     world.nodepools = dict(config.nodepools)
     world.nodeclasses = dict(config.nodeclasses)
     world.overlays = dict(config.overlays)
+    world.buffers = dict(config.buffers)
     world.config_errors = list(config.errors)
     report_config_errors(rt, config.errors)
+    if world.buffers:
+        templates, scalables = read_buffer_sources(rt.api, world.buffers.values())
+        resolve_buffers(world, templates, scalables)
     world.nodes = listing.list_nodes(rt.api).items
     if include_pods:
         world.pods = read_pods_cached(rt) if pod_cache else listing.list_pods(rt.api).items
@@ -382,6 +400,19 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     log.debug("world read", extra={"seconds": round(time.perf_counter() - started, 3), "nodes": len(world.nodes),
                                    "pods": len(world.pods), "instances": len(world.instances)})
     return world
+
+
+def resolve_buffers(world: World, templates: Mapping, scalables: Mapping) -> None:
+    """The active buffers' virtual pods; a buffer that cannot be resolved is a configuration error."""
+    world.resolved_buffers = []
+    for key in sorted(world.buffers):
+        buffer = world.buffers[key]
+        if not buffer.active:
+            continue  # another autoscaler's strategy: not nodescale's to provision
+        resolved = resolve(buffer, templates, scalables)
+        if resolved.error:
+            world.config_errors.append(f"{buffer.source}: CapacityBuffer {key}: {resolved.error}")
+        world.resolved_buffers.append(resolved)
 
 
 def read_pods_cached(rt: Runtime) -> list[dict[str, Any]]:
@@ -432,7 +463,8 @@ def report_config_errors(rt: Runtime, errors: list[ConfigError]) -> None:
         kind, _, name = error.source.removeprefix("cluster:").partition("/")
         if not error.source.startswith("cluster:") or kind not in _CLUSTER_KIND_VERSIONS:
             continue
-        ref = ObjectRef(kind, name.split("#", 1)[0], api_version=_CLUSTER_KIND_VERSIONS[kind])
+        namespace, _, object_name = name.split("#", 1)[0].rpartition("/")  # "ns/name" for a namespaced kind
+        ref = ObjectRef(kind, object_name, namespace, api_version=_CLUSTER_KIND_VERSIONS[kind])
         try:
             recorder.record(ref, CONFIG_ERROR_REASON, str(error), WARNING)
         except ApiException as exc:  # the event is a courtesy: the read itself must go on

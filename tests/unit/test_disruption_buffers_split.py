@@ -1,0 +1,119 @@
+"""The disruption use-case's read side with CapacityBuffers and an on-demand minimum: which nodes keep a
+buffer's room, and what the consolidation simulator says when a candidate holds it or would break the split.
+
+Restates Karpenter's designs/capacity-buffer.md ("Consolidation Protection: ensure buffer capacity is
+preserved during node optimization") and the split of aws/karpenter-provider-aws#331."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from nodescale.aws.catalog import bundled_catalog
+from nodescale.aws.instances import ManagedInstance
+from nodescale.config import load, parse_documents
+from nodescale.disruption.consolidation import evaluate
+from nodescale.disruption.decisions import Decision, Refusal
+from nodescale.model.buffers import CapacityBuffer, resolve
+from nodescale.usecases.disrupt_read import buffer_placement, node_views, simulator
+from nodescale.usecases.world import World
+
+POOL = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: web
+  annotations: {nodescale.io/on-demand-min-percent: "50"}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: [spot, on-demand]}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  amiSelectorTerms: [{alias: al2023@latest}]
+  role: NodeRole
+  subnetSelectorTerms: [{tags: {a: b}}]
+  securityGroupSelectorTerms: [{tags: {a: b}}]
+"""
+NOW = datetime(2026, 11, 24, tzinfo=UTC)
+TEMPLATE = {"template": {"spec": {"containers": [
+    {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}}}]}}}
+
+
+def _node(name: str, iid: str, capacity_type: str) -> dict:
+    return {
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "web", "karpenter.sh/capacity-type": capacity_type,
+                                              "node.kubernetes.io/instance-type": "m5.large",
+                                              "topology.kubernetes.io/zone": "us-east-1a", "kubernetes.io/os": "linux",
+                                              "kubernetes.io/arch": "amd64"}},
+        "spec": {"providerID": f"aws:///us-east-1a/{iid}"},
+        "status": {"capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+                   "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def world(buffer_pods: int) -> World:
+    config = load(parse_documents(POOL, "test"))
+    assert config.ok, config.errors
+    types = [t for t in bundled_catalog("us-east-1") if t.name == "m5.large"]
+    w = World(
+        now=NOW, cluster="demo", nodepools=dict(config.nodepools), nodeclasses=dict(config.nodeclasses),
+        nodes=[_node("od", "i-od", "on-demand"), _node("spot", "i-spot", "spot")],
+        instances=[ManagedInstance("i-od", "m5.large", "us-east-1a", "on-demand", "web", "running", NOW),
+                   ManagedInstance("i-spot", "m5.large", "us-east-1a", "spot", "web", "running", NOW)],
+        catalog=types,
+    )
+    w._types["web"] = types
+    if buffer_pods:
+        w.resolved_buffers = [resolve(CapacityBuffer("shop", "headroom", "web", replicas=buffer_pods),
+                                      {("shop", "web"): TEMPLATE}, {})]
+    return w
+
+
+def outcome(w: World, held: dict, names: list[str]) -> Decision | Refusal:
+    views = {v.name: v for v in node_views(w, held)[0]}
+    chosen = [views[n] for n in names]
+    return evaluate(chosen, simulator(w, set(), held)(chosen))
+
+
+def test_a_buffer_pod_is_held_by_one_existing_node_and_the_room_must_stay_somewhere() -> None:
+    w = world(buffer_pods=1)
+    held = buffer_placement(w)
+    assert sum(len(p) for p in held.values()) == 1 and set(held) <= {"od", "spot"}
+    views = {v.name: v for v in node_views(w, held)[0]}
+    assert sum(not v.empty for v in views.values()) == 1  # the holder is not empty for emptiness
+    # The spot node alone may go, whichever holds the pod now: the other keeps the room (the on-demand node
+    # alone may not, for the split: the next test).
+    alone = outcome(w, held, ["spot"])
+    assert isinstance(alone, Decision) and alone.replacement is None, alone
+    # Both at once: only by a replacement that keeps the buffer's room, and (50% split, nothing left) on-demand.
+    both = outcome(w, held, ["od", "spot"])
+    assert isinstance(both, Decision) and both.replacement is not None, both
+    assert both.replacement.pods == ["shop/headroom-buffer-0"]
+    assert both.replacement.capacity_types == ["on-demand"]
+
+
+def test_two_buffer_pods_need_both_nodes() -> None:
+    w = world(buffer_pods=2)
+    held = buffer_placement(w)
+    assert sorted(held) == ["od", "spot"]
+    result = outcome(w, held, ["spot"])
+    assert isinstance(result, Refusal)  # its buffer pod would need a new node, no cheaper than itself
+
+
+@pytest.mark.parametrize(("gone", "allowed"), [(["spot"], True), (["od"], False)])
+def test_the_split_refuses_removing_the_on_demand_node_but_not_the_spot_one(gone: list[str], allowed: bool) -> None:
+    w = world(buffer_pods=0)
+    result = outcome(w, {}, gone)
+    if allowed:
+        assert isinstance(result, Decision), result
+    else:
+        assert isinstance(result, Refusal) and "keeps at least 50% of its nodes off spot" in result.why, result
