@@ -1,13 +1,14 @@
-"""Repacking consolidation: several nodes replaced by fewer, cheaper ones, their pods packed together.
+"""Repacking consolidation: several nodes replaced by cheaper ones, their pods packed together.
 
 Karpenter's consolidation replaces nodes by at most one node. After a scale-down that leaves every
 node full in one resource and half-empty in the other (memory-heavy pods on general-purpose nodes, say),
 no single node is worth replacing and no prefix of nodes fits one replacement, so the cluster stays
 dearer than a fresh plan would be. This pass takes the nodes that waste the most money first (price
 times the share of cpu and memory nobody requests), and lets the bin-packer place their pods on the
-other nodes and on new nodes of any shape, pods mixed (the scheduler's repack): a consolidation when it
-launches fewer nodes than it removes and saves at least ``MIN_SAVING`` of their price, so a cluster
-already close to a good packing is left alone rather than churned for cents.
+other nodes and on new nodes of any shape and number, pods mixed (the scheduler's repack): a
+consolidation when it saves at least ``MIN_SAVING`` of their price, so a cluster already close to a good
+packing is left alone rather than churned for cents. The new nodes may outnumber the old (smaller types
+of the right shape are often cheaper than a big general-purpose node half used): what counts is the price.
 """
 
 from __future__ import annotations
@@ -51,9 +52,6 @@ def evaluate_repack(nodes: Sequence[NodeView], sim: Simulation, min_saving: floa
     if sim.unschedulable:
         pod, why = sim.unschedulable[0]
         return Refusal(names, UNDERUTILIZED, f"pod {pod} would have nowhere to go: {why}")
-    if len(sim.replacements) >= len(nodes):
-        return Refusal(names, UNDERUTILIZED, f"the pods would need {len(sim.replacements)} new nodes, "
-                                             f"not fewer than the {len(nodes)} they replace")
     current = sum(n.price for n in nodes)
     price = sum(r.price for r in sim.replacements)
     if price > current * (1 - min_saving) + 1e-9:
