@@ -17,12 +17,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from ..model.pod import Pod
 from .groups import Group
 from .nodeclaim import ClaimBin
+from .plan import SPOT_FLEXIBILITY
 from .templates import TypeOption, fit_count, holds
 from .topology import Matcher
 
 _EPSILON = 1e-9
-# A spot-allowed claim keeps at least this many instance types, as spot-to-spot consolidation needs.
-SPOT_FLEXIBILITY = 15
 _SPOT = "spot"
 # How many of the best-scoring types each round of packing fills again.
 _WIDTH = 8
