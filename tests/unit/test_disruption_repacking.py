@@ -140,3 +140,24 @@ def test_the_most_wasteful_nodes_are_repacked_first() -> None:
     cheap_idle = view("cheap", "t3.small", 0.02, pods=1, cpu="10m", memory="16Mi")
     assert [n.name for n in repacking.wasteful_first([full, cheap_idle, half])] == ["half", "cheap", "full"]
     assert repacking.waste(full) == 0.0 and abs(repacking.waste(half) - 0.1) < 1e-9
+
+
+def test_the_budget_caps_each_pass_in_its_own_order() -> None:
+    # A budget of two nodes: Karpenter's passes get the two cheapest to disrupt (fewest pods), the repack
+    # the two most wasteful, even though those have the most pods.
+    full = [view(n, "m5.xlarge", 0.2, pods=2, cpu="1", memory="4Gi") for n in "ab"]
+    wasteful = [view(n, "m5.xlarge", 0.2, pods=5, cpu="100m", memory="256Mi") for n in "cd"]
+    tried: list[list[str]] = []
+
+    def sim(taken: Sequence[NodeView]) -> c.Simulation:
+        tried.append(sorted(n.name for n in taken))
+        if sorted(n.name for n in taken) == ["c", "d"]:
+            return c.Simulation(replacements=[replacement(("c5.large", 0.085)), replacement(("r5.large", 0.126))])
+        return c.Simulation(unschedulable=[("default/x", "no room")])
+
+    def cap(ordered: Sequence[NodeView]) -> list[NodeView]:
+        return list(ordered[:2])
+
+    d = c.search([*full, *wasteful], sim, cap=cap).decision
+    assert isinstance(d, Decision) and sorted(d.nodes) == ["c", "d"] and len(d.replacements) == 2
+    assert tried[0] == ["a", "b"]  # Karpenter's multi-node pass first, on the cheapest to disrupt

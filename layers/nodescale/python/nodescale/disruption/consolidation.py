@@ -129,11 +129,14 @@ def search(
     clock: Callable[[], float] = time.monotonic,
     judge: Judge | None = None,
     repack: bool = True,
+    cap: Callable[[Sequence[NodeView]], list[NodeView]] | None = None,
 ) -> SearchResult:
     """The best consolidation among ``candidates`` (already filtered by guards and budgets); ``judge`` may
     refuse a move that would consolidate (the Balanced policy's score); ``repack`` tries the repacking
-    pass (``disruption.repacking``) when Karpenter's multi-node consolidation finds nothing."""
-    ordered = sorted(candidates, key=disruption_cost)
+    pass (``disruption.repacking``) when Karpenter's multi-node consolidation finds nothing. ``cap`` keeps,
+    in the order given, the nodes one decision may take (the budgets); each pass applies it to its own order."""
+    cap = cap or list
+    ordered = cap(sorted(candidates, key=disruption_cost))
     result = SearchResult(None)
     if not ordered:
         return result
@@ -151,7 +154,8 @@ def search(
     best = _longest_prefix(ordered, min(len(ordered), max_multi), attempt, stop, clock)
     if best is None and repack:
         # Beyond Karpenter: the most wasteful nodes repacked onto fewer, cheaper ones (disruption.repacking).
-        best = _longest_prefix(wasteful_first(ordered), min(len(ordered), max_multi),
+        wasteful = cap(wasteful_first(candidates))
+        best = _longest_prefix(wasteful, min(len(wasteful), max_multi),
                                lambda nodes: attempt(nodes, evaluate_repack), stop, clock)
     if best is not None:
         result.decision = best
