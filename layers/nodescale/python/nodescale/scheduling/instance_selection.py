@@ -226,11 +226,15 @@ def _options(fit: Fit, candidates: Candidates, req: tuple[int, ...], pick: _Type
     while mins and per_node > 1 and not min_values_met(options, mins):
         per_node -= 1
         options = fitting(types, req, per_node, remaining, None)
-    if wk.CAPACITY_SPOT in candidates.capacity_types and len(options) < SPOT_FLEXIBILITY \
-            and len(fitting(types, req, 1, remaining, SPOT_FLEXIBILITY)) >= SPOT_FLEXIBILITY:
-        # Spot flexibility: fewer pods per node rather than a claim only a few (large) types can take.
-        while per_node > 1 and len(options) < SPOT_FLEXIBILITY:
-            per_node -= 1
+    if wk.CAPACITY_SPOT in candidates.capacity_types and len(options) < SPOT_FLEXIBILITY:
+        # Spot flexibility: fewer pods per node rather than a claim only a few (large) types can take. The
+        # most pods 15 types hold is the 15th largest of what each type holds.
+        no_pods = (0,) * len(req)
+        held = sorted((fit_count(t.alloc, no_pods, req) for t in types
+                       if remaining is None or all(v <= r for v, r in zip(t.limit_vec, remaining, strict=True))),
+                      reverse=True)
+        if len(held) >= SPOT_FLEXIBILITY and held[SPOT_FLEXIBILITY - 1] > 0:
+            per_node = min(per_node, held[SPOT_FLEXIBILITY - 1])
             options = fitting(types, req, per_node, remaining, None if mins else MAX_INSTANCE_TYPES)
     if mins and not min_values_met(options, mins):
         wanted = ", ".join(f"{key} {n}" for key, n in mins)

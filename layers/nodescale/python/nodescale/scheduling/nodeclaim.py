@@ -167,7 +167,13 @@ class ClaimBin:
         self.as_is = Narrowed(self.requirements, zones, capacity_types, options, None)
         self.pods.extend(pods)
         topology.record(self.counts, self.zone, self.capacity_type, group_id, added)
-        self.room = room = tuple(max(t.alloc[j] for t in options) - taken for j, taken in enumerate(used))
+        if self.floor > 1 and wk.CAPACITY_SPOT in capacity_types:
+            # Kept spot-flexible: the room that counts is what the floor-th roomiest option has left.
+            k = self.floor - 1
+            self.room = room = tuple(sorted((t.alloc[j] for t in options), reverse=True)[k] - taken
+                                     for j, taken in enumerate(used))
+        else:
+            self.room = room = tuple(max(t.alloc[j] for t in options) - taken for j, taken in enumerate(used))
         for have, least in zip(room, smallest, strict=True):
             if have < least:
                 self.open = False  # for good: options only ever shrink
