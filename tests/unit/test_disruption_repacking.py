@@ -161,3 +161,15 @@ def test_the_budget_caps_each_pass_in_its_own_order() -> None:
     d = c.search([*full, *wasteful], sim, cap=cap).decision
     assert isinstance(d, Decision) and sorted(d.nodes) == ["c", "d"] and len(d.replacements) == 2
     assert tried[0] == ["a", "b"]  # Karpenter's multi-node pass first, on the cheapest to disrupt
+
+
+def test_the_run_summary_lists_every_new_node_of_a_repack() -> None:
+    from nodescale.usecases.disrupt_act import _decision_entry
+
+    nodes = [view(n, "m5.4xlarge", 0.768, pods=10) for n in "ab"]
+    sim = c.Simulation(replacements=[replacement(("c5.xlarge", 0.17)), replacement(("r5.xlarge", 0.252))])
+    d = repacking.evaluate_repack(nodes, sim)
+    assert isinstance(d, Decision)
+    entry = _decision_entry(d, "USD")
+    assert [r["instanceType"] for r in entry["replacements"]] == ["c5.xlarge", "r5.xlarge"]
+    assert entry["action"] == "replace" and entry["pods"] == 20
