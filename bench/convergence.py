@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -115,7 +115,7 @@ class Cluster:
             p.node_name = node.name
         node.pods.extend(pods)
 
-    def existing(self, exclude: set[str] = frozenset()) -> list[ExistingNode]:  # type: ignore[assignment]
+    def existing(self, exclude: Set[str] = frozenset()) -> list[ExistingNode]:
         return [
             ExistingNode(n.name, n.labels, n.allocatable, pods=[*n.pods, *n.daemon_pods], price=n.price,
                          pool=self.pool.name)
