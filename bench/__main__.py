@@ -9,6 +9,7 @@ from . import (
     apiload,
     bound,
     coldstart,
+    convergence,
     cost,
     disruption,
     interruption,
@@ -21,7 +22,7 @@ from . import (
 
 # Each benchmark module has run() yielding the lines it prints.
 BENCHMARKS: tuple[ModuleType, ...] = (
-    scheduling, bound, provisioner, disruption, interruption, scale, apiload, coldstart, soak, cost,
+    scheduling, bound, convergence, provisioner, disruption, interruption, scale, apiload, coldstart, soak, cost,
 )
 
 

@@ -422,11 +422,16 @@ def workload_b(count: int = 5_000) -> Comparison:
                    benchmark_types(400), [])
 
 
+TARGET = 1.05  # price over bound (issue #16)
+
+
 def lines(c: Comparison) -> list[str]:
     placed = c.plan.pods - len(c.plan.unschedulable)
+    ratio = c.plan.price_per_hour / c.bound
     return [
         f"  {c.name}: bound ${c.bound:,.2f}/h (HiGHS, {c.bound_seconds:.2f} s)",
-        f"    nodescale ${c.plan.price_per_hour:,.2f}/h = {c.plan.price_per_hour / c.bound:.3f} x bound  "
+        f"    nodescale ${c.plan.price_per_hour:,.2f}/h = {ratio:.3f} x bound "
+        f"(target <= {TARGET:.2f}: {'met' if ratio <= TARGET else 'MISSED'})  "
         f"({len(c.plan.node_claims)} claims, {placed}/{c.pods} placed, "
         f"{c.pods / c.seconds:,.0f} pods/s)",
         f"    FFD       ${c.ffd.price:,.2f}/h = {c.ffd.price / c.bound:.3f} x bound  "

@@ -50,7 +50,7 @@ TEMPLATE = {"template": {"spec": {"containers": [
 def _node(name: str, iid: str, capacity_type: str) -> dict:
     return {
         "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "web", "karpenter.sh/capacity-type": capacity_type,
-                                              "node.kubernetes.io/instance-type": "m5.large",
+                                              "node.kubernetes.io/instance-type": "m5.xlarge",
                                               "topology.kubernetes.io/zone": "us-east-1a", "kubernetes.io/os": "linux",
                                               "kubernetes.io/arch": "amd64"}},
         "spec": {"providerID": f"aws:///us-east-1a/{iid}"},
@@ -63,13 +63,16 @@ def _node(name: str, iid: str, capacity_type: str) -> dict:
 def world(buffer_pods: int) -> World:
     config = load(parse_documents(POOL, "test"))
     assert config.ok, config.errors
-    types = [t for t in bundled_catalog("us-east-1") if t.name == "m5.large"]
+    # The nodes are m5.xlarge (launched before the pool narrowed to m5.large): a replacement of both by one
+    # node is then not ruled out by Karpenter's filterOutSameInstanceType (no option is a removed node's type).
+    everything = [t for t in bundled_catalog("us-east-1") if t.name in ("m5.large", "m5.xlarge")]
+    types = [t for t in everything if t.name == "m5.large"]
     w = World(
         now=NOW, cluster="demo", nodepools=dict(config.nodepools), nodeclasses=dict(config.nodeclasses),
         nodes=[_node("od", "i-od", "on-demand"), _node("spot", "i-spot", "spot")],
-        instances=[ManagedInstance("i-od", "m5.large", "us-east-1a", "on-demand", "web", "running", NOW),
-                   ManagedInstance("i-spot", "m5.large", "us-east-1a", "spot", "web", "running", NOW)],
-        catalog=types,
+        instances=[ManagedInstance("i-od", "m5.xlarge", "us-east-1a", "on-demand", "web", "running", NOW),
+                   ManagedInstance("i-spot", "m5.xlarge", "us-east-1a", "spot", "web", "running", NOW)],
+        catalog=everything,
     )
     w._types["web"] = types
     if buffer_pods:

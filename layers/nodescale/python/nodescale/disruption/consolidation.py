@@ -3,7 +3,8 @@
 The search is pure: it is handed a ``simulate(nodes)`` function (the use-case runs the bin-packer
 with those nodes gone) and decides from its answers. Multi-node consolidation comes first: the
 candidates, cheapest to disrupt first, are tried as ever longer prefixes by binary search, and the
-longest prefix that consolidates wins. Failing that, single nodes are tried one by one until one
+longest prefix that consolidates wins. Failing that, the repacking pass (``repacking``: the most
+wasteful nodes onto fewer, cheaper ones); then single nodes are tried one by one until one
 consolidates or the time allowed runs out.
 """
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from ..model import labels as wk
 from .decisions import UNDERUTILIZED, Action, Decision, Refusal
 from .nodes import NodeView
+from .repacking import evaluate_repack, wasteful_first, without_same_type
 
 # Karpenter's rule for spot-to-spot replacement: only with this many cheaper types to choose from,
 # so the replacement is not the next node to be interrupted.
@@ -74,6 +76,12 @@ def evaluate(nodes: Sequence[NodeView], sim: Simulation) -> Decision | Refusal:
     if len(sim.replacements) > 1:
         return Refusal(names, UNDERUTILIZED, f"the pods would need {len(sim.replacements)} new nodes, not one")
     new = sim.replacements[0]
+    if len(nodes) > 1:
+        filtered = without_same_type(nodes, new)
+        if filtered is None:
+            return Refusal(names, UNDERUTILIZED, "the replacement would be no cheaper than a node of the same type "
+                                                 "being removed: removing fewer nodes does the same")
+        new = filtered
     if new.price >= current - 1e-9:
         return Refusal(
             names,
@@ -123,32 +131,35 @@ def search(
     max_seconds: float = 30.0,
     clock: Callable[[], float] = time.monotonic,
     judge: Judge | None = None,
+    repack: bool = True,
+    cap: Callable[[Sequence[NodeView]], list[NodeView]] | None = None,
 ) -> SearchResult:
     """The best consolidation among ``candidates`` (already filtered by guards and budgets); ``judge`` may
-    refuse a move that would consolidate (the Balanced policy's score)."""
-    ordered = sorted(candidates, key=disruption_cost)
+    refuse a move that would consolidate (the Balanced policy's score); ``repack`` tries the repacking
+    pass (``disruption.repacking``) when Karpenter's multi-node consolidation finds nothing. ``cap`` keeps,
+    in the order given, the nodes one decision may take (the budgets); each pass applies it to its own order."""
+    cap = cap or list
+    ordered = cap(sorted(candidates, key=disruption_cost))
     result = SearchResult(None)
     if not ordered:
         return result
     stop = clock() + max_seconds
 
-    def attempt(nodes: Sequence[NodeView]) -> Decision | Refusal:
+    def attempt(nodes: Sequence[NodeView], judged: Callable[[Sequence[NodeView], Simulation], Decision | Refusal]
+                = evaluate) -> Decision | Refusal:
         result.simulations += 1
-        outcome = evaluate(nodes, simulate(nodes))
+        outcome = judged(nodes, simulate(nodes))
         if judge is not None and isinstance(outcome, Decision):
             return judge(nodes, outcome) or outcome
         return outcome
 
     # Multi-node: the longest prefix (of 2 or more) that consolidates; binary search as Karpenter does.
-    lo, hi = 2, min(len(ordered), max_multi)
-    best: Decision | None = None
-    while lo <= hi and clock() < stop:
-        mid = (lo + hi) // 2
-        outcome = attempt(ordered[:mid])
-        if isinstance(outcome, Decision):
-            best, lo = outcome, mid + 1
-        else:
-            hi = mid - 1
+    best = _longest_prefix(ordered, min(len(ordered), max_multi), attempt, stop, clock)
+    if best is None and repack:
+        # Beyond Karpenter: the most wasteful nodes repacked onto fewer, cheaper ones (disruption.repacking).
+        wasteful = cap(wasteful_first(candidates))
+        best = _longest_prefix(wasteful, min(len(wasteful), max_multi),
+                               lambda nodes: attempt(nodes, evaluate_repack), stop, clock)
     if best is not None:
         result.decision = best
         return result
@@ -162,3 +173,19 @@ def search(
             break
         result.refusals.append(outcome)
     return result
+
+
+def _longest_prefix(ordered: Sequence[NodeView], most: int, attempt: Callable[[Sequence[NodeView]], Decision | Refusal],
+                    stop: float, clock: Callable[[], float]) -> Decision | None:
+    """The decision for the longest prefix (of 2 or more) that consolidates, by binary search as Karpenter's
+    multi-node consolidation does; None when no prefix tried does (or time ran out first)."""
+    lo, hi = 2, most
+    best: Decision | None = None
+    while lo <= hi and clock() < stop:
+        mid = (lo + hi) // 2
+        outcome = attempt(ordered[:mid])
+        if isinstance(outcome, Decision):
+            best, lo = outcome, mid + 1
+        else:
+            hi = mid - 1
+    return best

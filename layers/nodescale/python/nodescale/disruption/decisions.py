@@ -74,10 +74,11 @@ class Decision:
     detail: str
     action: Action = Action.DELETE
     saving_per_hour: float = 0.0
-    replacement: object | None = None  # a consolidation Replacement when action is REPLACE
+    replacement: object | None = None  # a consolidation Replacement when action is REPLACE (the first)
     pods: list[str] = field(default_factory=list)
     score: float | None = None  # the Balanced consolidation score, when a Balanced pool's nodes are taken
     drift: DriftKind | None = None  # for Drifted: the field that drifted
+    replacements: list = field(default_factory=list)  # every Replacement, when several nodes replace several
 
 
 @dataclass(slots=True)

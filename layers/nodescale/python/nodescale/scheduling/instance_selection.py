@@ -1,6 +1,6 @@
 """Choosing a new claim's nodepool and instance types: the pool (highest weight first) and type with the
 lowest price per packed pod, then every type that holds as many pods, cheapest first, within the pool's
-limits and minValues.
+limits and minValues; a claim that may launch spot holds fewer pods when that keeps 15 types or more.
 """
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ..model import labels as wk
 from ..model import resources as res
-from .plan import MAX_INSTANCE_TYPES
+from .plan import MAX_INSTANCE_TYPES, SPOT_FLEXIBILITY
 from .reasons import Clause, Kind, Refusal, incompatibility, over_limits, topology_refusal
 from .templates import Fit, PoolTemplate, TypeOption, fit_count, holds, min_values_met, truncate
 from .topology import HostRules
@@ -225,6 +226,16 @@ def _options(fit: Fit, candidates: Candidates, req: tuple[int, ...], pick: _Type
     while mins and per_node > 1 and not min_values_met(options, mins):
         per_node -= 1
         options = fitting(types, req, per_node, remaining, None)
+    if wk.CAPACITY_SPOT in candidates.capacity_types and len(options) < SPOT_FLEXIBILITY:
+        # Spot flexibility: fewer pods per node rather than a claim only a few (large) types can take. The
+        # most pods 15 types hold is the 15th largest of what each type holds.
+        no_pods = (0,) * len(req)
+        held = sorted((fit_count(t.alloc, no_pods, req) for t in types
+                       if remaining is None or all(v <= r for v, r in zip(t.limit_vec, remaining, strict=True))),
+                      reverse=True)
+        if len(held) >= SPOT_FLEXIBILITY and held[SPOT_FLEXIBILITY - 1] > 0:
+            per_node = min(per_node, held[SPOT_FLEXIBILITY - 1])
+            options = fitting(types, req, per_node, remaining, None if mins else MAX_INSTANCE_TYPES)
     if mins and not min_values_met(options, mins):
         wanted = ", ".join(f"{key} {n}" for key, n in mins)
         return Clause(fit.template.name, Kind.MIN_VALUES,

@@ -11,7 +11,7 @@ from typing import NamedTuple
 from ..model import labels as wk
 from ..model.pod import Pod
 from ..model.requirements import Requirement, Requirements
-from .plan import MAX_INSTANCE_TYPES, NodeClaim
+from .plan import MAX_INSTANCE_TYPES, SPOT_FLEXIBILITY, NodeClaim
 from .templates import Fit, TypeOption, fit_count, holds, largest_limits, min_values_met
 from .topology import Topology
 
@@ -51,7 +51,7 @@ class ClaimBin:
     """A claim opened in this solve and the pods it takes so far."""
 
     __slots__ = ("fit", "template", "requirements", "zones", "capacity_types", "options", "used", "counts", "pods",
-                 "price", "next_price", "reserved", "narrow_cache", "open", "room", "as_is")
+                 "price", "next_price", "reserved", "narrow_cache", "open", "room", "as_is", "floor")
 
     def __init__(self, fit: Fit, zones: frozenset[str], capacity_types: frozenset[str],
                  options: list[TypeOption], dimensions: int) -> None:
@@ -72,6 +72,9 @@ class ClaimBin:
         self.room: tuple[int, ...] = ()  # the most any option has left, per resource
         # The claim as it stands, in the form narrowing gives: what most narrowing answers.
         self.as_is = Narrowed(self.requirements, zones, capacity_types, options, None)
+        # Opened with enough types to stay spot-flexible: never narrowed below that while spot is allowed.
+        spot = wk.CAPACITY_SPOT in capacity_types and len(options) >= SPOT_FLEXIBILITY
+        self.floor = SPOT_FLEXIBILITY if spot else 1
 
     @property
     def zone(self) -> str | None:
@@ -142,6 +145,8 @@ class ClaimBin:
             options.sort(key=lambda t: (t.price(zones, capacity_types), t.name))
         if not options:
             return False
+        if len(options) < self.floor and wk.CAPACITY_SPOT in capacity_types:
+            return False
         if min_values and not min_values_met(options, min_values):
             return False
         self.used = used
@@ -162,7 +167,13 @@ class ClaimBin:
         self.as_is = Narrowed(self.requirements, zones, capacity_types, options, None)
         self.pods.extend(pods)
         topology.record(self.counts, self.zone, self.capacity_type, group_id, added)
-        self.room = room = tuple(max(t.alloc[j] for t in options) - taken for j, taken in enumerate(used))
+        if self.floor > 1 and wk.CAPACITY_SPOT in capacity_types:
+            # Kept spot-flexible: the room that counts is what the floor-th roomiest option has left.
+            k = self.floor - 1
+            self.room = room = tuple(sorted((t.alloc[j] for t in options), reverse=True)[k] - taken
+                                     for j, taken in enumerate(used))
+        else:
+            self.room = room = tuple(max(t.alloc[j] for t in options) - taken for j, taken in enumerate(used))
         for have, least in zip(room, smallest, strict=True):
             if have < least:
                 self.open = False  # for good: options only ever shrink

@@ -13,6 +13,10 @@ from ..model.taints import Taint
 
 # Karpenter hands at most this many instance types to one launch; more adds nothing but request size.
 MAX_INSTANCE_TYPES = 60
+# A claim that may launch spot keeps at least this many instance types when its pool has that many that
+# hold its pods: spot-to-spot consolidation needs 15 cheaper types to choose from (Karpenter's
+# MinInstanceTypesForSpotToSpotConsolidation), and price-capacity-optimized needs pools to choose among.
+SPOT_FLEXIBILITY = 15
 
 
 @dataclass(slots=True)

@@ -17,12 +17,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from ..model.pod import Pod
 from .groups import Group
 from .nodeclaim import ClaimBin
+from .plan import SPOT_FLEXIBILITY
 from .templates import TypeOption, fit_count, holds
 from .topology import Matcher
 
 _EPSILON = 1e-9
-# A spot-allowed claim keeps at least this many instance types, as spot-to-spot consolidation needs.
-SPOT_FLEXIBILITY = 15
 _SPOT = "spot"
 # How many of the best-scoring types each round of packing fills again.
 _WIDTH = 8
@@ -164,6 +163,9 @@ class _Packer:
             out.append((taken, used, options, times))
         return out
 
+    def _flexible(self, used: list[int]) -> bool:
+        return _at_least(self.candidates, used, self.least)
+
     def _fill(self, option: TypeOption, price: float,
               left: list[int]) -> tuple[float, list[int], list[int]] | None:
         """The dot-product greedy fill of one node of ``option``: (price per value, counts, used)."""
@@ -194,9 +196,20 @@ class _Packer:
         if value <= 0:
             return None
         used = [a - r for a, r in zip(alloc, room, strict=True)]
-        if self.least > 1 and sum(1 for t in self.candidates if holds(t.alloc, used)) < self.least:
+        if self.least > 1 and not self._flexible(used):
             return None
         return price / value, taken, used
+
+
+def _at_least(candidates: list[TypeOption], used: list[int], least: int) -> bool:
+    """Whether ``least`` of the candidates hold ``used`` (stops counting there)."""
+    held = 0
+    for t in candidates:
+        if holds(t.alloc, used):
+            held += 1
+            if held >= least:
+                return True
+    return False
 
 
 def _undominated(candidates: list[TypeOption], zones: frozenset[str],

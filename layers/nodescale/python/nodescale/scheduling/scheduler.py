@@ -358,6 +358,8 @@ class Scheduler:
                 continue
             option, price = cheapest
             taken = min(fit_count(option.alloc, used, req), remaining, cap)
+            if claim.floor > 1:
+                taken = min(taken, fit_count(room, _NO_PODS[: len(req)], req)) or 1  # what keeps it spot-flexible
             if price > claim.price + _EPSILON:
                 if new_price is None:
                     new_price = self.selector.price_per_pod(fits, req, remaining, zones, capacity_types, host)

@@ -252,6 +252,9 @@ def _decision_entry(d: Decision, currency: str) -> dict[str, Any]:
     if isinstance(d.replacement, Replacement):
         entry["replacement"] = {"nodePool": d.replacement.nodepool, "instanceType": d.replacement.instance_type,
                                 "pricePerHour": d.replacement.price}
+    if len(d.replacements) > 1:  # a repacking consolidation: every new node, cheapest type of each
+        entry["replacements"] = [{"nodePool": r.nodepool, "instanceType": r.instance_type, "pricePerHour": r.price}
+                                 for r in d.replacements]
     return entry
 
 

@@ -5,24 +5,26 @@ with some nodes taken away). Also the cluster gauges the run publishes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .. import clock, telemetry
 from ..aws import instances as ec2_instances
-from ..disruption.consolidation import Replacement, Simulation, Simulator
+from ..disruption.consolidation import Simulator
 from ..disruption.drift import Drifted
 from ..disruption.gauges import cluster_gauges
 from ..disruption.nodes import NodeView
+from ..disruption.simulator import bin_packing_simulator
+
+# Re-exported: callers have long imported it from here.
+from ..disruption.simulator import replacement_from_claim as replacement_from_claim
 from ..k8s import nodes as k8s_nodes
 from ..model import labels as wk
 from ..model import resources as res
-from ..model.instancetype import InstanceType
 from ..model.pod import Pod
-from ..scheduling import NodeClaim, solve
-from ..scheduling.capacity_split import split_refusal
+from ..scheduling import solve
 from .disrupt_run import IMPAIRED_SINCE, RunState, node_name, pool_label
 from .world import World
 
@@ -114,78 +116,17 @@ def impaired_since(run: RunState, views: Iterable[NodeView], skip: set[str]) -> 
 
 
 def simulator(world: World, in_progress: set[str], held: Mapping[str, list[Pod]] | None = None) -> Simulator:
-    """What becomes of the pods of some nodes were those nodes gone (nodes in progress are gone already).
-
-    The CapacityBuffer pods that have room now (``held``) must keep it: they are planned with the
-    candidates' pods (after them, at the lowest priority), so a consolidation that leaves them nowhere
-    to go, or needs a new node for them, is judged as it would be for real pods."""
+    """What becomes of the pods of some nodes were those nodes gone (nodes in progress are gone already);
+    ``held``: node -> the CapacityBuffer pods whose room it keeps (buffer_placement)."""
     # A node in a zone under a zonal shift takes no pods moved off another (Karpenter's Zonal Shift RFC: no
     # voluntary disruption that relies on scheduling pods into the shifted zone); EKS cordons them too.
     shifted = world.shifted_zones()
-    everything = [e for e in world.existing_nodes(exclude=in_progress) if e.labels.get(wk.ZONE) not in shifted]
-    pools = list(world.nodepools.values())
-    types = world.types_by_pool()
-    daemons = world.daemonset_pods()
-    labels = world.labels_by_pool()
-    unavailable = set(world.unavailable)
-    pending = list(world.pending)
-    buffered = [p for pods in (held or {}).values() for p in pods]
-
-    def simulate(nodes: Sequence[NodeView]) -> Simulation:
-        gone = {n.name for n in nodes}
-        pods = [p for n in nodes for p in n.pods]
-        mine = {p.uid or p.key for p in pods + buffered}
-        plan = solve(
-            pods + pending + buffered, pools, types, [e for e in everything if e.name not in gone], daemons,
-            unavailable, node_labels_by_pool=labels,
-        )
-        sim = Simulation()
-        sim.unschedulable = [(u.pod.key, u.reason) for u in plan.unschedulable if (u.pod.uid or u.pod.key) in mine]
-        for claim in plan.node_claims:
-            if not any((p.uid or p.key) in mine for p in claim.pods):
-                continue  # capacity for pending pods: the provisioner's business
-            sim.replacements.append(replacement_from_claim(claim, types.get(claim.nodepool, [])))
-        sim.blocked = _split_blocked(nodes, sim)
-        return sim
-
-    def _split_blocked(nodes: Sequence[NodeView], sim: Simulation) -> str:
-        """Why the move would take a pool under its on-demand minimum (a replacement allowing spot counts as spot)."""
-        for name in sorted({n.nodepool for n in nodes}):
-            pool = world.nodepools.get(name)
-            if pool is None or not pool.on_demand_min_percent:
-                continue
-            gone = {n.name for n in nodes}
-            before = [e.labels.get(wk.CAPACITY_TYPE, "") for e in everything if e.nodepool == name and not e.unschedulable]
-            after = [e.labels.get(wk.CAPACITY_TYPE, "") for e in everything
-                     if e.nodepool == name and not e.unschedulable and e.name not in gone]
-            after += [wk.CAPACITY_SPOT if wk.CAPACITY_SPOT in r.capacity_types else wk.CAPACITY_ON_DEMAND
-                      for r in sim.replacements if r.nodepool == name]
-            why = split_refusal(pool, before, after)
-            if why:
-                return why
-        return ""
-
-    return simulate
-
-
-def replacement_from_claim(claim: NodeClaim, types: Sequence[InstanceType]) -> Replacement:
-    """The claim's options as (type, price, capacity type), cheapest first, within its zones and capacity types."""
-    by_name = {t.name: t for t in types}
-    options: list[tuple[str, float, str]] = []
-    zones, cts = set(claim.zones), set(claim.capacity_types)
-    for name in claim.instance_types:
-        it = by_name.get(name)
-        if it is None:
-            continue
-        for o in it.offerings:
-            if o.available and o.zone in zones and o.capacity_type in cts:
-                options.append((name, o.price, o.capacity_type))
-    options.sort(key=lambda x: (x[1], x[0]))
-    best: dict[tuple[str, str], tuple[str, float, str]] = {}
-    for opt in options:
-        best.setdefault((opt[0], opt[2]), opt)
-    ordered = sorted(best.values(), key=lambda x: (x[1], x[0]))
-    return Replacement(claim.nodepool, claim.price, ordered, list(claim.capacity_types), [p.key for p in claim.pods])
+    existing = [e for e in world.existing_nodes(exclude=in_progress) if e.labels.get(wk.ZONE) not in shifted]
+    return bin_packing_simulator(
+        existing, list(world.nodepools.values()), world.types_by_pool(), world.daemonset_pods(), world.unavailable,
+        list(world.pending), node_labels_by_pool=world.labels_by_pool(),
+        held=[p for pods in (held or {}).values() for p in pods],
+    )
 
 
 def emit_gauges(views: Iterable[NodeView], capacities: Mapping[str, Mapping[str, int]], world: World) -> None:

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from ...config.nodepools import BALANCED, WHEN_UNDERUTILIZED
 from ...model.timestamps import format_timestamp
 from ..balanced import Judge
-from ..consolidation import Simulator, disruption_cost, search
+from ..consolidation import Simulator, search
 from ..context import Context
 from ..decisions import Blocker, Decision, Reason
 from ..nodes import NodeView
@@ -85,9 +85,9 @@ class Consolidation(Method):
 
     def compute(self, candidates: Sequence[NodeView], ctx: Context) -> list[Decision]:
         eligible, room = self._admit(candidates, ctx)
-        capped = _cap(eligible, room)
         judge = Judge(ctx.inputs.nodepools, ctx.inputs.views)
-        result = search(capped, self.simulate, max_seconds=ctx.inputs.consolidation_seconds, judge=judge)
+        result = search(eligible, self.simulate, max_seconds=ctx.inputs.consolidation_seconds, judge=judge,
+                        cap=lambda ordered: _cap(ordered, room))
         ctx.out.consolidation = result
         for r in result.refusals:
             ctx.refuse(r.nodes, r.reason, r.why, Blocker.NOT_CONSOLIDATABLE)
@@ -97,7 +97,7 @@ class Consolidation(Method):
         # One multi-node decision may span pools: each pool's budget pays for its own nodes.
         ctx.out.decisions.append(d)
         ctx.decided.update(d.nodes)
-        pool_of = {v.name: v.nodepool for v in capped}
+        pool_of = {v.name: v.nodepool for v in eligible}
         for name in d.nodes:
             ctx.budgets.take(pool_of[name])
         return [d]
@@ -133,11 +133,12 @@ def _consolidates(policy: str) -> bool:
     return policy in (WHEN_UNDERUTILIZED, BALANCED)
 
 
-def _cap(eligible: Sequence[NodeView], room: dict[str, int]) -> list[NodeView]:
-    """The budget caps how many of a pool's nodes one (multi-node) decision may take: the cheapest to disrupt."""
+def _cap(ordered: Sequence[NodeView], room: dict[str, int]) -> list[NodeView]:
+    """The budget caps how many of a pool's nodes one (multi-node) decision may take: the first in the
+    search's order (the cheapest to disrupt for Karpenter's passes, the most wasteful for the repack)."""
     capped: list[NodeView] = []
     used: dict[str, int] = {}
-    for v in sorted(eligible, key=disruption_cost):
+    for v in ordered:
         if used.get(v.nodepool, 0) < room.get(v.nodepool, 0):
             capped.append(v)
             used[v.nodepool] = used.get(v.nodepool, 0) + 1
