@@ -24,7 +24,7 @@ from bench import print_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = ("provisioner", "interruption", "disruption", "cleanup")
-TARGET_SECONDS = 0.8
+TARGET_SECONDS = 0.5  # issue #16 item 5 (the layer budget of item 2 allowed 0.8)
 REPEATS = 3
 
 # Runs in the fresh interpreter: time the import, then the clients.

@@ -15,8 +15,6 @@ import tempfile
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
-from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
 
 from ..settings import Settings
@@ -81,6 +79,11 @@ def tune(configuration: k8s.Configuration) -> k8s.Configuration:
 
 def client_from_kubeconfig(path: str | None = None, context: str | None = None) -> KubeApiClient:
     """A client for the kubeconfig at `path` (default: $KUBECONFIG or ~/.kube/config)."""
+    # Only local runs read a kubeconfig: kubernetes.config (with requests, oauthlib, pydantic) stays out of a
+    # Lambda function's cold start.
+    from kubernetes import config as k8s_config
+    from kubernetes.config.config_exception import ConfigException
+
     configuration = k8s.Configuration()
     try:
         k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
