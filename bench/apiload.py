@@ -105,5 +105,7 @@ def run(pods: int = PODS) -> Iterator[str]:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2 or (len(sys.argv) == 2 and not sys.argv[1].isdigit()):
+        sys.exit(f"usage: python -m bench.apiload [PODS]  (a whole number; default {PODS:,})")
     count = int(sys.argv[1]) if len(sys.argv) > 1 else PODS
     print_lines(lambda: run(count))

@@ -16,5 +16,6 @@ def test_each_benchmark_prints_its_lines_when_run_alone(module: str, monkeypatch
     printed: list[str] = []
     # The benchmark itself is not run here (some take minutes): run() is what __main__ hands to the printer.
     monkeypatch.setattr(bench, "print_lines", lambda run: printed.append(run.__module__))
+    monkeypatch.setattr("sys.argv", [module])  # as `python -m module` sees it, not pytest's own arguments
     runpy.run_module(module, run_name="__main__", alter_sys=False)
     assert printed == ["__main__"], f"python -m {module} prints nothing"
