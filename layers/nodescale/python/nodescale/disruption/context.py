@@ -30,6 +30,9 @@ class Inputs:
     pdbs: Sequence[Mapping] = ()
     repair_threshold_seconds: float = 600.0
     consolidation_seconds: float = 30.0
+    # A sliced pass (usecases/disrupt_slices): only these pools' nodes are candidates; every node stays a
+    # destination for the candidates' pods. None: every pool.
+    candidate_pools: frozenset[str] | None = None
 
 
 @dataclass
@@ -56,6 +59,7 @@ class Context:
         self.candidates = [
             v for v in inputs.views
             if v.name not in inputs.in_progress and v.name not in inputs.protected and v.nodepool in inputs.nodepools
+            and (inputs.candidate_pools is None or v.nodepool in inputs.candidate_pools)
         ]
         self.by_pool: dict[str, list[NodeView]] = {}
         for v in inputs.views:
