@@ -345,6 +345,7 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     world.unavailable = rt.launcher.offerings.snapshot()
     world.catalog = catalog(rt)
     _prepare_types(world)
+    _restrict_to_subnet_zones(rt, world)
     world.index()
     log.debug("world read", extra={"seconds": round(time.perf_counter() - started, 3), "nodes": len(world.nodes),
                                    "pods": len(world.pods), "instances": len(world.instances)})
@@ -441,6 +442,23 @@ def _prepare_types(world: World) -> None:
         world._pool_labels[name] = labels.get(name, {})
         usable[name] = pool
     world.nodepools = usable
+
+
+def _restrict_to_subnet_zones(rt: Runtime, world: World) -> None:
+    """Each pool's offerings only in the zones where its node class has a subnet with free addresses (the
+    launcher's lookup, once per warm container). A node class whose subnets cannot be resolved is left
+    as it is: its launch reports why, which says more than a pool with no offerings would."""
+    for name, pool in world.nodepools.items():
+        nc = world.nodeclasses.get(pool.node_class)
+        if nc is None or name not in world._types:
+            continue
+        try:
+            zones = frozenset(rt.launcher.resources(nc).zones)
+        except Exception as exc:  # any lookup failure: the launch will name it
+            log.debug("subnet zones of %s not resolved: %s", nc.name, exc)
+            continue
+        if zones:
+            world._types[name] = catalogs.only_zones(world._types[name], zones)
 
 
 def catalog(rt: Runtime) -> list[InstanceType]:
