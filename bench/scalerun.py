@@ -559,22 +559,29 @@ def function_limits() -> tuple[dict[str, int], dict[str, int]]:
 
 
 def scale_run(nodes: int, cap_seconds: float = 3600.0, log: Callable[[str], None] = lambda _: None,
-              directory: Path | None = None, slice_nodes: int | None = None) -> ScaleRunResult:
+              directory: Path | None = None, slice_nodes: int | None = None,
+              after_phase: Callable[[ScaleRunResult], None] = lambda _: None) -> ScaleRunResult:
+    """The three phases; ``after_phase`` gets the result so far after each (a long run that is stopped
+    still leaves the figures of the phases it finished)."""
     timeouts, memories = function_limits()
     with contextlib.ExitStack() as stack:
         workdir = directory or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-scalerun-")))
         env = stack.enter_context(sim_world(workdir, nodes, slice_nodes))
         recorder = Recorder(env, timeouts, memories)
         run = Run(env, recorder, nodes, cap_seconds, log)
-        run.scale_out()
-        if run.phases[-1].done:
-            run.interruption_wave()
-        if run.phases[-1].done:
-            run.scale_in()
-        return ScaleRunResult(
-            nodes, recorder.invocations, run.phases, run.pending, run.peak_nodes, run.peak_pods,
-            len(run.cluster.managed_nodes()), run.interrupted, recorder.peak_reset_works, timeouts, memories,
-            run.cluster.pool_of, recorder.batches)
+
+        def result() -> ScaleRunResult:
+            return ScaleRunResult(
+                nodes, recorder.invocations, run.phases, run.pending, run.peak_nodes, run.peak_pods,
+                len(run.cluster.managed_nodes()), run.interrupted, recorder.peak_reset_works, timeouts, memories,
+                run.cluster.pool_of, recorder.batches)
+
+        for phase in (run.scale_out, run.interruption_wave, run.scale_in):
+            if run.phases and not run.phases[-1].done:
+                break
+            phase()
+            after_phase(result())
+        return result()
 
 
 # ------------------------------------------------------------------------------------------- report
@@ -636,6 +643,14 @@ def report_lines(result: ScaleRunResult) -> Iterator[str]:
                f"({f['fullPodListsTotal']} in all)")
 
 
+def write_json(path: Path, nodes: int, result: ScaleRunResult) -> None:
+    path.write_text(json.dumps({
+        "nodes": nodes, "functions": function_figures(result),
+        "phases": [vars(p) for p in result.phases],
+        "invocations": [{k: v for k, v in vars(i).items() if k != "summary"} for i in result.invocations],
+    }, indent=1))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.scalerun", description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=NODES, help="about how many nodes (10 pods each)")
@@ -649,16 +664,19 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     log = (lambda _: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     started = time.monotonic()
-    result = scale_run(args.nodes, args.cap, log, slice_nodes=args.slice_nodes)
+
+    def keep(partial: ScaleRunResult) -> None:
+        for line in report_lines(partial):
+            log("  so far: " + line)
+        if args.json:
+            write_json(Path(args.json), args.nodes, partial)
+
+    result = scale_run(args.nodes, args.cap, log, slice_nodes=args.slice_nodes, after_phase=keep)
     log(f"scale run: {time.monotonic() - started:.0f} s wall in all; load average at the end "
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print_lines(lambda: report_lines(result))
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "nodes": args.nodes, "functions": function_figures(result),
-            "phases": [vars(p) for p in result.phases],
-            "invocations": [{k: v for k, v in vars(i).items() if k != "summary"} for i in result.invocations],
-        }, indent=1))
+        write_json(Path(args.json), args.nodes, result)
     return 0 if all(p.done for p in result.phases) and len(result.phases) == 3 else 1
 
 
