@@ -217,12 +217,13 @@ class Recorder:
                     done = list(pool.map(one, events))
         peak = _status_kib("VmHWM")
         total = api_load(self.stats("GET"))
-        share = {k: -(-v // len(events)) for k, v in total.items()}  # rounded up
         out = []
-        for seconds, cpu, summary in done:
+        for index, (seconds, cpu, summary) in enumerate(done):
             summary = summary if isinstance(summary, dict) else {}
+            # An even share each, the remainder to the first, so the invocations add up to the batch.
+            share = {k: v // len(events) + (v % len(events) if index == 0 else 0) for k, v in total.items()}
             self.invocations.append(Invocation(function, self.phase, seconds, peak / 1024, before / 1024,
-                                               total if len(events) == 1 else share, summary, cpu))
+                                               share, summary, cpu))
             out.append(summary)
         if len(events) > 1:
             self.batches.append((function, len(events), concurrency, total))
@@ -496,8 +497,10 @@ class Run:
             self.env.advance(35)  # past consolidateAfter (30 s)
             summaries = self.disruption()
             self.provisioner()
-            busy = any(s.get("decisions") or s.get("inProgress") or s.get("terminated") or s.get("drained")
-                       for s in summaries)
+            # Busy: a decision taken, a drain or termination under way, a replacement awaited, or a node just
+            # found empty (its consolidateAfter has started: the next runs remove it).
+            busy = any(s.get("decisions") or s.get("terminations") or s.get("waitingForReplacement")
+                       or s.get("emptySince") for s in summaries)
             quiet = 0 if busy else quiet + 1
             nodes = len(self.cluster.managed_nodes())
             self.log(f"  scale-in {time.monotonic() - started:6.0f} s: {nodes} nodes, "

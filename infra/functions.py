@@ -50,11 +50,15 @@ class FunctionSpec:
 
 # The provisioner watches for pending pods for up to WATCH_SECONDS, then plans and launches, within one
 # minute's tick; the disruption function drains nodes (PDB-paced evictions), hence its longer timeout;
-# interruption must finish well inside a spot instance's two-minute notice. Memory is sized for
-# parsing large pod lists as plain JSON (50,000 pods are about 36 MB).
-PROVISIONER = FunctionSpec("provisioner", "Launches capacity for pending pods", 1024, 120, 1)
+# interruption must finish well inside a spot instance's two-minute notice.
+# Sizes from the scale run (`python -m bench.scalerun --nodes 600`, docs/scale.md: 600 nodes, 6,000 pods,
+# 30 spot nodes interrupted at once, on a loaded 2-core machine): the longest provisioner invocation took
+# 89 s (its own CPU 6.4 s: the rest was sim under load), so 180 s; every function's process peaked at
+# 751-773 MiB with the three functions' pod caches in one process (an upper bound for one container),
+# so 1024 MB each, interruption raised from 512. Larger clusters: `-c functionMemory=...` (docs/deploy.md).
+PROVISIONER = FunctionSpec("provisioner", "Launches capacity for pending pods", 1024, 180, 1)
 INTERRUPTION = FunctionSpec("interruption", "Reacts to spot interruptions, rebalance, state and health events",
-                            512, 150)
+                            1024, 150)
 # The disruption function runs once a minute, plus one invocation per slice when a large cluster's pass is
 # split (usecases/disrupt_slices.py): its concurrency is the scheduled run and MAX_SLICES slices; the
 # NodePool leases, not the concurrency, keep two runs off the same pool.
