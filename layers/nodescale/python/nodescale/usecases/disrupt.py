@@ -17,6 +17,7 @@ This module keeps the names the handler, the CLI, the bench and the tests import
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping
 from datetime import timedelta
@@ -156,11 +157,18 @@ def disrupt_once(
         if len(slices) > 1:
             clean_up(run)
             for piece in slices:
-                fan_out(piece.event())
+                try:
+                    fan_out(piece.event())
+                except Exception as exc:  # one slice not started must not keep the others from starting
+                    run.report.errors.append(f"slice {piece.index + 1} of {piece.of} ({', '.join(piece.pools)}) "
+                                             f"not started: {exc}; the next pass tries again")
             run.report.slices = [list(piece.pools) for piece in slices]
             return _summary(run)
     pools = tuple(world.nodepools) if part is None else part.pools
-    with disrupt_slices.pool_leases(rt, pools, ttl_seconds=run.time_left() + LEASE_SLACK_SECONDS) as busy:
+    # A dry run changes nothing, so it holds no lease and keeps no real pass from a pool.
+    leased = contextlib.nullcontext([]) if dry_run else \
+        disrupt_slices.pool_leases(rt, pools, ttl_seconds=run.time_left() + LEASE_SLACK_SECONDS)
+    with leased as busy:
         if busy:
             run.report.notes.append(f"NodePools {', '.join(busy)} are being disrupted by another invocation: "
                                     "left to the next pass")
