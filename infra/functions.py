@@ -51,11 +51,12 @@ class FunctionSpec:
 # The provisioner watches for pending pods for up to WATCH_SECONDS, then plans and launches, within one
 # minute's tick; the disruption function drains nodes (PDB-paced evictions), hence its longer timeout;
 # interruption must finish well inside a spot instance's two-minute notice.
-# Sizes from the scale run (`python -m bench.scalerun --nodes 600`, docs/scale.md: 600 nodes, 6,000 pods,
-# 30 spot nodes interrupted at once, on a loaded 2-core machine): the longest provisioner invocation took
-# 89 s (its own CPU 6.4 s: the rest was sim under load), so 180 s; every function's process peaked at
-# 751-773 MiB with the three functions' pod caches in one process (an upper bound for one container),
-# so 1024 MB each, interruption raised from 512. Larger clusters: `-c functionMemory=...` (docs/deploy.md).
+# Sizes from the scale run (`python -m bench.scalerun`, docs/scale.md; 600 and 1,200 nodes, 10 pods each,
+# 5% of spot nodes interrupted at once, on a loaded 2-core machine): the longest provisioner invocation
+# took 76-89 s (its own CPU 6-12 s: the rest was sim under load), so 180 s; at 600 nodes every
+# function's process peaked at 751-773 MiB with the three functions' pod caches in one process (an upper
+# bound for one container), so 1024 MB each, interruption raised from 512. The provisioner alone took
+# 339 MiB at 12,000 pods. Larger clusters: `-c functionMemory=...` (docs/deploy.md).
 PROVISIONER = FunctionSpec("provisioner", "Launches capacity for pending pods", 1024, 180, 1)
 INTERRUPTION = FunctionSpec("interruption", "Reacts to spot interruptions, rebalance, state and health events",
                             1024, 150)
