@@ -60,7 +60,7 @@ class Prices:
 
 # ------------------------------------------------------------------------------------------ deployment
 # From infra/functions.py and infra/triggers.py (tests/cdk/test_cost_inputs.py holds these to the stack).
-MEMORY_MB = {"provisioner": 1024, "disruption": 1024, "interruption": 512}
+MEMORY_MB = {"provisioner": 1024, "disruption": 1024, "interruption": 1024}
 WATCH_SECONDS_DEPLOYED = 50.0
 TICKS_PER_MONTH = 730 * 60  # a one-minute schedule over AWS's 730-hour month
 # infra/dashboard.py: one errors alarm per function (3), dead letters, pods pending, limit reached,

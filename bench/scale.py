@@ -9,7 +9,8 @@
 3. The same with 2,000 pods spread over hostnames (maxSkew 1), which takes one node per pod; its
    wall time is capped (SPREAD_CAP_SECONDS) and reported as it stands when the cap is hit.
 
-`python -m bench.scale list URL` is the listing process of part 1.
+`python -m bench.scale list URL` is the listing process of part 1; `python -m bench.scale --nodes N`
+is the large scale run of issue 18 (`bench/scalerun.py`).
 """
 
 from __future__ import annotations
@@ -335,5 +336,9 @@ def run() -> Iterator[str]:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["list"] and len(sys.argv) == 3:
         _list_main(sys.argv[2])
+    elif any(arg == "--nodes" or arg.startswith("--nodes=") for arg in sys.argv[1:]):
+        from bench import scalerun
+
+        sys.exit(scalerun.main(sys.argv[1:]))
     else:
         print_lines(run)

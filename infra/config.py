@@ -33,6 +33,8 @@ CONTEXT_KEYS = (
     "applyRbac",
     "logRetentionDays",
     "logLevel",
+    "functionMemory",
+    "functionTimeout",
 )
 
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
@@ -49,6 +51,12 @@ _RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731
                    2922, 3288, 3653)
 _NODEPOOL_KINDS = ("NodePool", "EC2NodeClass", "Provisioner", "AWSNodeTemplate")
 _SSM_ADVANCED_LIMIT = 8192
+# The functions whose memory and timeout a deployer may set (infra/functions.FUNCTION_SPECS' names;
+# tests/cdk checks the two agree), and Lambda's bounds for them. The handlers keep a margin of up to
+# 30 s before their timeout, so less than a minute would leave them no time to work.
+SIZED_FUNCTIONS = ("provisioner", "interruption", "disruption", "cleanup")
+_MEMORY_MB = (128, 10240)
+_TIMEOUT_SECONDS = (60, 900)
 
 
 class ConfigError(ValueError):
@@ -84,6 +92,9 @@ class StackConfig:
     apply_rbac: bool = False  # the stack applies infra/manifests/rbac.yaml itself (infra/rbac.py)
     log_retention_days: int = 30
     log_level: str = "INFO"
+    # Per function, overriding infra/functions.py's measured defaults: memory in MB, timeout in seconds.
+    function_memory: dict[str, int] = field(default_factory=dict)
+    function_timeout: dict[str, int] = field(default_factory=dict)
 
     @property
     def stack_name(self) -> str:
@@ -162,6 +173,8 @@ class StackConfig:
             apply_rbac=_flag(get("applyRbac"), "applyRbac"),
             log_retention_days=retention,
             log_level=level,
+            function_memory=_function_sizes(get("functionMemory"), "functionMemory", _MEMORY_MB, "MB"),
+            function_timeout=_function_sizes(get("functionTimeout"), "functionTimeout", _TIMEOUT_SECONDS, "seconds"),
         )
 
 
@@ -247,6 +260,43 @@ def _cluster_limits(value: Any) -> dict[str, str]:
         # The functions' message names their variable; at deploy time the user wrote clusterLimits.
         raise ConfigError("clusterLimits: " + str(exc).split(": ", 1)[-1]) from None
     return limits
+
+
+def _function_sizes(value: Any, key: str, bounds: tuple[int, int], unit: str) -> dict[str, int]:
+    """Per-function sizes: `-c functionMemory=provisioner=2048,disruption=3008` on the command line, or a
+    JSON object ({"provisioner": 2048}) in cdk.json or as the value."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return {}
+    example = f"-c {key}=provisioner={bounds[1] // 4 if unit == 'MB' else 300}"
+    pairs: list[tuple[str, Any]]
+    if isinstance(value, dict):
+        pairs = list(value.items())
+    elif isinstance(value, str) and value.strip().startswith("{"):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{key} is not JSON ({exc.msg}): expected e.g. {example}") from None
+        if not isinstance(parsed, dict):
+            raise ConfigError(f"{key}={value!r}: expected a JSON object, e.g. {example}")
+        pairs = list(parsed.items())
+    else:
+        pairs = []
+        for item in _list(value):
+            name, sep, amount = item.partition("=")
+            if not sep:
+                raise ConfigError(f"{key}={value!r}: expected function=amount pairs separated by commas, "
+                                  f"e.g. {example}")
+            pairs.append((name.strip(), amount.strip()))
+    out: dict[str, int] = {}
+    for name, amount in pairs:
+        if name not in SIZED_FUNCTIONS:
+            raise ConfigError(f"{key}: unknown function {name!r}: allowed are {', '.join(SIZED_FUNCTIONS)}")
+        text = str(amount).strip()
+        if isinstance(amount, bool) or not text.isdigit() or not bounds[0] <= int(text) <= bounds[1]:
+            raise ConfigError(f"{key}: {name}={amount!r}: allowed is a whole number of {unit} from "
+                              f"{bounds[0]} to {bounds[1]}")
+        out[name] = int(text)
+    return out
 
 
 def _check_ids(key: str, ids: tuple[str, ...], pattern: re.Pattern[str], example: str) -> None:

@@ -18,6 +18,7 @@ from infra.config import StackConfig
 from infra.layers import NODESCALE_LAYER_DIR, REPO_ROOT, dependencies_layer_dir
 from infra.metric_names import NAMESPACE, SERVICE
 from infra.names import physical_name
+from nodescale.disruption.slices import MAX_SLICES
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.ARM_64
@@ -38,15 +39,32 @@ class FunctionSpec:
     timeout_seconds: int
     reserved_concurrency: int | None = None
 
+    def memory_for(self, config: StackConfig) -> int:
+        """The memory deployed: the stack's `functionMemory` override for this function, else the default."""
+        return config.function_memory.get(self.name, self.memory_mb)
+
+    def timeout_for(self, config: StackConfig) -> int:
+        """The timeout deployed: the stack's `functionTimeout` override for this function, else the default."""
+        return config.function_timeout.get(self.name, self.timeout_seconds)
+
 
 # The provisioner watches for pending pods for up to WATCH_SECONDS, then plans and launches, within one
 # minute's tick; the disruption function drains nodes (PDB-paced evictions), hence its longer timeout;
-# interruption must finish well inside a spot instance's two-minute notice. Memory is sized for
-# parsing large pod lists as plain JSON (50,000 pods are about 36 MB).
-PROVISIONER = FunctionSpec("provisioner", "Launches capacity for pending pods", 1024, 120, 1)
+# interruption must finish well inside a spot instance's two-minute notice.
+# Sizes from the scale run (`python -m bench.scalerun`, docs/scale.md; 600 and 1,200 nodes, 10 pods each,
+# 5% of spot nodes interrupted at once, on a loaded 2-core machine): the longest provisioner invocation
+# took 76-89 s (its own CPU 6-12 s: the rest was sim under load), so 180 s; at 600 nodes every
+# function's process peaked at 751-773 MiB with the three functions' pod caches in one process (an upper
+# bound for one container), so 1024 MB each, interruption raised from 512. The provisioner alone took
+# 339 MiB at 12,000 pods. Larger clusters: `-c functionMemory=...` (docs/deploy.md).
+PROVISIONER = FunctionSpec("provisioner", "Launches capacity for pending pods", 1024, 180, 1)
 INTERRUPTION = FunctionSpec("interruption", "Reacts to spot interruptions, rebalance, state and health events",
-                            512, 150)
-DISRUPTION = FunctionSpec("disruption", "Consolidates, expires, repairs and replaces drifted nodes", 1024, 300, 1)
+                            1024, 150)
+# The disruption function runs once a minute, plus one invocation per slice when a large cluster's pass is
+# split (usecases/disrupt_slices.py): its concurrency is the scheduled run and MAX_SLICES slices; the
+# NodePool leases, not the concurrency, keep two runs off the same pool.
+DISRUPTION = FunctionSpec("disruption", "Consolidates, expires, repairs and replaces drifted nodes", 1024, 300,
+                          MAX_SLICES + 1)
 CLEANUP = FunctionSpec("cleanup", "Removes this cluster's capacity when the stack is deleted", 512, 900)
 # Only with `-c applyRbac=true` (infra/rbac.py): not one of FUNCTION_SPECS, whose roles every stack has.
 RBAC = FunctionSpec("rbac", "Applies the functions' RBAC at deploy and removes it when the stack is deleted",
@@ -125,8 +143,8 @@ def make_function(
         code=lambda_.Code.from_asset(str(code_dir or REPO_ROOT / "lambdas" / spec.name), exclude=ASSET_EXCLUDES),
         layers=layers.all,
         role=role,
-        memory_size=spec.memory_mb,
-        timeout=Duration.seconds(spec.timeout_seconds),
+        memory_size=spec.memory_for(config),
+        timeout=Duration.seconds(spec.timeout_for(config)),
         reserved_concurrent_executions=spec.reserved_concurrency,
         environment={
             **environment,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aws_cdk import Aws, Stack
+from aws_cdk import ArnFormat, Aws, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
@@ -315,3 +315,12 @@ def log_statement(log_group_arns: Sequence[str]) -> iam.PolicyStatement:
 
 def vpc_statement() -> iam.PolicyStatement:
     return iam.PolicyStatement(sid="ManageLambdaVpcInterfaces", actions=list(VPC_ACTIONS), resources=["*"])
+
+
+def self_invoke_statement(scope: Construct, function_name: str) -> iam.PolicyStatement:
+    """The disruption function starts the slices of a split pass by invoking itself asynchronously
+    (aws/fan_out.py). The ARN is built from the function's name, not taken from the function: the role
+    is created before the function, and a reference back would be a dependency cycle."""
+    arn = Stack.of(scope).format_arn(service="lambda", resource="function", resource_name=function_name,
+                                     arn_format=ArnFormat.COLON_RESOURCE_NAME)
+    return iam.PolicyStatement(sid="InvokeItselfForSlices", actions=["lambda:InvokeFunction"], resources=[arn])

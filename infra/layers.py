@@ -37,6 +37,7 @@ BOTOCORE_SERVICES = (
     "ec2",
     "eks",
     "iam",
+    "lambda",  # aws/fan_out.py: the disruption function starts the slices of a split pass
     "logs",
     "pricing",
     "sqs",

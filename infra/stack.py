@@ -113,6 +113,7 @@ class NodescaleStack(Stack):
         self.cleanup_function, cleanup_logs = make_function(
             self, CLEANUP, config=config, role=self.roles[CLEANUP.name], layers=layers, environment=environment,
         )
+        self._allow_disruption_slices()
         self.functions = [self.provisioner, self.interruption, self.disruption]
         self.access = self._grant({
             PROVISIONER.name: provisioner_logs, INTERRUPTION.name: interruption_logs,
@@ -146,6 +147,11 @@ class NodescaleStack(Stack):
             dead_letter_queue=self.dead_letter_queue, topic=self.alarm_topic,
         )
         acknowledge_findings(self)
+
+    def _allow_disruption_slices(self) -> None:
+        """A split disruption pass: the scheduled invocation starts one invocation of itself per slice."""
+        name = physical_name(self.config.cluster_name, DISRUPTION.name)
+        self.roles[DISRUPTION.name].add_to_policy(policies.self_invoke_statement(self, name))
 
     def _rbac(self, layers: Layers) -> RbacApplier | None:
         """With applyRbac the stack applies the functions' RBAC. The cleanup drains with it, so it is applied

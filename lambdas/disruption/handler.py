@@ -1,18 +1,24 @@
 """The disruption function: a thin Powertools handler around nodescale's disruption use-case.
 
-Started every minute by the schedule (reserved concurrency 1, so two runs never overlap). One run
-finishes drains under way, cleans up what leaked and makes this minute's disruption decisions; it
-stops starting new work a margin before the invocation's time runs out, and the nodes' taints and
-annotations tell the next run where to carry on. An event may say ``{"dryRun": true}``.
+Started every minute by the schedule. One run finishes drains under way, cleans up what leaked and
+makes this minute's disruption decisions; it stops starting new work a margin before the invocation's
+time runs out, and the nodes' taints and annotations tell the next run where to carry on. A cluster
+larger than ``NODESCALE_DISRUPTION_SLICE_NODES`` is split: the scheduled run invokes this function
+asynchronously once per slice of NodePools, with ``{"slice": {"pools": [...], "index": i, "of": n}}``
+(usecases/disrupt_slices.py); each invocation holds its pools' leases, so no pool is in two runs at
+once. An event may say ``{"dryRun": true}``.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from nodescale import lambda_support, telemetry
+from nodescale.aws import fan_out
 from nodescale.runtime import Runtime
 from nodescale.usecases import disrupt
+from nodescale.usecases.disrupt_slices import Slice, SliceError
 
 logger = telemetry.logger()
 metrics = telemetry.metrics()
@@ -25,7 +31,18 @@ MARGIN_SECONDS = 30.0
 @metrics.log_metrics
 @lambda_support.with_shared_runtime(logger)
 def handler(event: dict[str, Any], context: Any, rt: Runtime) -> dict[str, Any]:
-    return disrupt.disrupt_once(rt, dry_run=bool(event.get("dryRun")), deadline=run_deadline(context))
+    part = None
+    if event.get("slice") is not None:
+        try:
+            part = Slice.from_event(event["slice"])
+        except SliceError as exc:
+            logger.error(str(exc))
+            return {"error": str(exc)}
+    # A slice never fans out again; a dry run plans the whole cluster in one place.
+    arn = getattr(context, "invoked_function_arn", None)
+    send = functools.partial(fan_out.invoke_async, arn) if arn and part is None and not event.get("dryRun") else None
+    return disrupt.disrupt_once(rt, dry_run=bool(event.get("dryRun")), deadline=run_deadline(context),
+                                part=part, fan_out=send)
 
 
 def run_deadline(context: Any, now: float | None = None) -> float:

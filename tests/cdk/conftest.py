@@ -52,6 +52,15 @@ CONFIGURATIONS: dict[str, tuple[dict[str, Any], str | None]] = {
         },
         "eu-west-1",
     ),
+    # Function sizes set per cluster (issue 18 item 4): one on the command line's form, one as JSON.
+    "sized": (
+        {
+            "clusterName": "sized-cluster",
+            "functionMemory": "provisioner=2048,disruption=3008",
+            "functionTimeout": {"disruption": 900, "interruption": 120},
+        },
+        None,
+    ),
     # An existing alarm topic, and an existing node role given without its instance profile (the stack makes one).
     "topic": (
         {

@@ -62,9 +62,13 @@ def test_context_reaches_the_environment(full: Synth) -> None:
     assert env[WINDOWS_INSTANCE_PROFILE]["Ref"].startswith("NodesWindowsInstanceProfile")
 
 
-def test_reserved_concurrency_one_for_scheduled_functions(default: Synth) -> None:
+def test_reserved_concurrency_one_for_the_provisioner_and_room_for_the_slices_of_a_disruption_pass(
+        default: Synth) -> None:
+    from nodescale.disruption.slices import MAX_SLICES
+
     assert _function(default, "provisioner")["ReservedConcurrentExecutions"] == 1
-    assert _function(default, "disruption")["ReservedConcurrentExecutions"] == 1
+    # The scheduled run plus one invocation per slice; NodePool leases keep two runs off the same pool.
+    assert _function(default, "disruption")["ReservedConcurrentExecutions"] == MAX_SLICES + 1
     assert "ReservedConcurrentExecutions" not in _function(default, "interruption")
 
 

@@ -1,4 +1,5 @@
-"""Scale (issue 8): listing a big cluster, and 1,000 `inflate` pods scaled out and back in on `sim/`.
+"""Scale (issues 8 and 18): listing a big cluster, 1,000 `inflate` pods scaled out and back in on `sim/`,
+and the large scale run of bench/scalerun.py at a small size.
 
 The 2,000-pod run with hostname spread takes a node per pod and lives in `bench/scale.py` (make bench).
 """
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import scale
+from bench import scale, scalerun
 from nodescale.k8s.raw import request_json
 from sim.clock import Clock
 from sim.kube.store import Store
@@ -62,3 +63,30 @@ def test_1000_inflate_pods_run_within_2_minutes_and_scale_in_removes_every_node(
         while request_json(sim.env.kube_api_client(), "GET", "/api/v1/namespaces/default/pods")["items"]:
             assert time.monotonic() < deadline, "inflate's pods never went"
             time.sleep(0.2)
+
+
+def test_the_scale_run_at_small_size_completes_within_the_stacks_limits_and_slices_its_disruption_passes() -> None:
+    """bench/scalerun.py (issue 18) at 16 nodes, so it cannot rot: scale-out of the mix, an interruption
+    wave, scale-in to 30% and consolidation until quiet, with the disruption pass split (threshold 8
+    nodes) into slices of NodePools, each slice run through the handler as its asynchronous invocation."""
+    result = scalerun.scale_run(16, cap_seconds=600, slice_nodes=8)
+    for line in scalerun.report_lines(result):
+        print(line)
+    assert [(p.name, p.done) for p in result.phases] == [
+        ("scale-out", True), ("interruption", True), ("scale-in and consolidation", True)]
+    assert result.peak_pods >= 16 * 10 and result.interrupted >= 1
+    assert result.final_nodes < result.peak_nodes  # consolidation removed what scale-in left over
+    figures = scalerun.function_figures(result)
+    assert set(figures) == {"provisioner", "interruption", "disruption"}
+    assert all(f["withinTimeout"] and f["withinMemory"] for f in figures.values()), figures
+    assert figures["provisioner"]["fullPodListsTotal"] <= 1  # one cold list; watches after
+    disruption = [i for i in result.invocations if i.function == "disruption"]
+    fanned = [i for i in disruption if len(i.summary["slices"]) > 1]
+    slices = [i for i in disruption if len(i.summary["slices"]) == 1]
+    assert fanned and len(slices) >= len(fanned) * 2
+    assert all(not i.summary["decisions"] for i in fanned)  # the scheduled run only cleans up and fans out
+    decided = [(i, d) for i in slices for d in i.summary["decisions"]]
+    assert decided, "no slice made a decision"
+    for invocation, decision in decided:
+        pools = {result.pool_of.get(n, "?") for n in decision["nodes"]}
+        assert pools <= set(invocation.summary["slices"][0]), (decision, invocation.summary["slices"])

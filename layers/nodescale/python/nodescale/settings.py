@@ -32,6 +32,10 @@ CLUSTER_LIMITS = "NODESCALE_CLUSTER_LIMITS"
 REGISTRATION_TIMEOUT = "NODESCALE_REGISTRATION_TIMEOUT_SECONDS"
 REPAIR_THRESHOLD = "NODESCALE_REPAIR_THRESHOLD_SECONDS"
 UNAVAILABLE_OFFERING_TTL = "NODESCALE_UNAVAILABLE_OFFERING_TTL_SECONDS"
+# Above this many nodes (and with two NodePools or more) a disruption pass is split into slices of
+# NodePools run by parallel invocations (usecases/disrupt_slices.py); 0 never splits.
+DISRUPTION_SLICE_NODES = "NODESCALE_DISRUPTION_SLICE_NODES"
+DEFAULT_DISRUPTION_SLICE_NODES = 2000
 KUBECONFIG = "KUBECONFIG"
 REGION = "AWS_REGION"
 DEFAULT_REGION = "AWS_DEFAULT_REGION"
@@ -58,6 +62,7 @@ class Settings:
     registration_timeout_seconds: float = 900.0
     repair_threshold_seconds: float = 600.0
     unavailable_offering_ttl_seconds: float = 180.0
+    disruption_slice_nodes: int = DEFAULT_DISRUPTION_SLICE_NODES
     kubeconfig: str | None = None
 
     @classmethod
@@ -94,6 +99,7 @@ class Settings:
             registration_timeout_seconds=_seconds(env, REGISTRATION_TIMEOUT, 900.0),
             repair_threshold_seconds=_seconds(env, REPAIR_THRESHOLD, 600.0),
             unavailable_offering_ttl_seconds=_seconds(env, UNAVAILABLE_OFFERING_TTL, 180.0),
+            disruption_slice_nodes=_count(env, DISRUPTION_SLICE_NODES, DEFAULT_DISRUPTION_SLICE_NODES),
             kubeconfig=env.get(KUBECONFIG) or None,
         )
 
@@ -109,6 +115,15 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     if value < 0:
         raise SettingsError(f"{name}={raw!r}: allowed is a number of seconds, 0 or more")
     return value
+
+
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit():
+        raise SettingsError(f"{name}={raw!r}: allowed is a whole number, 0 or more")
+    return int(raw)
 
 
 def _limits(raw: str) -> dict[str, str]:

@@ -193,6 +193,20 @@ def mark_unavailable(
     return out
 
 
+def only_zones(types: Sequence[InstanceType], zones: frozenset[str]) -> list[InstanceType]:
+    """Copies of the types whose offerings outside ``zones`` are unavailable. As Karpenter's AWS provider
+    does with the zones of a node class's subnets: a type offered in a zone where the node class has no
+    subnet cannot be launched there, and a zone spread must not count that zone as a domain to fill."""
+    out = []
+    for it in types:
+        if all(o.zone in zones or not o.available for o in it.offerings):
+            out.append(it)
+            continue
+        offerings = tuple(o if o.zone in zones else dataclasses.replace(o, available=False) for o in it.offerings)
+        out.append(it.copy(offerings=offerings))
+    return out
+
+
 # ----------------------------------------------------------------------------------------- building
 
 

@@ -34,6 +34,9 @@ class Inputs:
     shifted_zones: frozenset[str] = frozenset()  # zone names under an ARC zonal shift (disruption/zonalshift.py)
     # Capacity blocks within 40 minutes of their end (CapacityReservation.expiring): their nodes are drained.
     expiring_reservations: Mapping[str, datetime] = field(default_factory=dict)  # reservation id -> end
+    # A sliced pass (usecases/disrupt_slices): only these pools' nodes are candidates; every node stays a
+    # destination for the candidates' pods. None: every pool.
+    candidate_pools: frozenset[str] | None = None
 
 
 @dataclass
@@ -60,6 +63,7 @@ class Context:
         self.candidates = [
             v for v in inputs.views
             if v.name not in inputs.in_progress and v.name not in inputs.protected and v.nodepool in inputs.nodepools
+            and (inputs.candidate_pools is None or v.nodepool in inputs.candidate_pools)
         ]
         self.by_pool: dict[str, list[NodeView]] = {}
         for v in inputs.views:

@@ -17,6 +17,7 @@ This module keeps the names the handler, the CLI, the bench and the tests import
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping
 from datetime import timedelta
@@ -28,6 +29,7 @@ from ..disruption.gauges import cluster_gauges
 from ..disruption.nodes import EMPTY_SINCE, PODS_CHANGED, NodeView
 from ..model.currency import localize
 from ..runtime import Runtime
+from . import disrupt_slices
 from .disrupt_act import act, finish_under_way, flush_terminations, refused
 from .disrupt_cleanup import TEMPLATE_MIN_AGE_SECONDS, clean_up
 from .disrupt_read import (
@@ -57,14 +59,17 @@ from .disrupt_run import (
     RunState,
     replacement_ids,
 )
+from .disrupt_slices import FanOut, Slice
 from .world import read_world
 
 # Single-node consolidation stops trying after this share of the run's time.
 CONSOLIDATION_SHARE = 0.25
+# A pool's lease outlives the run's deadline by this much: the drain round and summary under way.
+LEASE_SLACK_SECONDS = 60.0
 
 
-def decide(run: RunState, in_progress: set[str], protected: set[str]) -> None:
-    """Read what the planner needs, plan, and act on the outcome."""
+def decide(run: RunState, in_progress: set[str], protected: set[str], pools: frozenset[str] | None = None) -> None:
+    """Read what the planner needs, plan, and act on the outcome; with ``pools`` only their nodes are candidates."""
     world = run.world
     held = buffer_placement(world, in_progress)
     views, capacities = node_views(world, held)
@@ -85,6 +90,7 @@ def decide(run: RunState, in_progress: set[str], protected: set[str]) -> None:
         shifted_zones=world.shifted_zones(),
         expiring_reservations={r.id: r.end_date for rs in world.reservations.values() for r in rs
                                if r.end_date is not None and r.expiring(world.now)},
+        candidate_pools=pools,
     )
     outcome = planner.plan(inputs, simulator(world, in_progress, held))
     apply(run, outcome, {v.name: v for v in views})
@@ -129,19 +135,62 @@ def empty_entry(run: RunState, view: NodeView) -> dict[str, Any]:
     return entry
 
 
-def disrupt_once(rt: Runtime, *, dry_run: bool = False, deadline: float | None = None) -> dict[str, Any]:
-    """One disruption run; ``deadline`` is a ``time.monotonic()`` value after which nothing new starts."""
+def disrupt_once(
+    rt: Runtime,
+    *,
+    dry_run: bool = False,
+    deadline: float | None = None,
+    part: Slice | None = None,
+    fan_out: FanOut | None = None,
+) -> dict[str, Any]:
+    """One disruption run; ``deadline`` is a ``time.monotonic()`` value after which nothing new starts.
+
+    ``part``: this invocation is one slice of a split pass and disrupts only its NodePools. ``fan_out``
+    (the scheduled invocation's): how to start a slice; given, a cluster over the split threshold is
+    cleaned up here and its disruption handed to one invocation per slice (``disrupt_slices``).
+    """
     deadline = deadline if deadline is not None else time.monotonic() + DEFAULT_RUN_SECONDS
     rt.begin_invocation()
-    world = read_world(rt)
+    # Pods from the warm container's cache (a watch from the last version; one list per cold container),
+    # not a list of every pod each minute: the planner needs every node's pods, the drain reads its node's own.
+    world = read_world(rt, pod_cache=True)
     run = RunState(rt, world, dry_run, deadline)
     for error in world.config_errors:
         run.report.errors.append(f"configuration: {error}")
-    in_progress, protected = finish_under_way(run)
-    flush_terminations(run)
-    clean_up(run)
-    decide(run, in_progress, protected)
-    flush_terminations(run)
+    if part is None and fan_out is not None:
+        slices = disrupt_slices.slices_for(rt, world.nodepools, world.node_views())
+        if len(slices) > 1:
+            clean_up(run)
+            for piece in slices:
+                try:
+                    fan_out(piece.event())
+                except Exception as exc:  # one slice not started must not keep the others from starting
+                    run.report.errors.append(f"slice {piece.index + 1} of {piece.of} ({', '.join(piece.pools)}) "
+                                             f"not started: {exc}; the next pass tries again")
+            run.report.slices = [list(piece.pools) for piece in slices]
+            return _summary(run)
+    pools = tuple(world.nodepools) if part is None else part.pools
+    # A dry run changes nothing, so it holds no lease and keeps no real pass from a pool.
+    leased = contextlib.nullcontext([]) if dry_run else \
+        disrupt_slices.pool_leases(rt, pools, ttl_seconds=run.time_left() + LEASE_SLACK_SECONDS)
+    with leased as busy:
+        if busy:
+            run.report.notes.append(f"NodePools {', '.join(busy)} are being disrupted by another invocation: "
+                                    "left to the next pass")
+        mine = frozenset(p for p in pools if p not in busy)
+        only = None if part is None and not busy else mine
+        if part is not None:
+            run.report.slices = [list(part.pools)]
+        in_progress, protected = finish_under_way(run, only)
+        flush_terminations(run)
+        if part is None:
+            clean_up(run)  # cluster-wide: the scheduled invocation's, never a slice's
+        decide(run, in_progress, protected, only)
+        flush_terminations(run)
+    return _summary(run)
+
+
+def _summary(run: RunState) -> dict[str, Any]:
     summary = run.report.to_dict()
     telemetry.logger().info("disruption summary", extra={"summary": summary})
     return summary

@@ -24,6 +24,7 @@ from ..disruption.nodes import NodeView
 from ..k8s import events as k8s_events
 from ..k8s import nodes as k8s_nodes
 from ..model.currency import localize
+from ..model.nodelabels import pool_key
 from .disrupt_run import (
     EVENT_BLOCKED,
     EVENT_DECISION,
@@ -48,12 +49,19 @@ from .world import in_flight_instance
 # -- what is under way ----------------------------------------------------------------------------------------
 
 
-def finish_under_way(run: RunState) -> tuple[set[str], set[str]]:
-    """Returns (nodes in progress, nodes that are replacements still coming up)."""
+def finish_under_way(run: RunState, pools: frozenset[str] | None = None) -> tuple[set[str], set[str]]:
+    """Returns (nodes in progress, nodes that are replacements still coming up); with ``pools`` (a sliced
+    pass), only those pools' nodes are moved on, and the others' are still reported as in progress."""
     in_progress: set[str] = set()
     protected: set[str] = set()
     for raw in list(run.world.nodes):
         name = node_name(raw)
+        if pools is not None and pool_key((raw.get("metadata") or {}).get("labels") or {}) not in pools:
+            if k8s_nodes.has_taint(raw, k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule") or \
+                    node_annotations(raw).get(REPLACEMENT_ANNOTATION):
+                in_progress.add(name)
+                protected.update(_nodes_of(run, replacement_ids(raw)))
+            continue
         if k8s_nodes.has_taint(raw, k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule"):
             in_progress.add(name)
             # Its replacement takes the pods this drain evicts: not a candidate while that goes on.

@@ -69,6 +69,8 @@ class Report:
     # Nodes first seen empty this run: the clock of their pool's consolidateAfter (ttlSecondsAfterEmpty) started.
     empty_since: list[dict[str, Any]] = field(default_factory=list)
     currency: str = USD  # of every price in the report: the region's
+    # A split pass: the scheduled invocation lists the slices it started; a slice, its own pools.
+    slices: list[list[str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         saving = sum(d.get("savingPerHour", 0.0) for d in self.decisions)
@@ -86,6 +88,7 @@ class Report:
             "seconds": round(time.monotonic() - self.started, 3),
             "emptySince": self.empty_since,
             "currency": self.currency,
+            "slices": self.slices,
         }
 
 

@@ -55,6 +55,12 @@ from . import terminate, zonal_shift
 from .interrupt_actions import InstanceReport, Work, pods_to_move
 from .world import World, read_nodes_and_pods, read_world
 
+
+def read_world_cached(rt: Runtime) -> World:
+    """The world with its pods from the warm container's pod cache: a watch from the last version instead of
+    a list of every pod for each event of an interruption wave (one list per cold container)."""
+    return read_world(rt, pod_cache=True)
+
 log = logging.getLogger(__name__)
 
 REBALANCE_ANNOTATION = actions.REBALANCE_ANNOTATION
@@ -121,7 +127,7 @@ def handle_event(
     *,
     account: str | None = None,
     deadline_monotonic: float | None = None,
-    reader: Callable[[Runtime], World] = read_world,
+    reader: Callable[[Runtime], World] = read_world_cached,
     sleep: Callable[[float], None] = time.sleep,
     parsed: events.ParsedEvent | None = None,
 ) -> dict[str, Any]:

@@ -396,6 +396,7 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     world.shifts = read_shifts(rt, world.catalog)
     world.reservations = read_reservations(rt.aws.ec2, world.nodeclasses.values(), world.now)
     _prepare_types(world)
+    _restrict_to_subnet_zones(rt, world)
     world.index()
     log.debug("world read", extra={"seconds": round(time.perf_counter() - started, 3), "nodes": len(world.nodes),
                                    "pods": len(world.pods), "instances": len(world.instances)})
@@ -519,6 +520,8 @@ def read_shifts(rt: Runtime, types: list[InstanceType]) -> dict[str, ActiveShift
     if shifts:
         log.info("zones under a zonal shift: no launches there", extra={"zone_ids": sorted(shifts)})
     return shifts
+
+
 def read_reservations(ec2: Any, classes: Iterable[NodeClass], now: datetime) -> dict[str, list[CapacityReservation]]:
     """The capacity reservations each node class selects (only classes with capacityReservationSelectorTerms
     ask EC2; classes with the same terms ask once)."""
@@ -533,6 +536,23 @@ def read_reservations(ec2: Any, classes: Iterable[NodeClass], now: datetime) -> 
             asked[key] = capacityreservations.discover(ec2, terms, now)
         out[nc.name] = asked[key]
     return out
+
+
+def _restrict_to_subnet_zones(rt: Runtime, world: World) -> None:
+    """Each pool's offerings only in the zones where its node class has a subnet with free addresses (the
+    launcher's lookup, once per warm container). A node class whose subnets cannot be resolved is left
+    as it is: its launch reports why, which says more than a pool with no offerings would."""
+    for name, pool in world.nodepools.items():
+        nc = world.nodeclasses.get(pool.node_class)
+        if nc is None or name not in world._types:
+            continue
+        try:
+            zones = frozenset(rt.launcher.resources(nc).zones)
+        except Exception as exc:  # any lookup failure: the launch will name it
+            log.debug("subnet zones of %s not resolved: %s", nc.name, exc)
+            continue
+        if zones:
+            world._types[name] = catalogs.only_zones(world._types[name], zones)
 
 
 def catalog(rt: Runtime) -> list[InstanceType]:

@@ -1,0 +1,687 @@
+"""The large scale run (issue 18): a cluster of about NODES nodes and 10 x NODES pods on `sim/`, driven
+through the Lambda handlers as their triggers would start them, with every invocation measured.
+
+Phases:
+1. scale-out: four spot NodePools (`team-a` to `team-d`, xlarge and 2xlarge c/m/r types), a DaemonSet
+   on every node, per pool one Deployment with hostname anti-affinity (NODES / 4 replicas: one node
+   each) and two Deployments spread over zones (maxSkew 1), 9 x NODES Deployment pods in all;
+   provisioner invocations until every pod runs;
+2. one interruption wave: a spot interruption warning for 5% of the spot nodes at once, one
+   interruption invocation per event (EventBridge starts one per event), then provisioner and
+   disruption invocations until every pod runs again and the interrupted nodes are gone;
+3. scale-in of every Deployment to 30%, then disruption (and provisioner) invocations until a run
+   decides nothing and nothing is under way ("quiet").
+
+Every disruption invocation is the scheduled one; when the cluster is larger than the split threshold
+it fans out one asynchronous invocation per slice of NodePools (`usecases/disrupt_slices.py`). On sim
+those Invoke calls are captured and each slice event is run through the handler, one after another,
+each measured as its own invocation.
+
+Per function it prints invocation durations (p50/p95/max) and peak memory against the stack's
+timeout and memory (`infra/functions.py`), pods' pending time (creation to Ready, simulated clock),
+and the API server's load per invocation from sim's counters (`/sim/v1/stats`).
+
+Memory is the process's peak RSS during the invocation (VmHWM, reset before each through
+`/proc/self/clear_refs`): the handlers of all three functions run warm in this one process, so each
+figure is an upper bound on that function's own container (Lambda's "Max Memory Used" is the same
+measure of a container).
+
+`python -m bench.scalerun --nodes 10000` (default 10,000); `--nodes 200` for a quick run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bench import print_lines
+
+NODES = 10_000
+POOLS = ("team-a", "team-b", "team-c", "team-d")
+WAVE_SHARE = 0.05
+# Lambda starts a container per event of a burst; this many run at once here (2 cores: more would only
+# queue on the CPU and stretch each invocation's duration).
+WAVE_CONCURRENCY = 8
+SCALE_IN_SHARE = 0.30
+NAMESPACE = "scale"
+LAMBDA_LIMIT_SECONDS = 900
+QUIET_RUNS = 2  # consecutive disruption runs that decide nothing, with nothing under way
+
+
+def nodepool_text(name: str, cpu_limit: int) -> str:
+    """A spot NodePool whose nodes carry `team: <name>`; Karpenter's default budget (10%)."""
+    return f"""apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: {name}
+spec:
+  template:
+    metadata:
+      labels:
+        team: {name}
+    spec:
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+      requirements:
+        - {{key: karpenter.sh/capacity-type, operator: In, values: ["spot"]}}
+        - {{key: karpenter.k8s.aws/instance-category, operator: In, values: ["c", "m", "r"]}}
+        - {{key: kubernetes.io/arch, operator: In, values: ["amd64"]}}
+        - {{key: karpenter.k8s.aws/instance-size, operator: In, values: ["xlarge", "2xlarge"]}}
+  limits:
+    cpu: {cpu_limit}
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidateAfter: 30s
+    budgets:
+      - nodes: "10%"
+"""
+
+
+NODECLASS = """apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: KarpenterNodeRole-demo-cluster
+  amiSelectorTerms:
+    - alias: al2023@latest
+  subnetSelectorTerms:
+    - tags: {karpenter.sh/discovery: demo-cluster}
+  securityGroupSelectorTerms:
+    - tags: {karpenter.sh/discovery: demo-cluster}
+"""
+
+
+def _container(cpu: str, memory: str) -> list[dict[str, Any]]:
+    return [{"name": "app", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+             "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
+
+
+def workloads(nodes: int) -> list[dict[str, Any]]:
+    """The DaemonSet and the Deployments for a cluster of about ``nodes`` nodes (10 x ``nodes`` pods)."""
+    daemonset = {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "node-agent", "namespace": NAMESPACE},
+        "spec": {"selector": {"matchLabels": {"app": "node-agent"}}, "template": {
+            "metadata": {"labels": {"app": "node-agent"}},
+            "spec": {"terminationGracePeriodSeconds": 0, "containers": _container("100m", "128Mi")}}}}
+    out: list[dict[str, Any]] = [daemonset]
+    per_pool = max(1, nodes // len(POOLS))
+    for pool in POOLS:
+        app = f"{pool}-edge"
+        out.append(_deployment(app, pool, per_pool, "1", "1Gi", {"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": app}}}]}}, None))
+        for part in ("api", "worker"):
+            app = f"{pool}-{part}"
+            spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                       "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": app}}}]
+            out.append(_deployment(app, pool, 4 * per_pool, "250m", "256Mi", None, spread))
+    return out
+
+
+def _deployment(app: str, pool: str, replicas: int, cpu: str, memory: str, affinity: dict | None,
+                spread: list | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"terminationGracePeriodSeconds": 0, "nodeSelector": {"team": pool},
+                            "containers": _container(cpu, memory)}
+    if affinity:
+        spec["affinity"] = affinity
+    if spread:
+        spec["topologySpreadConstraints"] = spread
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": app, "namespace": NAMESPACE},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": app}},
+                     "template": {"metadata": {"labels": {"app": app}}, "spec": spec}}}
+
+
+# ------------------------------------------------------------------------------------------ measuring
+
+
+def _status_kib(field_name: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def _reset_peak_rss() -> bool:
+    """Reset VmHWM to the current RSS (Linux 4.0+); False where the kernel does not allow it."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+@dataclass
+class Invocation:
+    function: str
+    phase: str
+    seconds: float
+    peak_rss_mib: float
+    rss_before_mib: float
+    api: dict[str, int]
+    summary: dict[str, Any] = field(repr=False, default_factory=dict)
+    # The handler's own CPU (its thread's): what the invocation costs whatever the load on sim's processes.
+    cpu_seconds: float = 0.0
+
+
+@dataclass
+class Recorder:
+    env: Any
+    timeouts: dict[str, int]
+    memories: dict[str, int]
+    phase: str = "scale-out"
+    invocations: list[Invocation] = field(default_factory=list)
+    peak_reset_works: bool = True
+    batches: list[tuple[str, int, int, dict[str, int]]] = field(default_factory=list)  # function, events, at once, API
+
+    def stats(self, method: str) -> dict[str, Any]:
+        url = self.env.kube_url.rstrip("/") + "/sim/v1/stats"
+        return _http(method, url)
+
+    def invoke(self, function: str, event: dict[str, Any]) -> dict[str, Any]:
+        return self.invoke_many(function, [event], 1)[0]
+
+    def invoke_many(self, function: str, events: list[dict[str, Any]], concurrency: int) -> list[dict[str, Any]]:
+        """Run one invocation per event, ``concurrency`` at a time (as Lambda runs an event burst in parallel
+        containers). With more than one at a time, each invocation's duration is its own, while the peak
+        RSS and the API load are the batch's: the API counters are split evenly over its invocations."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from sim import invoke
+
+        self.stats("DELETE")
+        self.peak_reset_works = _reset_peak_rss() and self.peak_reset_works
+        before = _status_kib("VmRSS")
+
+        def one(event: dict[str, Any]) -> tuple[float, float, Any]:
+            started, cpu = time.perf_counter(), time.thread_time()
+            summary = invoke.invoke(function, event, timeout_seconds=self.timeouts[function])
+            return time.perf_counter() - started, time.thread_time() - cpu, summary
+
+        with own_pod_cache(function):  # the batch's containers share one cache here (see the report line)
+            if concurrency <= 1 or len(events) == 1:
+                done = [one(e) for e in events]
+            else:
+                with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=function) as pool:
+                    done = list(pool.map(one, events))
+        peak = _status_kib("VmHWM")
+        total = api_load(self.stats("GET"))
+        out = []
+        for index, (seconds, cpu, summary) in enumerate(done):
+            summary = summary if isinstance(summary, dict) else {}
+            # An even share each, the remainder to the first, so the invocations add up to the batch.
+            share = {k: v // len(events) + (v % len(events) if index == 0 else 0) for k, v in total.items()}
+            self.invocations.append(Invocation(function, self.phase, seconds, peak / 1024, before / 1024,
+                                               share, summary, cpu))
+            out.append(summary)
+        if len(events) > 1:
+            self.batches.append((function, len(events), concurrency, total))
+        return out
+
+
+_POD_CACHES: dict[str, dict] = {}
+
+
+@contextlib.contextmanager
+def own_pod_cache(function: str) -> Iterator[None]:
+    """In Lambda each function's warm containers keep their own pod cache (k8s/podcache.py): here the three
+    run in one process, so each gets its own cache for its invocations, or one function's list would
+    warm the others' and their API load would look lighter than in Lambda."""
+    from nodescale.k8s import podcache
+
+    saved = podcache._CACHES
+    podcache._CACHES = _POD_CACHES.setdefault(function, {})
+    try:
+        yield
+    finally:
+        podcache._CACHES = saved
+
+
+@contextlib.contextmanager
+def captured_fan_out() -> Iterator[list[dict[str, Any]]]:
+    """sim/ has no Lambda service: the disruption function's asynchronous self-invocations are kept here
+    (after the same check of the target the real call makes) and run by the caller."""
+    from nodescale.aws import fan_out
+
+    sent: list[dict[str, Any]] = []
+    original = fan_out.invoke_async
+
+    def capture(function_arn: str, event: dict[str, Any], lambda_client: Any = None) -> None:
+        if not function_arn.startswith("arn:aws:lambda:") or ":function:" not in function_arn:
+            raise fan_out.FanOutError(f"not a function ARN: {function_arn}")
+        sent.append(json.loads(json.dumps(event)))
+
+    fan_out.invoke_async = capture  # type: ignore[assignment]
+    try:
+        yield sent
+    finally:
+        fan_out.invoke_async = original  # type: ignore[assignment]
+
+
+def _http(method: str, url: str) -> dict[str, Any]:
+    import ssl
+
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    request = urllib.request.Request(url, method=method)
+    with urllib.request.urlopen(request, timeout=60, context=context) as response:
+        return json.loads(response.read() or b"{}")
+
+
+def api_load(report: dict[str, Any]) -> dict[str, int]:
+    """Requests, objects and bytes listed, full pod lists and watch events, from sim's counters."""
+    out = {"requests": 0, "listObjects": 0, "listBytes": 0, "fullPodLists": 0, "watchEvents": 0}
+    for resource, verbs in (report.get("resources") or {}).items():
+        for verb, counts in verbs.items():
+            out["requests"] += counts.get("requests", 0)
+            if verb == "list":
+                out["listObjects"] += counts.get("objects", 0)
+                out["listBytes"] += counts.get("bytes", 0)
+                if resource == "pods":
+                    out["fullPodLists"] += counts.get("fullLists", 0)
+            if verb == "watch":
+                out["watchEvents"] += counts.get("events", 0)
+    return out
+
+
+# ------------------------------------------------------------------------------------------- the run
+
+
+@dataclass
+class Phase:
+    name: str
+    seconds: float = 0.0
+    done: bool = False
+    detail: str = ""
+
+
+@dataclass
+class ScaleRunResult:
+    nodes_asked: int
+    invocations: list[Invocation]
+    phases: list[Phase]
+    pending_seconds: list[float]
+    peak_nodes: int = 0
+    peak_pods: int = 0
+    final_nodes: int = 0
+    interrupted: int = 0
+    peak_reset_works: bool = True
+    timeouts: dict[str, int] = field(default_factory=dict)
+    memories: dict[str, int] = field(default_factory=dict)
+    pool_of: dict[str, str] = field(default_factory=dict)  # every managed node seen -> its NodePool
+    batches: list[tuple[str, int, int, dict[str, int]]] = field(default_factory=list)
+
+
+class Cluster:
+    """The benchmark's own reads (as the administrator): not counted in any invocation's API load."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.api = env.kube_api_client()
+        self.pool_of: dict[str, str] = {}  # every managed node seen -> its NodePool
+
+    def get(self, path: str) -> dict[str, Any]:
+        from nodescale.k8s.raw import request_json
+
+        return request_json(self.api, "GET", path)
+
+    def pods(self) -> list[dict[str, Any]]:
+        return self.get(f"/api/v1/namespaces/{NAMESPACE}/pods").get("items") or []
+
+    def managed_nodes(self) -> list[dict[str, Any]]:
+        items = self.get("/api/v1/nodes").get("items") or []
+        managed = [n for n in items if "karpenter.sh/nodepool" in (n["metadata"].get("labels") or {})]
+        self.pool_of.update({n["metadata"]["name"]: n["metadata"]["labels"]["karpenter.sh/nodepool"] for n in managed})
+        return managed
+
+    def create(self, doc: dict[str, Any]) -> None:
+        from nodescale.k8s.raw import request_json
+
+        group = "apps/v1"
+        plural = "daemonsets" if doc["kind"] == "DaemonSet" else "deployments"
+        request_json(self.api, "POST", f"/apis/{group}/namespaces/{NAMESPACE}/{plural}", body=doc)
+
+    def scale(self, name: str, replicas: int) -> None:
+        from nodescale.k8s.raw import MERGE_PATCH, request_json
+
+        request_json(self.api, "PATCH", f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{name}",
+                     body={"spec": {"replicas": replicas}}, content_type=MERGE_PATCH)
+
+
+def _running(pod: dict[str, Any]) -> bool:
+    return pod.get("status", {}).get("phase") == "Running" and bool(pod.get("spec", {}).get("nodeName"))
+
+
+def _ready_at(pod: dict[str, Any]) -> datetime | None:
+    for cond in pod.get("status", {}).get("conditions") or []:
+        if cond.get("type") == "Ready" and cond.get("status") == "True" and cond.get("lastTransitionTime"):
+            return datetime.fromisoformat(cond["lastTransitionTime"].replace("Z", "+00:00"))
+    return None
+
+
+def _pending_seconds(pods: list[dict[str, Any]], seen: set[str]) -> list[float]:
+    """Creation to Ready (simulated clock) of the Running pods not counted before."""
+    out = []
+    for pod in pods:
+        uid = pod["metadata"].get("uid") or pod["metadata"]["name"]
+        ready = _ready_at(pod)
+        if uid in seen or ready is None or not _running(pod):
+            continue
+        seen.add(uid)
+        created = datetime.fromisoformat(pod["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+        out.append(max(0.0, (ready - created).total_seconds()))
+    return out
+
+
+class Run:
+    def __init__(self, env: Any, recorder: Recorder, nodes: int, cap_seconds: float,
+                 log: Callable[[str], None]) -> None:
+        self.env, self.rec, self.nodes, self.cap, self.log = env, recorder, nodes, cap_seconds, log
+        self.cluster = Cluster(env)
+        self.seen: set[str] = set()
+        self.pending: list[float] = []
+        self.phases: list[Phase] = []
+        self.peak_nodes = self.peak_pods = 0
+        self.interrupted = 0
+
+    # -- the triggers
+    def provisioner(self) -> dict[str, Any]:
+        from sim import invoke
+
+        return self.rec.invoke("provisioner", invoke.scheduled_tick(rule="provisioner"))
+
+    def disruption(self) -> list[dict[str, Any]]:
+        """The scheduled run, then each slice it fanned out (captured Invoke calls) through the handler."""
+        from sim import invoke
+
+        with captured_fan_out() as sent:
+            summaries = [self.rec.invoke("disruption", invoke.scheduled_tick(rule="disruption"))]
+        for event in sent:
+            summaries.append(self.rec.invoke("disruption", event))
+        return summaries
+
+    # -- waiting
+    def settled(self) -> tuple[int, int]:
+        pods = self.cluster.pods()
+        self.pending.extend(_pending_seconds(pods, self.seen))
+        running = sum(1 for p in pods if _running(p))
+        self.peak_pods = max(self.peak_pods, running)
+        return running, len(pods)
+
+    def until_running(self, phase: Phase, expected: int, with_disruption: bool = False,
+                      done: Callable[[], bool] = lambda: True) -> None:
+        started = time.monotonic()
+        while time.monotonic() - started < self.cap:
+            running, total = self.settled()
+            if running >= expected and total == running and done():
+                phase.done = True
+                break
+            self.provisioner()
+            if with_disruption:
+                self.disruption()
+            launched = sum(len(i.summary.get("launches") or []) for i in self.rec.invocations)
+            self.log(f"  {phase.name} {time.monotonic() - started:6.0f} s: {running}/{expected} running, "
+                     f"{launched} nodes launched so far")
+            self.env.advance(5)
+        phase.seconds = time.monotonic() - started
+        nodes = len(self.cluster.managed_nodes())
+        self.peak_nodes = max(self.peak_nodes, nodes)
+        phase.detail = f"{self.settled()[0]} pods Running on {nodes} nodes"
+
+    # -- the phases
+    def scale_out(self) -> None:
+        phase = Phase("scale-out")
+        self.phases.append(phase)
+        self.rec.phase = phase.name
+        docs = workloads(self.nodes)
+        for doc in docs:
+            self.cluster.create(doc)
+        replicas = sum(d["spec"].get("replicas", 0) for d in docs if d["kind"] == "Deployment")
+        # The DaemonSet's pods follow the nodes: done when the Deployments' pods run and no pod is pending.
+        self.until_running(phase, replicas)
+        phase.detail += f"; DaemonSet pods Running on {self.daemon_coverage()}"
+
+    def daemon_coverage(self) -> str:
+        nodes = {n["metadata"]["name"] for n in self.cluster.managed_nodes()}
+        daemon = {p["spec"].get("nodeName") for p in self.cluster.pods()
+                  if p["metadata"]["name"].startswith("node-agent") and _running(p)}
+        return f"{len(nodes & daemon)} of {len(nodes)} nodes"
+
+    def interruption_wave(self) -> None:
+        from sim import invoke
+
+        phase = Phase("interruption")
+        self.phases.append(phase)
+        self.rec.phase = phase.name
+        spot = [n for n in self.cluster.managed_nodes()
+                if (n["metadata"].get("labels") or {}).get("karpenter.sh/capacity-type") == "spot"]
+        wave = spot[:: max(1, round(1 / WAVE_SHARE))][: max(1, int(len(spot) * WAVE_SHARE))]
+        self.interrupted = len(wave)
+        now = datetime.fromisoformat(self.env.clock()["now"].replace("Z", "+00:00"))
+        names = {n["metadata"]["name"] for n in wave}
+        started = time.monotonic()
+        events = [invoke.event_for_instance("spot-interruption-warning.json",
+                                            node["spec"]["providerID"].rsplit("/", 1)[-1], when=now) for node in wave]
+        self.rec.invoke_many("interruption", events, WAVE_CONCURRENCY)
+        expected = sum(1 for _ in self.cluster.pods())
+
+        def gone() -> bool:
+            return not names & {n["metadata"]["name"] for n in self.cluster.managed_nodes()}
+
+        self.until_running(phase, expected, with_disruption=True, done=gone)
+        phase.seconds = time.monotonic() - started
+        phase.detail += f"; {len(wave)} of {len(spot)} spot nodes interrupted"
+
+    def scale_in(self) -> None:
+        phase = Phase("scale-in and consolidation")
+        self.phases.append(phase)
+        self.rec.phase = "scale-in"
+        for doc in workloads(self.nodes):
+            if doc["kind"] == "Deployment":
+                self.cluster.scale(doc["metadata"]["name"], max(1, int(doc["spec"]["replicas"] * SCALE_IN_SHARE)))
+        started = time.monotonic()
+        quiet = 0
+        while time.monotonic() - started < self.cap:
+            self.env.advance(35)  # past consolidateAfter (30 s)
+            summaries = self.disruption()
+            self.provisioner()
+            # Busy: a decision taken, a drain or termination under way, a replacement awaited, or a node just
+            # found empty (its consolidateAfter has started: the next runs remove it).
+            busy = any(s.get("decisions") or s.get("terminations") or s.get("waitingForReplacement")
+                       or s.get("emptySince") for s in summaries)
+            quiet = 0 if busy else quiet + 1
+            nodes = len(self.cluster.managed_nodes())
+            self.log(f"  scale-in {time.monotonic() - started:6.0f} s: {nodes} nodes, "
+                     f"{'busy' if busy else f'quiet {quiet}/{QUIET_RUNS}'}")
+            if quiet >= QUIET_RUNS:
+                running, total = self.settled()
+                phase.done = running == total
+                break
+        phase.seconds = time.monotonic() - started
+        phase.detail = f"{self.settled()[0]} pods Running on {len(self.cluster.managed_nodes())} nodes"
+
+
+def _percentile(values: list[float], share: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
+
+
+@contextlib.contextmanager
+def sim_world(directory: Path, nodes: int, slice_nodes: int | None = None) -> Iterator[Any]:
+    """A fresh sim/ environment with the NodePools, the handlers set up as the stack deploys them
+    (``slice_nodes``: NODESCALE_DISRUPTION_SLICE_NODES, the functions' default when None)."""
+    from nodescale.settings import DISRUPTION_SLICE_NODES
+    from sim import invoke
+    from sim.environment import Environment
+
+    extra = {} if slice_nodes is None else {DISRUPTION_SLICE_NODES: str(slice_nodes)}
+    with Environment(directory, ready_delay=1.0) as env, invoke.product_environment(
+        env.env, NODESCALE_PROVISIONER_MODE="poll", POWERTOOLS_METRICS_DISABLED="true",
+        POWERTOOLS_LOG_LEVEL="ERROR", LOG_LEVEL="ERROR", **extra,
+    ):
+        ssm = env.boto3_client("ssm")
+        path = env.env["NODESCALE_NODEPOOL_PARAMETER_PATH"].rstrip("/")
+        ssm.put_parameter(Name=f"{path}/nodeclass", Value=NODECLASS, Type="String", Overwrite=True)
+        for pool in POOLS:
+            ssm.put_parameter(Name=f"{path}/{pool}", Value=nodepool_text(pool, 40 * nodes), Type="String",
+                              Overwrite=True)
+        from nodescale.k8s.raw import request_json
+
+        request_json(env.kube_api_client(), "POST", "/api/v1/namespaces",
+                     body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        yield env
+
+
+def function_limits() -> tuple[dict[str, int], dict[str, int]]:
+    """The stack's timeout and memory per function (infra/functions.py), as deployed without overrides.
+    Read in a child process: importing aws_cdk here would add ~100 MiB to the RSS this bench measures."""
+    import subprocess
+
+    code = ("import json; from infra.functions import FUNCTION_SPECS as F; "
+            "print(json.dumps([{s.name: s.timeout_seconds for s in F}, {s.name: s.memory_mb for s in F}]))")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "layers/nodescale/python")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root,
+                          check=True, timeout=300)
+    timeouts, memories = json.loads(done.stdout.strip().splitlines()[-1])
+    return timeouts, memories
+
+
+def scale_run(nodes: int, cap_seconds: float = 3600.0, log: Callable[[str], None] = lambda _: None,
+              directory: Path | None = None, slice_nodes: int | None = None,
+              after_phase: Callable[[ScaleRunResult], None] = lambda _: None) -> ScaleRunResult:
+    """The three phases; ``after_phase`` gets the result so far after each (a long run that is stopped
+    still leaves the figures of the phases it finished)."""
+    timeouts, memories = function_limits()
+    with contextlib.ExitStack() as stack:
+        workdir = directory or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-scalerun-")))
+        env = stack.enter_context(sim_world(workdir, nodes, slice_nodes))
+        recorder = Recorder(env, timeouts, memories)
+        run = Run(env, recorder, nodes, cap_seconds, log)
+
+        def result() -> ScaleRunResult:
+            return ScaleRunResult(
+                nodes, recorder.invocations, run.phases, run.pending, run.peak_nodes, run.peak_pods,
+                len(run.cluster.managed_nodes()), run.interrupted, recorder.peak_reset_works, timeouts, memories,
+                run.cluster.pool_of, recorder.batches)
+
+        for phase in (run.scale_out, run.interruption_wave, run.scale_in):
+            if run.phases and not run.phases[-1].done:
+                break
+            phase()
+            after_phase(result())
+        return result()
+
+
+# ------------------------------------------------------------------------------------------- report
+
+
+def function_figures(result: ScaleRunResult) -> dict[str, dict[str, Any]]:
+    """Per function: invocations, duration p50/p95/max, peak RSS max, API load per invocation, and the verdict."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in sorted({i.function for i in result.invocations}):
+        mine = [i for i in result.invocations if i.function == name]
+        seconds = [i.seconds for i in mine]
+        peak = max(i.peak_rss_mib for i in mine)
+        timeout, memory = result.timeouts[name], result.memories[name]
+        out[name] = {
+            "invocations": len(mine),
+            "p50": statistics.median(seconds), "p95": _percentile(seconds, 0.95), "max": max(seconds),
+            "cpuP50": statistics.median(i.cpu_seconds for i in mine), "cpuMax": max(i.cpu_seconds for i in mine),
+            "peakRssMiB": peak, "timeout": timeout, "memory": memory,
+            "withinTimeout": max(seconds) < timeout, "withinMemory": peak < memory,
+            "requestsMax": max(i.api["requests"] for i in mine),
+            "listObjectsMax": max(i.api["listObjects"] for i in mine),
+            "listBytesMax": max(i.api["listBytes"] for i in mine),
+            "fullPodListsMax": max(i.api["fullPodLists"] for i in mine),
+            "fullPodListsTotal": sum(i.api["fullPodLists"] for i in mine),
+        }
+    return out
+
+
+def report_lines(result: ScaleRunResult) -> Iterator[str]:
+    head = f"scale run ({result.nodes_asked:,} nodes asked)"
+    yield (f"{head}: peak {result.peak_nodes:,} nodes and {result.peak_pods:,} pods Running; "
+           f"{result.interrupted} spot nodes interrupted at once; {result.final_nodes:,} nodes at the end")
+    for phase in result.phases:
+        yield f"{head}: {phase.name}: {'done' if phase.done else 'NOT done'} in {phase.seconds:.0f} s wall ({phase.detail})"
+    fanned = [i for i in result.invocations if i.function == "disruption" and len(i.summary.get("slices") or []) > 1]
+    sliced = [i for i in result.invocations if i.function == "disruption" and len(i.summary.get("slices") or []) == 1]
+    if fanned:
+        yield (f"{head}: disruption: {len(fanned)} scheduled passes split into "
+               f"{max(len(i.summary['slices']) for i in fanned)} slices of NodePools; {len(sliced)} slice invocations, "
+               f"{max(i.seconds for i in sliced):.1f} s the longest")
+    for function, count, at_once, api in result.batches:
+        yield (f"{head}: {function}: {count} events, {at_once} at a time: {api['requests']:,} API requests, "
+               f"{api['listObjects']:,} objects and {api['listBytes'] / 2**20:.1f} MiB listed, "
+               f"{api['fullPodLists']} full pod lists in all (one cold pod cache here; in Lambda each new "
+               "container lists once)")
+    pending = result.pending_seconds
+    yield (f"{head}: pods pending (creation to Ready, simulated clock): p50 {_percentile(pending, 0.5):.0f} s, "
+           f"p95 {_percentile(pending, 0.95):.0f} s over {len(pending):,} pods")
+    memory_how = "peak RSS of the process during the invocation" if result.peak_reset_works else \
+        "peak RSS of the process so far (VmHWM could not be reset)"
+    for name, f in function_figures(result).items():
+        verdict = "within" if f["withinTimeout"] and f["withinMemory"] else "NOT within"
+        yield (f"{head}: {name}: {f['invocations']} invocations, {f['p50']:.1f} / {f['p95']:.1f} / {f['max']:.1f} s "
+               f"(p50/p95/max; timeout {f['timeout']} s; the handler's own CPU p50 {f['cpuP50']:.1f} s, max "
+               f"{f['cpuMax']:.1f} s), {f['peakRssMiB']:.0f} MiB ({memory_how}; "
+               f"memory {f['memory']} MB): {verdict} the stack's limits; API per invocation at most "
+               f"{f['requestsMax']:,} requests, {f['listObjectsMax']:,} objects and "
+               f"{f['listBytesMax'] / 2**20:.1f} MiB listed, {f['fullPodListsMax']} full pod lists "
+               f"({f['fullPodListsTotal']} in all)")
+
+
+def write_json(path: Path, nodes: int, result: ScaleRunResult) -> None:
+    path.write_text(json.dumps({
+        "nodes": nodes, "functions": function_figures(result),
+        "phases": [vars(p) for p in result.phases],
+        "invocations": [{k: v for k, v in vars(i).items() if k != "summary"} for i in result.invocations],
+    }, indent=1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.scalerun", description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=NODES, help="about how many nodes (10 pods each)")
+    parser.add_argument("--cap", type=float, default=3600.0, help="wall seconds each phase may take")
+    parser.add_argument("--json", help="also write the invocations here")
+    parser.add_argument("--slice-nodes", type=int, help="NODESCALE_DISRUPTION_SLICE_NODES (default: the functions')")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = parser.parse_args(argv)
+    if args.nodes < 4:
+        parser.error(f"--nodes {args.nodes}: allowed is 4 or more")
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    log = (lambda _: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    started = time.monotonic()
+
+    def keep(partial: ScaleRunResult) -> None:
+        for line in report_lines(partial):
+            log("  so far: " + line)
+        if args.json:
+            write_json(Path(args.json), args.nodes, partial)
+
+    result = scale_run(args.nodes, args.cap, log, slice_nodes=args.slice_nodes, after_phase=keep)
+    log(f"scale run: {time.monotonic() - started:.0f} s wall in all; load average at the end "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print_lines(lambda: report_lines(result))
+    if args.json:
+        write_json(Path(args.json), args.nodes, result)
+    return 0 if all(p.done for p in result.phases) and len(result.phases) == 3 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
