@@ -56,6 +56,23 @@ TEST_NAMESPACE_PREFIX = "t-"
 # ------------------------------------------------------------------------------------------ fixtures
 
 
+# The EC2NodeClass "default" of sim's demo cluster (its role, AMI alias, subnets and security groups), the
+# second document of the NodePool YAML most sim tests write.
+DEMO_NODECLASS = """---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: KarpenterNodeRole-demo-cluster
+  amiSelectorTerms:
+    - alias: al2023@latest
+  subnetSelectorTerms:
+    - tags: {karpenter.sh/discovery: demo-cluster}
+  securityGroupSelectorTerms:
+    - tags: {karpenter.sh/discovery: demo-cluster}
+"""
+
 def environment_fixture(
     name: str, *, sim_clock: bool = True, prepare: Callable[[Environment], None] | None = None,
     fixture_name: str = "env",

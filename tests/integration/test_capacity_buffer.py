@@ -48,20 +48,7 @@ spec:
     consolidateAfter: 0s
     budgets:
       - nodes: "100%"
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-demo-cluster
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo-cluster}
-  securityGroupSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo-cluster}
-"""
+""" + helpers.DEMO_NODECLASS
 SHAPE = {"labels": {"app": "web"}}
 REQUESTS = {"cpu": "700m", "memory": "1Gi"}
 

@@ -38,20 +38,7 @@ spec:
     consolidateAfter: 30s
     budgets:
       - nodes: "100%"
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-demo-cluster
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo-cluster}
-  securityGroupSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo-cluster}
-"""
+""" + helpers.DEMO_NODECLASS
 
 
 def runtime_for(sim: Environment, **changes: Any) -> Runtime:

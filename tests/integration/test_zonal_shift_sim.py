@@ -54,20 +54,7 @@ spec:
         - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}
         - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
         - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a, us-east-1c]}
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-demo-cluster
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo-cluster}
-  securityGroupSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo-cluster}
-"""
+""" + helpers.DEMO_NODECLASS
 
 
 class Events:
