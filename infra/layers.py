@@ -11,6 +11,7 @@ import ast
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -75,7 +76,7 @@ ASYNC_ONLY_DISTRIBUTIONS = (
 DOCSTRING_STRIPPED = ("kubernetes/client",)
 
 # Bump when the trim below changes, so cached builds made by an older recipe are not reused.
-_RECIPE_VERSION = "3"
+_RECIPE_VERSION = "4"
 
 
 class LayerBuildError(RuntimeError):
@@ -98,12 +99,75 @@ def dependencies_layer_dir(requirements: Path = REQUIREMENTS, build_dir: Path = 
         try:
             _pip_install(requirements, staging / "python")
             trim(staging / "python")
+            precompile(staging / "python")
             (staging / ".complete").write_text(f"built from {requirements.name}\n")
             os.replace(staging, target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         _remove_stale_builds(build_dir, keep=target)
     return target
+
+
+def lambda_python() -> str | None:
+    """A CPython of the Lambda runtime's version on this machine (PATH, then pyenv), or None."""
+    name = f"python{LAMBDA_PYTHON_VERSION}"
+    candidates = [shutil.which(name)]
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    candidates += sorted(str(p) for p in pyenv_root.glob(f"versions/{LAMBDA_PYTHON_VERSION}.*/bin/{name}"))
+    for candidate in filter(None, candidates):
+        done = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
+                              text=True, check=False)
+        if done.returncode == 0 and done.stdout.strip() == str(tuple(int(x) for x in LAMBDA_PYTHON_VERSION.split("."))):
+            return candidate
+    return None
+
+
+# Run by this machine's Python: every module of site-packages the functions import at a cold start.
+_COLD_START_PROBE = """
+import importlib.util, json, sys
+for path in sys.argv[1:]:
+    spec = importlib.util.spec_from_file_location("handler_" + str(abs(hash(path))), path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+print(json.dumps(sorted({m.__file__.split("site-packages/", 1)[1] for m in list(sys.modules.values())
+                         if (getattr(m, "__file__", None) or "").endswith(".py") and "site-packages/" in m.__file__})))
+"""
+
+
+def cold_start_modules() -> list[str]:
+    """The dependency modules (paths relative to site-packages) that importing every handler loads."""
+    handlers = sorted(str(p) for p in (REPO_ROOT / "lambdas").glob("*/handler.py"))
+    env = {**os.environ, "PYTHONPATH": str(NODESCALE_LAYER_DIR / "python")}
+    done = subprocess.run([sys.executable, "-c", _COLD_START_PROBE, *handlers], capture_output=True, text=True,
+                          env=env, check=False, cwd=REPO_ROOT)
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-10:])
+        raise LayerBuildError(f"importing the handlers to find what a cold start loads failed:\n{tail}")
+    return json.loads(done.stdout)
+
+
+def precompile(site: Path) -> int:
+    """Compile to bytecode, for the Lambda runtime's Python, the layer's modules a cold start imports;
+    returns how many.
+
+    /opt is read-only in Lambda, so a module without bytecode is compiled from source at every cold start
+    (measured here: 0.9-1.0 s to import a handler from source against 0.31-0.35 s from bytecode).
+    Unchecked-hash .pyc files are used whatever the files' timestamps (the asset zip does not keep them).
+    Only what a cold start imports is compiled: all of it would take the layers past 60 MB (kubernetes'
+    API modules alone are 15 MB of bytecode). Bytecode is tied to a Python version: without a Python of
+    the runtime's version on this machine the layer ships source only, and says so."""
+    python = lambda_python()
+    if python is None:
+        print(f"nodescale: no python{LAMBDA_PYTHON_VERSION} on this machine: the dependencies layer ships without "
+              "bytecode, and each cold start compiles what it imports (about 0.6 s more)", file=sys.stderr)
+        return 0
+    files = [str(site / rel) for rel in cold_start_modules() if (site / rel).is_file()]
+    code = "import compileall, py_compile, sys; mode = py_compile.PycInvalidationMode.UNCHECKED_HASH; " \
+           "sys.exit(0 if all(compileall.compile_file(f, quiet=1, invalidation_mode=mode) for f in sys.argv[1:]) else 1)"
+    result = subprocess.run([python, "-c", code, *files], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-10:])
+        raise LayerBuildError(f"compiling the dependencies layer with {python} failed:\n{tail}")
+    return len(files)
 
 
 def tree_size(path: Path) -> int:

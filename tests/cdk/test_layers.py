@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 
 import pytest
 
@@ -34,12 +35,33 @@ def test_trimmed_of_what_the_functions_never_import(built) -> None:
     assert (built / "kubernetes" / "client" / "api" / "core_v1_api.py").is_file()
     assert not (built / "kubernetes" / "aio").exists()
     assert not (built / "aiohttp").exists()
-    assert not list(built.rglob("__pycache__"))
+    assert not list(built.rglob("*.cpython-311.pyc"))  # no bytecode of the machine's own Python
     assert sorted(p.name for p in (built / "botocore" / "data").iterdir() if p.is_dir()) == sorted(BOTOCORE_SERVICES)
     assert len([p for p in (built / "botocore" / "data" / "ec2").iterdir() if p.is_dir()]) == 1
     assert (built / "pydantic_core").is_dir()  # the kubernetes models need it: it stays
     for package in ("boto3", "botocore", "kubernetes", "aws_lambda_powertools", "yaml"):
         assert (built / package / "__init__.py").is_file()
+
+
+def test_what_a_cold_start_imports_ships_as_bytecode_for_the_lambda_runtime(built) -> None:
+    # /opt is read-only in Lambda: a module without bytecode is compiled at every cold start (0.45 s against
+    # 0.20 s for boto3 and an EC2 client, measured with Python 3.12 on this layer). The build machine needs a
+    # python3.12 (PATH or pyenv) for it.
+    assert layers.lambda_python() is not None, "no python3.12 on this machine: the layer would ship source only"
+    imported = layers.cold_start_modules()
+    for rel in ("boto3/session.py", "botocore/client.py", "kubernetes/client/api_client.py",
+                "aws_lambda_powertools/logging/logger.py", "yaml/__init__.py"):
+        assert rel in imported
+    compiled = {p.relative_to(built) for p in built.rglob("*.cpython-312.pyc")}
+    missing = [rel for rel in imported if (built / rel).is_file() and not any(
+        c.parent == (Path(rel).parent / "__pycache__") and c.name.startswith(Path(rel).stem + ".") for c in compiled)]
+    assert not missing, missing[:10]
+    for pyc in (built / "boto3" / "__pycache__").glob("*.pyc"):
+        # PEP 552 flags: 0b01, hash-based and unchecked (the asset zip does not keep the sources' mtimes).
+        assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 0b01, pyc
+    # Not everything: kubernetes' API modules alone are 15 MB of bytecode and no cold start imports them.
+    assert not (built / "kubernetes" / "client" / "api" / "__pycache__").exists() or not list(
+        (built / "kubernetes" / "client" / "api" / "__pycache__").glob("core_v1_api.*.pyc"))
 
 
 def test_cached_build_is_reused_without_pip(monkeypatch) -> None:
