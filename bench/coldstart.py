@@ -55,6 +55,10 @@ def dummy_env(directory: Path) -> dict[str, str]:
     kubeconfig = directory / "kubeconfig"
     kubeconfig.write_text(KUBECONFIG_TEXT)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "NODESCALE_", "POWERTOOLS_"))}
+    # The layers ship bytecode (infra/layers.py): the first, unreported start writes it here, and the
+    # measured ones read it, as a Lambda container reads the layers' .pyc files.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(directory / "pycache")
     env.update({
         "PYTHONPATH": os.pathsep.join([str(ROOT / "layers/nodescale/python")]),
         "KUBECONFIG": str(kubeconfig),

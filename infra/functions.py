@@ -15,7 +15,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import StackConfig
-from infra.layers import NODESCALE_LAYER_DIR, REPO_ROOT, dependencies_layer_dir
+from infra.layers import NODESCALE_LAYER_DIR, REPO_ROOT, dependencies_layer_dir, nodescale_layer_dir
 from infra.metric_names import NAMESPACE, SERVICE
 from infra.names import physical_name
 from nodescale.disruption.slices import MAX_SLICES
@@ -93,10 +93,14 @@ class Layers(Construct):
             compatible_architectures=[ARCHITECTURE],
             description="nodescale's pinned dependencies (boto3, Powertools, kubernetes, PyYAML) for arm64",
         )
+        nodescale = nodescale_layer_dir()
+        # The compiled copy keeps its bytecode (made for the runtime); the sources, when that is all there is,
+        # leave behind whatever bytecode this machine's Python wrote.
+        compiled = nodescale != NODESCALE_LAYER_DIR
         self.nodescale = lambda_.LayerVersion(
             self,
             "Nodescale",
-            code=lambda_.Code.from_asset(str(NODESCALE_LAYER_DIR), exclude=ASSET_EXCLUDES),
+            code=lambda_.Code.from_asset(str(nodescale), exclude=[".complete"] if compiled else ASSET_EXCLUDES),
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],
             description="The nodescale package shared by the functions",

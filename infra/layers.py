@@ -108,6 +108,45 @@ def dependencies_layer_dir(requirements: Path = REQUIREMENTS, build_dir: Path = 
     return target
 
 
+def nodescale_layer_dir(build_dir: Path = BUILD_DIR) -> Path:
+    """A copy of `layers/nodescale` with its modules compiled to bytecode for the Lambda runtime (see
+    `precompile`), keyed by the sources; the sources as they are when no python3.12 is on this machine."""
+    python = lambda_python()
+    if python is None:
+        return NODESCALE_LAYER_DIR
+    sources = sorted(p for p in (NODESCALE_LAYER_DIR / "python").rglob("*") if p.is_file() and not _cached(p))
+    digest = hashlib.sha256(_RECIPE_VERSION.encode())
+    for path in sources:
+        digest.update(b"\0" + str(path.relative_to(NODESCALE_LAYER_DIR)).encode() + b"\0" + path.read_bytes())
+    target = build_dir / f"nodescale-layer-{digest.hexdigest()[:16]}"
+    if _complete(target):
+        return target
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with _exclusive(build_dir / ".nodescale-layer.lock"):
+        if _complete(target):
+            return target
+        staging = Path(tempfile.mkdtemp(prefix=".nodescale-layer-", dir=build_dir))
+        try:
+            for path in sources:
+                copy = staging / path.relative_to(NODESCALE_LAYER_DIR)
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, copy)
+            _compile(python, [str(p) for p in (staging / "python").rglob("*.py")])
+            (staging / ".complete").write_text("compiled for the Lambda runtime\n")
+            os.replace(staging, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        for old in build_dir.glob("nodescale-layer-*"):
+            if old != target and old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def _cached(path: Path) -> bool:
+    return "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo") or any(
+        part.endswith(".egg-info") for part in path.parts)
+
+
 def lambda_python() -> str | None:
     """A CPython of the Lambda runtime's version on this machine (PATH, then pyenv), or None."""
     name = f"python{LAMBDA_PYTHON_VERSION}"
@@ -161,13 +200,18 @@ def precompile(site: Path) -> int:
               "bytecode, and each cold start compiles what it imports (about 0.6 s more)", file=sys.stderr)
         return 0
     files = [str(site / rel) for rel in cold_start_modules() if (site / rel).is_file()]
+    _compile(python, files)
+    return len(files)
+
+
+def _compile(python: str, files: list[str]) -> None:
+    """Unchecked-hash bytecode for `files`, by `python` (the runtime's version)."""
     code = "import compileall, py_compile, sys; mode = py_compile.PycInvalidationMode.UNCHECKED_HASH; " \
            "sys.exit(0 if all(compileall.compile_file(f, quiet=1, invalidation_mode=mode) for f in sys.argv[1:]) else 1)"
     result = subprocess.run([python, "-c", code, *files], capture_output=True, text=True, check=False)
     if result.returncode != 0:
         tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-10:])
-        raise LayerBuildError(f"compiling the dependencies layer with {python} failed:\n{tail}")
-    return len(files)
+        raise LayerBuildError(f"compiling a layer with {python} failed:\n{tail}")
 
 
 def tree_size(path: Path) -> int:

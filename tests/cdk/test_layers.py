@@ -27,8 +27,19 @@ def built():
 
 
 def test_both_layers_together_under_60_mb(built) -> None:
-    nodescale = tree_size(NODESCALE_LAYER_DIR / "python" / "nodescale")
+    nodescale = tree_size(layers.nodescale_layer_dir() / "python" / "nodescale")
     assert tree_size(built) + nodescale < 60 * MB
+
+
+def test_the_nodescale_layer_ships_the_sources_and_bytecode_for_the_lambda_runtime() -> None:
+    staged = layers.nodescale_layer_dir() / "python" / "nodescale"
+    sources = sorted(p.relative_to(NODESCALE_LAYER_DIR / "python" / "nodescale")
+                     for p in (NODESCALE_LAYER_DIR / "python" / "nodescale").rglob("*.py") if "__pycache__" not in p.parts)
+    assert sorted(p.relative_to(staged) for p in staged.rglob("*.py")) == sources
+    for rel in sources:
+        pyc = staged / rel.parent / "__pycache__" / f"{rel.stem}.cpython-312.pyc"
+        assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 0b01, pyc  # unchecked hash (PEP 552)
+    assert not list(staged.rglob("*.cpython-311.pyc"))
 
 
 def test_trimmed_of_what_the_functions_never_import(built) -> None:
