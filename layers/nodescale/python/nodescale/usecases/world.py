@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
 from .. import clock, telemetry
@@ -548,7 +549,7 @@ def _restrict_to_subnet_zones(rt: Runtime, world: World) -> None:
             continue
         try:
             zones = frozenset(rt.launcher.resources(nc).zones)
-        except Exception as exc:  # any lookup failure: the launch will name it
+        except (BotoCoreError, ClientError, ValueError) as exc:  # the selectors' and lookups' errors: the launch names them
             log.debug("subnet zones of %s not resolved: %s", nc.name, exc)
             continue
         if zones:
