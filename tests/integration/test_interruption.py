@@ -494,3 +494,27 @@ def test_nodescale_replay_runs_recorded_events_from_a_shell(
     assert [s["instances"][0]["action"] if s["instances"] else "ignored" for s in out] == [
         interrupting.RECORDED, interrupting.NOTHING, "ignored"]
     assert out[0]["instances"][0]["node"] == target
+
+
+def api_stats(sim: Environment, method: str = "GET") -> dict[str, Any]:
+    import urllib.request
+
+    with urllib.request.urlopen(urllib.request.Request(f"{sim.kube_url}/sim/v1/stats", method=method),
+                                timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def test_an_event_reads_its_node_by_name_and_lists_the_nodes_once(sim: Environment, rt: Runtime, ns: str) -> None:
+    # Issue 18 (a light touch on the API server): the instance's node is read by its name (EC2's
+    # PrivateDnsName, as kubelet registers on EKS) rather than by a list of every node before the world is
+    # read; at 10,000 nodes each list is tens of MB. The world read keeps its one list.
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1})
+    (victim,) = nodes_of(provision(sim, rt, ns, 1))
+    instance_id = instance_of(node(sim, victim))
+    api_stats(sim, "DELETE")
+    summary = replay(rt, event("rebalance-recommendation.json", instance_id, sim))
+    (report,) = summary["instances"]
+    assert report["node"] == victim, report
+    nodes = api_stats(sim)["resources"]["nodes"]
+    assert nodes["list"]["fullLists"] == 1, nodes
+    assert nodes["get"]["requests"] >= 1, nodes

@@ -31,6 +31,8 @@ class OwnedInstance:
     capacity_type: str
     state: str
     nodepool: str | None
+    # EC2's PrivateDnsName: the Node's name on EKS (kubelet registers under it), "" when EC2 gives none.
+    private_dns_name: str = ""
 
     @property
     def running_pods(self) -> bool:
@@ -94,6 +96,7 @@ def classify(ec2: Any, ids: Iterable[str], cluster: str) -> Ownership:
                         capacity_type=wk.CAPACITY_SPOT if raw.get("InstanceLifecycle") == "spot" else wk.CAPACITY_ON_DEMAND,
                         state=(raw.get("State") or {}).get("Name", ""),
                         nodepool=nodelabels.pool_key(tags) or None,
+                        private_dns_name=raw.get("PrivateDnsName") or "",
                     )
     for iid in wanted:
         if iid not in seen:
