@@ -68,6 +68,7 @@ class Launcher:
         self.offerings = UnavailableOfferings(clients.dynamodb, table_name, offering_ttl_seconds)
         self._cluster = cluster
         self._resources: dict[str, NodeClassResources] = {}
+        self._subnets: dict[str, tuple[NodeClass, list[subnets.Subnet]]] = {}
         self._templates: dict[str, launchtemplates.LaunchTemplateRef] = {}
         self._hashes: dict[tuple[str, str], tuple[NodePool, NodeClass, set[str]]] = {}
 
@@ -88,6 +89,21 @@ class Launcher:
             self._cluster = clusters.describe(self.clients.eks, self.cluster_name)
         return self._cluster
 
+    def subnets(self, node_class: NodeClass) -> list[subnets.Subnet]:
+        """The node class's subnets (looked up once): all that offerings by zone need, without the images,
+        security groups and instance profile a launch resolves too."""
+        found = self._subnets.get(node_class.name)
+        if found is not None and found[0] == node_class:
+            return found[1]
+        where = node_class.source or f"node class {node_class.name}"
+        nets = subnets.discover(self.clients.ec2, node_class.subnet_selector_terms, f"{where}: subnetSelectorTerms")
+        self._subnets[node_class.name] = (node_class, nets)
+        return nets
+
+    def subnet_zones(self, node_class: NodeClass) -> frozenset[str]:
+        """The zones a node of this class can launch into: those with a subnet that has free addresses."""
+        return frozenset(subnets.best_per_zone(self.subnets(node_class)))
+
     def resources(self, node_class: NodeClass) -> NodeClassResources:
         """The node class's images, subnets, security groups and profile (looked up once)."""
         found = self._resources.get(node_class.name)
@@ -95,7 +111,7 @@ class Launcher:
             return found
         where = node_class.source or f"node class {node_class.name}"
         resolved = amis.resolve(node_class, self.clients.ssm, self.clients.ec2, self.cluster.version)
-        nets = subnets.discover(self.clients.ec2, node_class.subnet_selector_terms, f"{where}: subnetSelectorTerms")
+        nets = self.subnets(node_class)
         groups = securitygroups.discover(
             self.clients.ec2, node_class.security_group_selector_terms, f"{where}: securityGroupSelectorTerms"
         )

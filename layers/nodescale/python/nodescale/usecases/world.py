@@ -541,15 +541,16 @@ def read_reservations(ec2: Any, classes: Iterable[NodeClass], now: datetime) -> 
 
 def _restrict_to_subnet_zones(rt: Runtime, world: World) -> None:
     """Each pool's offerings only in the zones where its node class has a subnet with free addresses (the
-    launcher's lookup, once per warm container). A node class whose subnets cannot be resolved is left
-    as it is: its launch reports why, which says more than a pool with no offerings would."""
+    launcher's subnet lookup, once per invocation, shared with the launch). A node class whose subnets
+    cannot be resolved is left as it is: its launch reports why, which says more than a pool with no
+    offerings would."""
     for name, pool in world.nodepools.items():
         nc = world.nodeclasses.get(pool.node_class)
         if nc is None or name not in world._types:
             continue
         try:
-            zones = frozenset(rt.launcher.resources(nc).zones)
-        except (BotoCoreError, ClientError, ValueError) as exc:  # the selectors' and lookups' errors: the launch names them
+            zones = rt.launcher.subnet_zones(nc)
+        except (BotoCoreError, ClientError, ValueError) as exc:  # the selector's and lookup's errors: the launch names them
             log.debug("subnet zones of %s not resolved: %s", nc.name, exc)
             continue
         if zones:
