@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import print_lines
+from sim.aws.constants import DEMO_NODECLASS_YAML
 
 # --------------------------------------------------------------------------------------------- prices
 # AWS's published us-east-1 prices on these pages, as written down on 2026-11-24 (not fetched live from
@@ -134,19 +135,7 @@ spec:
     consolidationPolicy: WhenEmptyOrUnderutilized
     consolidateAfter: 0s
 ---
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-demo-cluster
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo-cluster}
-  securityGroupSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo-cluster}
-"""
+""" + DEMO_NODECLASS_YAML
 
 
 @dataclass

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import print_lines
+from sim.aws.constants import DEMO_NODECLASS_YAML
 
 NODES = 2_000
 PODS_PER_NODE = 10
@@ -45,19 +46,7 @@ spec:
     consolidationPolicy: WhenEmptyOrUnderutilized
     consolidateAfter: 0s
 ---
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-demo-cluster
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo-cluster}
-  securityGroupSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo-cluster}
-"""
+""" + DEMO_NODECLASS_YAML
 
 CHILD = """
 import json, os, resource, sys, time

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import print_lines
+from sim.aws.constants import DEMO_NODECLASS_YAML
 
 NODES = 10_000
 POOLS = ("team-a", "team-b", "team-c", "team-d")
@@ -88,19 +89,7 @@ spec:
 """
 
 
-NODECLASS = """apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-demo-cluster
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo-cluster}
-  securityGroupSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo-cluster}
-"""
+NODECLASS = DEMO_NODECLASS_YAML
 
 
 def _container(cpu: str, memory: str) -> list[dict[str, Any]]:

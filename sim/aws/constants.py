@@ -57,3 +57,19 @@ KUBE_FUNCTIONS_GROUP = "nodescale-functions"
 KUBE_RBAC_APPLIER_TOKEN = "sim-rbac-applier-token"
 KUBE_RBAC_APPLIER_USER = "nodescale-rbac"
 KUBE_RBAC_APPLIER_ACCESS_POLICY = "AmazonEKSClusterAdminPolicy"
+
+# The EC2NodeClass "default" that selects what sim seeds for the demo cluster (its node role, subnets and
+# security groups): the node class of the demo, the benchmarks and most sim tests.
+DEMO_NODECLASS_YAML = """apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: default
+spec:
+  role: KarpenterNodeRole-demo-cluster
+  amiSelectorTerms:
+    - alias: al2023@latest
+  subnetSelectorTerms:
+    - tags: {karpenter.sh/discovery: demo-cluster}
+  securityGroupSelectorTerms:
+    - tags: {karpenter.sh/discovery: demo-cluster}
+"""

@@ -36,7 +36,7 @@ from nodescale.k8s.client import client_from_kubeconfig
 from nodescale.k8s.raw import MERGE_PATCH, request_json
 from nodescale.runtime import Runtime
 from nodescale.settings import Settings
-from sim.aws.constants import KUBE_ADMIN_TOKEN, KUBE_FUNCTIONS_TOKEN
+from sim.aws.constants import DEMO_NODECLASS_YAML, KUBE_ADMIN_TOKEN, KUBE_FUNCTIONS_TOKEN
 from sim.environment import RBAC_MANIFEST, Environment
 from sim.kube.rbac import apply_manifest
 from sim.kube.server import KubeServer
@@ -58,20 +58,7 @@ TEST_NAMESPACE_PREFIX = "t-"
 
 # The EC2NodeClass "default" of sim's demo cluster (its role, AMI alias, subnets and security groups), the
 # second document of the NodePool YAML most sim tests write.
-DEMO_NODECLASS = """---
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-demo-cluster
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo-cluster}
-  securityGroupSelectorTerms:
-    - tags: {karpenter.sh/discovery: demo-cluster}
-"""
+DEMO_NODECLASS = "---\n" + DEMO_NODECLASS_YAML
 
 def environment_fixture(
     name: str, *, sim_clock: bool = True, prepare: Callable[[Environment], None] | None = None,
