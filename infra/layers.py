@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -17,7 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -87,25 +88,13 @@ def dependencies_layer_dir(requirements: Path = REQUIREMENTS, build_dir: Path = 
     """Return a directory holding `python/` with the pinned dependencies, building it if not cached."""
     if not requirements.is_file():
         raise LayerBuildError(f"{requirements} not found: the dependencies layer is built from it")
-    target = build_dir / f"deps-layer-{_cache_key(requirements)}"
-    if _complete(target):
-        return target
-    build_dir.mkdir(parents=True, exist_ok=True)
-    with _exclusive(build_dir / ".deps-layer.lock"):
-        # Another process (a parallel test worker, a second synth) may have built it while we waited.
-        if _complete(target):
-            return target
-        staging = Path(tempfile.mkdtemp(prefix=".deps-layer-", dir=build_dir))
-        try:
-            _pip_install(requirements, staging / "python")
-            trim(staging / "python")
-            precompile(staging / "python")
-            (staging / ".complete").write_text(f"built from {requirements.name}\n")
-            os.replace(staging, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        _remove_stale_builds(build_dir, keep=target)
-    return target
+
+    def build(staging: Path) -> None:
+        _pip_install(requirements, staging / "python")
+        trim(staging / "python")
+        precompile(staging / "python")
+
+    return _build_once(build_dir, "deps-layer", _cache_key(requirements), build)
 
 
 def nodescale_layer_dir(build_dir: Path = BUILD_DIR) -> Path:
@@ -118,25 +107,36 @@ def nodescale_layer_dir(build_dir: Path = BUILD_DIR) -> Path:
     digest = hashlib.sha256(_RECIPE_VERSION.encode())
     for path in sources:
         digest.update(b"\0" + str(path.relative_to(NODESCALE_LAYER_DIR)).encode() + b"\0" + path.read_bytes())
-    target = build_dir / f"nodescale-layer-{digest.hexdigest()[:16]}"
+
+    def build(staging: Path) -> None:
+        for path in sources:
+            copy = staging / path.relative_to(NODESCALE_LAYER_DIR)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, copy)
+        _compile(python, [str(p) for p in (staging / "python").rglob("*.py")])
+
+    return _build_once(build_dir, "nodescale-layer", digest.hexdigest()[:16], build)
+
+
+def _build_once(build_dir: Path, name: str, key: str, build: Callable[[Path], None]) -> Path:
+    """`build_dir/<name>-<key>`, made by `build` into a staging folder unless a complete one exists;
+    older builds of `name` are removed."""
+    target = build_dir / f"{name}-{key}"
     if _complete(target):
         return target
     build_dir.mkdir(parents=True, exist_ok=True)
-    with _exclusive(build_dir / ".nodescale-layer.lock"):
+    with _exclusive(build_dir / f".{name}.lock"):
+        # Another process (a parallel test worker, a second synth) may have built it while we waited.
         if _complete(target):
             return target
-        staging = Path(tempfile.mkdtemp(prefix=".nodescale-layer-", dir=build_dir))
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=build_dir))
         try:
-            for path in sources:
-                copy = staging / path.relative_to(NODESCALE_LAYER_DIR)
-                copy.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, copy)
-            _compile(python, [str(p) for p in (staging / "python").rglob("*.py")])
-            (staging / ".complete").write_text("compiled for the Lambda runtime\n")
+            build(staging)
+            (staging / ".complete").write_text(f"{name} {key}\n")
             os.replace(staging, target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        for old in build_dir.glob("nodescale-layer-*"):
+        for old in build_dir.glob(f"{name}-*"):
             if old != target and old.is_dir():
                 shutil.rmtree(old, ignore_errors=True)
     return target
@@ -147,6 +147,7 @@ def _cached(path: Path) -> bool:
         part.endswith(".egg-info") for part in path.parts)
 
 
+@functools.cache
 def lambda_python() -> str | None:
     """A CPython of the Lambda runtime's version on this machine (PATH, then pyenv), or None."""
     name = f"python{LAMBDA_PYTHON_VERSION}"
@@ -305,12 +306,6 @@ def _cache_key(requirements: Path) -> str:
 
 def _complete(target: Path) -> bool:
     return (target / ".complete").is_file() and (target / "python").is_dir()
-
-
-def _remove_stale_builds(build_dir: Path, keep: Path) -> None:
-    for old in build_dir.glob("deps-layer-*"):
-        if old != keep and old.is_dir():
-            shutil.rmtree(old, ignore_errors=True)
 
 
 @contextlib.contextmanager
