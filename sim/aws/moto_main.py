@@ -171,7 +171,28 @@ def _instance_user_data(body: dict[str, Any]) -> dict[str, Any]:
     return {"userData": found}
 
 
+def _instance_states(body: dict[str, Any]) -> dict[str, Any]:
+    """Every instance's state in the region, for sim's kubelet: what DescribeInstanceStatus with
+    IncludeAllInstances says, without serializing ten thousand statuses to XML every half second
+    (a real node never asks EC2 this; only the simulation of many nodes does)."""
+    from moto.ec2.models import ec2_backends
+
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    region, account = body.get("region"), body.get("account", DEFAULT_ACCOUNT_ID)
+    if not isinstance(region, str) or not isinstance(account, str):
+        raise ValueError("body must be {'region': name, 'account': id (default moto's)}")
+    states: dict[str, str] = {}
+    # Only the caller's account, as DescribeInstanceStatus answers.
+    backend = ec2_backends[account][region] if account in ec2_backends and region in ec2_backends[account] else None
+    for reservation in list(backend.reservations.values()) if backend is not None else []:
+        for instance in list(reservation.instances):
+            states[instance.id] = instance.state
+    return {"states": states}
+
+
 _CONTROL = {
+    "/sim/v1/instance-states": _instance_states,
     "/sim/v1/public-release": _publish,
     "/sim/v1/eks-endpoint": _set_cluster_endpoint,
     "/sim/v1/instance-user-data": _instance_user_data,

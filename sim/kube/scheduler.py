@@ -17,6 +17,11 @@ from .placement import allocatable, insufficient, pod_requests, static_reason
 from .store import Store
 
 DEFAULT_SCHEDULER = "default-scheduler"
+# kube-scheduler retries an unschedulable pod after a backoff that doubles up to 10 s
+# (podMaxBackoffSeconds) and rewrites its PodScheduled condition when the message changed; here a pod is
+# tried every pass, but its condition is rewritten at most once per this much simulated time, or
+# 100,000 pending pods would be rewritten (and sent to every watch) each time a node joins.
+UNSCHEDULABLE_REWRITE_SECONDS = 10.0
 
 
 def wants_default_scheduler(pod: dict[str, Any]) -> bool:
@@ -39,6 +44,7 @@ class Scheduler:
         self._usage: dict[str, dict[str, int]] = {}
         self._counted: dict[str, str] = {}
         self._allocatable: dict[str, tuple[str, dict[str, int]]] = {}
+        self._marked_at: dict[str, float] = {}  # pod uid -> when its Unschedulable condition was written
 
     def requests_of(self, pod: dict[str, Any]) -> dict[str, int]:
         uid = meta(pod).get("uid", "")
@@ -62,6 +68,8 @@ class Scheduler:
             self._charge(counted_on, self.requests_of(pod), -1)
         if event_type == "DELETED":
             self._requests.pop(uid, None)
+        if event_type == "DELETED" or node_name:
+            self._marked_at.pop(uid, None)
 
     def _charge(self, node_name: str, requests: dict[str, int], sign: int) -> None:
         usage = self._usage.setdefault(node_name, {})
@@ -180,6 +188,12 @@ class Scheduler:
         )
 
     def _mark_unschedulable(self, pod: dict[str, Any], message: str) -> None:
+        uid = meta(pod).get("uid", "")
+        elapsed = self.store.clock.elapsed()
+        marked = self._marked_at.get(uid)
+        if marked is not None and elapsed - marked < UNSCHEDULABLE_REWRITE_SECONDS and _unschedulable(pod):
+            return
+        self._marked_at[uid] = elapsed
         now = self.store.clock.timestamp()
 
         def change(obj: dict[str, Any]) -> bool:
@@ -198,3 +212,8 @@ class Scheduler:
             )
 
         self.store.modify("v1/pods", meta(pod)["name"], meta(pod)["namespace"], change, "status")
+
+
+def _unschedulable(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+               for c in (pod.get("status") or {}).get("conditions") or [])

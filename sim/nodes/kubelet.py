@@ -193,12 +193,15 @@ class Kubelet:
             self._mark_ready(member)  # a stopped instance was started again: its kubelet reports back
 
     def _states(self) -> dict[str, str]:
-        states: dict[str, str] = {}
-        paginator = self._ec2.get_paginator("describe_instance_status")
-        for page in paginator.paginate(IncludeAllInstances=True):
-            for status in page["InstanceStatuses"]:
-                states[status["InstanceId"]] = status["InstanceState"]["Name"]
-        return states
+        """Every instance's state (DescribeInstanceStatus with IncludeAllInstances, read from moto's side)."""
+        request = urllib.request.Request(
+            f"{self._moto_url}/sim/v1/instance-states",
+            data=json.dumps({"region": self.region}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return dict(json.loads(response.read())["states"])
 
     def _set_phase(self, member: Member, phase: str, reason: str = "") -> None:
         with self._lock:

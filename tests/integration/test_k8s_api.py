@@ -178,6 +178,25 @@ def test_events_are_created_then_folded(sim):
     assert event["involvedObject"]["uid"] == target["metadata"]["uid"]
 
 
+def test_recorder_limit_drops_events_past_it_per_reason(sim):
+    """A recorder writes at most `limit_per_reason` events per reason and drops the rest, as client-go's
+    recorder drops what overflows its queue: the other reason keeps its own allowance."""
+    store, _, api, admin = sim
+    ns = new_namespace(admin)
+    targets = [create_pod(admin, pod(ns, f"p{i}", unschedulable=True)) for i in range(4)]
+    recorder = events.EventRecorder(api, limit_per_reason=2)
+    outcomes = [recorder.record(events.ObjectRef.of(t, kind="Pod"), "Nominated", "launched", events.NORMAL)
+                for t in targets]
+    assert outcomes == [events.CREATED, events.CREATED, events.DROPPED, events.DROPPED]
+    assert recorder.record(events.ObjectRef.of(targets[3], kind="Pod"), "FailedScheduling", "no pool",
+                           events.WARNING) == events.CREATED
+    written = sorted((e["involvedObject"]["name"], e["reason"]) for e in store.snapshot("v1/events", ns))
+    assert written == [("p0", "Nominated"), ("p1", "Nominated"), ("p3", "FailedScheduling")]
+    assert recorder.dropped == {"Nominated": 2}
+    with pytest.raises(ValueError, match="limit_per_reason"):
+        events.EventRecorder(api, limit_per_reason=-1)
+
+
 def test_count_mode_and_node_events(sim):
     store, _, api, admin = sim
     name = f"n-{uuid.uuid4().hex[:6]}"

@@ -137,6 +137,22 @@ def test_inflate_launches_spot_capacity_pods_run_and_a_second_run_launches_nothi
     assert len(fleet_calls(sim)) == calls
 
 
+def test_a_pass_writes_at_most_the_event_limit_of_nominations_and_still_launches_for_every_pod(
+    sim: Environment, rt: Runtime, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18: a big scale-up does not cost the API server one event per pod; the launches are whole."""
+    monkeypatch.setattr(provisioning, "EVENTS_PER_REASON", 2)
+    put_pools(sim, "karpenter-v1alpha5/default-spot.yaml")
+    apply_workloads(sim, ns, "workloads/inflate.yaml")
+    wait_pending(sim, ns, 5)
+
+    summary = provisioning.provision_once(rt)
+
+    assert sum(len(x["pods"]) for x in summary["launches"]) == 5
+    assert len([e for e in pod_events(sim, ns) if e["reason"] == "Nominated"]) == 2
+    wait_running(sim, ns, 5)
+
+
 def test_runs_before_the_first_launch_registers_launch_nothing_extra(sim: Environment, rt: Runtime, ns: str) -> None:
     put_pools(sim, "karpenter-v1alpha5/default-spot.yaml")
     apply_workloads(sim, ns, "workloads/inflate.yaml", {"inflate": 3})

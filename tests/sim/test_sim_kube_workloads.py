@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -79,6 +80,28 @@ def test_unschedulable_message_counts_the_reasons(kube: KubeHarness) -> None:
     assert "1 node(s) had untolerated taint {dedicated: gpu}" in text
     assert "node(s) didn't match Pod's node affinity/selector" in text
     assert text.startswith("0/")
+
+
+def test_an_unschedulable_pods_condition_is_rewritten_at_most_once_per_backoff(kube: KubeHarness) -> None:
+    """kube-scheduler retries an unschedulable pod after a backoff of at most podMaxBackoffSeconds (10 s) and
+    only then rewrites its condition: a node joining does not rewrite every pending pod at once."""
+    ns = kube.namespace()
+    kube.core.create_namespaced_pod(ns, {"metadata": {"name": "lonely"}, "spec": {
+        "nodeSelector": {"backoff": "none-such"}, "containers": [{"name": "app", "image": "nginx"}]}})
+
+    def condition() -> tuple[str, str] | None:
+        pod = kube.core.read_namespaced_pod("lonely", ns)
+        found = next((c.message for c in pod.status.conditions or [] if c.reason == "Unschedulable"), None)
+        return (found, pod.metadata.resource_version) if found else None
+
+    first, version = wait_for(condition)
+    kube.ready_node("backoff-one", labels={"backoff": "other"})
+    time.sleep(0.5)
+    assert condition() == (first, version)
+    kube.clock.advance(10)
+    kube.ready_node("backoff-two", labels={"backoff": "other"})
+    again, _ = wait_for(lambda: (c := condition()) and c[0] != first and c)
+    assert again.startswith("0/") and "node(s) didn't match Pod's node affinity/selector" in again
 
 
 def test_scheduler_honours_affinity_taints_and_resources(kube: KubeHarness) -> None:

@@ -33,6 +33,7 @@ CLUSTER_SCOPED_NAMESPACE = "default"
 CREATED = "created"
 COUNTED = "counted"
 SKIPPED = "skipped"
+DROPPED = "dropped"  # over the recorder's limit for the reason: not written
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,10 @@ class EventRecorder:
     `on_repeat` decides what a repeat inside the window does: "skip" (leave the event as it is) or
     "count" (bump its count and last time). Outside the window a repeat always bumps the count and
     takes the new message.
+
+    `limit_per_reason` caps the events one recorder writes for each reason; the rest are dropped (counted in
+    `dropped`), as client-go's recorder drops what does not fit its queue of 1,000 events: a launch for
+    100,000 pods must not cost the API server 100,000 writes in one invocation.
     """
 
     def __init__(
@@ -92,9 +97,15 @@ class EventRecorder:
         on_repeat: str = "skip",
         instance: str | None = None,
         clock: Callable[[], float] = clock_module.epoch,
+        limit_per_reason: int | None = None,
     ) -> None:
         if on_repeat not in ("skip", "count"):
             raise ValueError(f"on_repeat={on_repeat!r}: allowed are 'skip' and 'count'")
+        if limit_per_reason is not None and limit_per_reason < 0:
+            raise ValueError(f"limit_per_reason={limit_per_reason}: allowed is 0 or more, or None for no limit")
+        self.limit_per_reason = limit_per_reason
+        self.written: dict[str, int] = {}
+        self.dropped: dict[str, int] = {}
         self.api = api
         self.component = component
         self.dedupe_seconds = dedupe_seconds
@@ -103,9 +114,13 @@ class EventRecorder:
         self.clock = clock
 
     def record(self, ref: ObjectRef, reason: str, message: str, type_: str = NORMAL, action: str = "") -> str:
-        """Create or fold the event; returns "created", "counted" or "skipped"."""
+        """Create or fold the event; returns "created", "counted", "skipped" or "dropped" (over the limit)."""
         if type_ not in (NORMAL, WARNING):
             raise ValueError(f"event type {type_!r}: allowed are {NORMAL!r} and {WARNING!r}")
+        if self.limit_per_reason is not None and self.written.get(reason, 0) >= self.limit_per_reason:
+            self.dropped[reason] = self.dropped.get(reason, 0) + 1
+            return DROPPED
+        self.written[reason] = self.written.get(reason, 0) + 1
         namespace = ref.namespace or CLUSTER_SCOPED_NAMESPACE
         name = event_name(ref, reason)
         now = self._timestamp()

@@ -60,6 +60,9 @@ log = logging.getLogger(__name__)
 
 # An event is not repeated for the same pod and reason within this window (also across invocations).
 EVENT_WINDOW_SECONDS = 60.0
+# Pod events (Nominated, FailedScheduling, ...) one pass writes per reason; past it they are dropped and
+# logged, so a launch for 100,000 pods costs the API server 1,000 event writes, not 100,000.
+EVENTS_PER_REASON = 1000
 # Offerings the caller excludes are marked unavailable until far beyond any invocation.
 _FOREVER = 1e12
 # How long a launch waits for another invocation's launch to finish before leaving it to the next run.
@@ -152,6 +155,9 @@ def _plan_and_launch(rt: Runtime, world: World, ask: _Ask, outcome: LaunchOutcom
     if recorder is not None:
         # An unmet pod has its own event (report_unmet) saying the same: one Warning is enough.
         warn_unschedulable(recorder, [(p, why) for p, why in unschedulable if p.key not in unmet])
+    if recorder is not None and recorder.dropped:
+        log.warning("pod events over the per-pass limit were not written",
+                    extra={"limit": EVENTS_PER_REASON, "dropped": dict(recorder.dropped)})
     if retry.pods:
         _retry(rt, world, ask, retry, types_by_pool, outcome)
     return outcome
@@ -356,7 +362,8 @@ def _recorder(rt: Runtime, world: World) -> k8s_events.EventRecorder:
     base = world.now.timestamp()
     started = time.monotonic()
     return k8s_events.EventRecorder(
-        rt.api, dedupe_seconds=EVENT_WINDOW_SECONDS, on_repeat="skip", clock=lambda: base + time.monotonic() - started
+        rt.api, dedupe_seconds=EVENT_WINDOW_SECONDS, on_repeat="skip", clock=lambda: base + time.monotonic() - started,
+        limit_per_reason=EVENTS_PER_REASON,
     )
 
 
