@@ -175,9 +175,8 @@ def _instance_states(body: dict[str, Any]) -> dict[str, Any]:
     """Every instance's state in the region, for sim's kubelet: what DescribeInstanceStatus with
     IncludeAllInstances says, without serializing ten thousand statuses to XML every half second
     (a real node never asks EC2 this; only the simulation of many nodes does)."""
-    from moto.ec2.models import ec2_backends
-
     from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
 
     region, account = body.get("region"), body.get("account", DEFAULT_ACCOUNT_ID)
     if not isinstance(region, str) or not isinstance(account, str):
