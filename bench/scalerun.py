@@ -17,14 +17,16 @@ it fans out one asynchronous invocation per slice of NodePools (`usecases/disrup
 those Invoke calls are captured and each slice event is run through the handler, one after another,
 each measured as its own invocation.
 
+Each function runs in warm containers of its own (`bench/containers.py`: a child process per container,
+with its own clients and pod cache, started once and reused, as Lambda keeps a container warm); an
+event burst runs in as many containers at once as the burst's concurrency.
+
 Per function it prints invocation durations (p50/p95/max) and peak memory against the stack's
 timeout and memory (`infra/functions.py`), pods' pending time (creation to Ready, simulated clock),
 and the API server's load per invocation from sim's counters (`/sim/v1/stats`).
 
-Memory is the process's peak RSS during the invocation (VmHWM, reset before each through
-`/proc/self/clear_refs`): the handlers of all three functions run warm in this one process, so each
-figure is an upper bound on that function's own container (Lambda's "Max Memory Used" is the same
-measure of a container).
+Memory is the container process's peak RSS during the invocation (VmHWM, reset before each through
+`/proc/self/clear_refs`): that function's own figure, as Lambda's "Max Memory Used" measures a container.
 
 `python -m bench.scalerun --nodes 10000` (default 10,000); `--nodes 200` for a quick run.
 """
@@ -47,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import print_lines
+from bench.containers import Container, Done
 from sim.aws.constants import DEMO_NODECLASS_YAML
 
 NODES = 10_000
@@ -135,22 +138,6 @@ def _deployment(app: str, pool: str, replicas: int, cpu: str, memory: str, affin
 # ------------------------------------------------------------------------------------------ measuring
 
 
-def _status_kib(field_name: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field_name + ":"):
-            return int(line.split()[1])
-    return 0
-
-
-def _reset_peak_rss() -> bool:
-    """Reset VmHWM to the current RSS (Linux 4.0+); False where the kernel does not allow it."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
-
-
 @dataclass
 class Invocation:
     function: str
@@ -160,7 +147,7 @@ class Invocation:
     rss_before_mib: float
     api: dict[str, int]
     summary: dict[str, Any] = field(repr=False, default_factory=dict)
-    # The handler's own CPU (its thread's): what the invocation costs whatever the load on sim's processes.
+    # The container's own CPU: what the invocation costs whatever the load on sim's processes.
     cpu_seconds: float = 0.0
 
 
@@ -169,10 +156,13 @@ class Recorder:
     env: Any
     timeouts: dict[str, int]
     memories: dict[str, int]
+    settings: dict[str, str] = field(default_factory=dict)  # the functions' environment, as the stack sets it
     phase: str = "scale-out"
     invocations: list[Invocation] = field(default_factory=list)
     peak_reset_works: bool = True
     batches: list[tuple[str, int, int, dict[str, int]]] = field(default_factory=list)  # function, events, at once, API
+    containers: dict[str, list[Container]] = field(default_factory=dict)  # warm ones, per function
+    fanned_out: list[dict[str, Any]] = field(default_factory=list)  # asynchronous invocations asked for
 
     def stats(self, method: str) -> dict[str, Any]:
         url = self.env.kube_url.rstrip("/") + "/sim/v1/stats"
@@ -181,81 +171,58 @@ class Recorder:
     def invoke(self, function: str, event: dict[str, Any]) -> dict[str, Any]:
         return self.invoke_many(function, [event], 1)[0]
 
-    def invoke_many(self, function: str, events: list[dict[str, Any]], concurrency: int) -> list[dict[str, Any]]:
-        """Run one invocation per event, ``concurrency`` at a time (as Lambda runs an event burst in parallel
-        containers). With more than one at a time, each invocation's duration is its own, while the peak
-        RSS and the API load are the batch's: the API counters are split evenly over its invocations."""
-        from concurrent.futures import ThreadPoolExecutor
+    def warm(self, function: str, count: int) -> list[Container]:
+        """``count`` warm containers of the function (Lambda keeps them between invocations)."""
+        pool = self.containers.setdefault(function, [])
+        while len(pool) < count:
+            pool.append(Container(function, self.settings))
+        return pool[:count]
 
-        from sim import invoke
+    def close(self) -> None:
+        for pool in self.containers.values():
+            for container in pool:
+                container.close()
+        self.containers.clear()
+
+    def invoke_many(self, function: str, events: list[dict[str, Any]], concurrency: int) -> list[dict[str, Any]]:
+        """Run one invocation per event, ``concurrency`` at a time, each in a warm container of its own (as
+        Lambda runs an event burst in parallel containers). Durations, CPU and peak memory are each
+        invocation's own; the API load is the batch's, split evenly over its invocations."""
+        from concurrent.futures import ThreadPoolExecutor
+        from queue import Queue
+
+        at_once = max(1, min(concurrency, len(events)))
+        idle: Queue[Container] = Queue()
+        for container in self.warm(function, at_once):
+            idle.put(container)
+
+        def one(event: dict[str, Any]) -> Done:
+            container = idle.get()
+            try:
+                return container.invoke(event, self.timeouts[function])
+            finally:
+                idle.put(container)
 
         self.stats("DELETE")
-        self.peak_reset_works = _reset_peak_rss() and self.peak_reset_works
-        before = _status_kib("VmRSS")
-
-        def one(event: dict[str, Any]) -> tuple[float, float, Any]:
-            started, cpu = time.perf_counter(), time.thread_time()
-            summary = invoke.invoke(function, event, timeout_seconds=self.timeouts[function])
-            return time.perf_counter() - started, time.thread_time() - cpu, summary
-
-        with own_pod_cache(function):  # the batch's containers share one cache here (see the report line)
-            if concurrency <= 1 or len(events) == 1:
-                done = [one(e) for e in events]
-            else:
-                with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=function) as pool:
-                    done = list(pool.map(one, events))
-        peak = _status_kib("VmHWM")
+        if at_once == 1:
+            done = [one(e) for e in events]
+        else:
+            with ThreadPoolExecutor(max_workers=at_once, thread_name_prefix=function) as pool:
+                done = list(pool.map(one, events))
         total = api_load(self.stats("GET"))
         out = []
-        for index, (seconds, cpu, summary) in enumerate(done):
-            summary = summary if isinstance(summary, dict) else {}
+        for index, result in enumerate(done):
+            summary = result.summary if isinstance(result.summary, dict) else {}
             # An even share each, the remainder to the first, so the invocations add up to the batch.
             share = {k: v // len(events) + (v % len(events) if index == 0 else 0) for k, v in total.items()}
-            self.invocations.append(Invocation(function, self.phase, seconds, peak / 1024, before / 1024,
-                                               share, summary, cpu))
+            self.invocations.append(Invocation(function, self.phase, result.seconds, result.peak_rss_mib,
+                                               result.rss_before_mib, share, summary, result.cpu_seconds))
+            self.peak_reset_works = self.peak_reset_works and result.peak_reset_works
+            self.fanned_out.extend(result.fanned_out)
             out.append(summary)
         if len(events) > 1:
-            self.batches.append((function, len(events), concurrency, total))
+            self.batches.append((function, len(events), at_once, total))
         return out
-
-
-_POD_CACHES: dict[str, dict] = {}
-
-
-@contextlib.contextmanager
-def own_pod_cache(function: str) -> Iterator[None]:
-    """In Lambda each function's warm containers keep their own pod cache (k8s/podcache.py): here the three
-    run in one process, so each gets its own cache for its invocations, or one function's list would
-    warm the others' and their API load would look lighter than in Lambda."""
-    from nodescale.k8s import podcache
-
-    saved = podcache._CACHES
-    podcache._CACHES = _POD_CACHES.setdefault(function, {})
-    try:
-        yield
-    finally:
-        podcache._CACHES = saved
-
-
-@contextlib.contextmanager
-def captured_fan_out() -> Iterator[list[dict[str, Any]]]:
-    """sim/ has no Lambda service: the disruption function's asynchronous self-invocations are kept here
-    (after the same check of the target the real call makes) and run by the caller."""
-    from nodescale.aws import fan_out
-
-    sent: list[dict[str, Any]] = []
-    original = fan_out.invoke_async
-
-    def capture(function_arn: str, event: dict[str, Any], lambda_client: Any = None) -> None:
-        if not function_arn.startswith("arn:aws:lambda:") or ":function:" not in function_arn:
-            raise fan_out.FanOutError(f"not a function ARN: {function_arn}")
-        sent.append(json.loads(json.dumps(event)))
-
-    fan_out.invoke_async = capture  # type: ignore[assignment]
-    try:
-        yield sent
-    finally:
-        fan_out.invoke_async = original  # type: ignore[assignment]
 
 
 def _http(method: str, url: str) -> dict[str, Any]:
@@ -395,8 +362,9 @@ class Run:
         """The scheduled run, then each slice it fanned out (captured Invoke calls) through the handler."""
         from sim import invoke
 
-        with captured_fan_out() as sent:
-            summaries = [self.rec.invoke("disruption", invoke.scheduled_tick(rule="disruption"))]
+        self.rec.fanned_out.clear()
+        summaries = [self.rec.invoke("disruption", invoke.scheduled_tick(rule="disruption"))]
+        sent, self.rec.fanned_out = list(self.rec.fanned_out), []
         for event in sent:
             summaries.append(self.rec.invoke("disruption", event))
         return summaries
@@ -510,29 +478,26 @@ def _percentile(values: list[float], share: float) -> float:
 
 
 @contextlib.contextmanager
-def sim_world(directory: Path, nodes: int, slice_nodes: int | None = None) -> Iterator[Any]:
-    """A fresh sim/ environment with the NodePools, the handlers set up as the stack deploys them
+def sim_world(directory: Path, nodes: int, slice_nodes: int | None = None) -> Iterator[tuple[Any, dict[str, str]]]:
+    """A fresh sim/ environment with the NodePools, and the functions' settings as the stack deploys them
     (``slice_nodes``: NODESCALE_DISRUPTION_SLICE_NODES, the functions' default when None)."""
+    from nodescale.k8s.raw import request_json
     from nodescale.settings import DISRUPTION_SLICE_NODES
-    from sim import invoke
     from sim.environment import Environment
 
     extra = {} if slice_nodes is None else {DISRUPTION_SLICE_NODES: str(slice_nodes)}
-    with Environment(directory, ready_delay=1.0) as env, invoke.product_environment(
-        env.env, NODESCALE_PROVISIONER_MODE="poll", POWERTOOLS_METRICS_DISABLED="true",
-        POWERTOOLS_LOG_LEVEL="ERROR", LOG_LEVEL="ERROR", **extra,
-    ):
+    with Environment(directory, ready_delay=1.0) as env:
+        settings = {**env.env, "NODESCALE_PROVISIONER_MODE": "poll", "POWERTOOLS_METRICS_DISABLED": "true",
+                    "POWERTOOLS_LOG_LEVEL": "ERROR", "LOG_LEVEL": "ERROR", **extra}
         ssm = env.boto3_client("ssm")
         path = env.env["NODESCALE_NODEPOOL_PARAMETER_PATH"].rstrip("/")
         ssm.put_parameter(Name=f"{path}/nodeclass", Value=NODECLASS, Type="String", Overwrite=True)
         for pool in POOLS:
             ssm.put_parameter(Name=f"{path}/{pool}", Value=nodepool_text(pool, 40 * nodes), Type="String",
                               Overwrite=True)
-        from nodescale.k8s.raw import request_json
-
         request_json(env.kube_api_client(), "POST", "/api/v1/namespaces",
                      body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        yield env
+        yield env, settings
 
 
 def function_limits() -> tuple[dict[str, int], dict[str, int]]:
@@ -558,8 +523,9 @@ def scale_run(nodes: int, cap_seconds: float = 3600.0, log: Callable[[str], None
     timeouts, memories = function_limits()
     with contextlib.ExitStack() as stack:
         workdir = directory or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-scalerun-")))
-        env = stack.enter_context(sim_world(workdir, nodes, slice_nodes))
-        recorder = Recorder(env, timeouts, memories)
+        env, settings = stack.enter_context(sim_world(workdir, nodes, slice_nodes))
+        recorder = Recorder(env, timeouts, memories, settings)
+        stack.callback(recorder.close)
         run = Run(env, recorder, nodes, cap_seconds, log)
 
         def result() -> ScaleRunResult:
@@ -617,13 +583,12 @@ def report_lines(result: ScaleRunResult) -> Iterator[str]:
     for function, count, at_once, api in result.batches:
         yield (f"{head}: {function}: {count} events, {at_once} at a time: {api['requests']:,} API requests, "
                f"{api['listObjects']:,} objects and {api['listBytes'] / 2**20:.1f} MiB listed, "
-               f"{api['fullPodLists']} full pod lists in all (one cold pod cache here; in Lambda each new "
-               "container lists once)")
+               f"{api['fullPodLists']} full pod lists in all (each new container lists once)")
     pending = result.pending_seconds
     yield (f"{head}: pods pending (creation to Ready, simulated clock): p50 {_percentile(pending, 0.5):.0f} s, "
            f"p95 {_percentile(pending, 0.95):.0f} s over {len(pending):,} pods")
-    memory_how = "peak RSS of the process during the invocation" if result.peak_reset_works else \
-        "peak RSS of the process so far (VmHWM could not be reset)"
+    memory_how = "peak RSS of its container during the invocation" if result.peak_reset_works else \
+        "peak RSS of its container so far (VmHWM could not be reset)"
     for name, f in function_figures(result).items():
         verdict = "within" if f["withinTimeout"] and f["withinMemory"] else "NOT within"
         yield (f"{head}: {name}: {f['invocations']} invocations, {f['p50']:.1f} / {f['p95']:.1f} / {f['max']:.1f} s "
