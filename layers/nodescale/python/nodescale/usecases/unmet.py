@@ -12,7 +12,8 @@ the operator. A pod that the node matches but which did not fit
 (another pod took the room) is planned as usual.
 
 The event is read only for pods the plan would launch for and that began to wait before some node of
-this cluster registered, so a scale-up of fresh pods costs no reads.
+this cluster registered, so a scale-up of fresh pods costs no reads; and for at most ``READS_PER_PASS``
+of them a pass, those that have waited longest (the rest are planned as usual, and read on a later pass).
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ log = logging.getLogger(__name__)
 # How long a launched node is Ready before a pod it does not take counts as unmet by it: the
 # scheduler retries unschedulable pods when a node is added or changed, well within this.
 GRACE_SECONDS = 30.0
+# Nominations read per pass, for the pods that have waited longest: a pass over 100,000 pending pods must not
+# cost the API server a GET per pod. A pass writes at most 1,000 Nominated events per reason
+# (provision.EVENTS_PER_REASON), so most pods of a big scale-up have none to read anyway.
+READS_PER_PASS = 200
 REASON = "LaunchedNodeMismatch"
 _INSTANCE = re.compile(r"\binstance (i-[0-9a-zA-Z]+)\b")
 
@@ -99,12 +104,19 @@ def unmet_pods(rt: Runtime, world: World, pods: Iterable[Pod], exclude: Iterable
     out: dict[str, Unmet] = {}
     newest = _newest_registration(world)
     skip = set(exclude)
+    waiting: list[tuple[datetime, Pod]] = []
     for pod in pods:
         if pod.node_name:
             continue  # a bound pod being moved (interruption, disruption), not one waiting for capacity
         since = pending_since(pod)
         if newest is None or since is None or since > newest:
             continue  # no node of ours registered since the pod began to wait: none was launched for it
+        waiting.append((since, pod))
+    waiting.sort(key=lambda item: item[0])
+    if len(waiting) > READS_PER_PASS:
+        log.info("nominations read for the longest-waiting pods only",
+                 extra={"read": READS_PER_PASS, "waiting": len(waiting)})
+    for _, pod in waiting[:READS_PER_PASS]:
         iid = nominated_instance(rt, pod)
         node = world.node_for_instance(iid) if iid else None
         if node is None or _leaving(node, skip):
