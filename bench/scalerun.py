@@ -500,27 +500,26 @@ def sim_world(directory: Path, nodes: int, slice_nodes: int | None = None) -> It
         yield env, settings
 
 
-def function_limits() -> tuple[dict[str, int], dict[str, int]]:
-    """The stack's timeout and memory per function (infra/functions.py), as deployed without overrides.
-    Read in a child process: importing aws_cdk here would add ~100 MiB to the RSS this bench measures."""
-    import subprocess
+def function_limits(memory: str | None = None, timeout: str | None = None) -> tuple[dict[str, int], dict[str, int]]:
+    """The stack's timeout and memory per function (infra/functions.py), with the overrides a deploy would
+    give (``memory``/``timeout`` as `-c functionMemory=...` / `-c functionTimeout=...` take them).
+    Raises infra.config.ConfigError for an override the stack would refuse."""
+    from infra.config import _MEMORY_MB, _TIMEOUT_SECONDS, _function_sizes
+    from infra.functions import FUNCTION_SPECS
 
-    code = ("import json; from infra.functions import FUNCTION_SPECS as F; "
-            "print(json.dumps([{s.name: s.timeout_seconds for s in F}, {s.name: s.memory_mb for s in F}]))")
-    root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "layers/nodescale/python")])}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root,
-                          check=True, timeout=300)
-    timeouts, memories = json.loads(done.stdout.strip().splitlines()[-1])
-    return timeouts, memories
+    memories = _function_sizes(memory, "functionMemory", _MEMORY_MB, "MB")
+    timeouts = _function_sizes(timeout, "functionTimeout", _TIMEOUT_SECONDS, "seconds")
+    return ({s.name: timeouts.get(s.name, s.timeout_seconds) for s in FUNCTION_SPECS},
+            {s.name: memories.get(s.name, s.memory_mb) for s in FUNCTION_SPECS})
 
 
 def scale_run(nodes: int, cap_seconds: float = 3600.0, log: Callable[[str], None] = lambda _: None,
               directory: Path | None = None, slice_nodes: int | None = None,
-              after_phase: Callable[[ScaleRunResult], None] = lambda _: None) -> ScaleRunResult:
+              after_phase: Callable[[ScaleRunResult], None] = lambda _: None,
+              limits: tuple[dict[str, int], dict[str, int]] | None = None) -> ScaleRunResult:
     """The three phases; ``after_phase`` gets the result so far after each (a long run that is stopped
     still leaves the figures of the phases it finished)."""
-    timeouts, memories = function_limits()
+    timeouts, memories = limits or function_limits()
     with contextlib.ExitStack() as stack:
         workdir = directory or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-scalerun-")))
         env, settings = stack.enter_context(sim_world(workdir, nodes, slice_nodes))
@@ -614,10 +613,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cap", type=float, default=3600.0, help="wall seconds each phase may take")
     parser.add_argument("--json", help="also write the invocations here")
     parser.add_argument("--slice-nodes", type=int, help="NODESCALE_DISRUPTION_SLICE_NODES (default: the functions')")
+    parser.add_argument("--function-memory", metavar="F=MB,...",
+                        help="the memory deployed, as `cdk deploy -c functionMemory=...` sets it")
+    parser.add_argument("--function-timeout", metavar="F=SECONDS,...",
+                        help="the timeouts deployed, as `cdk deploy -c functionTimeout=...` sets them")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
     if args.nodes < 4:
         parser.error(f"--nodes {args.nodes}: allowed is 4 or more")
+    from infra.config import ConfigError
+
+    try:
+        limits = function_limits(args.function_memory, args.function_timeout)
+    except ConfigError as exc:
+        parser.error(str(exc).replace("functionMemory", "--function-memory").replace("functionTimeout",
+                                                                                     "--function-timeout"))
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     log = (lambda _: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     started = time.monotonic()
@@ -628,7 +638,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             write_json(Path(args.json), args.nodes, partial)
 
-    result = scale_run(args.nodes, args.cap, log, slice_nodes=args.slice_nodes, after_phase=keep)
+    result = scale_run(args.nodes, args.cap, log, slice_nodes=args.slice_nodes, after_phase=keep, limits=limits)
     log(f"scale run: {time.monotonic() - started:.0f} s wall in all; load average at the end "
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print_lines(lambda: report_lines(result))

@@ -90,3 +90,15 @@ def test_the_scale_run_at_small_size_completes_within_the_stacks_limits_and_slic
     for invocation, decision in decided:
         pools = {result.pool_of.get(n, "?") for n in decision["nodes"]}
         assert pools <= set(invocation.summary["slices"][0]), (decision, invocation.summary["slices"])
+
+
+def test_the_scale_run_checks_against_the_sizes_a_deploy_would_set() -> None:
+    """`--function-memory` / `--function-timeout` take what `cdk deploy -c functionMemory=...` takes."""
+    from infra.config import ConfigError
+    from infra.functions import DISRUPTION
+
+    timeouts, memories = scalerun.function_limits("provisioner=3008", "interruption=300")
+    assert (memories["provisioner"], timeouts["interruption"]) == (3008, 300)
+    assert (memories["disruption"], timeouts["disruption"]) == (DISRUPTION.memory_mb, DISRUPTION.timeout_seconds)
+    with pytest.raises(ConfigError, match="allowed is a whole number of MB from 128 to 10240"):
+        scalerun.function_limits("provisioner=20000")
