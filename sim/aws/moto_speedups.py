@@ -7,7 +7,8 @@ Three hot spots, measured with 2,000 instances (see `bench.scale`):
   instances took about a minute. Here they come straight from the backend's per-resource map.
 - One instance by id (DescribeInstanceAttribute, ModifyInstanceAttribute, CreateFleet's volumes, ...):
   moto copies every reservation and scans them, so a fleet of 500 in a cluster of 10,000 instances
-  scanned 5 million. Here an index by id answers, re-read from the reservations on a miss.
+  scanned 5 million. Here an index by id answers, re-read from the newest reservations on a miss.
+  DescribeVolumes of one id (each new instance's root volume) is a map lookup, not a scan.
 - The response serializer works out, for every field of every object, which attribute holds it
   (a chain of alias rules evaluated afresh each time). The answer depends only on the object's
   class, the field and its place in the API model, so it is worked out once and remembered.
@@ -17,14 +18,17 @@ Every patch returns exactly what moto would; the integration tests run on top of
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 _MISSING = object()
+RESERVATIONS_REREAD = 8
 
 
 def install() -> None:
     _tags_by_resource()
     _instance_by_id()
+    _one_volume_by_id()
     _remembered_attribute_names()
 
 
@@ -57,15 +61,42 @@ def _instance_by_id() -> None:
         index: dict[str, Any] = self.__dict__.setdefault("_sim_instances_by_id", {})
         found = index.get(instance_id)
         if found is None:
-            for reservation in list(self.reservations.values()):
+            # Reservations are added at the end of the dict, and run_instances adds one before filling it
+            # (possibly in two requests at once): re-read the newest few and any added since the last miss.
+            done = self.__dict__.get("_sim_reservations_indexed", 0)
+            start = max(0, done - RESERVATIONS_REREAD)
+            added = list(itertools.islice(self.reservations.values(), start, None))
+            for reservation in added:
                 for instance in list(reservation.instances):
                     index.setdefault(instance.id, instance)
+            self.__dict__["_sim_reservations_indexed"] = start + len(added)
             found = index.get(instance_id)
         if found is None:
             raise InvalidInstanceIdError(instance_id)
         return found
 
     InstanceBackend.get_instance = get_instance  # type: ignore[method-assign]
+
+
+def _one_volume_by_id() -> None:
+    """DescribeVolumes of one volume id (each new instance's root volume asks it) from the map, not by
+    scanning every volume; more ids, or filters, go to moto's own."""
+    from moto.ec2.exceptions import InvalidVolumeIdError
+    from moto.ec2.models.elastic_block_store import EBSBackend
+
+    original = EBSBackend.describe_volumes
+    if getattr(original, "__module__", "") == __name__:
+        return
+
+    def describe_volumes(self: Any, volume_ids: list[str] | None = None, filters: Any = None) -> list[Any]:
+        if not volume_ids or len(volume_ids) != 1 or filters:
+            return original(self, volume_ids, filters)
+        volume = self.volumes.get(volume_ids[0])
+        if volume is None:
+            raise InvalidVolumeIdError({volume_ids[0]})
+        return [volume]
+
+    EBSBackend.describe_volumes = describe_volumes  # type: ignore[method-assign]
 
 
 def _remembered_attribute_names() -> None:
