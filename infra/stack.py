@@ -35,7 +35,7 @@ from infra.names import physical_name, table_name
 from infra.nodepools import nodepool_parameters
 from infra.rbac import RbacApplier
 from infra.triggers import interruption_mapping, interruption_queue_for, interruption_rules, schedule_rule
-from nodescale.names import TABLE_KEY, TABLE_TTL
+from nodescale.names import TABLE_KEY, TABLE_TTL, dead_letter_queue_name
 
 TABLE_PARTITION_KEY = TABLE_KEY  # the layer names them: its code reads and writes items by them
 TABLE_TTL_ATTRIBUTE = TABLE_TTL
@@ -71,7 +71,7 @@ class NodescaleStack(Stack):
         self.dead_letter_queue = sqs.Queue(
             self,
             "DeadLetters",
-            queue_name=physical_name(cluster, "dead-letters", 80),
+            queue_name=dead_letter_queue_name(cluster),
             retention_period=Duration.days(14),
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,

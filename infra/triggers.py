@@ -17,6 +17,7 @@ from infra.functions import SCHEDULED_MAX_EVENT_AGE, SCHEDULED_RETRY_ATTEMPTS
 from infra.names import physical_name
 from nodescale.interruption import queue as interruption_queue
 from nodescale.interruption.parsers import zonal_shift
+from nodescale.names import interruption_queue_name
 
 # EventBridge gives up on delivering an interruption event after this many tries or this age, and
 # then puts it in the dead-letter queue.
@@ -67,7 +68,7 @@ def interruption_queue_for(
     return sqs.Queue(
         scope,
         "InterruptionQueue",
-        queue_name=physical_name(cluster, "interruption", 80),
+        queue_name=interruption_queue_name(cluster),
         retention_period=Duration.seconds(interruption_queue.MESSAGE_RETENTION_SECONDS),
         visibility_timeout=Duration.seconds(interruption_queue.VISIBILITY_TIMEOUT_FACTOR * function_timeout_seconds),
         encryption=sqs.QueueEncryption.SQS_MANAGED,

@@ -11,6 +11,7 @@ from aws_cdk.assertions import Match
 
 from infra.functions import INTERRUPTION
 from nodescale.interruption import queue as interruption_queue
+from sim.aws import seed
 from tests.cdk.conftest import Synth
 
 EXPECTED_PATTERNS = {
@@ -110,6 +111,7 @@ def test_the_interruption_queue_is_encrypted_short_lived_and_redrives_to_the_dea
     assert queue["MessageRetentionPeriod"] == 300
     assert queue["SqsManagedSseEnabled"] is True
     assert queue["VisibilityTimeout"] >= 6 * INTERRUPTION.timeout_for(default.stack.config)
+    assert INTERRUPTION.timeout_seconds == seed.INTERRUPTION_TIMEOUT_SECONDS  # sim's queue is the stack's
     assert queue["RedrivePolicy"] == {
         "deadLetterTargetArn": {"Fn::GetAtt": [default.logical_id(default.stack.dead_letter_queue), "Arn"]},
         "maxReceiveCount": interruption_queue.MAX_RECEIVE_COUNT,
