@@ -180,3 +180,18 @@ def test_a_zonal_shift_that_cannot_be_recorded_fails_only_its_own_record(dynamod
     response = run(rt, batch(shift, warning(I1)))
     assert response[interrupt_batch.FAILURES] == [{"itemIdentifier": "m0"}]
     assert response[interrupt_batch.EVENTS][1]["instances"][0]["action"] == interrupting.IGNORED
+
+
+def test_two_events_about_one_instance_act_on_it_once_the_going_away_one_first(dynamodb: Any) -> None:
+    # A rebalance recommendation and then the spot warning for the same instance in one batch: one node, so
+    # one action (the warning's), and its pods would be planned once.
+    ec2 = fakes.FakeEc2([fakes.instance(I1, FOREIGN)])
+    rt = runtime_with(ec2, dynamodb)
+    text = (EVENTS / "rebalance-recommendation.json").read_text().replace("i-0a1b2c3d4e5f60718", I1)
+    rebalance, spot = {**json.loads(text), "id": "rebalance-1"}, warning(I1)
+    response = run(rt, batch(rebalance, spot))
+    (first,), (second,) = (e["instances"] for e in response[interrupt_batch.EVENTS])
+    assert first["reason"] == f"acted on with event {spot['id']} of the same batch"
+    assert second["action"] == interrupting.IGNORED  # the warning's own outcome: not this cluster's instance
+    (describe,) = ec2.calls
+    assert describe[1]["Filters"][0]["Values"] == [I1]
