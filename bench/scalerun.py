@@ -6,9 +6,11 @@ Phases:
    on every node, per pool one Deployment with hostname anti-affinity (NODES / 4 replicas: one node
    each) and two Deployments spread over zones (maxSkew 1), 9 x NODES Deployment pods in all;
    provisioner invocations until every pod runs;
-2. one interruption wave: a spot interruption warning for 5% of the spot nodes at once, one
-   interruption invocation per event (EventBridge starts one per event), then provisioner and
-   disruption invocations until every pod runs again and the interrupted nodes are gone;
+2. one interruption wave: a spot interruption warning for 5% of the spot nodes at once, delivered as the
+   stack delivers it: the rules put the events in the interruption queue and its event source mapping
+   hands the function batches of up to BATCH_SIZE (the layer's `interruption/queue.py`), one invocation
+   and one world read per batch, WAVE_CONCURRENCY batches at a time; then provisioner and disruption
+   invocations until every pod runs again and the interrupted nodes are gone;
 3. scale-in of every Deployment to 30%, then disruption (and provisioner) invocations until a run
    decides nothing and nothing is under way ("quiet").
 
@@ -50,6 +52,7 @@ from typing import Any
 
 from bench import print_lines
 from bench.containers import Container, Done
+from nodescale.interruption.queue import BATCH_SIZE
 from sim.aws.constants import DEMO_NODECLASS_YAML
 
 NODES = 10_000
@@ -431,7 +434,12 @@ class Run:
         started = time.monotonic()
         events = [invoke.event_for_instance("spot-interruption-warning.json",
                                             node["spec"]["providerID"].rsplit("/", 1)[-1], when=now) for node in wave]
-        self.rec.invoke_many("interruption", events, WAVE_CONCURRENCY)
+        # As the queue's event source mapping hands them over: batches of the stack's batch size, each one
+        # invocation (the layer's constant: the bench does not import aws_cdk).
+        batches = [invoke.sqs_batch(events[i:i + BATCH_SIZE]) for i in range(0, len(events), BATCH_SIZE)]
+        responses = self.rec.invoke_many("interruption", batches, WAVE_CONCURRENCY)
+        # Records the function returned to the queue (none expected: a retry would be another invocation).
+        failed = sum(len(r.get("batchItemFailures") or []) for r in responses)
         expected = sum(1 for _ in self.cluster.pods())
 
         def gone() -> bool:
@@ -439,7 +447,8 @@ class Run:
 
         self.until_running(phase, expected, with_disruption=True, done=gone)
         phase.seconds = time.monotonic() - started
-        phase.detail += f"; {len(wave)} of {len(spot)} spot nodes interrupted"
+        phase.detail += (f"; {len(wave)} of {len(spot)} spot nodes interrupted in {len(batches)} batches"
+                         f"{f', {failed} records returned to the queue' if failed else ''}")
 
     def scale_in(self) -> None:
         phase = Phase("scale-in and consolidation")

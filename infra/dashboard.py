@@ -18,6 +18,8 @@ from infra.names import physical_name
 
 FUNCTION_ERRORS_PER_5_MINUTES = 3  # a single failed tick heals itself a minute later
 WIDTH = 8
+# A spot notice is two minutes: an interruption event waiting half of that has lost the time to replace first.
+INTERRUPTION_QUEUE_AGE_ALARM_SECONDS = 60
 
 
 class Monitoring(Construct):
@@ -29,6 +31,7 @@ class Monitoring(Construct):
         config: StackConfig,
         functions: Sequence[lambda_.Function],
         dead_letter_queue: sqs.IQueue,
+        interruption_queue: sqs.IQueue,
         topic: sns.ITopic | None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -53,6 +56,14 @@ class Monitoring(Construct):
             dead_letter_queue.metric_approximate_number_of_messages_visible(period=Duration.minutes(1), statistic="Maximum"),
             threshold=1,
             description="Interruption events could not be delivered or handled: they wait in the dead-letter queue",
+        )
+        self._alarm(
+            "InterruptionQueueAge",
+            "interruption-queue-age",
+            interruption_queue.metric_approximate_age_of_oldest_message(period=Duration.minutes(1), statistic="Maximum"),
+            threshold=INTERRUPTION_QUEUE_AGE_ALARM_SECONDS,
+            description=f"An interruption event has waited {INTERRUPTION_QUEUE_AGE_ALARM_SECONDS} s or more in the "
+                        "interruption queue (a spot notice is 120 s): the function is failing or throttled",
         )
         self._alarm(
             "PodsPendingTooLong",
@@ -104,7 +115,7 @@ class Monitoring(Construct):
         self.dashboard.add_widgets(*self._capacity_row())
         self.dashboard.add_widgets(*self._events_row())
         self.dashboard.add_widgets(*self._cost_row())
-        self.dashboard.add_widgets(*self._function_row(functions, dead_letter_queue))
+        self.dashboard.add_widgets(*self._function_row(functions, dead_letter_queue, interruption_queue))
         self.dashboard.add_widgets(cw.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=3 * WIDTH))
 
     def metric(self, name: str, statistic: str, period: Duration | None = None) -> cw.Metric:
@@ -237,7 +248,9 @@ class Monitoring(Construct):
             ),
         ]
 
-    def _function_row(self, functions: Sequence[lambda_.Function], queue: sqs.IQueue) -> list[cw.IWidget]:
+    def _function_row(
+        self, functions: Sequence[lambda_.Function], queue: sqs.IQueue, interruption_queue: sqs.IQueue
+    ) -> list[cw.IWidget]:
         return [
             cw.GraphWidget(
                 title="Function errors and throttles",
@@ -251,8 +264,14 @@ class Monitoring(Construct):
                 width=WIDTH,
             ),
             cw.GraphWidget(
-                title="Dead-letter queue depth",
-                left=[queue.metric_approximate_number_of_messages_visible(statistic="Maximum")],
+                title="Interruption queue and dead letters",
+                left=[queue.metric_approximate_number_of_messages_visible(label="dead letters", statistic="Maximum"),
+                      interruption_queue.metric_approximate_number_of_messages_visible(
+                          label="interruption events waiting", statistic="Maximum")],
+                right=[interruption_queue.metric_approximate_age_of_oldest_message(
+                    label="oldest interruption event (s)", statistic="Maximum")],
+                right_annotations=[cw.HorizontalAnnotation(
+                    value=INTERRUPTION_QUEUE_AGE_ALARM_SECONDS, label="alarm", color=cw.Color.RED)],
                 width=WIDTH,
             ),
         ]

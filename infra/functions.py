@@ -76,8 +76,10 @@ PROVISIONER_WATCH_SECONDS = 50
 # A missed tick is dropped: the next one comes a minute later and sees the same cluster.
 SCHEDULED_RETRY_ATTEMPTS = 0
 SCHEDULED_MAX_EVENT_AGE = Duration.seconds(60)
-# An interruption event is worth retrying for a while; after 15 minutes the instance is long gone and
-# the disruption function's repair and garbage collection take over.
+# Only for an asynchronous invocation by hand (an operator's `aws lambda invoke --invocation-type Event`): the
+# rules feed the interruption queue, whose event source mapping invokes synchronously and retries through the
+# queue (infra/triggers.py). An interruption event is worth retrying for a while; after 15 minutes the
+# instance is long gone and the disruption function's repair and garbage collection take over.
 INTERRUPTION_RETRY_ATTEMPTS = 2
 INTERRUPTION_MAX_EVENT_AGE = Duration.minutes(15)
 

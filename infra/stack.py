@@ -34,8 +34,8 @@ from infra.nag import acknowledge_findings
 from infra.names import physical_name, table_name
 from infra.nodepools import nodepool_parameters
 from infra.rbac import RbacApplier
-from infra.triggers import interruption_rules, schedule_rule
-from nodescale.names import TABLE_KEY, TABLE_TTL
+from infra.triggers import interruption_mapping, interruption_queue_for, interruption_rules, schedule_rule
+from nodescale.names import TABLE_KEY, TABLE_TTL, dead_letter_queue_name
 
 TABLE_PARTITION_KEY = TABLE_KEY  # the layer names them: its code reads and writes items by them
 TABLE_TTL_ATTRIBUTE = TABLE_TTL
@@ -71,7 +71,7 @@ class NodescaleStack(Stack):
         self.dead_letter_queue = sqs.Queue(
             self,
             "DeadLetters",
-            queue_name=physical_name(cluster, "dead-letters", 80),
+            queue_name=dead_letter_queue_name(cluster),
             retention_period=Duration.days(14),
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
@@ -132,19 +132,26 @@ class NodescaleStack(Stack):
             self.cleanup.resource.node.add_dependency(dependency)
         self.rbac = self._rbac(layers)
 
-        self.rules = interruption_rules(self, cluster, self.interruption, self.dead_letter_queue)
+        # Interruption events go through a queue the function reads in batches: a wave of spot warnings is a
+        # few invocations with one world read each, not one invocation per event (docs/scale.md).
+        self.interruption_queue = interruption_queue_for(
+            self, cluster, INTERRUPTION.timeout_for(config), self.dead_letter_queue
+        )
+        self.interruption_mapping = interruption_mapping(self, self.interruption, self.interruption_queue)
+        self.rules = interruption_rules(self, cluster, self.interruption_queue, self.dead_letter_queue)
         self.schedules = [
             schedule_rule(self, cluster, PROVISIONER.name, self.provisioner),
             schedule_rule(self, cluster, DISRUPTION.name, self.disruption),
         ]
         # Deleted before the cleanup runs, so no function starts while it drains.
-        for rule in [*self.rules, *self.schedules]:
-            rule.node.add_dependency(self.cleanup.resource)
+        for trigger in [*self.rules, *self.schedules, self.interruption_mapping]:
+            trigger.node.add_dependency(self.cleanup.resource)
 
         self.alarm_topic = self._alarm_topic()
         self.monitoring = Monitoring(
             self, "Monitoring", config=config, functions=self.functions,
-            dead_letter_queue=self.dead_letter_queue, topic=self.alarm_topic,
+            dead_letter_queue=self.dead_letter_queue, interruption_queue=self.interruption_queue,
+            topic=self.alarm_topic,
         )
         acknowledge_findings(self)
 

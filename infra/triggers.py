@@ -1,5 +1,5 @@
-"""What starts the functions: EC2, Health and ARC zonal shift events for interruption, a one-minute schedule
-for the others."""
+"""What starts the functions: EC2, Health and ARC zonal shift events for interruption (through an SQS queue the
+function reads in batches), a one-minute schedule for the others."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from constructs import Construct
 
 from infra.functions import SCHEDULED_MAX_EVENT_AGE, SCHEDULED_RETRY_ATTEMPTS
 from infra.names import physical_name
+from nodescale.interruption import queue as interruption_queue
 from nodescale.interruption.parsers import zonal_shift
+from nodescale.names import interruption_queue_name
 
 # EventBridge gives up on delivering an interruption event after this many tries or this age, and
 # then puts it in the dead-letter queue.
@@ -56,9 +58,49 @@ INTERRUPTION_RULES = (
 )
 
 
+def interruption_queue_for(
+    scope: Construct, cluster: str, function_timeout_seconds: int, dead_letter_queue: sqs.IQueue
+) -> sqs.Queue:
+    """The queue every interruption rule targets, as Karpenter's KarpenterInterruptionQueue: SQS-managed
+    encryption, TLS only, a message kept 5 minutes (a spot notice is two). Its visibility timeout is six times
+    the function's timeout (AWS's advice for an event source mapping), and a message that keeps failing moves
+    to the dead-letter queue after a few receives."""
+    return sqs.Queue(
+        scope,
+        "InterruptionQueue",
+        queue_name=interruption_queue_name(cluster),
+        retention_period=Duration.seconds(interruption_queue.MESSAGE_RETENTION_SECONDS),
+        visibility_timeout=Duration.seconds(interruption_queue.VISIBILITY_TIMEOUT_FACTOR * function_timeout_seconds),
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        dead_letter_queue=sqs.DeadLetterQueue(
+            max_receive_count=interruption_queue.MAX_RECEIVE_COUNT, queue=dead_letter_queue
+        ),
+    )
+
+
+def interruption_mapping(
+    scope: Construct, function: lambda_.IFunction, queue: sqs.IQueue
+) -> lambda_.EventSourceMapping:
+    """The function reads the queue in batches (one world read each) and names the records to retry
+    (ReportBatchItemFailures), so one bad record does not return a whole batch to the queue."""
+    queue.grant_consume_messages(function)
+    return lambda_.EventSourceMapping(
+        scope,
+        "InterruptionQueueMapping",
+        target=function,
+        event_source_arn=queue.queue_arn,
+        batch_size=interruption_queue.BATCH_SIZE,
+        max_batching_window=Duration.seconds(interruption_queue.MAX_BATCHING_WINDOW_SECONDS),
+        report_batch_item_failures=True,
+    )
+
+
 def interruption_rules(
-    scope: Construct, cluster: str, function: lambda_.IFunction, dead_letter_queue: sqs.IQueue
+    scope: Construct, cluster: str, queue: sqs.IQueue, dead_letter_queue: sqs.IQueue
 ) -> list[events.Rule]:
+    """One rule per event kind, each targeting the interruption queue; EventBridge's own retries and
+    dead-letter queue cover a delivery to the queue that fails. Only these rules may send to it."""
     rules = []
     for spec in INTERRUPTION_RULES:
         pattern = events.EventPattern(source=[spec.source], detail_type=spec.detail_types, detail=spec.detail)
@@ -70,8 +112,8 @@ def interruption_rules(
             event_pattern=pattern,
         )
         rule.add_target(
-            targets.LambdaFunction(
-                function,
+            targets.SqsQueue(
+                queue,
                 dead_letter_queue=dead_letter_queue,
                 retry_attempts=EVENT_RETRY_ATTEMPTS,
                 max_event_age=EVENT_MAX_AGE,

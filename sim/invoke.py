@@ -1,4 +1,5 @@
-"""Invoke the Lambda handlers in-process the way their triggers would: a schedule tick or an EventBridge event.
+"""Invoke the Lambda handlers in-process the way their triggers would: a schedule tick, an EventBridge event, or
+(the interruption function) an SQS batch from its queue's event source mapping.
 
 Used by the demo and the end-to-end tests, so they run exactly the code the functions run, with a
 Lambda context that tells the handler how much time it has left.
@@ -7,6 +8,7 @@ Lambda context that tells the handler how much time it has left.
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib.util
 import json
 import os
@@ -95,6 +97,103 @@ def event_for_instance(name: str, instance_id: str, when: datetime | None = None
     if when is not None:
         event["time"] = when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return event
+
+
+# ------------------------------------------------------------------------------- the interruption queue
+
+
+def queue_arn(cluster: str = "demo-cluster") -> str:
+    from nodescale.names import interruption_queue_name
+
+    return f"arn:aws:sqs:{REGION}:{ACCOUNT}:{interruption_queue_name(cluster)}"
+
+
+def sqs_batch(events: list[dict[str, Any]], cluster: str = "demo-cluster") -> dict[str, Any]:
+    """The event Lambda's event source mapping hands the interruption function for these EventBridge events,
+    each as EventBridge put it in the queue (the body is the event's JSON): the recorded shape of
+    tests/fixtures/events/sqs/sqs-batch.json, with fresh ids and times."""
+    now = int(time.time() * 1000)
+    messages = [{"MessageId": str(uuid.uuid4()), "ReceiptHandle": uuid.uuid4().hex, "Body": json.dumps(e),
+                 "Attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": str(now),
+                                "ApproximateFirstReceiveTimestamp": str(now)}} for e in events]
+    return batch_of_messages(messages, cluster)
+
+
+def batch_of_messages(messages: list[dict[str, Any]], cluster: str = "demo-cluster") -> dict[str, Any]:
+    """Lambda's SQS event for messages as ReceiveMessage returned them (``MessageId``, ``ReceiptHandle``, ``Body``,
+    ``Attributes``...): the keys renamed as Lambda renames them, the queue's ARN and region added."""
+    template = json.loads((EVENTS / "sqs" / "sqs-batch.json").read_text())["Records"][0]
+    records = []
+    for message in messages:
+        body = message["Body"]
+        records.append({
+            **template,
+            "messageId": message["MessageId"],
+            "receiptHandle": message["ReceiptHandle"],
+            "body": body,
+            "attributes": {**template["attributes"], **(message.get("Attributes") or {})},
+            "messageAttributes": message.get("MessageAttributes") or {},
+            "md5OfBody": message.get("MD5OfBody") or hashlib.md5(body.encode()).hexdigest(),
+            "eventSourceARN": queue_arn(cluster),
+            "awsRegion": REGION,
+        })
+    return {"Records": records}
+
+
+def send_to_queue(sqs: Any, queue_url: str, events: list[dict[str, Any]]) -> None:
+    """What EventBridge does for a rule whose target is the queue: each matching event's JSON is a message."""
+    for start in range(0, len(events), 10):  # SendMessageBatch takes ten at a time
+        entries = [{"Id": str(i), "MessageBody": json.dumps(e)} for i, e in enumerate(events[start:start + 10])]
+        answer = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+        if answer.get("Failed"):
+            raise RuntimeError(f"the queue refused events: {answer['Failed']}")
+
+
+@dataclass
+class Poll:
+    """One poll of the event source mapping: what it received, what the function answered, what it deleted."""
+
+    received: int
+    response: Any
+    deleted: list[str]
+    failed: list[str]
+
+
+def poll_queue(function: str, queue_url: str, *, batch_size: int | None = None, timeout_seconds: float = 60.0,
+               cluster: str = "demo-cluster") -> Poll:
+    """Do what the function's SQS event source mapping does, once: receive up to ``batch_size`` messages (ten per
+    ReceiveMessage, SQS's limit) with the function's own credentials (the mapping polls as the function's role,
+    which sim holds to the stack's policy), invoke the handler with the batch, then delete every message the
+    response does not name in ``batchItemFailures``; those stay in the queue for a later receive (and after the
+    redrive policy's receives, the dead-letter queue)."""
+    from nodescale.aws import clients
+    from nodescale.interruption import queue as interruption_queue
+
+    size = batch_size or interruption_queue.BATCH_SIZE
+    with _credentials_of(function):
+        sqs = clients.client("sqs")
+        messages: list[dict[str, Any]] = []
+        while len(messages) < size:
+            answer = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=min(10, size - len(messages)),
+                                         AttributeNames=["All"], MessageAttributeNames=["All"], WaitTimeSeconds=0)
+            if not answer.get("Messages"):
+                break
+            messages.extend(answer["Messages"])
+    if not messages:
+        return Poll(0, None, [], [])
+    response = invoke(function, batch_of_messages(messages, cluster), timeout_seconds, cluster)
+    failures = response.get("batchItemFailures") if isinstance(response, dict) else None
+    if failures is None:
+        failed = [m["MessageId"] for m in messages]  # not a partial batch response: Lambda retries the whole batch
+    else:
+        failed = [f["itemIdentifier"] for f in failures]
+    done = [m for m in messages if m["MessageId"] not in failed]
+    with _credentials_of(function):
+        sqs = clients.client("sqs")
+        for start in range(0, len(done), 10):
+            sqs.delete_message_batch(QueueUrl=queue_url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done[start:start + 10])])
+    return Poll(len(messages), response, [m["MessageId"] for m in done], failed)
 
 
 def invoke(function: str, event: dict[str, Any], timeout_seconds: float = 60.0, cluster: str = "demo-cluster") -> Any:

@@ -1,13 +1,17 @@
 """The interruption function: a thin Powertools handler around nodescale's interruption use-case.
 
-Invoked by the EventBridge rules for spot interruption warnings, rebalance recommendations,
-instance state changes, AWS Health scheduled changes and ARC zonal shifts. Returns a summary per
-instance (node, action or reason ignored, replacement launched, pods evicted/blocked), or for a zonal
-shift the zone recorded (``zonalShift``).
+Fed by the interruption queue's event source mapping: the EventBridge rules for spot interruption warnings,
+rebalance recommendations, instance state changes, AWS Health scheduled changes and ARC zonal shifts put their
+events in one SQS queue, and Lambda hands them over in batches (``{"Records": [...]}``), acted on together with
+one read of the world. For a batch it returns Lambda's partial batch response (``batchItemFailures``: the
+records to retry) with each record's summary under ``events``. A single EventBridge event (a direct invocation,
+``nodescale replay``) still works and returns its summary: per instance (node, action or reason ignored,
+replacement launched, pods evicted/blocked), or for a zonal shift the zone recorded (``zonalShift``).
 
 A malformed or foreign event returns normally with its reason (it is never retried). Anything worth
-retrying (throttling, an API that does not answer, a broken configuration) raises, so Lambda's
-retries and then the dead-letter queue keep the event. Each event id is handled once (Powertools
+retrying (throttling, an API that does not answer, a broken configuration) names the record as a batch item
+failure, so the queue hands it over again and after a few receives moves it to the dead-letter queue (a single
+event raises instead, for Lambda's own retries). Each event id is handled once (Powertools
 idempotency in the shared table); the drain stops a margin before the invocation's time runs out
 and the node's taint tells the next run to carry on.
 """

@@ -166,6 +166,11 @@ class Enforcer:
             if match:
                 return [Request(full, f"arn:{PARTITION}:eks:{REGION}:{ACCOUNT}:cluster/{unquote(match.group(1))}")]
             return [Request(full, "*")]
+        if prefix == "sqs" and "QueueUrl" in params:
+            # .../<account>/<name>: a queue's ARN, which the function's ReceiveMessage/DeleteMessage grant names.
+            # SQS has no IAM action for its batch calls: each is authorized as its single-message action.
+            account, _, name = urlsplit(str(params["QueueUrl"])).path.strip("/").partition("/")
+            return [Request(f"sqs:{action.removesuffix('Batch')}", f"arn:{PARTITION}:sqs:{REGION}:{account}:{name}")]
         if prefix == "iam" and "RoleName" in params:
             return [Request(full, self._role_arn(str(params["RoleName"])))]
         if prefix == "iam" and "InstanceProfileName" in params:

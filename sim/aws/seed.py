@@ -69,6 +69,8 @@ class SeededAccount:
     windows_node_role_name: str = ""
     windows_instance_profile_name: str = ""
     table_name: str = ""
+    interruption_queue_url: str = ""
+    dead_letter_queue_url: str = ""
     nodepool_parameter_path: str = ""
     unmanaged_vpc_id: str = ""
     unmanaged_subnet_id: str = ""
@@ -170,9 +172,37 @@ def seed(
     ddb.create_table(**spec)
     ddb.update_time_to_live(TableName=out.table_name, TimeToLiveSpecification=ttl)
     out.nodepool_parameter_path = f"/nodescale/{cluster}/nodepools/"
+    _seed_queues(client("sqs"), out)
 
     _seed_unmanaged(ec2, out, kubernetes_version)
     return out
+
+
+# infra/functions.INTERRUPTION's default timeout, for the queue's visibility timeout (sim does not import
+# aws_cdk; tests/cdk/test_triggers.py holds the two equal).
+INTERRUPTION_TIMEOUT_SECONDS = 150
+
+
+def _seed_queues(sqs: Any, out: SeededAccount) -> None:
+    """The stack's interruption queue and dead-letter queue, with the stack's attributes (infra/triggers.py,
+    from the layer's figures): what EventBridge delivers to and the function's event source mapping reads."""
+    from nodescale.interruption import queue as interruption_queue
+
+    dead = sqs.create_queue(QueueName=names.dead_letter_queue_name(out.cluster),
+                            Attributes={"MessageRetentionPeriod": str(14 * 24 * 3600), "SqsManagedSseEnabled": "true"})
+    out.dead_letter_queue_url = dead["QueueUrl"]
+    dead_arn = sqs.get_queue_attributes(QueueUrl=dead["QueueUrl"], AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    timeout = interruption_queue.VISIBILITY_TIMEOUT_FACTOR * INTERRUPTION_TIMEOUT_SECONDS
+    out.interruption_queue_url = sqs.create_queue(
+        QueueName=names.interruption_queue_name(out.cluster),
+        Attributes={
+            "MessageRetentionPeriod": str(interruption_queue.MESSAGE_RETENTION_SECONDS),
+            "VisibilityTimeout": str(timeout),
+            "SqsManagedSseEnabled": "true",
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dead_arn,
+                                         "maxReceiveCount": interruption_queue.MAX_RECEIVE_COUNT}),
+        },
+    )["QueueUrl"]
 
 
 def _seed_network(ec2: Any, out: SeededAccount, region: str) -> None:

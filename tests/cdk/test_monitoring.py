@@ -23,7 +23,8 @@ def _dashboard_body(synth: Synth) -> str:
 def test_alarms_for_errors_dead_letters_pending_pods_and_limits(default: Synth) -> None:
     alarms = _alarms(default)
     assert sorted(alarms) == sorted(["provisioner-errors", "interruption-errors", "disruption-errors",
-                                     "dead-letters", "pods-pending", "limit-reached", "configuration-errors"])
+                                     "dead-letters", "interruption-queue-age", "pods-pending", "limit-reached",
+                                     "configuration-errors"])
     pending = alarms["pods-pending"]
     assert (pending["MetricName"], pending["Namespace"], pending["Threshold"]) == (m.OLDEST_PENDING_POD_AGE, "nodescale", 600)
     assert {d["Name"]: d["Value"] for d in pending["Dimensions"]} == {"Cluster": "demo-cluster", "service": "nodescale"}
@@ -33,6 +34,11 @@ def test_alarms_for_errors_dead_letters_pending_pods_and_limits(default: Synth) 
     assert (refused["MetricName"], refused["Threshold"], refused["ComparisonOperator"]) == \
         (m.CONFIGURATION_ERRORS, 1, "GreaterThanOrEqualToThreshold")
     assert alarms["dead-letters"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    # Interruption events waiting in their queue: a spot notice is two minutes, so a minute of waiting pages.
+    age = alarms["interruption-queue-age"]
+    assert (age["MetricName"], age["Threshold"], age["Namespace"]) == ("ApproximateAgeOfOldestMessage", 60, "AWS/SQS")
+    assert age["Dimensions"] == [{"Name": "QueueName", "Value": {
+        "Fn::GetAtt": [default.logical_id(default.stack.interruption_queue), "QueueName"]}}]
     assert alarms["provisioner-errors"]["MetricName"] == "Errors"
     assert all("AlarmActions" not in a for a in alarms.values())  # no topic asked for
 
@@ -54,6 +60,7 @@ def test_dashboard_charts_the_metrics_the_functions_emit(default: Synth, full: S
     for function in ("provisioner", "interruption", "disruption"):
         assert default.logical_id(getattr(default.stack, function)) in body
     assert "Throttles" in body and "Duration" in body and "ApproximateNumberOfMessagesVisible" in body
+    assert "ApproximateAgeOfOldestMessage" in body and "interruption events waiting" in body
     # The cluster-wide limits and the price alarm are drawn beside usage.
     lines = {(a["label"], a["value"]) for w in _widgets(full) for a in w.get("properties", {}).get("annotations", {}).get("horizontal", [])}
     assert {("cluster limit", 50), ("cluster cpu limit", 2000), ("alarm", 40)} <= lines

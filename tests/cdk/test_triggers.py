@@ -1,12 +1,17 @@
-"""The EventBridge rules: exact patterns, the interruption function as target, DLQ, retries, event age."""
+"""The EventBridge rules: exact patterns, the interruption queue as target (read by the function in batches),
+DLQ, retries, event age."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match
 
+from infra.functions import INTERRUPTION
+from nodescale.interruption import queue as interruption_queue
+from sim.aws import seed
 from tests.cdk.conftest import Synth
 
 EXPECTED_PATTERNS = {
@@ -45,7 +50,8 @@ def test_interruption_rule_pattern_and_target(default: Synth, suffix: str) -> No
     rule = _rules_by_suffix(default)[suffix]
     assert rule["EventPattern"] == EXPECTED_PATTERNS[suffix]
     (target,) = rule["Targets"]
-    assert target["Arn"] == {"Fn::GetAtt": [default.logical_id(default.stack.interruption), "Arn"]}
+    # The queue, not the function: a wave of warnings is read in batches (one world read each).
+    assert target["Arn"] == {"Fn::GetAtt": [default.logical_id(default.stack.interruption_queue), "Arn"]}
     assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": [default.logical_id(default.stack.dead_letter_queue), "Arn"]}}
     assert target["RetryPolicy"] == {"MaximumRetryAttempts": 4, "MaximumEventAgeInSeconds": 900}
 
@@ -95,3 +101,55 @@ def test_eventbridge_may_write_to_the_dead_letter_queue(default: Synth) -> None:
     default.template.has_resource_properties(
         "AWS::SQS::Queue", {"MessageRetentionPeriod": 1209600, "SqsManagedSseEnabled": True}
     )
+
+
+def test_the_interruption_queue_is_encrypted_short_lived_and_redrives_to_the_dead_letter_queue(default: Synth) -> None:
+    # As Karpenter's KarpenterInterruptionQueue (aws/karpenter-provider-aws, website "cloudformation.yaml":
+    # MessageRetentionPeriod 300, SqsManagedSseEnabled true) plus AWS's advice for an event source mapping.
+    queue = default.json["Resources"][default.logical_id(default.stack.interruption_queue)]["Properties"]
+    assert queue["QueueName"] == "nodescale-demo-cluster-interruption"
+    assert queue["MessageRetentionPeriod"] == 300
+    assert queue["SqsManagedSseEnabled"] is True
+    assert queue["VisibilityTimeout"] >= 6 * INTERRUPTION.timeout_for(default.stack.config)
+    assert INTERRUPTION.timeout_seconds == seed.INTERRUPTION_TIMEOUT_SECONDS  # sim's queue is the stack's
+    assert queue["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [default.logical_id(default.stack.dead_letter_queue), "Arn"]},
+        "maxReceiveCount": interruption_queue.MAX_RECEIVE_COUNT,
+    }
+
+
+def _queue_policy(synth: Synth, queue: Any) -> list[dict[str, Any]]:
+    for policy in synth.resources("AWS::SQS::QueuePolicy").values():
+        if {"Ref": synth.logical_id(queue)} in policy["Properties"]["Queues"]:
+            return policy["Properties"]["PolicyDocument"]["Statement"]
+    raise AssertionError("no policy on the queue")
+
+
+def test_only_the_interruption_rules_may_send_to_the_queue_and_only_over_tls(default: Synth) -> None:
+    statements = _queue_policy(default, default.stack.interruption_queue)
+    (deny,) = [s for s in statements if s["Effect"] == "Deny"]
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    sends = [s for s in statements if s["Effect"] == "Allow"]
+    assert {s["Principal"]["Service"] for s in sends} == {"events.amazonaws.com"}
+    assert all("sqs:SendMessage" in s["Action"] and "sqs:ReceiveMessage" not in s["Action"] for s in sends)
+    sources = {json_key(s["Condition"]["ArnEquals"]["aws:SourceArn"]) for s in sends}
+    rules = {json_key({"Fn::GetAtt": [logical, "Arn"]})
+             for logical, rule in default.resources("AWS::Events::Rule").items() if "EventPattern" in rule["Properties"]}
+    assert sources == rules and len(rules) == len(EXPECTED_PATTERNS)
+
+
+def json_key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def test_the_function_reads_the_queue_in_batches_and_reports_failed_records(default: Synth) -> None:
+    _, mapping = default.one("AWS::Lambda::EventSourceMapping")
+    props = mapping["Properties"]
+    assert props["FunctionName"] == {"Ref": default.logical_id(default.stack.interruption)}
+    assert props["EventSourceArn"] == {"Fn::GetAtt": [default.logical_id(default.stack.interruption_queue), "Arn"]}
+    assert props["BatchSize"] == interruption_queue.BATCH_SIZE == 100
+    assert props["MaximumBatchingWindowInSeconds"] == interruption_queue.MAX_BATCHING_WINDOW_SECONDS
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    # Removed before the cleanup drains the cluster, with the rules: no interruption run starts meanwhile.
+    cleanup = default.logical_id(default.stack.cleanup.resource)
+    assert cleanup in mapping.get("DependsOn", [])

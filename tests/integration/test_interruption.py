@@ -29,7 +29,9 @@ from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
 from nodescale.usecases import interrupt as interrupting
+from nodescale.usecases import interrupt_batch
 from nodescale.usecases import provision as provisioning
+from sim import invoke
 from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.helpers import (
@@ -518,3 +520,67 @@ def test_an_event_reads_its_node_by_name_and_lists_the_nodes_once(sim: Environme
     nodes = api_stats(sim)["resources"]["nodes"]
     assert nodes["list"]["fullLists"] == 1, nodes
     assert nodes["get"]["requests"] >= 1, nodes
+
+
+# ------------------------------------------------------------------------- a batch from the interruption queue
+
+
+def three_nodes_one_pod_each(sim: Environment, rt: Runtime, ns: str) -> dict[str, str]:
+    """Three nodes (3 CPUs a pod, one pod per xlarge node), by name -> instance id."""
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 3, "cpu": "3", "terminationGracePeriodSeconds": 1})
+    nodes = sorted(nodes_of(provision(sim, rt, ns, 3)))
+    assert len(nodes) == 3
+    return {n: instance_of(node(sim, n)) for n in nodes}
+
+
+def test_a_batch_of_spot_warnings_is_one_world_read_and_replaces_and_drains_every_node(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    # Karpenter's interruption suite, "should handle multiple messages that cause nodeClaim deletion" and
+    # "should delete the NodeClaim when receiving a spot interruption warning", for an SQS batch: every node
+    # replaced and drained, with one read of the world for the whole batch (issue 18's wave of 500 warnings).
+    ids = three_nodes_one_pod_each(sim, rt, ns)
+    warnings = [event("spot-interruption-warning.json", iid, sim) for iid in ids.values()]
+    reads: list[int] = []
+
+    def counting_reader(runtime_: Runtime) -> Any:
+        reads.append(1)
+        return interrupting.read_world_cached(runtime_)
+
+    response = interrupt_batch.process_batch(
+        invoke.sqs_batch(warnings), rt.settings, lambda: rt, account=ACCOUNT,
+        deadline_monotonic=time.monotonic() + 60, reader=counting_reader)
+    assert len(reads) == 1
+    assert response[interrupt_batch.FAILURES] == []
+    reports = [r for e in response[interrupt_batch.EVENTS] for r in e["instances"]]
+    assert sorted(r["node"] for r in reports) == sorted(ids)
+    assert all(r["action"] == interrupting.DRAINED and r["instanceTerminated"] and r["nodeDeleted"]
+               for r in reports), reports
+    assert sum(len(r["replacement"]["launched"]) for r in reports) == 3, json.dumps([r["replacement"] for r in reports])
+    moved = wait_running(sim, ns, 3)
+    assert not nodes_of(moved) & set(ids)
+    assert all(node(sim, n) is None for n in ids)
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_warnings_sent_to_the_queue_are_handled_by_the_function_as_its_event_source_mapping_polls(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    # The path a deployed stack takes: EventBridge puts each event in the queue, Lambda's event source mapping
+    # receives a batch with the function's role (sim enforces the stack's policy), the handler acts on it, and
+    # the records not named in batchItemFailures are deleted.
+    ids = three_nodes_one_pod_each(sim, rt, ns)
+    url = sim.seed["interruption_queue_url"]
+    warnings = [event("spot-interruption-warning.json", iid, sim) for iid in ids.values()]
+    invoke.send_to_queue(sim.boto3_client("sqs"), url, [*warnings, warnings[0]])  # EventBridge delivers twice, too
+    with invoke.product_environment(sim.env, POWERTOOLS_METRICS_DISABLED="true"):
+        poll = invoke.poll_queue("interruption", url, timeout_seconds=90)
+    assert poll.received == 4 and poll.failed == [] and len(poll.deleted) == 4
+    summaries = poll.response[interrupt_batch.EVENTS]
+    assert sorted(s["instances"][0]["node"] for s in summaries if not s.get("duplicate")) == sorted(ids)
+    assert [s.get("duplicate") for s in summaries].count(True) == 1
+    assert all(s["instances"][0]["action"] == interrupting.DRAINED for s in summaries)
+    attributes = sim.boto3_client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert (attributes["ApproximateNumberOfMessages"], attributes["ApproximateNumberOfMessagesNotVisible"]) == ("0", "0")
+    moved = wait_running(sim, ns, 3)
+    assert not nodes_of(moved) & set(ids)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench import scale, scalerun
+from nodescale.interruption.queue import BATCH_SIZE
 from nodescale.k8s.raw import request_json
 from sim.clock import Clock
 from sim.kube.store import Store
@@ -80,6 +81,11 @@ def test_the_scale_run_at_small_size_completes_within_the_stacks_limits_and_slic
     assert set(figures) == {"provisioner", "interruption", "disruption"}
     assert all(f["withinTimeout"] and f["withinMemory"] for f in figures.values()), figures
     assert figures["provisioner"]["fullPodListsTotal"] <= 1  # one cold list; watches after
+    # The wave came as the stack delivers it: SQS batches of the queue's batch size, one invocation each.
+    wave = [i for i in result.invocations if i.function == "interruption" and i.phase == "interruption"]
+    assert len(wave) == -(-result.interrupted // BATCH_SIZE)
+    assert all(i.summary["batchItemFailures"] == [] for i in wave), [i.summary for i in wave]
+    assert sum(len(i.summary["events"]) for i in wave) == result.interrupted
     disruption = [i for i in result.invocations if i.function == "disruption"]
     fanned = [i for i in disruption if len(i.summary["slices"]) > 1]
     slices = [i for i in disruption if len(i.summary["slices"]) == 1]

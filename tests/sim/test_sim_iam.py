@@ -123,3 +123,21 @@ def test_each_function_reads_only_its_own_parameters(sim):
     ssm = client(sim, "ssm", FUNCTION_CREDENTIALS["provisioner"])
     ssm.get_parameters_by_path(Path=sim.env["NODESCALE_NODEPOOL_PARAMETER_PATH"], Recursive=True)
     assert code_of(lambda: ssm.get_parameters_by_path(Path="/other-team/", Recursive=True)) == "AccessDeniedException"
+
+
+def test_only_the_interruption_function_reads_its_queue_and_no_function_writes_to_it(sim):
+    # The event source mapping polls as the function's role: the stack grants that role ReceiveMessage and
+    # DeleteMessage on the interruption queue (its resource ARN, as sim reads it from QueueUrl), nothing more.
+    url = sim.seed["interruption_queue_url"]
+    sim.boto3_client("sqs").send_message(QueueUrl=url, MessageBody="{}")  # EventBridge's delivery (admin here)
+    interruption = client(sim, "sqs", FUNCTION_CREDENTIALS["interruption"])
+    (message,) = interruption.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    interruption.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    denied_codes = ("AccessDenied", "AccessDeniedException")  # SQS's query and JSON protocols' spellings
+    assert code_of(lambda: interruption.send_message(QueueUrl=url, MessageBody="{}")) in denied_codes
+    dead = sim.seed["dead_letter_queue_url"]
+    assert code_of(lambda: interruption.receive_message(QueueUrl=dead)) in denied_codes
+    provisioner = client(sim, "sqs", FUNCTION_CREDENTIALS["provisioner"])
+    assert code_of(lambda: provisioner.receive_message(QueueUrl=url)) in denied_codes
+    denied = [c for c in sim.aws_calls("sqs", "ReceiveMessage") if c.get("denied")]
+    assert denied[-1]["denied"]["resource"].endswith(":nodescale-demo-cluster-interruption")

@@ -32,5 +32,19 @@ def table_name(cluster: str) -> str:
     return physical_name(cluster, TABLE_SUFFIX, TABLE_NAME_MAX)
 
 
+# SQS allows 80 characters in a queue name.
+QUEUE_NAME_MAX = 80
+
+
+def interruption_queue_name(cluster: str) -> str:
+    """The queue every interruption rule targets and the interruption function reads (``interruption/queue``)."""
+    return physical_name(cluster, "interruption", QUEUE_NAME_MAX)
+
+
+def dead_letter_queue_name(cluster: str) -> str:
+    """Where undeliverable or repeatedly failing interruption events end up."""
+    return physical_name(cluster, "dead-letters", QUEUE_NAME_MAX)
+
+
 def digest_of(cluster: str) -> str:
     return hashlib.sha256(cluster.encode()).hexdigest()[:8]

@@ -9,6 +9,9 @@ expire through the table's TTL. Items look like ``pk = "interruption#<md5 of the
 A repeat of an event within the expiry returns the first summary without touching anything, marked
 ``"duplicate": true`` (the first run's own fields, its ``handledAt`` included, are kept). A run that raises
 deletes its record, so Lambda's retry of a failed event runs again.
+
+``EventRecords`` is the same for a batch of events acted on together (the SQS path): claim each, act on
+all, then save each summary or release each claim.
 """
 
 from __future__ import annotations
@@ -22,6 +25,12 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent_function,
 )
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyInconsistentStateError,
+    IdempotencyItemAlreadyExistsError,
+)
+from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import STATUS_CONSTANTS
 
 from ..names import TABLE_KEY, TABLE_TTL
 
@@ -77,3 +86,63 @@ def once_per_event(
         summary = handle(event=event)
     # Powertools answered from the record: nothing ran now.
     return summary if ran else {**summary, "duplicate": True}
+
+
+class EventRecords:
+    """The batch form of :func:`once_per_event`, for events handled together (an SQS batch): the same records
+    (key prefix, key, expiry), so a repeat through either path is recognised.
+
+    ``claim(event)`` before acting: ``None`` when this invocation now holds the event (an in-progress record
+    written), or the first run's summary marked ``"duplicate": True`` when it was handled already. An event
+    another invocation is handling right now raises (Powertools' ``IdempotencyAlreadyInProgressError``): the
+    caller reports it for a retry. Then ``succeed(event, summary)`` or ``release(event, error)``.
+    Without a table, or for an event without an id, every claim is granted and nothing is written.
+    """
+
+    def __init__(self, table: str | None, dynamodb: Any, lambda_context: Any = None) -> None:
+        self._lambda_context = lambda_context
+        self._store: DynamoDBPersistenceLayer | None = None
+        if table:
+            self._store = persistence_layer(table, dynamodb)
+            config = IdempotencyConfig(event_key_jmespath="id", expires_after_seconds=EXPIRES_AFTER_SECONDS)
+            self._store.configure(config, key_prefix=KEY_PREFIX)
+
+    def _keyed(self, event: dict) -> bool:
+        event_id = event.get("id")
+        return self._store is not None and isinstance(event_id, str) and bool(event_id)
+
+    def claim(self, event: dict) -> dict[str, Any] | None:
+        if not self._keyed(event):
+            return None
+        assert self._store is not None
+        try:
+            with warnings.catch_warnings():
+                # Outside Lambda there is no remaining time to record (as in once_per_event).
+                warnings.filterwarnings("ignore", message="Couldn't determine the remaining time left")
+                self._store.save_inprogress(data=event, remaining_time_in_millis=self._remaining_millis())
+            return None
+        except IdempotencyItemAlreadyExistsError as exc:
+            record = exc.old_data_record or self._store.get_record(data=event)
+        if record is None or record.status == STATUS_CONSTANTS["EXPIRED"]:
+            raise IdempotencyInconsistentStateError(f"event {event.get('id')}: its record changed while read")
+        if record.status == STATUS_CONSTANTS["INPROGRESS"]:
+            raise IdempotencyAlreadyInProgressError(f"event {event.get('id')} is being handled by another invocation")
+        return {**(record.response_json_as_dict() or {}), "duplicate": True}
+
+    def succeed(self, event: dict, summary: dict[str, Any]) -> None:
+        if self._keyed(event):
+            assert self._store is not None
+            self._store.save_success(data=event, result=summary)
+
+    def release(self, event: dict, error: Exception) -> None:
+        """Forget the in-progress record, so the retry of this event runs."""
+        if self._keyed(event):
+            assert self._store is not None
+            self._store.delete_record(data=event, exception=error)
+
+    def _remaining_millis(self) -> int | None:
+        context = self._lambda_context
+        if context is None or not hasattr(context, "get_remaining_time_in_millis"):
+            # Outside Lambda: the record expires with EXPIRES_AFTER_SECONDS only (as once_per_event's does).
+            return None
+        return int(context.get_remaining_time_in_millis())

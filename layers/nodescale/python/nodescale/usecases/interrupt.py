@@ -1,8 +1,10 @@
 """The interruption use-case: an EventBridge event about EC2 instances, acted on safely.
 
     process(event, settings, runtime, account=..., deadline_monotonic=...) -> summary
-        parse, ignore what is not ours (logged, counted), else handle each event id once
+        parse, ignore what is not ours (logged, counted), else handle each event id once; an SQS batch
+        goes to ``interrupt_batch.process_batch`` (a partial batch response)
     handle_event(rt, event, ...) -> summary     the same without the idempotency record
+    handle_events(rt, [(parsed, intents)], ...) -> summaries    several events acted on together
 
 For an instance this cluster owns (``nodescale.io/cluster`` tag) whose Node is registered:
 
@@ -42,7 +44,7 @@ from typing import Any
 from .. import clock, telemetry
 from ..aws.idempotency import once_per_event
 from ..aws.ownership import OwnedInstance, classify
-from ..interruption import actions, events
+from ..interruption import actions, events, queue
 from ..interruption.actions import Outcome, Reason, Step, action_for
 from ..k8s import listing
 from ..k8s import nodes as k8s_nodes
@@ -91,10 +93,16 @@ def process(
     deadline_monotonic: float | None = None,
     lambda_context: Any = None,
 ) -> dict[str, Any]:
-    """What the Lambda handler and ``nodescale replay`` run for one event.
+    """What the Lambda handler and ``nodescale replay`` run for one event, or for an SQS batch of them
+    (the interruption queue's event source mapping: see ``interrupt_batch``).
 
     ``runtime`` is only called for an event worth acting on, so bad input needs no clients at all.
     """
+    if queue.is_batch(event):
+        from .interrupt_batch import process_batch  # it builds on this module
+
+        return process_batch(event, settings, runtime, account=account,  # type: ignore[arg-type]
+                             deadline_monotonic=deadline_monotonic, lambda_context=lambda_context)
     parsed = events.read(event, account, settings.region)
     if isinstance(parsed.result, events.Ignored):
         return ignored_summary(event, parsed.result, parsed.detail_type)
@@ -141,30 +149,64 @@ def handle_event(
         return ignored_summary(event, parsed.result, parsed.detail_type)
     if isinstance(parsed.result, events.ZoneShift):
         return zonal_shift.handle_shift(rt, parsed.result, parsed.detail_type)
-    intents = parsed.result
-    reports = [InstanceReport(i.instance_id, i.kind) for i in intents]
-    for intent in intents:
-        telemetry.count(telemetry.INTERRUPTIONS, **{telemetry.KIND_DIMENSION: intent.kind})
-    acting = []
-    for intent, report in zip(intents, reports, strict=True):
-        if intent.action == events.NO_ACTION:
-            # Nothing will be done whoever owns the instance: EC2 is not asked.
-            report.reason = action_for(intent, None, None).reason
-        else:
-            acting.append((intent, report))
+    return handle_events(rt, [(parsed, parsed.result)], deadline=deadline, reader=reader, sleep=sleep,
+                         started=started)[0]
+
+
+def handle_events(
+    rt: Runtime,
+    batch: list[tuple[events.ParsedEvent, list[events.Intent]]],
+    *,
+    deadline: float,
+    reader: Callable[[Runtime], World] = read_world_cached,
+    sleep: Callable[[float], None] = time.sleep,
+    started: float | None = None,
+) -> list[dict[str, Any]]:
+    """Act on the intents of several events together (an SQS batch; one event is a batch of one): one
+    ownership check, every going-away node cordoned first, ONE read of the world, one plan of replacements
+    and one drain over all of them. A summary per event, in order."""
+    started = time.monotonic() if started is None else started
+    reports = [[InstanceReport(i.instance_id, i.kind) for i in intents] for _, intents in batch]
+    chosen: dict[str, tuple[events.Intent, InstanceReport]] = {}  # instance id -> what is acted on for it
+    others: list[tuple[events.Intent, InstanceReport]] = []
+    for (_, intents), event_reports in zip(batch, reports, strict=True):
+        for intent, report in zip(intents, event_reports, strict=True):
+            telemetry.count(telemetry.INTERRUPTIONS, **{telemetry.KIND_DIMENSION: intent.kind})
+            if intent.action == events.NO_ACTION:
+                # Nothing will be done whoever owns the instance: EC2 is not asked.
+                report.reason = action_for(intent, None, None).reason
+                continue
+            held = chosen.get(intent.instance_id)
+            if held is None or (held[0].action != events.INTERRUPT and intent.action == events.INTERRUPT):
+                # A going-away intent wins over a rebalance recommendation for the same instance.
+                chosen[intent.instance_id] = (intent, report)
+                if held is not None:
+                    others.append(held)
+            else:
+                others.append((intent, report))
+    for intent, report in others:
+        # Two events about one instance in a batch (a warning and its state change): one node, acted on once,
+        # so its pods are not planned twice.
+        report.reason = f"acted on with event {chosen[intent.instance_id][0].event_id} of the same batch"
+    acting = list(chosen.values())
     if acting:
         _act(rt, acting, deadline, reader, sleep)
-    summary = {
-        "eventId": intents[0].event_id,
-        "detailType": parsed.detail_type,
-        "ignored": None,
-        "instances": [r.to_dict() for r in reports],
-        "seconds": round(time.monotonic() - started, 3),
-        # When it was handled: a repeat of the event returns this summary (see aws.idempotency).
-        "handledAt": clock.format_timestamp(clock.now()),
-    }
-    log.info("interruption event handled", extra={"summary": summary})
-    return summary
+    seconds = round(time.monotonic() - started, 3)
+    handled_at = clock.format_timestamp(clock.now())
+    summaries = []
+    for (parsed, intents), event_reports in zip(batch, reports, strict=True):
+        summary = {
+            "eventId": intents[0].event_id if intents else None,
+            "detailType": parsed.detail_type,
+            "ignored": None,
+            "instances": [r.to_dict() for r in event_reports],
+            "seconds": seconds,
+            # When it was handled: a repeat of the event returns this summary (see aws.idempotency).
+            "handledAt": handled_at,
+        }
+        log.info("interruption event handled", extra={"summary": summary})
+        summaries.append(summary)
+    return summaries
 
 
 # ------------------------------------------------------------------------------------------ acting
@@ -307,6 +349,7 @@ __all__ = [
     "REBALANCE_INTERRUPT",
     "InstanceReport",
     "handle_event",
+    "handle_events",
     "ignored_summary",
     "pods_to_move",
     "process",

@@ -149,12 +149,61 @@ def pods_to_move(world: World, node_name: str) -> list[Pod]:
 
 
 def replace_all(rt: Runtime, world: World, work: list[Work]) -> None:
+    """Launch replacements for the pods of every node in ``work``. Several nodes with pods (a batch of events,
+    or one event naming several instances) are planned together in one pass: planned one at a time, the second
+    node's pods would count on the in-flight node launched for the first node's pods, which has no room for
+    them (the plan does not know what the first launch is for)."""
+    moving = {item.name: pods_to_move(world, item.name) for item in work}
+    with_pods = [item for item in work if moving[item.name]]
     for item in work:
-        try:
-            replace(rt, world, item)
-        except Exception as exc:  # one failed replacement never keeps a node from being drained
-            log.exception("replacement failed", extra={"node": item.name})
+        if not moving[item.name]:
+            item.report.replacement = {"launched": [], "reason": "no pods to move"}
+    if len(with_pods) == 1:
+        _replace_one(rt, world, with_pods[0])
+    elif with_pods:
+        _replace_together(rt, world, with_pods, moving)
+
+
+def _replace_one(rt: Runtime, world: World, item: Work) -> None:
+    try:
+        replace(rt, world, item)
+    except Exception as exc:  # one failed replacement never keeps a node from being drained
+        log.exception("replacement failed", extra={"node": item.name})
+        item.report.replacement = {"launched": [], "reason": f"replacement failed: {exc}"}
+
+
+def _replace_together(rt: Runtime, world: World, items: list[Work], moving: dict[str, list[Pod]]) -> None:
+    from .provision import launch_capacity  # the provisioner's module pulls in the watch machinery
+
+    keys = {p.key for item in items for p in moving[item.name]}
+    pods = [*[p for p in world.pending if p.key not in keys], *[p for item in items for p in moving[item.name]]]
+    unavailable = {(item.instance.instance_type, item.instance.zone, wk.CAPACITY_SPOT)
+                   for item in items if item.instance.capacity_type == wk.CAPACITY_SPOT}
+    exclude = {name for item in items for name in (item.name, item.instance.instance_id)}
+    try:
+        outcome = launch_capacity(rt, world, pods, exclude_nodes=exclude, extra_unavailable=sorted(unavailable),
+                                  reason=f"replacing {len(items)} interrupted nodes")
+    except Exception as exc:  # a failed replacement never keeps the nodes from being drained
+        log.exception("replacement failed", extra={"nodes": [item.name for item in items]})
+        for item in items:
             item.report.replacement = {"launched": [], "reason": f"replacement failed: {exc}"}
+        return
+    for item in items:
+        mine = {p.key for p in moving[item.name]}
+        launched = [launch for launch in outcome.launches if mine & set(launch.pods)]
+        waiting = sorted(node for node, on in outcome.waiting.items() if mine & set(on))
+        unschedulable = [{"pod": p, "reason": why} for p, why in outcome.unschedulable if p in mine]
+        elsewhere = {p for launch in launched for p in launch.pods} | {
+            p for node in waiting for p in outcome.waiting[node]} | {u["pod"] for u in unschedulable}
+        item.report.replacement = {
+            "launched": [launch.to_dict() for launch in launched],
+            "waitingOnInFlight": waiting,
+            "placedOnExisting": len(mine - elsewhere),  # this node's pods the plan put on registered nodes
+            "unschedulable": unschedulable,
+            "errors": dict(outcome.errors),
+        }
+        if launched and item.intent.event_time is not None:
+            telemetry.seconds(telemetry.EVENT_TO_REPLACEMENT, since(item.intent.event_time))
 
 
 def replace(rt: Runtime, world: World, item: Work) -> None:
