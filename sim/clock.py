@@ -7,9 +7,12 @@ wait for minutes of wall time.
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 
 class Clock:
@@ -23,6 +26,7 @@ class Clock:
         self._real_start = time.monotonic()
         self._advanced = 0.0
         self._changed = threading.Condition()
+        self._published: Path | None = None
 
     @property
     def speed(self) -> float:
@@ -44,7 +48,25 @@ class Clock:
             raise ValueError(f"cannot move the clock backwards ({seconds} s)")
         with self._changed:
             self._advanced += seconds
+            self._write_published()
             self._changed.notify_all()
+
+    def publish(self, path: Path) -> None:
+        """Keep ``path`` telling other processes how to read this clock (``read_published``): the product
+        reads it at every decision, and a file read costs microseconds where an HTTP round trip to a busy
+        environment cost milliseconds (a third of a disruption pass at 10,000 nodes). Rewritten on advance."""
+        with self._changed:
+            self._published = path
+            self._write_published()
+
+    def _write_published(self) -> None:
+        if self._published is None:
+            return
+        state = {"start": self._start.timestamp(), "elapsed": self.elapsed(), "wall": time.time(),
+                 "speed": self._speed}
+        temporary = self._published.with_name(self._published.name + ".tmp")
+        temporary.write_text(json.dumps(state))
+        os.replace(temporary, self._published)  # readers see the old state or the new, never half of one
 
     def sleep(self, seconds: float) -> None:
         """Sleep `seconds` of simulated time; returns early when `advance()` covers it."""

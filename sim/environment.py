@@ -63,6 +63,7 @@ log = logging.getLogger("sim.environment")
 SIM_CONTROL = "NODESCALE_SIM_CONTROL"  # kube control API: clock, kube faults
 SIM_AWS_CONTROL = "NODESCALE_SIM_AWS_CONTROL"  # AWS proxy control API: aws-faults, aws-calls, seed, kubelet
 AWS_ENDPOINT_URL = "AWS_ENDPOINT_URL"
+CLOCK_FILE = "clock.json"  # the simulated clock's state, which NODESCALE_CLOCK_URL names (nodescale/clock.py)
 START_TIMEOUT = 90.0
 ADMIN_ENV = "admin.env"
 ADMIN_KUBECONFIG = "admin-kubeconfig"
@@ -111,6 +112,7 @@ def serve(
         moto = MotoServer(log_path=directory / "moto.log").start()
         parts.append(moto)
         clock = Clock(speed=speed)
+        clock.publish(directory / CLOCK_FILE)
         store = Store(clock)
         apply_manifest(store, RBAC_MANIFEST)
         certificate = self_signed()
@@ -218,7 +220,7 @@ def settings_for(
         names.WINDOWS_INSTANCE_PROFILE: windows_instance_profile,
         SIM_CONTROL: f"{kube_url}/sim/v1",
         # The product decides by the environment's simulated time, so TTL scenarios need no real waiting.
-        CLOCK_URL: f"{kube_url}/sim/v1/clock",
+        CLOCK_URL: (directory.resolve() / CLOCK_FILE).as_uri(),
         SIM_AWS_CONTROL: f"{aws_endpoint}/sim/v1",
     }
 

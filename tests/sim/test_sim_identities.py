@@ -114,5 +114,5 @@ def test_without_a_token_the_api_answers_401(sim: Environment) -> None:
     # Health checks and the environment's own clock need none.
     with urllib.request.urlopen(sim.kube_url + "/readyz", timeout=10) as response:
         assert response.status == 200
-    with urllib.request.urlopen(sim.env["NODESCALE_CLOCK_URL"], timeout=10) as response:
+    with urllib.request.urlopen(sim.kube_url + "/sim/v1/clock", timeout=10) as response:
         assert "now" in json.loads(response.read())
