@@ -82,6 +82,7 @@ class Controllers:
         self._pending: set[tuple[str, str]] = set()
         self._dirty: dict[str, set[tuple[str, str]]] = {key: set() for key in _WORKLOADS}
         self._all_daemonsets = False
+        self._next_daemonsets = 0.0
         self._schedule = False
         self._next_pass = 0.0
         self._pdb_namespaces: set[str] = set()
@@ -266,14 +267,21 @@ class Controllers:
     # ------------------------------------------------------------ reconcile
 
     def _reconcile(self) -> None:
-        if self._all_daemonsets:
+        every_daemonset = self._all_daemonsets and time.monotonic() >= self._next_daemonsets
+        if every_daemonset:
             self._all_daemonsets = False
             for ds in self.store.snapshot("apps/v1/daemonsets"):
                 self._dirty["apps/v1/daemonsets"].add((meta(ds)["namespace"], meta(ds)["name"]))
         for resource in ("apps/v1/deployments", "apps/v1/replicasets", "apps/v1/daemonsets", "batch/v1/jobs"):
             dirty, self._dirty[resource] = self._dirty[resource], set()
+            started = time.monotonic()
             for namespace, name in sorted(dirty):
                 _WORKLOADS[resource](self.store, namespace, name)
+            if every_daemonset and resource == "apps/v1/daemonsets":
+                # Node changes come in bursts (a drain taints, cordons and deletes hundreds of nodes): let
+                # them pile up between passes over every DaemonSet in proportion to what a pass costs, as
+                # the scheduler does, or a 10,000-node pass runs once per node changed.
+                self._next_daemonsets = time.monotonic() + min(1.0, time.monotonic() - started)
         foreground, self._foreground = self._foreground, set()
         for resource, namespace, name in sorted(foreground):
             advance_foreground(self.store, resource, namespace, name)
@@ -296,7 +304,7 @@ class Controllers:
         grace periods) are not waited for."""
         deadline = time.monotonic() + timeout
         with self._progress:
-            while self._processed < self._received or self._schedule:
+            while self._processed < self._received or self._schedule or self._all_daemonsets:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
