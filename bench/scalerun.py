@@ -16,8 +16,8 @@ Phases:
 
 Every disruption invocation is the scheduled one; when the cluster is larger than the split threshold
 it fans out one asynchronous invocation per slice of NodePools (`usecases/disrupt_slices.py`). On sim
-those Invoke calls are captured and each slice event is run through the handler, one after another,
-each measured as its own invocation.
+those Invoke calls are captured and the slice events are run through the handler side by side, each
+in a container of its own (as Lambda runs asynchronous invocations), each measured as its own invocation.
 
 Each function runs in warm containers of its own (`bench/containers.py`: a child process per container,
 with its own clients and pod cache, started once and reused, as Lambda keeps a container warm); an
@@ -187,7 +187,13 @@ class Recorder:
                 container.close()
         self.containers.clear()
 
-    def invoke_many(self, function: str, events: list[dict[str, Any]], concurrency: int) -> list[dict[str, Any]]:
+    def retire(self, function: str) -> None:
+        """Let the function's warm containers go (Lambda reclaims idle ones): their memory is freed."""
+        for container in self.containers.pop(function, []):
+            container.close()
+
+    def invoke_many(self, function: str, events: list[dict[str, Any]], concurrency: int,
+                    keep_batch: bool = True) -> list[dict[str, Any]]:
         """Run one invocation per event, ``concurrency`` at a time, each in a warm container of its own (as
         Lambda runs an event burst in parallel containers). Durations, CPU and peak memory are each
         invocation's own; the API load is the batch's, split evenly over its invocations."""
@@ -223,7 +229,7 @@ class Recorder:
             self.peak_reset_works = self.peak_reset_works and result.peak_reset_works
             self.fanned_out.extend(result.fanned_out)
             out.append(summary)
-        if len(events) > 1:
+        if len(events) > 1 and keep_batch:
             self.batches.append((function, len(events), at_once, total))
         return out
 
@@ -368,8 +374,10 @@ class Run:
         self.rec.fanned_out.clear()
         summaries = [self.rec.invoke("disruption", invoke.scheduled_tick(rule="disruption"))]
         sent, self.rec.fanned_out = list(self.rec.fanned_out), []
-        for event in sent:
-            summaries.append(self.rec.invoke("disruption", event))
+        if sent:
+            # Lambda runs asynchronous invocations at once, each in a container of its own (up to the
+            # function's reserved concurrency), so the slices run side by side here too.
+            summaries.extend(self.rec.invoke_many("disruption", sent, len(sent), keep_batch=False))
         return summaries
 
     # -- waiting
@@ -440,6 +448,7 @@ class Run:
         responses = self.rec.invoke_many("interruption", batches, WAVE_CONCURRENCY)
         # Records the function returned to the queue (none expected: a retry would be another invocation).
         failed = sum(len(r.get("batchItemFailures") or []) for r in responses)
+        self.rec.retire("interruption")  # no more events: the containers go idle and Lambda reclaims them
         expected = sum(1 for _ in self.cluster.pods())
 
         def gone() -> bool:
