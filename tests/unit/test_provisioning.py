@@ -75,6 +75,7 @@ class FakeLauncher:
 class FakeRecorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, str, str, str]] = []
+        self.dropped: dict[str, int] = {}  # as EventRecorder: events over its limit, by reason
 
     def pod(self, namespace, name, reason, message, type_="Normal", uid="") -> str:
         self.events.append((f"{namespace}/{name}", reason, type_, message))
