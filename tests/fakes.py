@@ -8,7 +8,9 @@ product makes goes through the same serialization it uses against a server.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlparse
 
@@ -20,6 +22,23 @@ from nodescale.settings import Settings
 
 CLUSTER = "demo-cluster"
 REGION = "us-east-1"
+
+
+@contextlib.contextmanager
+def state_table(name: str) -> Iterator[Any]:
+    """A DynamoDB client (moto, in-process) with the functions' shared table: key ``pk``, on demand."""
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name=REGION)
+        client.create_table(
+            TableName=name,
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield client
 
 
 class FakeResponse:

@@ -15,10 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
 from nodescale.aws.clients import AwsClients
 from nodescale.aws.idempotency import once_per_event
@@ -60,14 +58,7 @@ class ThrottledEc2(fakes.FakeEc2):
 
 @pytest.fixture
 def dynamodb() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName=TABLE,
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+    with fakes.state_table(TABLE) as client:
         yield client
 
 

@@ -6,25 +6,17 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from nodescale.aws import idempotency
+from tests import fakes
 
 TABLE = "nodescale-demo-cluster"
 
 
 @pytest.fixture
 def dynamodb() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName=TABLE,
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+    with fakes.state_table(TABLE) as client:
         yield client
 
 

@@ -11,9 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from nodescale.aws import zonalshifts
 from nodescale.interruption import events as ev
@@ -39,14 +37,7 @@ def load(name: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def dynamodb():
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName=TABLE,
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+    with fakes.state_table(TABLE) as client:
         yield client
 
 
