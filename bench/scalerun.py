@@ -449,7 +449,9 @@ class Run:
         # Records the function returned to the queue (none expected: a retry would be another invocation).
         failed = sum(len(r.get("batchItemFailures") or []) for r in responses)
         self.rec.retire("interruption")  # no more events: the containers go idle and Lambda reclaims them
-        expected = sum(1 for _ in self.cluster.pods())
+        # The Deployments' pods, not every pod: the DaemonSet's go with their nodes, and consolidation may
+        # remove nodes while the wave is handled (a count of every pod would never be reached again).
+        expected = sum(d["spec"].get("replicas", 0) for d in workloads(self.nodes) if d["kind"] == "Deployment")
 
         def gone() -> bool:
             return not names & {n["metadata"]["name"] for n in self.cluster.managed_nodes()}
