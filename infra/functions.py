@@ -51,12 +51,11 @@ class FunctionSpec:
 # The provisioner watches for pending pods for up to WATCH_SECONDS, then plans and launches, within one
 # minute's tick; the disruption function drains nodes (PDB-paced evictions), hence its longer timeout;
 # interruption must finish well inside a spot instance's two-minute notice.
-# Sizes from the scale run (`python -m bench.scalerun`, docs/scale.md; 600 and 1,200 nodes, 10 pods each,
-# 5% of spot nodes interrupted at once, on a loaded 2-core machine): the longest provisioner invocation
-# took 76-89 s (its own CPU 6-12 s: the rest was sim under load), so 180 s; at 600 nodes every
-# function's process peaked at 751-773 MiB with the three functions' pod caches in one process (an upper
-# bound for one container), so 1024 MB each, interruption raised from 512. The provisioner alone took
-# 339 MiB at 12,000 pods. Larger clusters: `-c functionMemory=...` (docs/deploy.md).
+# Sizes from the scale run (`python -m bench.scalerun`, docs/scale.md): at 5,000 nodes / 50,000 pods, each
+# function in containers of its own, every phase done on a 2-core machine: the provisioner's longest
+# pass 77.9 s (19 s its own CPU; the rest is sim), so 180 s; peaks 1,001 MiB (provisioner), 908 MiB
+# (interruption, batches of 100 warnings), 489 MiB (disruption), so 1024 MB each. 10,000 nodes need
+# `-c functionMemory=provisioner=3008,... -c functionTimeout=provisioner=600` (docs/deploy.md).
 PROVISIONER = FunctionSpec("provisioner", "Launches capacity for pending pods", 1024, 180, 1)
 INTERRUPTION = FunctionSpec("interruption", "Reacts to spot interruptions, rebalance, state and health events",
                             1024, 150)
