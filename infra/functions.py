@@ -55,7 +55,7 @@ class FunctionSpec:
 # function in containers of its own, every phase done on a 2-core machine: the provisioner's longest
 # pass 77.9 s (19 s its own CPU; the rest is sim), so 180 s; peaks 1,001 MiB (provisioner), 908 MiB
 # (interruption, batches of 100 warnings), 489 MiB (disruption), so 1024 MB each. 10,000 nodes need
-# `-c functionMemory=provisioner=3008,... -c functionTimeout=provisioner=600` (docs/deploy.md).
+# `-c functionMemory=provisioner=3008,... -c functionTimeout=provisioner=600,interruption=300` (docs/deploy.md).
 PROVISIONER = FunctionSpec("provisioner", "Launches capacity for pending pods", 1024, 180, 1)
 INTERRUPTION = FunctionSpec("interruption", "Reacts to spot interruptions, rebalance, state and health events",
                             1024, 150)
