@@ -281,20 +281,7 @@ spec:
     consolidateAfter: {after}
     budgets:
 {budgets}
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata:
-  name: default
-spec:
-  role: KarpenterNodeRole-demo-cluster
-  amiSelectorTerms:
-    - alias: al2023@latest
-  subnetSelectorTerms:
-    - tags: {{karpenter.sh/discovery: demo-cluster}}
-  securityGroupSelectorTerms:
-    - tags: {{karpenter.sh/discovery: demo-cluster}}
-"""
+""" + helpers.DEMO_NODECLASS
 
 
 def three_half_empty_nodes(sim: Environment, rt: Runtime, ns: str, pinned: bool = False) -> dict[str, str]:
