@@ -8,15 +8,16 @@ pure search in ``disruption.consolidation`` with the simulator the use-case buil
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from ...config.nodepools import BALANCED, WHEN_UNDERUTILIZED
 from ...model.timestamps import format_timestamp
 from ..balanced import Judge
-from ..consolidation import Simulator, search
+from ..consolidation import Simulation, Simulator, search
 from ..context import Context
-from ..decisions import Blocker, Decision, Reason
+from ..decisions import Action, Blocker, Decision, Reason
 from ..nodes import NodeView
 from .base import Method
 
@@ -84,23 +85,55 @@ class Consolidation(Method):
         return since is None or ctx.now >= since + timedelta(seconds=after)
 
     def compute(self, candidates: Sequence[NodeView], ctx: Context) -> list[Decision]:
+        """Consolidations, one after another, while the budgets leave room and the time allows.
+
+        Karpenter's disruption loop takes one command per reconcile and reconciles again at once, the
+        nodes of earlier commands no longer destinations; a pass here runs every minute, so it takes
+        several. Each search after the first simulates the earlier decisions' nodes gone too (all of
+        them at once must leave no pod without a place), and the rounds stop after a replacement (the
+        next simulation could not count the new node) or when nothing more consolidates.
+        """
         eligible, room = self._admit(candidates, ctx)
         judge = Judge(ctx.inputs.nodepools, ctx.inputs.views)
-        result = search(eligible, self.simulate, max_seconds=ctx.inputs.consolidation_seconds, judge=judge,
-                        cap=lambda ordered: _cap(ordered, room))
-        ctx.out.consolidation = result
-        for r in result.refusals:
-            ctx.refuse(r.nodes, r.reason, r.why, Blocker.NOT_CONSOLIDATABLE)
-        d = result.decision
-        if d is None:
-            return []
-        # One multi-node decision may span pools: each pool's budget pays for its own nodes.
-        ctx.out.decisions.append(d)
-        ctx.decided.update(d.nodes)
+        views = {v.name: v for v in ctx.inputs.views}
+        # Empty nodes an earlier method is removing this pass are no destination for anyone's pods.
+        gone = [views[n] for d in ctx.out.decisions for n in d.nodes if n in views and not views[n].pods]
         pool_of = {v.name: v.nodepool for v in eligible}
-        for name in d.nodes:
-            ctx.budgets.take(pool_of[name])
-        return [d]
+        tried: set[str] = set()  # refused alone: with fewer destinations left, still refused
+        stop = time.monotonic() + ctx.inputs.consolidation_seconds
+        taken: list[Decision] = []
+        while True:
+            offered = [v for v in eligible if v.name not in ctx.decided and v.name not in tried
+                       and room.get(v.nodepool, 0) > 0]
+            if not offered or (taken and time.monotonic() >= stop):
+                break
+            result = search(offered, _without(self.simulate, gone), max_seconds=max(0.0, stop - time.monotonic()),
+                             judge=judge, repack=not taken, cap=lambda ordered: _cap(ordered, room))
+            if not taken:
+                ctx.out.consolidation = result
+                for r in result.refusals:
+                    ctx.refuse(r.nodes, r.reason, r.why, Blocker.NOT_CONSOLIDATABLE)
+            elif ctx.out.consolidation is not None:
+                ctx.out.consolidation.simulations += result.simulations
+                ctx.out.consolidation.timed_out = result.timed_out
+            tried.update(n for r in result.refusals for n in r.nodes)
+            d = result.decision
+            if d is None:
+                break
+            # One multi-node decision may span pools: each pool's budget pays for its own nodes.
+            ctx.out.decisions.append(d)
+            ctx.decided.update(d.nodes)
+            taken.append(d)
+            for name in d.nodes:
+                ctx.budgets.take(pool_of[name])
+                room[pool_of[name]] -= 1
+            for pool in {pool_of[name] for name in d.nodes}:
+                if ctx.budgets.wait_turn(pool):
+                    room[pool] = 0  # one-at-a-time (v1alpha5): this pass's turn is taken
+            if d.action != Action.DELETE or result.timed_out:
+                break
+            gone.extend(views[name] for name in d.nodes)
+        return taken
 
     def _admit(self, candidates: Sequence[NodeView], ctx: Context) -> tuple[list[NodeView], dict[str, int]]:
         """The candidates guards let through, and each pool's room under its Underutilized budget.
@@ -126,6 +159,15 @@ class Consolidation(Method):
                 continue
             eligible.append(v)
         return eligible, room
+
+
+def _without(simulate: Simulator, gone: Sequence[NodeView]) -> Simulator:
+    """``simulate`` with ``gone`` taken away as well (decided this pass): the list is read at each call."""
+
+    def simulate_after(nodes: Sequence[NodeView]) -> Simulation:
+        return simulate([*gone, *nodes]) if gone else simulate(nodes)
+
+    return simulate_after
 
 
 def _consolidates(policy: str) -> bool:
