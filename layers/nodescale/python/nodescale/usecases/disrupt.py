@@ -30,7 +30,7 @@ from ..disruption.nodes import EMPTY_SINCE, PODS_CHANGED, NodeView
 from ..model.currency import localize
 from ..runtime import Runtime
 from . import disrupt_slices
-from .disrupt_act import act, finish_under_way, flush_terminations, refused
+from .disrupt_act import act, drain, finish_under_way, flush_terminations, refused
 from .disrupt_cleanup import TEMPLATE_MIN_AGE_SECONDS, clean_up
 from .disrupt_read import (
     buffer_placement,
@@ -116,8 +116,8 @@ def apply(run: RunState, outcome: planner.Outcome, views: Mapping[str, NodeView]
         run.report.notes.append(
             f"{run.events_skipped} refusal(s) logged without a node event (at most {MAX_REFUSAL_EVENTS} a run)"
         )
-    for decision in outcome.decisions:
-        act(run, decision, views)
+    tainted = [raw for decision in outcome.decisions for raw in act(run, decision, views)]
+    drain(run, tainted)
 
 
 def empty_entry(run: RunState, view: NodeView) -> dict[str, Any]:

@@ -214,15 +214,17 @@ def refused(run: RunState, r: Blocked) -> None:
         run.event(node, EVENT_BLOCKED, message)
 
 
-def act(run: RunState, d: Decision, views: Mapping[str, NodeView]) -> None:
-    """Report the decision and, unless this is a dry run, start it: replacements first, else the drain."""
+def act(run: RunState, d: Decision, views: Mapping[str, NodeView]) -> list[dict[str, Any]]:
+    """Report the decision and, unless this is a dry run, start it: replacements first, else the taint.
+    Returns the nodes tainted, for ``drain`` once every decision of the run is tainted (so the pods one
+    drain evicts cannot land on a node another decision is about to drain)."""
     entry = _decision_entry(d, run.report.currency)
     run.report.decisions.append(entry)
     message = f"{d.reason}: {entry['detail']}"
     run.log.info(f"disrupting {', '.join(d.nodes)}: {message}",
                  extra={"nodes": d.nodes, "reason": d.reason, "action": d.action, "dry_run": run.dry_run})
     if run.dry_run:
-        return
+        return []
     telemetry.count(telemetry.DECISIONS, 1, **{telemetry.REASON_DIMENSION: d.reason})
     if d.saving_per_hour > 0:
         telemetry.gauge(telemetry.PRICE_SAVED, d.saving_per_hour, telemetry.Unit.NoUnit,
@@ -233,10 +235,16 @@ def act(run: RunState, d: Decision, views: Mapping[str, NodeView]) -> None:
     if d.action == Action.REPLACE:
         launched = _launch_replacement(run, d, views, entry)
         if launched is None:
-            return
+            return []
         replacements = launched
         entry["replacementInstances"] = replacements
-    _start(run, d, message, replacements)
+    return _start(run, d, message, replacements)
+
+
+def drain(run: RunState, tainted: list[dict[str, Any]]) -> None:
+    """The first drain round of the nodes ``act`` tainted."""
+    for raw in tainted:
+        continue_drain(run, raw)
 
 
 def _approved(run: RunState, d: Decision) -> None:
@@ -286,9 +294,10 @@ def _launch_replacement(
     return replacements
 
 
-def _start(run: RunState, d: Decision, message: str, replacements: list[str]) -> None:
-    """Annotate each node; with replacements, cordon it and wait for them, otherwise taint and drain it now."""
+def _start(run: RunState, d: Decision, message: str, replacements: list[str]) -> list[dict[str, Any]]:
+    """Annotate each node; with replacements, cordon it and wait for them, otherwise taint it (returned, to drain)."""
     started = clock.format_timestamp(run.world.now)
+    tainted: list[dict[str, Any]] = []
     for node in d.nodes:
         annotations = {REASON_ANNOTATION: d.reason, STARTED_ANNOTATION: started}
         if replacements:
@@ -300,8 +309,8 @@ def _start(run: RunState, d: Decision, message: str, replacements: list[str]) ->
             run.event(node, EVENT_REPLACING, f"{message}; waiting for replacement {', '.join(replacements)}")
             continue
         run.event(node, EVENT_DECISION, message)
-        change = k8s_nodes.mark_disrupted(run.rt.api, node)
-        continue_drain(run, change.node)
+        tainted.append(k8s_nodes.mark_disrupted(run.rt.api, node).node)
+    return tainted
 
 
 def _instance_of(run: RunState, node: str) -> str | None:
