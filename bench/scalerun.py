@@ -9,8 +9,8 @@ Phases:
 2. one interruption wave: a spot interruption warning for 5% of the spot nodes at once, delivered as the
    stack delivers it: the rules put the events in the interruption queue and its event source mapping
    hands the function batches of up to BATCH_SIZE (the layer's `interruption/queue.py`), one invocation
-   and one world read per batch, WAVE_CONCURRENCY batches at a time; then provisioner and disruption
-   invocations until every pod runs again and the interrupted nodes are gone;
+   and one world read per batch, as many batches at a time as the machine has cores (``--at-once``);
+   then provisioner and disruption invocations until every pod runs again and the interrupted nodes are gone;
 3. scale-in of every Deployment to 30%, then disruption (and provisioner) invocations until a run
    decides nothing and nothing is under way ("quiet").
 
@@ -58,9 +58,12 @@ from sim.aws.constants import DEMO_NODECLASS_YAML
 NODES = 10_000
 POOLS = ("team-a", "team-b", "team-c", "team-d")
 WAVE_SHARE = 0.05
-# Lambda starts a container per event of a burst; this many run at once here (2 cores: more would only
-# queue on the CPU and stretch each invocation's duration).
-WAVE_CONCURRENCY = 8
+# Lambda runs a burst (the wave's batches, a split pass's slices) in parallel containers, each with CPU of
+# its own (about 1.7 vCPU at 3008 MB). Here they share the machine's cores: more containers at once than
+# cores only queue on the CPU, each invocation's duration stretched by the others' work (5 wave batches
+# at once on 2 cores: 338-355 s each for 46-62 s of their own CPU), which on Lambda they would not be.
+# So a burst runs this many at a time here; sim/ and moto still serve them all.
+BURST_AT_ONCE = os.cpu_count() or 2
 SCALE_IN_SHARE = 0.30
 NAMESPACE = "scale"
 LAMBDA_LIMIT_SECONDS = 900
@@ -352,8 +355,9 @@ def _pending_seconds(pods: list[dict[str, Any]], seen: set[str]) -> list[float]:
 
 class Run:
     def __init__(self, env: Any, recorder: Recorder, nodes: int, cap_seconds: float,
-                 log: Callable[[str], None]) -> None:
+                 log: Callable[[str], None], at_once: int = BURST_AT_ONCE) -> None:
         self.env, self.rec, self.nodes, self.cap, self.log = env, recorder, nodes, cap_seconds, log
+        self.at_once = max(1, at_once)
         self.cluster = Cluster(env)
         self.seen: set[str] = set()
         self.pending: list[float] = []
@@ -376,8 +380,8 @@ class Run:
         sent, self.rec.fanned_out = list(self.rec.fanned_out), []
         if sent:
             # Lambda runs asynchronous invocations at once, each in a container of its own (up to the
-            # function's reserved concurrency), so the slices run side by side here too.
-            summaries.extend(self.rec.invoke_many("disruption", sent, len(sent), keep_batch=False))
+            # function's reserved concurrency): here side by side too, as many at a time as BURST_AT_ONCE.
+            summaries.extend(self.rec.invoke_many("disruption", sent, self.at_once, keep_batch=False))
         return summaries
 
     # -- waiting
@@ -445,7 +449,7 @@ class Run:
         # As the queue's event source mapping hands them over: batches of the stack's batch size, each one
         # invocation (the layer's constant: the bench does not import aws_cdk).
         batches = [invoke.sqs_batch(events[i:i + BATCH_SIZE]) for i in range(0, len(events), BATCH_SIZE)]
-        responses = self.rec.invoke_many("interruption", batches, WAVE_CONCURRENCY)
+        responses = self.rec.invoke_many("interruption", batches, self.at_once)
         # Records the function returned to the queue (none expected: a retry would be another invocation).
         failed = sum(len(r.get("batchItemFailures") or []) for r in responses)
         self.rec.retire("interruption")  # no more events: the containers go idle and Lambda reclaims them
@@ -536,7 +540,8 @@ def function_limits(memory: str | None = None, timeout: str | None = None) -> tu
 def scale_run(nodes: int, cap_seconds: float = 3600.0, log: Callable[[str], None] = lambda _: None,
               directory: Path | None = None, slice_nodes: int | None = None,
               after_phase: Callable[[ScaleRunResult], None] = lambda _: None,
-              limits: tuple[dict[str, int], dict[str, int]] | None = None) -> ScaleRunResult:
+              limits: tuple[dict[str, int], dict[str, int]] | None = None,
+              at_once: int = BURST_AT_ONCE) -> ScaleRunResult:
     """The three phases; ``after_phase`` gets the result so far after each (a long run that is stopped
     still leaves the figures of the phases it finished)."""
     timeouts, memories = limits or function_limits()
@@ -545,7 +550,7 @@ def scale_run(nodes: int, cap_seconds: float = 3600.0, log: Callable[[str], None
         env, settings = stack.enter_context(sim_world(workdir, nodes, slice_nodes))
         recorder = Recorder(env, timeouts, memories, settings)
         stack.callback(recorder.close)
-        run = Run(env, recorder, nodes, cap_seconds, log)
+        run = Run(env, recorder, nodes, cap_seconds, log, at_once)
 
         def result() -> ScaleRunResult:
             return ScaleRunResult(
@@ -637,8 +642,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="the memory deployed, as `cdk deploy -c functionMemory=...` sets it")
     parser.add_argument("--function-timeout", metavar="F=SECONDS,...",
                         help="the timeouts deployed, as `cdk deploy -c functionTimeout=...` sets them")
+    parser.add_argument("--at-once", type=int, default=BURST_AT_ONCE,
+                        help="containers of a burst (wave batches, slices) run at a time (default: the machine's cores)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
+    if args.at_once < 1:
+        parser.error(f"--at-once {args.at_once}: allowed is 1 or more")
     if args.nodes < 4:
         parser.error(f"--nodes {args.nodes}: allowed is 4 or more")
     from infra.config import ConfigError
@@ -658,7 +667,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             write_json(Path(args.json), args.nodes, partial)
 
-    result = scale_run(args.nodes, args.cap, log, slice_nodes=args.slice_nodes, after_phase=keep, limits=limits)
+    result = scale_run(args.nodes, args.cap, log, slice_nodes=args.slice_nodes, after_phase=keep, limits=limits,
+                       at_once=args.at_once)
     log(f"scale run: {time.monotonic() - started:.0f} s wall in all; load average at the end "
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print_lines(lambda: report_lines(result))
