@@ -109,11 +109,11 @@ class Consolidation(Method):
                 break
             result = search(offered, _without(self.simulate, gone), max_seconds=max(0.0, stop - time.monotonic()),
                              judge=judge, repack=not taken, cap=lambda ordered: _cap(ordered, room))
-            if not taken:
+            if ctx.out.consolidation is None:
                 ctx.out.consolidation = result
                 for r in result.refusals:
                     ctx.refuse(r.nodes, r.reason, r.why, Blocker.NOT_CONSOLIDATABLE)
-            elif ctx.out.consolidation is not None:
+            else:
                 ctx.out.consolidation.simulations += result.simulations
                 ctx.out.consolidation.timed_out = result.timed_out
             tried.update(n for r in result.refusals for n in r.nodes)
@@ -126,10 +126,10 @@ class Consolidation(Method):
             taken.append(d)
             for name in d.nodes:
                 ctx.budgets.take(pool_of[name])
-                room[pool_of[name]] -= 1
             for pool in {pool_of[name] for name in d.nodes}:
-                if ctx.budgets.wait_turn(pool):
-                    room[pool] = 0  # one-at-a-time (v1alpha5): this pass's turn is taken
+                # What the tally leaves; a one-at-a-time pool (v1alpha5) has had its turn this pass.
+                room[pool] = 0 if ctx.budgets.wait_turn(pool) else \
+                    min(room[pool], ctx.budgets.allowance(pool, Reason.UNDERUTILIZED).allowed)
             if d.action != Action.DELETE or result.timed_out:
                 break
             gone.extend(views[name] for name in d.nodes)
