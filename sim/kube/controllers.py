@@ -221,6 +221,10 @@ class Controllers:
         node_name = spec.get("nodeName")
         if not node_name:
             return
+        if old is not None and not (old.get("spec") or {}).get("nodeName") and self._pending:
+            # A pod just placed may satisfy a pending pod's affinity or change a spread's skew: kube-scheduler
+            # moves its unschedulable pods back to the active queue on that event too.
+            self._schedule = True
         was_active = old is not None and not meta(old).get("deletionTimestamp") and not pod_terminal(old)
         if was_active and (metadata.get("deletionTimestamp") or pod_terminal(pod)):
             self._schedule = True  # its resources are about to be free

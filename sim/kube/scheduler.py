@@ -1,8 +1,11 @@
 """A minimal default scheduler: binds pending pods to Ready, schedulable nodes where they fit.
 
-Identical pending pods (same requests, selectors, affinity and tolerations) are placed as one
-group: the nodes that cannot take one of them cannot take the next either, so a pass costs
-about (nodes + pods) per group rather than nodes x pods.
+Identical pending pods (same namespace, labels, requests, selectors, affinity, spread and tolerations)
+are placed as one group: the nodes that cannot take one of them cannot take the next either, so a pass
+costs about (nodes + pods) per group rather than nodes x pods. Required pod affinity, anti-affinity and
+hard topology spread are kube-scheduler's filters (`interpod`): a group under them is placed pod by pod,
+each seeing the ones before it, and stops at the first pod that fits nowhere (the rest, identical, would not
+fit either).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import json
 from collections import Counter
 from typing import Any
 
+from . import interpod
 from .errors import ApiError
 from .objects import meta, pod_terminal, set_condition
 from .placement import allocatable, insufficient, pod_requests, static_reason
@@ -45,6 +49,7 @@ class Scheduler:
         self._counted: dict[str, str] = {}
         self._allocatable: dict[str, tuple[str, dict[str, int]]] = {}
         self._marked_at: dict[str, float] = {}  # pod uid -> when its Unschedulable condition was written
+        self.placed = interpod.PlacedPods()
 
     def requests_of(self, pod: dict[str, Any]) -> dict[str, int]:
         uid = meta(pod).get("uid", "")
@@ -66,6 +71,7 @@ class Scheduler:
         elif not using and counted_on is not None:
             del self._counted[uid]
             self._charge(counted_on, self.requests_of(pod), -1)
+        self.placed.update(uid, pod if using else None)
         if event_type == "DELETED":
             self._requests.pop(uid, None)
         if event_type == "DELETED" or node_name:
@@ -102,7 +108,8 @@ class Scheduler:
             "requiredDuringSchedulingIgnoredDuringExecution"
         )
         return json.dumps(
-            [sorted(requests.items()), spec.get("nodeSelector"), required, spec.get("tolerations")],
+            [sorted(requests.items()), spec.get("nodeSelector"), required, spec.get("tolerations"),
+             interpod.signature(pod)],
             sort_keys=True,
         )
 
@@ -124,30 +131,51 @@ class Scheduler:
         for pod in sorted(pods, key=lambda p: (meta(p).get("creationTimestamp", ""), meta(p)["name"])):
             groups.setdefault(self._signature(pod, self.requests_of(pod)), []).append(pod)
         bound = 0
+        namespace_labels: dict[str, dict[str, str]] | None = None
         for group in groups.values():
-            bound += self._place_group(group, nodes, free)
+            rules = None
+            if interpod.constrained(group[0]) or self.placed.anti_affinity_owners():
+                if namespace_labels is None:
+                    namespace_labels = {meta(ns)["name"]: meta(ns).get("labels") or {}
+                                        for ns in self.store.snapshot("v1/namespaces")}
+                rules = interpod.Rules.for_group(group[0], nodes, self.placed, namespace_labels)
+            bound += self._place_group(group, nodes, free, rules)
         return bound
 
     def _place_group(
-        self, group: list[dict[str, Any]], nodes: list[dict[str, Any]], free: dict[str, dict[str, int]]
+        self,
+        group: list[dict[str, Any]],
+        nodes: list[dict[str, Any]],
+        free: dict[str, dict[str, int]],
+        rules: interpod.Rules | None = None,
     ) -> int:
         spec = group[0].get("spec") or {}
         requests = self.requests_of(group[0])
         static = {meta(node)["name"]: static_reason(spec, node) for node in nodes}
         candidates = [meta(node)["name"] for node in nodes if static[meta(node)["name"]] is None]
-        pointer = 0
+        pointer = 0  # the candidates before it can take no more pods of this group in this pass
         unplaced = []
         bound = 0
-        for pod in group:
-            while pointer < len(candidates):
-                node_name = candidates[pointer]
-                if not insufficient(requests, free[node_name]):
-                    break
-                pointer += 1
-            if pointer >= len(candidates):
-                unplaced.append(pod)
-                continue
-            node_name = candidates[pointer]
+        for index, pod in enumerate(group):
+            node_name = None
+            scan, dead_prefix = pointer, True
+            while scan < len(candidates):
+                name = candidates[scan]
+                if insufficient(requests, free[name]) or (rules is not None and rules.blocked_for_good(name)):
+                    scan += 1
+                    if dead_prefix:
+                        pointer = scan
+                    continue
+                if rules is not None and rules.reason(name) is not None:
+                    # Spread or affinity may let it in once other pods are placed: not skipped for good.
+                    scan, dead_prefix = scan + 1, False
+                    continue
+                node_name = name
+                break
+            if node_name is None:
+                # Nothing changed by trying: the group's remaining pods, identical, fit nowhere either.
+                unplaced.extend(group[index:])
+                break
             try:
                 self.store.bind(meta(pod)["name"], meta(pod)["namespace"], node_name)
             except ApiError:
@@ -156,9 +184,11 @@ class Scheduler:
             for resource, value in requests.items():
                 remaining[resource] = remaining.get(resource, 0) - value
             remaining["pods"] = remaining.get("pods", 0) - 1000
+            if rules is not None:
+                rules.placed(node_name)
             bound += 1
         if unplaced:
-            message = self._unschedulable_message(nodes, static, requests, free)
+            message = self._unschedulable_message(nodes, static, requests, free, rules)
             for pod in unplaced:
                 self._mark_unschedulable(pod, message)
         return bound
@@ -169,6 +199,7 @@ class Scheduler:
         static: dict[str, str | None],
         requests: dict[str, int],
         free: dict[str, dict[str, int]],
+        rules: interpod.Rules | None = None,
     ) -> str:
         total = len(nodes)
         if total == 0:
@@ -178,9 +209,11 @@ class Scheduler:
             name = meta(node)["name"]
             if static[name] is not None:
                 reasons[static[name] or ""] += 1
-            else:
+            elif insufficient(requests, free[name]):
                 for reason in insufficient(requests, free[name]):
                     reasons[reason] += 1
+            elif rules is not None and (reason := rules.reason(name)) is not None:
+                reasons[reason] += 1
         detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items(), key=lambda i: i[0]))
         return (
             f"0/{total} nodes are available: {detail}. preemption: 0/{total} nodes are available: "
