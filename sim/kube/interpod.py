@@ -91,8 +91,8 @@ def resolve_term(term: Mapping[str, Any], owner: Mapping[str, Any], namespace_la
     labels = meta(owner).get("labels") or {}
     selector = _with_label_keys(term.get("labelSelector"), labels, term.get("matchLabelKeys") or (),
                                 term.get("mismatchLabelKeys") or ())
-    matches = compile_label_selector_object(selector, empty_matches_all=False) if selector is not None else (
-        lambda _labels: False)
+    # A missing selector selects no pod; an empty one every pod (metav1.LabelSelectorAsSelector).
+    matches = compile_label_selector_object(selector) if selector is not None else (lambda _labels: False)
     listed = set(term.get("namespaces") or ())
     ns_selector = term.get("namespaceSelector")
     namespaces: frozenset[str] | None
@@ -266,8 +266,7 @@ class Rules:
             eligible.add(meta(node)["name"])
         labels = meta(pod).get("labels") or {}
         selector = _with_label_keys(raw.get("labelSelector"), labels, raw.get("matchLabelKeys") or ())
-        matches = compile_label_selector_object(selector, empty_matches_all=False) if selector is not None else (
-            lambda _labels: False)
+        matches = compile_label_selector_object(selector) if selector is not None else (lambda _labels: False)
         term = Term(str(raw.get("topologyKey") or ""), matches, frozenset({self.namespace}))
         counts = {self.labels_of[name][term.topology_key]: 0 for name in eligible}
         for node, pods in placed.nodes_with(term, live_only=True, namespace=self.namespace).items():

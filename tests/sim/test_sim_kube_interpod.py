@@ -170,3 +170,19 @@ def test_spread_needs_the_topology_label_on_the_node(kube: KubeHarness) -> None:
                                                            topologySpreadConstraints=spread))
     _, off = _settled(kube, ns, "app=needs-zone", 1, 0)
     assert "node(s) didn't match pod topology spread constraints (missing required label)" in _unschedulable(off[0])
+
+
+def test_an_empty_label_selector_selects_every_pod(kube: KubeHarness) -> None:
+    """A term's labelSelector `{}` selects every pod of its namespaces (a missing one selects none): a pod
+    that wants no neighbour at all is kept off a node that runs anything."""
+    ns = kube.namespace()
+    _node(kube, "hermit-1", "hermit", "a")
+    kube.apps.create_namespaced_deployment(ns, _deployment("neighbour", 1, "hermit"))
+    _settled(kube, ns, "app=neighbour", 1, 1)
+    kube.core.create_namespaced_pod(ns, {"metadata": {"name": "hermit", "labels": {"app": "hermit"}}, "spec": {
+        "nodeSelector": {"interpod": "hermit"},
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": HOSTNAME, "labelSelector": {}}]}},
+        "containers": [{"name": "app", "image": "nginx"}]}})
+    _, off = _settled(kube, ns, "app=hermit", 1, 0)
+    assert "1 node(s) didn't match pod anti-affinity rules" in _unschedulable(off[0])
