@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -290,6 +291,7 @@ class ScaleRunResult:
     memories: dict[str, int] = field(default_factory=dict)
     pool_of: dict[str, str] = field(default_factory=dict)  # every managed node seen -> its NodePool
     batches: list[tuple[str, int, int, dict[str, int]]] = field(default_factory=list)
+    crowded: int = 0  # most nodes seen at once holding two Running pods of one hostname anti-affinity Deployment
 
 
 class Cluster:
@@ -332,6 +334,13 @@ def _running(pod: dict[str, Any]) -> bool:
     return pod.get("status", {}).get("phase") == "Running" and bool(pod.get("spec", {}).get("nodeName"))
 
 
+def crowded_nodes(pods: list[dict[str, Any]]) -> int:
+    """Nodes running two or more pods of one of the run's hostname anti-affinity Deployments (``*-edge``)."""
+    on_node = Counter((p["metadata"].get("labels", {}).get("app"), p["spec"]["nodeName"]) for p in pods
+                      if _running(p) and str(p["metadata"].get("labels", {}).get("app", "")).endswith("-edge"))
+    return len({node for (_, node), count in on_node.items() if count > 1})
+
+
 def _ready_at(pod: dict[str, Any]) -> datetime | None:
     for cond in pod.get("status", {}).get("conditions") or []:
         if cond.get("type") == "Ready" and cond.get("status") == "True" and cond.get("lastTransitionTime"):
@@ -364,6 +373,7 @@ class Run:
         self.phases: list[Phase] = []
         self.peak_nodes = self.peak_pods = 0
         self.interrupted = 0
+        self.crowded = 0
 
     # -- the triggers
     def provisioner(self) -> dict[str, Any]:
@@ -390,6 +400,8 @@ class Run:
         self.pending.extend(_pending_seconds(pods, self.seen))
         running = sum(1 for p in pods if _running(p))
         self.peak_pods = max(self.peak_pods, running)
+        # What kube-scheduler never does: evidence that sim placed every pod as it would.
+        self.crowded = max(self.crowded, crowded_nodes(pods))
         return running, len(pods)
 
     def until_running(self, phase: Phase, expected: int, with_disruption: bool = False,
@@ -556,7 +568,7 @@ def scale_run(nodes: int, cap_seconds: float = 3600.0, log: Callable[[str], None
             return ScaleRunResult(
                 nodes, recorder.invocations, run.phases, run.pending, run.peak_nodes, run.peak_pods,
                 len(run.cluster.managed_nodes()), run.interrupted, recorder.peak_reset_works, timeouts, memories,
-                run.cluster.pool_of, recorder.batches)
+                run.cluster.pool_of, recorder.batches, run.crowded)
 
         for phase in (run.scale_out, run.interruption_wave, run.scale_in):
             if run.phases and not run.phases[-1].done:
@@ -595,7 +607,8 @@ def function_figures(result: ScaleRunResult) -> dict[str, dict[str, Any]]:
 def report_lines(result: ScaleRunResult) -> Iterator[str]:
     head = f"scale run ({result.nodes_asked:,} nodes asked)"
     yield (f"{head}: peak {result.peak_nodes:,} nodes and {result.peak_pods:,} pods Running; "
-           f"{result.interrupted} spot nodes interrupted at once; {result.final_nodes:,} nodes at the end")
+           f"{result.interrupted} spot nodes interrupted at once; {result.final_nodes:,} nodes at the end; "
+           f"{result.crowded} nodes ever held two pods of one hostname anti-affinity Deployment")
     for phase in result.phases:
         yield f"{head}: {phase.name}: {'done' if phase.done else 'NOT done'} in {phase.seconds:.0f} s wall ({phase.detail})"
     fanned = [i for i in result.invocations if i.function == "disruption" and len(i.summary.get("slices") or []) > 1]
@@ -627,7 +640,8 @@ def report_lines(result: ScaleRunResult) -> Iterator[str]:
 def write_json(path: Path, nodes: int, result: ScaleRunResult) -> None:
     path.write_text(json.dumps({
         "nodes": nodes, "functions": function_figures(result),
-        "phases": [vars(p) for p in result.phases],
+        "phases": [vars(p) for p in result.phases], "crowdedNodes": result.crowded,
+        "finalNodes": result.final_nodes,
         "invocations": [{k: v for k, v in vars(i).items() if k != "summary"} for i in result.invocations],
     }, indent=1))
 

@@ -50,6 +50,7 @@ class Scheduler:
         self._allocatable: dict[str, tuple[str, dict[str, int]]] = {}
         self._marked_at: dict[str, float] = {}  # pod uid -> when its Unschedulable condition was written
         self.placed = interpod.PlacedPods()
+        self._versions: dict[str, int] = {}  # pod uid -> resourceVersion of the state accounted
 
     def requests_of(self, pod: dict[str, Any]) -> dict[str, int]:
         uid = meta(pod).get("uid", "")
@@ -60,8 +61,17 @@ class Scheduler:
         return cached
 
     def observe(self, event_type: str, pod: dict[str, Any]) -> None:
-        """Account a pod event: a bound pod uses its node's resources until it ends or is removed."""
+        """Account a pod event: a bound pod uses its node's resources until it ends or is removed. A state older
+        than one applied already is skipped: the scheduler applies its own binds at once (``_place_group``), and
+        the events queued before them arrive afterwards."""
         uid = meta(pod).get("uid", "")
+        version = int(meta(pod).get("resourceVersion") or 0)
+        if event_type == "DELETED":
+            self._versions.pop(uid, None)
+        elif version < self._versions.get(uid, 0):
+            return
+        else:
+            self._versions[uid] = version
         node_name = (pod.get("spec") or {}).get("nodeName")
         using = event_type != "DELETED" and bool(node_name) and not pod_terminal(pod)
         counted_on = self._counted.get(uid)
@@ -177,9 +187,12 @@ class Scheduler:
                 unplaced.extend(group[index:])
                 break
             try:
-                self.store.bind(meta(pod)["name"], meta(pod)["namespace"], node_name)
+                bound_pod = self.store.bind(meta(pod)["name"], meta(pod)["namespace"], node_name)
             except ApiError:
                 continue  # deleted or bound by someone else since the pass began
+            # Its event may wait behind thousands of others: the next pass must see this pod on its node already,
+            # or it places another pod in the same room (or beside a pod its anti-affinity excludes).
+            self.observe("MODIFIED", bound_pod)
             remaining = free[node_name]
             for resource, value in requests.items():
                 remaining[resource] = remaining.get(resource, 0) - value

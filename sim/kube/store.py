@@ -653,8 +653,8 @@ class Store:
             current.setdefault("metadata", {})["resourceVersion"] = entry.obj["metadata"]["resourceVersion"]
             return self._replace(rt, ns, current, entry.obj, subresource, False, False)
 
-    def bind(self, name: str, namespace: str, node_name: str) -> None:
-        """Assign a pending pod to a node, as the `binding` subresource does."""
+    def bind(self, name: str, namespace: str, node_name: str) -> dict[str, Any]:
+        """Assign a pending pod to a node, as the `binding` subresource does; the pod as bound (read-only)."""
         rt = self.resource("v1/pods")
         with self._lock:
             entry = self._entry(rt, name, namespace)
@@ -678,6 +678,7 @@ class Store:
             pod["status"]["conditions"] = conditions
             pod["metadata"]["resourceVersion"] = self._next_rv()
             self._commit(rt, namespace, name, "MODIFIED", pod, old)
+            return pod
 
     def delete(
         self,

@@ -77,6 +77,12 @@ def test_the_scale_run_at_small_size_completes_within_the_stacks_limits_and_slic
         ("scale-out", True), ("interruption", True), ("scale-in and consolidation", True)]
     assert result.peak_pods >= 16 * 10 and result.interrupted >= 1
     assert result.final_nodes < result.peak_nodes  # consolidation removed what scale-in left over
+    # As kube-scheduler places them: never two pods of a hostname anti-affinity Deployment on one node, so the
+    # consolidation could not go below one node per such pod.
+    assert result.crowded == 0
+    edge = sum(max(1, int(d["spec"]["replicas"] * scalerun.SCALE_IN_SHARE)) for d in scalerun.workloads(16)
+               if d["metadata"]["name"].endswith("-edge"))
+    assert result.final_nodes >= edge
     figures = scalerun.function_figures(result)
     assert set(figures) == {"provisioner", "interruption", "disruption"}
     assert all(f["withinTimeout"] and f["withinMemory"] for f in figures.values()), figures
