@@ -277,16 +277,18 @@ class Rules:
 
     def blocked_for_good(self, node: str) -> bool:
         """Kept out by anti-affinity: placing more pods of the group never lets it back in."""
-        labels = self.labels_of.get(node, {})
+        return self._anti_reason(self.labels_of.get(node, {})) is not None
+
+    def _anti_reason(self, labels: Mapping[str, str]) -> str | None:
         for term, domains in self.anti:
             value = labels.get(term.topology_key)
             if value is not None and value in domains:
-                return True
+                return REASON_ANTI_AFFINITY
         for key, domains in self.existing.items():
             value = labels.get(key)
             if value is not None and value in domains:
-                return True
-        return False
+                return REASON_EXISTING_ANTI_AFFINITY
+        return None
 
     def reason(self, node: str) -> str | None:
         """Why the group's next pod may not go to ``node``, in kube-scheduler's filter order, or None."""
@@ -301,15 +303,7 @@ class Rules:
             value = labels.get(term.topology_key)
             if value is None or (domains is not None and value not in domains):
                 return REASON_AFFINITY
-        for term, domains in self.anti:
-            value = labels.get(term.topology_key)
-            if value is not None and value in domains:
-                return REASON_ANTI_AFFINITY
-        for key, domains in self.existing.items():
-            value = labels.get(key)
-            if value is not None and value in domains:
-                return REASON_EXISTING_ANTI_AFFINITY
-        return None
+        return self._anti_reason(labels)
 
     def placed(self, node: str) -> None:
         """One pod of the group went to ``node``: the next one sees it."""

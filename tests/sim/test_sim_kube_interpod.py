@@ -61,6 +61,11 @@ def _anti(app: str, key: str = HOSTNAME) -> dict:
         {"topologyKey": key, "labelSelector": {"matchLabels": {"app": app}}}]}}
 
 
+def _zone_affinity(app: str) -> dict:
+    return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": ZONE, "labelSelector": {"matchLabels": {"app": app}}}]}}
+
+
 def test_hostname_anti_affinity_puts_one_pod_per_node_and_keeps_the_rest_pending(kube: KubeHarness) -> None:
     """filtering_test.go: "Anti Affinity: pod that matches its own anti-affinity term is not placed with
     another one of its kind" -- a node with room is still refused."""
@@ -94,9 +99,7 @@ def test_pod_affinity_follows_the_pods_it_selects(kube: KubeHarness) -> None:
     ns = kube.namespace()
     _node(kube, "aff-a", "aff", "a")
     _node(kube, "aff-b", "aff", "b")
-    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"topologyKey": ZONE, "labelSelector": {"matchLabels": {"app": "cache"}}}]}}
-    kube.apps.create_namespaced_deployment(ns, _deployment("follower", 2, "aff", affinity=affinity))
+    kube.apps.create_namespaced_deployment(ns, _deployment("follower", 2, "aff", affinity=_zone_affinity("cache")))
     _, off = _settled(kube, ns, "app=follower", 2, 0)
     assert "node(s) didn't match pod affinity rules" in _unschedulable(off[0])
     kube.apps.create_namespaced_deployment(ns, _deployment("cache", 1, "aff", nodeSelector={
@@ -111,9 +114,7 @@ def test_a_group_that_selects_itself_may_start_anywhere(kube: KubeHarness) -> No
     ns = kube.namespace()
     _node(kube, "self-a", "self", "a")
     _node(kube, "self-b", "self", "b")
-    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"topologyKey": ZONE, "labelSelector": {"matchLabels": {"app": "flock"}}}]}}
-    kube.apps.create_namespaced_deployment(ns, _deployment("flock", 4, "self", affinity=affinity))
+    kube.apps.create_namespaced_deployment(ns, _deployment("flock", 4, "self", affinity=_zone_affinity("flock")))
     on, _ = _settled(kube, ns, "app=flock", 4, 4)
     assert len({kube.core.read_node(p.spec.node_name).metadata.labels[ZONE] for p in on}) == 1
 
@@ -135,30 +136,23 @@ def test_an_existing_pods_anti_affinity_keeps_others_off_its_node(kube: KubeHarn
     assert on[0].spec.node_name == "loner-2"
 
 
-def test_zone_spread_holds_max_skew_and_leaves_the_rest_pending(kube: KubeHarness) -> None:
+@pytest.mark.parametrize(("when", "bound"), [("DoNotSchedule", 3), ("ScheduleAnyway", 4)])
+def test_zone_spread_holds_max_skew_and_leaves_the_rest_pending(kube: KubeHarness, when: str, bound: int) -> None:
     """podtopologyspread filtering_test.go: a node is refused when its zone would exceed maxSkew over the
-    least loaded zone, even with room; zone b's only node has room for one pod."""
+    least loaded zone, even with room (zone b's only node has room for one pod); `ScheduleAnyway` only
+    scores, so it refuses nothing."""
     ns = kube.namespace()
-    _node(kube, "spread-a", "spread", "a", cpu="8")
-    _node(kube, "spread-b", "spread", "b", cpu="1")
-    spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+    group = when.lower()
+    _node(kube, f"{group}-a", group, "a", cpu="8")
+    _node(kube, f"{group}-b", group, "b", cpu="1")
+    spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": when,
                "labelSelector": {"matchLabels": {"app": "api"}}}]
-    kube.apps.create_namespaced_deployment(ns, _deployment("api", 4, "spread", cpu="600m",
+    kube.apps.create_namespaced_deployment(ns, _deployment("api", 4, group, cpu="600m",
                                                            topologySpreadConstraints=spread))
-    on, off = _settled(kube, ns, "app=api", 4, 3)
-    assert Counter(p.spec.node_name for p in on) == {"spread-a": 2, "spread-b": 1}
-    assert "node(s) didn't match pod topology spread constraints" in _unschedulable(off[0])
-
-
-def test_schedule_anyway_spread_does_not_filter(kube: KubeHarness) -> None:
-    ns = kube.namespace()
-    _node(kube, "soft-a", "soft", "a", cpu="8")
-    _node(kube, "soft-b", "soft", "b", cpu="1")
-    spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway",
-               "labelSelector": {"matchLabels": {"app": "soft"}}}]
-    kube.apps.create_namespaced_deployment(ns, _deployment("soft", 4, "soft", cpu="600m",
-                                                           topologySpreadConstraints=spread))
-    _settled(kube, ns, "app=soft", 4, 4)
+    on, off = _settled(kube, ns, "app=api", 4, bound)
+    if when == "DoNotSchedule":
+        assert Counter(p.spec.node_name for p in on) == {f"{group}-a": 2, f"{group}-b": 1}
+        assert "node(s) didn't match pod topology spread constraints" in _unschedulable(off[0])
 
 
 def test_spread_needs_the_topology_label_on_the_node(kube: KubeHarness) -> None:
