@@ -131,10 +131,16 @@ class PlacedPods:
 
     def update(self, uid: str, pod: Mapping[str, Any] | None) -> None:
         """The pod as it is now (None, or not on a node: no longer placed)."""
+        node = ((pod or {}).get("spec") or {}).get("nodeName")
+        labels = frozenset((meta(pod).get("labels") or {}).items()) if pod is not None else frozenset()
+        terminating = bool(meta(pod).get("deletionTimestamp")) if pod is not None else False
+        current = self._entries.get(uid)
+        if pod is not None and node and current is not None and \
+                (current.node, current.labels, current.terminating) == (node, labels, terminating):
+            return  # a status change: nothing these filters read has moved (a pod's namespace and affinity never do)
         old = self._entries.pop(uid, None)
         if old is not None:
             self._count(old, -1)
-        node = ((pod or {}).get("spec") or {}).get("nodeName")
         if pod is None or not node:
             return
         terms = _required(pod, "podAntiAffinity")
@@ -146,8 +152,7 @@ class PlacedPods:
                                                                "labels": dict(meta(pod).get("labels") or {})},
                                                   "spec": {"affinity": {"podAntiAffinity": {
                                                       "requiredDuringSchedulingIgnoredDuringExecution": terms}}}})
-        entry = _Entry(node, meta(pod).get("namespace") or "", frozenset((meta(pod).get("labels") or {}).items()),
-                       bool(meta(pod).get("deletionTimestamp")), anti_key)
+        entry = _Entry(node, meta(pod).get("namespace") or "", labels, terminating, anti_key)
         self._entries[uid] = entry
         self._count(entry, 1)
 
@@ -180,6 +185,10 @@ class PlacedPods:
             if term.selects(ns, dict(labels)):
                 out.update(counter)
         return out
+
+    def any_anti_affinity(self) -> bool:
+        """Whether any placed pod carries required anti-affinity (then every group must be checked against it)."""
+        return bool(self._anti)
 
     def anti_affinity_owners(self) -> list[tuple[dict[str, Any], Counter[str]]]:
         """(a pod standing for a group of placed pods with the same required anti-affinity, node -> pods)."""

@@ -144,7 +144,7 @@ class Scheduler:
         namespace_labels: dict[str, dict[str, str]] | None = None
         for group in groups.values():
             rules = None
-            if interpod.constrained(group[0]) or self.placed.anti_affinity_owners():
+            if interpod.constrained(group[0]) or self.placed.any_anti_affinity():
                 if namespace_labels is None:
                     namespace_labels = {meta(ns)["name"]: meta(ns).get("labels") or {}
                                         for ns in self.store.snapshot("v1/namespaces")}
