@@ -73,7 +73,8 @@ def _available(sim: Environment, rid: str) -> int:
 
 
 def test_a_capacity_reservation_is_used_before_spot(sim: Environment, rt: Runtime, ns: str) -> None:
-    team = uuid.uuid4().hex[:8]
+    # A letter first: an all-digit hex string is a YAML integer, which a tag selector refuses.
+    team = f"t{uuid.uuid4().hex[:8]}"
     ec2 = sim.boto3_client("ec2")
     rid = ec2.create_capacity_reservation(
         InstanceType="m5.large", InstancePlatform="Linux/UNIX", AvailabilityZone=ZONE, InstanceCount=2,
@@ -170,7 +171,8 @@ def test_a_capacity_block_node_is_replaced_40_minutes_before_the_block_ends(sim:
         # moto stamps launch times with the real clock while the simulated one moves ahead.
         return helpers.runtime_for(sim, registration_timeout_seconds=10.0**6)
 
-    team = uuid.uuid4().hex[:8]
+    # A letter first: an all-digit hex string is a YAML integer, which a tag selector refuses.
+    team = f"t{uuid.uuid4().hex[:8]}"
     end = (datetime.now(UTC) + timedelta(hours=3)).replace(microsecond=0)
     rid = sim.create_capacity_block("m5.xlarge", ZONE, 1, end, tags={"block": team})
     put_pool(sim, BLOCK_POOL.replace("TEAM", team), "block")
