@@ -121,3 +121,21 @@ def test_list_resource_version_rules(sim: Environment, rt: Any) -> None:
                                                      "resourceVersionMatch": "NotOlderThan",
                                                      "fieldSelector": PENDING_FIELD_SELECTOR})
     assert int(page["metadata"]["resourceVersion"]) >= int(current)
+
+
+def test_the_cache_keeps_pods_without_what_no_decision_reads(sim: Environment, rt: Any, ns: str) -> None:
+    """Listed (cold) and watched (warm) alike: the container's runtime fields are gone, its requests kept."""
+    def create(name: str) -> None:
+        doc = pod_doc(name, "ghost-0")
+        doc["spec"]["containers"][0] |= {"env": [{"name": "A", "value": "1"}], "command": ["/pause"],
+                                         "livenessProbe": {"exec": {"command": ["true"]}}}
+        request_json(sim.kube_api_client(), "POST", f"/api/v1/namespaces/{ns}/pods", body=doc)
+
+    cache = podcache.PodCache()
+    create("listed")
+    assert cache.sync(rt.api).how == "list"
+    create("watched")
+    assert cache.sync(rt.api).how == "watch"
+    for name in ("listed", "watched"):
+        [container] = cache.pods[f"{ns}/{name}"]["spec"]["containers"]
+        assert container == {"name": "c", "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}, container

@@ -6,7 +6,7 @@ Also the provisioner's definition of a pod it should find capacity for.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +14,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from ..model.pod import DEFAULT_SCHEDULER
+from .compact import compact_pod
 from .raw import path_segment, request_json
 
 PAGE_SIZE = 500
@@ -46,8 +47,10 @@ def list_objects(
     timeout: float | tuple[float, float] | None = None,
     resource_version: str | None = None,
     resource_version_match: str | None = None,
+    item: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> ListResult:
     """Every object of a collection, page by page; the resourceVersion is the one a watch starts from.
+    ``item`` (if given) makes each listed object what is kept, page by page, so a page's parse is let go.
 
     ``resource_version``/``resource_version_match`` apply to the first page, with kube-apiserver's
     meaning: unset reads the most recent state (a quorum read), "0" any state (the watch cache's),
@@ -69,7 +72,8 @@ def list_objects(
                     "resourceVersionMatch": None if token else resource_version_match,
                 }
                 page = request_json(api, "GET", path, query, timeout=timeout)
-                items.extend(page.get("items") or [])
+                listed = page.get("items") or []
+                items.extend(map(item, listed) if item else listed)
                 meta = page.get("metadata") or {}
                 if not listed_version:
                     # The first page's version is the snapshot every later page belongs to.
@@ -96,7 +100,7 @@ def list_pods(
     return list_objects(
         api, collection_path("", "v1", "pods", namespace),
         label_selector=label_selector, field_selector=field_selector, limit=limit,
-        resource_version=resource_version, resource_version_match=resource_version_match,
+        resource_version=resource_version, resource_version_match=resource_version_match, item=compact_pod,
     )
 
 

@@ -9,6 +9,7 @@ Gone), the cache lists again (most recent state); any other failure of the catch
 
 A catch-up reads the watch until it has been idle for ``CATCHUP_IDLE_SECONDS`` (the server replays
 what it holds at once) or ``CATCHUP_MAX_SECONDS`` passed; what arrives later is taken next time.
+Pods are kept as ``compact`` leaves them: a warm container's memory is mostly this cache.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from .client import CONNECT_TIMEOUT_SECONDS
+from .compact import compact_pod
 from .listing import collection_path, list_pods
 from .raw import WatchStream
 
@@ -39,14 +41,6 @@ CATCHUP_WATCH_SECONDS = 30
 def _key(pod: Mapping[str, Any]) -> str:
     meta = pod.get("metadata") or {}
     return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
-
-
-def _slim(pod: dict[str, Any]) -> dict[str, Any]:
-    """The pod without its field-manager bookkeeping, which is most of a pod's bytes and unused here."""
-    meta = pod.get("metadata")
-    if isinstance(meta, dict) and "managedFields" in meta:
-        pod = {**pod, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
-    return pod
 
 
 @dataclass
@@ -96,7 +90,7 @@ class PodCache:
 
     def _list(self, api: ApiClient, version: str | None, match: str | None, how: str) -> SyncReport:
         listed = list_pods(api, resource_version=version, resource_version_match=match)
-        self.pods = {_key(p): _slim(p) for p in listed.items}
+        self.pods = {_key(p): p for p in listed.items}  # compacted as listed
         self.resource_version = listed.resource_version
         return SyncReport(how)
 
@@ -132,7 +126,7 @@ class PodCache:
         if kind == "DELETED":
             self.pods.pop(_key(obj), None)
         elif kind in ("ADDED", "MODIFIED"):
-            self.pods[_key(obj)] = _slim(obj)
+            self.pods[_key(obj)] = compact_pod(obj)
         if version:
             self.resource_version = str(version)
         return int(kind in ("ADDED", "MODIFIED", "DELETED"))
