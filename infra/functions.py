@@ -51,10 +51,11 @@ class FunctionSpec:
 # The provisioner watches for pending pods for up to WATCH_SECONDS, then plans and launches, within one
 # minute's tick; the disruption function drains nodes (PDB-paced evictions), hence its longer timeout;
 # interruption must finish well inside a spot instance's two-minute notice.
-# Sizes from the scale run (`python -m bench.scalerun`, docs/scale.md): at 5,000 nodes / 50,000 pods, each
-# function in containers of its own, every phase done on a 2-core machine: the provisioner's longest
-# pass 77.9 s (19 s its own CPU; the rest is sim), so 180 s; peaks 1,001 MiB (provisioner), 908 MiB
-# (interruption, batches of 100 warnings), 489 MiB (disruption), so 1024 MB each. 10,000 nodes need
+# Sizes from the scale run (`python -m bench.scalerun`, docs/scale.md): at 5,000 nodes / 50,000 pods with
+# these defaults, each function in containers of its own, every phase done on a 2-core machine (2026-11-27,
+# strict sim, pods compacted as listed): the provisioner's longest pass 72.0 s (23 s its own CPU; the rest
+# is sim), so 180 s; peaks 681 MiB (provisioner), 697 MiB (interruption, batches of 100 warnings), 424 MiB
+# (disruption), so 1024 MB each. 10,000 nodes need
 # `-c functionMemory=provisioner=3008,... -c functionTimeout=provisioner=600,interruption=300` (docs/deploy.md).
 PROVISIONER = FunctionSpec("provisioner", "Launches capacity for pending pods", 1024, 180, 1)
 INTERRUPTION = FunctionSpec("interruption", "Reacts to spot interruptions, rebalance, state and health events",
