@@ -43,6 +43,9 @@ def _container_defaults(container: dict[str, Any]) -> None:
             requests.setdefault(name, value)
     elif requests is None:
         resources.pop("requests", None)
+    for port in container.get("ports") or []:
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")
     container.setdefault("imagePullPolicy", "IfNotPresent")
     container.setdefault("terminationMessagePath", "/dev/termination-log")
     container.setdefault("terminationMessagePolicy", "File")

@@ -6,6 +6,7 @@ so that "0/3 nodes are available: ..." messages read the same.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from .objects import meta, node_ready
@@ -146,6 +147,33 @@ def static_reason(spec: dict[str, Any], node: dict[str, Any]) -> str | None:
     if not matches_node_selection(spec, node):
         return "node(s) didn't match Pod's node affinity/selector"
     return None
+
+
+HostPort = tuple[str, str, int]  # (host IP, protocol, port)
+_ANY_ADDRESS = ("0.0.0.0", "::")
+PORTS_REASON = "node(s) didn't have free ports for the requested pod ports"
+
+
+def host_ports(spec: dict[str, Any]) -> tuple[HostPort, ...]:
+    """The host ports a pod's containers ask for, as kube-scheduler's NodePorts filter reads them: an empty
+    host IP is 0.0.0.0, an unset protocol TCP; init containers' ports are not counted."""
+    ports = []
+    for container in spec.get("containers") or []:
+        for port in (container.get("ports") or []) if isinstance(container, dict) else []:
+            if isinstance(port, dict) and port.get("hostPort"):
+                ports.append((port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP", int(port["hostPort"])))
+    return tuple(ports)
+
+
+def ports_conflict(wanted: tuple[HostPort, ...], used: Counter[HostPort]) -> bool:
+    """Whether a wanted host port is taken on the node: same protocol and port, and the same IP or either
+    side bound to every address."""
+    for ip, protocol, port in wanted:
+        for (used_ip, used_protocol, used_port), count in used.items():
+            if count and used_port == port and used_protocol == protocol and (
+                    used_ip == ip or ip in _ANY_ADDRESS or used_ip in _ANY_ADDRESS):
+                return True
+    return False
 
 
 def insufficient(requests: dict[str, int], free: dict[str, int]) -> list[str]:

@@ -3,7 +3,8 @@
 Identical pending pods (same namespace, labels, requests, selectors, affinity, spread and tolerations)
 are placed as one group: the nodes that cannot take one of them cannot take the next either, so a pass
 costs about (nodes + pods) per group rather than nodes x pods. Required pod affinity, anti-affinity and
-hard topology spread are kube-scheduler's filters (`interpod`): a group under them is placed pod by pod,
+hard topology spread are kube-scheduler's filters (`interpod`), as is NodePorts (a host port, protocol and IP
+held by a pod on the node refuses another pod asking for it): a group under them is placed pod by pod,
 each seeing the ones before it, and stops at the first pod that fits nowhere (the rest, identical, would not
 fit either).
 """
@@ -17,7 +18,16 @@ from typing import Any
 from . import interpod
 from .errors import ApiError
 from .objects import meta, pod_terminal, set_condition
-from .placement import allocatable, insufficient, pod_requests, static_reason
+from .placement import (
+    PORTS_REASON,
+    HostPort,
+    allocatable,
+    host_ports,
+    insufficient,
+    pod_requests,
+    ports_conflict,
+    static_reason,
+)
 from .store import Store
 
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -46,6 +56,7 @@ class Scheduler:
         self.store = store
         self._requests: dict[str, dict[str, int]] = {}
         self._usage: dict[str, dict[str, int]] = {}
+        self._ports: dict[str, Counter[HostPort]] = {}  # node -> host ports its pods hold
         self._counted: dict[str, str] = {}
         self._allocatable: dict[str, tuple[str, dict[str, int]]] = {}
         self._marked_at: dict[str, float] = {}  # pod uid -> when its Unschedulable condition was written
@@ -59,6 +70,10 @@ class Scheduler:
             cached = pod_requests(pod.get("spec") or {})
             self._requests[uid] = cached
         return cached
+
+    @staticmethod
+    def ports_of(pod: dict[str, Any]) -> tuple[HostPort, ...]:
+        return host_ports(pod.get("spec") or {})
 
     def observe(self, event_type: str, pod: dict[str, Any]) -> None:
         """Account a pod event: a bound pod uses its node's resources until it ends or is removed. A state older
@@ -78,9 +93,11 @@ class Scheduler:
         if using and counted_on is None:
             self._counted[uid] = node_name or ""
             self._charge(node_name or "", self.requests_of(pod), 1)
+            self._hold_ports(node_name or "", self.ports_of(pod), 1)
         elif not using and counted_on is not None:
             del self._counted[uid]
             self._charge(counted_on, self.requests_of(pod), -1)
+            self._hold_ports(counted_on, self.ports_of(pod), -1)
         self.placed.update(uid, pod if using else None)
         if event_type == "DELETED":
             self._requests.pop(uid, None)
@@ -92,6 +109,14 @@ class Scheduler:
         for resource, value in requests.items():
             usage[resource] = usage.get(resource, 0) + sign * value
         usage["pods"] = usage.get("pods", 0) + sign * 1000
+
+    def _hold_ports(self, node_name: str, ports: tuple[HostPort, ...], sign: int) -> None:
+        if ports:
+            held = self._ports.setdefault(node_name, Counter())
+            held.update({port: sign for port in ports})
+
+    def _ports_taken(self, ports: tuple[HostPort, ...], node_name: str) -> bool:
+        return bool(ports) and ports_conflict(ports, self._ports.get(node_name) or Counter())
 
     def _node_allocatable(self, node: dict[str, Any]) -> dict[str, int]:
         name, version = meta(node)["name"], meta(node).get("resourceVersion", "")
@@ -119,7 +144,7 @@ class Scheduler:
         )
         return json.dumps(
             [sorted(requests.items()), spec.get("nodeSelector"), required, spec.get("tolerations"),
-             interpod.signature(pod)],
+             interpod.signature(pod), host_ports(spec)],
             sort_keys=True,
         )
 
@@ -161,6 +186,7 @@ class Scheduler:
     ) -> int:
         spec = group[0].get("spec") or {}
         requests = self.requests_of(group[0])
+        ports = self.ports_of(group[0])
         static = {meta(node)["name"]: static_reason(spec, node) for node in nodes}
         candidates = [meta(node)["name"] for node in nodes if static[meta(node)["name"]] is None]
         pointer = 0  # the candidates before it can take no more pods of this group in this pass
@@ -171,7 +197,8 @@ class Scheduler:
             scan, dead_prefix = pointer, True
             while scan < len(candidates):
                 name = candidates[scan]
-                if insufficient(requests, free[name]) or (rules is not None and rules.blocked_for_good(name)):
+                if (self._ports_taken(ports, name) or insufficient(requests, free[name])
+                        or (rules is not None and rules.blocked_for_good(name))):
                     scan += 1
                     if dead_prefix:
                         pointer = scan
@@ -201,7 +228,8 @@ class Scheduler:
                 rules.placed(node_name)
             bound += 1
         if unplaced:
-            message = self._unschedulable_message(nodes, static, requests, free, rules)
+            message = self._unschedulable_message(nodes, static, requests, free, rules,
+                                                  {n for n in candidates if self._ports_taken(ports, n)})
             for pod in unplaced:
                 self._mark_unschedulable(pod, message)
         return bound
@@ -213,6 +241,7 @@ class Scheduler:
         requests: dict[str, int],
         free: dict[str, dict[str, int]],
         rules: interpod.Rules | None = None,
+        ports_taken: set[str] | frozenset[str] = frozenset(),
     ) -> str:
         total = len(nodes)
         if total == 0:
@@ -222,6 +251,8 @@ class Scheduler:
             name = meta(node)["name"]
             if static[name] is not None:
                 reasons[static[name] or ""] += 1
+            elif name in ports_taken:
+                reasons[PORTS_REASON] += 1
             elif insufficient(requests, free[name]):
                 for reason in insufficient(requests, free[name]):
                     reasons[reason] += 1
