@@ -496,3 +496,24 @@ def test_a_nodeoverlay_halving_a_price_makes_that_type_the_first_choice(sim: Env
     (launch,) = summary["launches"]
     assert launch["instanceTypes"][0] == "m5.large", launch
     assert _override_types(fleet_calls(sim)[before])[0] == "m5.large"
+
+
+def test_pods_asking_for_one_host_port_get_a_node_each_and_all_run(sim: Environment, rt: Runtime, ns: str) -> None:
+    """Karpenter's "should schedule pods with the same host port to different nodes", end to end: sim's
+    scheduler, like kube-scheduler's NodePorts filter, would leave a second pod of a node Pending."""
+    put_pools(sim, "karpenter-v1alpha5/default-spot.yaml")
+    doc = yaml.safe_load((EXAMPLES / "workloads" / "inflate.yaml").read_text())
+    doc["metadata"]["namespace"] = ns
+    doc["spec"]["replicas"] = 3
+    container = doc["spec"]["template"]["spec"]["containers"][0]
+    container["resources"]["requests"] = {"cpu": "100m", "memory": "64Mi"}
+    container["ports"] = [{"containerPort": 8080, "hostPort": 8080}]
+    request_json(sim.kube_api_client(), "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=doc)
+    wait_pending(sim, ns, 3)
+
+    launches = provisioning.provision_once(rt)["launches"]
+
+    assert sorted(len(x["pods"]) for x in launches) == [1, 1, 1]
+    running = wait_running(sim, ns, 3)
+    assert len({p["spec"]["nodeName"] for p in running}) == 3
+    assert provisioning.provision_once(rt)["launches"] == []

@@ -205,7 +205,20 @@ def pod_requests(spec: Mapping) -> res.Resources:
         total = {**total, **pod_level}
     total = res.add(total, res.parse_resource_list(spec.get("overhead") or {}, "overhead"))
     total[res.PODS] = total.get(res.PODS, 0) + 1
+    total.update(host_ports(spec))
     return total
+
+
+def host_ports(spec: Mapping) -> res.Resources:
+    """The host ports the pod's containers ask for, one each (kube-scheduler's NodePorts filter: an unset
+    protocol is TCP; init containers' ports are not counted)."""
+    ports: res.Resources = {}
+    for container in spec.get("containers") or []:
+        for port in container.get("ports") or []:
+            number = port.get("hostPort")
+            if number:
+                ports[res.host_port(str(port.get("protocol") or "TCP"), int(number))] = 1
+    return ports
 
 
 def _pod_level_requests(spec: Mapping) -> res.Resources:

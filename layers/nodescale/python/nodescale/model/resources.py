@@ -23,6 +23,25 @@ PRIVATE_IPV4 = "vpc.amazonaws.com/PrivateIPv4Address"
 
 Resources = dict[str, int]
 
+# A host port a pod's container asks for, as a resource every node holds one of: two pods asking for the
+# same protocol and port never share a node, as kube-scheduler's NodePorts filter keeps them apart. The host
+# IP is not part of the name, so two pods bound to different single addresses are kept apart too (stricter
+# than kube-scheduler, which lets them share; never looser).
+HOST_PORT_PREFIX = "host port "
+
+
+def host_port(protocol: str, port: int) -> str:
+    return f"{HOST_PORT_PREFIX}{protocol}/{port}"
+
+
+def is_host_port(name: str) -> bool:
+    return name.startswith(HOST_PORT_PREFIX)
+
+
+def node_holds(allocatable: Mapping[str, int], name: str) -> int:
+    """How much of ``name`` a node with ``allocatable`` offers: every node has each host port once."""
+    return allocatable.get(name, 1 if is_host_port(name) else 0)
+
 _BYTE_RESOURCES = {MEMORY, EPHEMERAL_STORAGE}
 
 

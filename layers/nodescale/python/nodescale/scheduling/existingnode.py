@@ -44,9 +44,10 @@ class NodeBin:
 
 
 def existing_bins(
-    nodes: Sequence[ExistingNode], vector: Vector, group_of: Mapping[int, int], topology: Topology
+    nodes: Sequence[ExistingNode], vector: Vector, group_of: Mapping[int, int], topology: Topology, room: Vector
 ) -> list[NodeBin]:
-    """A bin per node, its running pods counted (``group_of`` maps a bound pod's id to its group id)."""
+    """A bin per node, its running pods counted (``group_of`` maps a bound pod's id to its group id); ``room``
+    gives a node's allocatable in the solve's order, ``vector`` a pod's requests."""
     bins = []
     for node in nodes:
         used = [0] * len(vector({}))
@@ -58,7 +59,7 @@ def existing_bins(
                 used[j] += wanted
             group_id = group_of[id(pod)]
             counts[group_id] = counts.get(group_id, 0) + 1
-        node_bin = NodeBin(node, vector(node.allocatable), used, counts)
+        node_bin = NodeBin(node, room(node.allocatable), used, counts)
         bins.append(node_bin)
         topology.record_node(counts, node_bin.zone, node_bin.capacity_type)
     return bins

@@ -135,7 +135,7 @@ class Scheduler:
             for i, pool in enumerate(pools)
         ]
         group_of = {id(p): g.id for g in bound_groups for p in g.pods}
-        self.nodes: list[NodeBin] = existing_bins(nodes, self._vector, group_of, self.topology)
+        self.nodes: list[NodeBin] = existing_bins(nodes, self._vector, group_of, self.topology, self._room)
         self.claims: list[ClaimBin] = []
         self.topology.nodes = self.nodes
         self.topology.claims = self.claims
@@ -147,6 +147,9 @@ class Scheduler:
 
     def _vector(self, requests: Mapping[str, int]) -> tuple[int, ...]:
         return tuple(requests.get(d, 0) for d in self.dims)
+
+    def _room(self, allocatable: Mapping[str, int]) -> tuple[int, ...]:
+        return tuple(res.node_holds(allocatable, d) for d in self.dims)
 
     def run(self) -> Plan:
         order = sorted(

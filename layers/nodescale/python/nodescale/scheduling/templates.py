@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ..model import labels as wk
 from ..model import nodelabels
+from ..model import resources as res
 from ..model.instancetype import InstanceType
 from ..model.nodepool import NodePool
 from ..model.pod import Pod
@@ -167,7 +168,10 @@ def build_template(
                 for j, name in enumerate(dims):
                     overhead[j] += d.requests.get(name, 0)
         alloc = it.allocatable
-        vec = tuple(alloc.get(name, 0) - overhead[j] for j, name in enumerate(dims))
+        # A host port two daemons ask for is held once: the second daemon's pod is refused by the node, not
+        # the node by its daemons.
+        overhead = [min(o, 1) if res.is_host_port(name) else o for o, name in zip(overhead, dims, strict=True)]
+        vec = tuple(res.node_holds(alloc, name) - overhead[j] for j, name in enumerate(dims))
         if any(v < 0 for v in vec):
             continue  # the daemons alone do not fit
         limit_vec = tuple(1 if k == "nodes" else it.capacity.get(k, 0) for k in template.limit_keys)
