@@ -73,3 +73,22 @@ def test_an_existing_node_whose_pod_holds_the_port_takes_no_second_one() -> None
                     + port_pods(1, "free", {"containerPort": 9090, "hostPort": 9090}), existing_nodes=[node])
     assert [(e.node, [p.name for p in e.pods]) for e in plan.existing] == [("n1", ["free-0"])]
     assert [[p.name for p in c.pods] for c in plan.node_claims] == [["web-0"]]
+
+
+def test_consolidation_does_not_move_a_pod_onto_a_node_holding_its_port() -> None:
+    # Node a's agent fits on b by its requests, but b's agent holds the port: deleting a needs a new node.
+    from nodescale.disruption.nodes import NodeView
+    from nodescale.disruption.simulator import bin_packing_simulator
+    from tests.unit.test_scheduling import TYPES, pool
+
+    agents = {name: port_pods(1, f"agent-{name}", {"containerPort": 8126, "hostPort": 8126}) for name in "ab"}
+    free = {name: port_pods(1, f"free-{name}", {"containerPort": 9000 + i, "hostPort": 9000 + i})
+            for i, name in enumerate("ab")}
+    existing = [_node(name, cpu=16, pods=agents[name] + free[name]) for name in "ab"]
+    simulate = bin_packing_simulator(existing, [pool()], {"default": TYPES})
+
+    without_a = simulate([NodeView.from_node({"metadata": {"name": "a"}}, agents["a"] + free["a"], 0.4)])
+
+    assert not without_a.unschedulable
+    [replacement] = without_a.replacements  # the agent; the other pod, on a free port, fits on b
+    assert replacement.nodepool == "default"
