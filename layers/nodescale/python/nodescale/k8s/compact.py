@@ -30,9 +30,9 @@ _STATUS_DROPPED = frozenset({
     "containerStatuses", "ephemeralContainerStatuses", "hostIPs", "initContainerStatuses", "podIPs",
     "resourceClaimStatuses",
 })
-_METADATA_DROPPED = frozenset({"managedFields"})
+_METADATA_DROPPED = frozenset({"managedFields", "annotations"})  # annotations: kept, less the one below
 # `kubectl apply`'s copy of the whole manifest, on pods created from a file.
-_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+_ANNOTATIONS_DROPPED = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
 
 _intern = sys.intern
 
@@ -45,9 +45,9 @@ def compact_pod(pod: dict[str, Any]) -> dict[str, Any]:
         if key == "metadata" and isinstance(value, dict):
             value = _metadata(value)
         elif key == "spec" and isinstance(value, dict):
-            value = _spec(value)
+            value = {_intern(k): _containers(v) if k in _CONTAINER_LISTS else _shared(v) for k, v in value.items()}
         elif key == "status" and isinstance(value, dict):
-            value = {_intern(k): _shared(v) for k, v in value.items() if k not in _STATUS_DROPPED}
+            value = _kept(value, _STATUS_DROPPED)
         else:
             value = _shared(value)
         out[_intern(key)] = value
@@ -55,35 +55,28 @@ def compact_pod(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def _metadata(meta: dict[str, Any]) -> dict[str, Any]:
-    out = {_intern(k): _shared(v) for k, v in meta.items() if k not in _METADATA_DROPPED and k != "annotations"}
-    annotations = meta.get("annotations")
-    if isinstance(annotations, dict):
-        out["annotations"] = {_intern(k): _shared(v) for k, v in annotations.items() if k != _LAST_APPLIED}
-    elif "annotations" in meta:
-        out["annotations"] = annotations
+    out = _kept(meta, _METADATA_DROPPED)
+    if "annotations" in meta:
+        annotations = meta["annotations"]
+        out["annotations"] = _kept(annotations, _ANNOTATIONS_DROPPED) if isinstance(annotations, dict) else annotations
     return out
 
 
-def _spec(spec: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in spec.items():
-        if key in _CONTAINER_LISTS and isinstance(value, list):
-            value = [_container(c) if isinstance(c, dict) else c for c in value]
-        else:
-            value = _shared(value)
-        out[_intern(key)] = value
-    return out
+def _containers(value: Any) -> Any:
+    if not isinstance(value, list):
+        return _shared(value)
+    return [_kept(c, _CONTAINER_DROPPED) if isinstance(c, dict) else _shared(c) for c in value]
 
 
-def _container(container: dict[str, Any]) -> dict[str, Any]:
-    return {_intern(k): _shared(v) for k, v in container.items() if k not in _CONTAINER_DROPPED}
+def _kept(mapping: dict[str, Any], dropped: frozenset[str] = frozenset()) -> dict[str, Any]:
+    return {_intern(k): _shared(v) for k, v in mapping.items() if k not in dropped}
 
 
 def _shared(value: Any) -> Any:
     if isinstance(value, str):
         return _intern(value)
     if isinstance(value, dict):
-        return {_intern(k): _shared(v) for k, v in value.items()}
+        return _kept(value)
     if isinstance(value, list):
         return [_shared(v) for v in value]
     return value
