@@ -370,6 +370,60 @@ class TestDisruption:
         assert [e.path for e in errors] == ["spec.ttlSecondsAfterEmpty"]
 
 
+OUT_OF_RANGE = ["99999999999999999h", "9" * 401 + "s", "2562048h"]
+
+
+class TestDurationRange:
+    """#27.1: a duration past Go's int64 of nanoseconds is an error of its document alone, naming the field
+    and the range; before, it loaded (3.6e20 s) and every disruption pass raised OverflowError."""
+
+    @pytest.mark.parametrize("value", OUT_OF_RANGE)
+    @pytest.mark.parametrize(
+        ("make", "path"),
+        [
+            (lambda v: v1_pool("bad", expireAfter=v), "spec.template.spec.expireAfter"),
+            (lambda v: v1_pool("bad", terminationGracePeriod=v), "spec.template.spec.terminationGracePeriod"),
+            (lambda v: v1_pool("bad", disruption={"consolidateAfter": v}), "spec.disruption.consolidateAfter"),
+            (lambda v: v1_pool("bad", disruption={"consolidateAfter": "0s", "budgets": [
+                {"nodes": "0", "schedule": "@daily", "duration": v}]}), "spec.disruption.budgets[0].duration"),
+            (lambda v: v1beta1("bad", expireAfter=v), "spec.disruption.expireAfter"),
+        ],
+    )
+    def test_a_duration_out_of_range_refuses_its_pool_alone(self, make, path, value):
+        bad = make(value)
+        if bad["apiVersion"] == "karpenter.sh/v1beta1":  # expireAfter lives in disruption there
+            bad["spec"]["disruption"] = {"expireAfter": bad["spec"]["template"]["spec"].pop("expireAfter")}
+            pools, errors = run(NODECLASS_V1BETA1, v1beta1("good"), bad, v1beta1("also-good"))
+        else:
+            pools, errors = run(doc(NODECLASS_V1), v1_pool("good"), bad, v1_pool("also-good"))
+        assert sorted(pools) == ["also-good", "good"]
+        assert [(e.source, e.path) for e in errors] == [("test#2", path)]
+        assert "out of range" in errors[0].message and "2562047h47m16.854775807s" in errors[0].message
+
+    @pytest.mark.parametrize("field", ["ttlSecondsUntilExpired", "ttlSecondsAfterEmpty"])
+    @pytest.mark.parametrize("value", [10**30, "1" * 5000, 9223372037])
+    def test_a_v1alpha5_ttl_past_the_range_refuses_its_provisioner_alone(self, field, value):
+        pools, errors = run(doc(TEMPLATE_V1alpha1), v1alpha5("good"), v1alpha5("bad", **{field: value}))
+        assert sorted(pools) == ["good"]
+        assert [(e.source, e.path) for e in errors] == [("test#2", f"spec.{field}")]
+        assert "from 0 to 9223372036" in errors[0].message
+
+    def test_the_longest_durations_still_load(self):
+        longest = "2562047h47m16.854775807s"
+        pools, errors = run(doc(NODECLASS_V1), v1_pool(expireAfter=longest, terminationGracePeriod=longest),
+                            doc(TEMPLATE_V1alpha1), v1alpha5("legacy", ttlSecondsUntilExpired=9223372036))
+        assert errors == []
+        assert pools["team"].disruption.expire_after_seconds == pools["team"].disruption.termination_grace_period_seconds
+        assert pools["legacy"].disruption.expire_after_seconds == 9223372036.0
+
+    def test_a_kubelet_grace_period_out_of_range_is_a_field_error(self):
+        kubelet = {"evictionSoft": {"memory.available": "1Gi"},
+                   "evictionSoftGracePeriod": {"memory.available": "99999999999999999h"}}
+        error = only_error(NODECLASS_V1BETA1, v1beta1(kubelet=kubelet))
+        assert error.path == "spec.template.spec.kubelet.evictionSoftGracePeriod.memory.available"
+        assert "out of range" in error.message
+
+
 class TestKubelet:
     def test_kubelet_in_each_generation(self):
         kubelet = {"maxPods": 58, "systemReserved": {"cpu": "100m", "memory": "100Mi"}, "evictionHard": {"memory.available": "5%"}}

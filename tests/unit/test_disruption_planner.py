@@ -240,6 +240,17 @@ def test_do_not_disrupt_with_a_duration_protects_only_for_that_long() -> None:
     assert planner.plan(inputs(views), fits_elsewhere).decisions == []
 
 
+def test_a_tenants_out_of_range_do_not_disrupt_neither_stops_the_pass_nor_holds_its_node() -> None:
+    """#27.1: "99999999999999999h" used to raise OverflowError from every pass; now it is ignored, as
+    Karpenter ignores an invalid value, and the node consolidates like any other (a non-duration such as
+    "yes" used to count as "true")."""
+    for value in ("99999999999999999h", "9" * 401 + "s", "yes"):
+        views = [node("a", [pod("x", {"karpenter.sh/do-not-disrupt": value})]), node("b", [pod("y")])]
+        out = planner.plan(inputs(views), fits_elsewhere)
+        assert sorted(n for d in out.decisions for n in d.nodes) == ["a", "b"], value
+        assert out.refusals == []
+
+
 def test_legacy_do_not_evict_blocks_consolidation() -> None:
     out = planner.plan(inputs([node("a", [pod("x", {"karpenter.sh/do-not-evict": "true"})])]), fits_elsewhere)
     assert out.decisions == [] and "karpenter.sh/do-not-evict" in out.refusals[0].why

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from ..model import labels as wk
-from ..model.durations import go_duration_seconds
+from ..model.durations import MAX_SECONDS, MAX_TEXT, MAX_WHOLE_SECONDS, DurationError, parse_nanoseconds
 from ..model.quantity import QuantityError, to_int
 from .errors import Collector, show
 
@@ -64,7 +64,8 @@ def integer(value: object, path: str, lo: int | None = None, hi: int | None = No
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+        # Past 4300 digits int() itself refuses (ValueError); no field takes a number that long anyway.
+        if isinstance(value, str) and len(value) <= 4300 and re.fullmatch(r"[+-]?\d+", value.strip()):
             value = int(value)
         else:
             raise FieldError(path, f"{show(value)} is not allowed; expected a whole number{_range(lo, hi)}")
@@ -114,25 +115,38 @@ def label_map(value: object, path: str) -> dict[str, str]:
 
 
 def duration(value: object, path: str, allow_never: bool = True) -> float | None:
-    """Seconds from "720h", "1m0s", "90s", an int of seconds, or None for "Never" (when allowed)."""
+    """Seconds from "720h", "1m0s", "90s", an int of seconds, or None for "Never" (when allowed).
+
+    A string is read by Go's rules (``model.durations``), so what Karpenter refuses, including anything
+    past its int64 of nanoseconds (about 2562047h), is refused here; a number of seconds has the same
+    bound. A negative duration is refused: no field of a NodePool takes one.
+    """
     if isinstance(value, bool):
         raise FieldError(path, _duration_help(value, allow_never))
     if isinstance(value, int | float):
-        if value < 0:
+        if not 0 <= value <= MAX_SECONDS:  # NaN fails this too
             raise FieldError(path, _duration_help(value, allow_never))
         return float(value)
     if isinstance(value, str):
         if value == NEVER and allow_never:
             return None
-        seconds = go_duration_seconds(value)
-        if seconds is not None:
-            return seconds
+        try:
+            ns = parse_nanoseconds(value)
+        except DurationError as exc:
+            raise FieldError(path, f"{exc}; {_duration_allowed(allow_never)}") from None
+        if ns >= 0:
+            return ns / 1e9
     raise FieldError(path, _duration_help(value, allow_never))
 
 
 def _duration_help(value: object, allow_never: bool) -> str:
+    return f"{show(value)} is not allowed; {_duration_allowed(allow_never)}"
+
+
+def _duration_allowed(allow_never: bool) -> str:
     never = ", or Never" if allow_never else ""
-    return f"{show(value)} is not allowed; expected a duration like 30s, 1m0s or 720h, a number of seconds{never}"
+    return (f"expected a duration like 30s, 1m0s or 720h (from 0 to {MAX_TEXT}), "
+            f"a number of seconds up to {MAX_WHOLE_SECONDS}{never}")
 
 
 def bytes_quantity(value: object, path: str) -> int:

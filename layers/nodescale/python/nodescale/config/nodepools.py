@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from ..model import labels as wk
+from ..model.durations import MAX_WHOLE_SECONDS
 from ..model.nodepool import (
     DEFAULT_BUDGETS,
     NO_BUDGETS,
@@ -281,8 +282,8 @@ def _legacy_disruption(spec: Mapping) -> Disruption:
     pool keeps Karpenter v0.2x's pace instead (``one_at_a_time``: every empty node at once, a node
     with pods one at a time).
     """
-    empty = integer(spec.get("ttlSecondsAfterEmpty"), "spec.ttlSecondsAfterEmpty", 0)
-    expire = integer(spec.get("ttlSecondsUntilExpired"), "spec.ttlSecondsUntilExpired", 0)
+    empty = integer(spec.get("ttlSecondsAfterEmpty"), "spec.ttlSecondsAfterEmpty", 0, MAX_WHOLE_SECONDS)
+    expire = integer(spec.get("ttlSecondsUntilExpired"), "spec.ttlSecondsUntilExpired", 0, MAX_WHOLE_SECONDS)
     consolidation = mapping(spec.get("consolidation"), "spec.consolidation")
     enabled = consolidation.get("enabled")
     if enabled is not None and not isinstance(enabled, bool):

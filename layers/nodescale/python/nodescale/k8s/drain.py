@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from kubernetes import client as k8s
@@ -23,6 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from .. import clock
 from ..model.pod import do_not_disrupt, started_at
 from ..model.taints import Toleration
+from ..model.timestamps import shifted
 from .listing import pods_on_node
 from .nodes import DISRUPTED_TAINT, DISRUPTED_TAINT_KEY, parse_time, taints_of
 from .raw import path_segment, request_json, status_message
@@ -142,7 +143,8 @@ def pod_delete_time(pod: Mapping[str, Any], grace_deadline: datetime | None) -> 
     if grace_deadline is None:
         return None
     own = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
-    return grace_deadline - timedelta(seconds=int(own) if own is not None else DEFAULT_POD_GRACE_SECONDS)
+    # A pod's own grace is any int64 the API server took: far past the deadline it is just "now".
+    return shifted(grace_deadline, -(int(own) if own is not None else DEFAULT_POD_GRACE_SECONDS))
 
 
 def drain_started_at(node: Mapping[str, Any]) -> datetime | None:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from . import labels as wk
 from . import resources as res
-from .durations import go_duration_seconds
+from .durations import DurationError, go_duration_ns, parse_nanoseconds
 from .requirements import CORE_OPERATORS, Requirement, Requirements
 from .taints import Toleration
-from .timestamps import parse_timestamp
+from .timestamps import parse_timestamp, shifted
 
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 LEGACY_DO_NOT_EVICT = "karpenter.sh/do-not-evict"
@@ -310,20 +310,36 @@ def do_not_disrupt(
 ) -> str | None:
     """The one do-not-disrupt rule for a pod: the annotation that holds it (for messages), or None.
 
-    ``karpenter.sh/do-not-disrupt`` is "true" (always), "false" (never) or a duration such as "30m"
-    counted from the pod's start; a value that is no duration counts as "true". Without ``started`` or
-    ``now`` (a drain has no use for the clock) a duration is taken as still running, so the pod stays.
-    The legacy ``karpenter.sh/do-not-evict: "true"`` still holds, as v0.2x users expect.
+    ``karpenter.sh/do-not-disrupt`` is "true" (always), "false" (never) or a positive duration such as
+    "30m" counted from the pod's start. Any other value (not a duration, zero or negative, or beyond Go's
+    range) is ignored, as Karpenter ignores it (``invalid_do_not_disrupt`` says why, for the Warning
+    event). Without ``started`` or ``now`` (a drain has no use for the clock) a duration is taken as
+    still running, so the pod stays. The legacy ``karpenter.sh/do-not-evict: "true"`` still holds, as
+    v0.2x users expect.
     """
     value = annotations.get(DO_NOT_DISRUPT)
     if value is not None and value != "false":
         if value == "true":
             return DO_NOT_DISRUPT
-        seconds = go_duration_seconds(value.strip())
-        if seconds is None:
-            return f"{DO_NOT_DISRUPT}={value!r} (not a duration: treated as true)"
-        if started is None or now is None or now < started + timedelta(seconds=seconds):
+        ns = go_duration_ns(value)
+        if ns is not None and ns > 0 and (
+            started is None or now is None or now < shifted(started, ns / 1e9)
+        ):
             return f"{DO_NOT_DISRUPT}={value} (still protected)"
     if annotations.get(LEGACY_DO_NOT_EVICT) == "true":
         return LEGACY_DO_NOT_EVICT
+    return None
+
+
+def invalid_do_not_disrupt(annotations: Mapping[str, str]) -> str | None:
+    """Why the pod's ``karpenter.sh/do-not-disrupt`` value is ignored, or None when it is absent or valid."""
+    value = annotations.get(DO_NOT_DISRUPT)
+    if value is None or value in ("true", "false"):
+        return None
+    try:
+        ns = parse_nanoseconds(value)
+    except DurationError as exc:
+        return f"invalid {DO_NOT_DISRUPT} annotation: {exc}; ignored (use \"true\" or a duration like 30m or 4h)"
+    if ns <= 0:
+        return f"invalid {DO_NOT_DISRUPT} annotation: {value!r} is not a positive duration; ignored"
     return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 
 def parse_timestamp(value: object) -> datetime | None:
@@ -20,3 +20,16 @@ def parse_timestamp(value: object) -> datetime | None:
 
 def format_timestamp(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def shifted(moment: datetime, seconds: float) -> datetime:
+    """``moment`` plus ``seconds``, held at the calendar's first or last instant instead of overflowing.
+
+    Durations are bounded (about 292 years), but the timestamps they are added to come from objects
+    others write; no sum of the two may raise where a decision is made.
+    """
+    try:
+        return moment + timedelta(seconds=seconds)
+    except OverflowError:
+        edge = datetime.max if seconds > 0 else datetime.min
+        return edge.replace(tzinfo=moment.tzinfo)

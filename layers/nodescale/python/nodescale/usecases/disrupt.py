@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -27,7 +27,9 @@ from .. import clock, telemetry
 from ..disruption import planner
 from ..disruption.gauges import cluster_gauges
 from ..disruption.nodes import EMPTY_SINCE, PODS_CHANGED, NodeView
+from ..k8s import events as k8s_events
 from ..model.currency import localize
+from ..model.pod import DO_NOT_DISRUPT, Pod, invalid_do_not_disrupt
 from ..runtime import Runtime
 from . import disrupt_slices
 from .disrupt_act import act, drain, finish_under_way, flush_terminations, refused
@@ -45,12 +47,14 @@ from .disrupt_run import (
     DEFAULT_RUN_SECONDS,
     EVENT_BLOCKED,
     EVENT_DECISION,
+    EVENT_INVALID_DO_NOT_DISRUPT,
     EVENT_REPLACEMENT_FAILED,
     EVENT_REPLACING,
     EVENT_TERMINATED,
     EVENT_WINDOW_SECONDS,
     FORCEFUL,
     IMPAIRED_SINCE,
+    MAX_ANNOTATION_EVENTS,
     MAX_REFUSAL_EVENTS,
     REASON_ANNOTATION,
     REPLACEMENT_ANNOTATION,
@@ -73,6 +77,7 @@ def decide(run: RunState, in_progress: set[str], protected: set[str], pools: fro
     world = run.world
     held = buffer_placement(world, in_progress)
     views, capacities = node_views(world, held)
+    warn_invalid_annotations(run, views, pools)
     run.report.gauges = cluster_gauges(views, capacities, world.nodepools).to_dict()
     emit_gauges(views, capacities, world)
     skip = in_progress | protected
@@ -94,6 +99,31 @@ def decide(run: RunState, in_progress: set[str], protected: set[str], pools: fro
     )
     outcome = planner.plan(inputs, simulator(world, in_progress, held))
     apply(run, outcome, {v.name: v for v in views})
+
+
+def warn_invalid_annotations(run: RunState, views: Iterable[NodeView], pools: frozenset[str] | None) -> None:
+    """A Warning on each pod (of the run's pools) whose do-not-disrupt value is ignored, as Karpenter writes one.
+
+    Once a run per pod (the recorder folds repeats inside its window), at most MAX_ANNOTATION_EVENTS a
+    run; the count of the rest goes in the summary's notes.
+    """
+    found: list[tuple[Pod, str]] = []
+    for view in views:
+        if pools is not None and view.nodepool not in pools:
+            continue
+        for pod in view.pods:
+            why = invalid_do_not_disrupt(pod.annotations)
+            if why is not None:
+                found.append((pod, why))
+    for pod, why in found[:MAX_ANNOTATION_EVENTS]:
+        run.pod_event(pod, EVENT_INVALID_DO_NOT_DISRUPT, why, k8s_events.WARNING)
+    if found:
+        shown = ", ".join(pod.key for pod, _ in found[:10]) + (", ..." if len(found) > 10 else "")
+        note = f"{len(found)} pod(s) with an invalid {DO_NOT_DISRUPT} annotation, ignored: {shown}"
+        if len(found) > MAX_ANNOTATION_EVENTS:
+            note += f" (a Warning event on the first {MAX_ANNOTATION_EVENTS} only)"
+        run.report.notes.append(note)
+        run.log.warning(note)
 
 
 def apply(run: RunState, outcome: planner.Outcome, views: Mapping[str, NodeView]) -> None:
@@ -201,12 +231,14 @@ __all__ = [
     "DEFAULT_RUN_SECONDS",
     "EVENT_BLOCKED",
     "EVENT_DECISION",
+    "EVENT_INVALID_DO_NOT_DISRUPT",
     "EVENT_REPLACEMENT_FAILED",
     "EVENT_REPLACING",
     "EVENT_TERMINATED",
     "EVENT_WINDOW_SECONDS",
     "FORCEFUL",
     "IMPAIRED_SINCE",
+    "MAX_ANNOTATION_EVENTS",
     "MAX_REFUSAL_EVENTS",
     "REASON_ANNOTATION",
     "REPLACEMENT_ANNOTATION",

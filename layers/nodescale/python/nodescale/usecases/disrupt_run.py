@@ -22,6 +22,7 @@ from ..k8s import events as k8s_events
 from ..k8s import nodes as k8s_nodes
 from ..model.currency import USD, currency_of
 from ..model.nodelabels import pool_key
+from ..model.pod import Pod
 from ..runtime import Runtime
 from .terminate import TerminationBatch, TerminationStep
 from .world import World
@@ -40,10 +41,14 @@ EVENT_BLOCKED = "DisruptionBlocked"
 EVENT_REPLACING = "DisruptionReplacing"
 EVENT_REPLACEMENT_FAILED = "DisruptionReplacementFailed"
 EVENT_TERMINATED = "DisruptionTerminated"
+# A pod's karpenter.sh/do-not-disrupt value that is ignored (Karpenter's reason for the same Warning).
+EVENT_INVALID_DO_NOT_DISRUPT = "InvalidDoNotDisruptAnnotation"
 EVENT_WINDOW_SECONDS = 55.0  # below the one-minute schedule: each run may restate a refusal once
 # Refusal events one run writes at most (a zero budget in business hours holds every node of a pool
 # every minute); the rest are in the log and the summary only.
 MAX_REFUSAL_EVENTS = 200
+# Invalid-annotation Warnings one run writes at most: any namespace user can annotate thousands of pods.
+MAX_ANNOTATION_EVENTS = 200
 
 # Reasons whose drain evicts do-not-disrupt pods too (the node is broken and goes regardless). Expiry
 # is forceful only in starting (past budgets and do-not-disrupt): its drain, as in Karpenter v1, respects
@@ -130,6 +135,14 @@ class RunState:
             self.recorder.node(node, reason, message, type_, uid=uid)
         except ApiException as exc:
             log.warning("event not recorded", extra={"node": node, "reason": reason, "status": exc.status})
+
+    def pod_event(self, pod: Pod, reason: str, message: str, type_: str = k8s_events.NORMAL) -> None:
+        if self.dry_run:
+            return
+        try:
+            self.recorder.pod(pod.namespace, pod.name, reason, message, type_, uid=pod.uid)
+        except ApiException as exc:
+            log.warning("event not recorded", extra={"pod": pod.key, "reason": reason, "status": exc.status})
 
     def annotate(self, node: str, annotations: Mapping[str, str | None]) -> bool:
         """False when the node is gone; a dry run writes nothing and says True."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.exceptions import ApiException
@@ -40,6 +40,7 @@ from ..k8s import nodes as k8s_nodes
 from ..k8s.events import WARNING, EventRecorder
 from ..model.nodelabels import pool_key
 from ..model.pod import DO_NOT_DISRUPT
+from ..model.timestamps import shifted
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -108,7 +109,7 @@ def grace_deadline(node: dict[str, Any], termination_grace_seconds: float | None
     candidates = []
     started = k8s_drain.drain_started_at(node)
     if started is not None and termination_grace_seconds is not None:
-        candidates.append(started + timedelta(seconds=termination_grace_seconds))
+        candidates.append(shifted(started, termination_grace_seconds))
     notice = interruption_deadline(node)
     if notice is not None:
         candidates.append(notice)
@@ -120,7 +121,7 @@ def _grace_period_end(node: dict[str, Any], termination_grace_seconds: float | N
     started = k8s_drain.drain_started_at(node)
     if started is None or termination_grace_seconds is None:
         return None
-    return started + timedelta(seconds=termination_grace_seconds)
+    return shifted(started, termination_grace_seconds)
 
 
 def _pool_grace(world: World, node: dict[str, Any], pool_name: str | None) -> float | None:

@@ -9,10 +9,11 @@ pods one at a time, the longest expired first.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from ...config.nodepools import V1
 from ...model.nodepool import NodePool
+from ...model.timestamps import shifted
 from ..context import Context
 from ..decisions import Action, Decision, Reason
 from ..nodes import NodeView
@@ -23,7 +24,7 @@ def expiry_check(node: NodeView, pool: NodePool, now: datetime) -> Decision | No
     expire = pool.disruption.expire_after_seconds
     if expire is None or node.created is None:
         return None
-    if now < node.created + timedelta(seconds=expire):
+    if now < shifted(node.created, expire):
         return None
     age_h = (now - node.created).total_seconds() / 3600
     return Decision([node.name], Reason.EXPIRED, f"{age_h:.1f}h old, expireAfter {expire / 3600:g}h",
