@@ -16,6 +16,7 @@ import pytest
 
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
+from nodescale.usecases import disrupt as disrupting
 from nodescale.usecases import interrupt as interrupting
 from nodescale.usecases import provision as provisioning
 from nodescale.usecases.world import read_world
@@ -39,11 +40,27 @@ from tests.integration.test_interruption import (
 pytestmark = pytest.mark.integration
 
 DEEP = "[" * 1000 + "]" * 1000
+# #27.1: an expireAfter past Go's int64 of nanoseconds (3.6e20 s), which used to load and make every
+# disruption pass raise OverflowError. Its own EC2NodeClass, so nothing but the duration is wrong.
+HUGE_EXPIRY = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: forever}
+spec:
+  weight: 100
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: forever}
+      expireAfter: 99999999999999999h
+      requirements: []
+  disruption: {consolidateAfter: 0s}
+""" + helpers.DEMO_NODECLASS.replace("name: default", "name: forever")
 
 
 def good_and_broken_pools(environment: Environment) -> None:
     one_size_spot_pool(environment)
     put_pool(environment, DEEP, "deep")
+    put_pool(environment, HUGE_EXPIRY, "forever")
     put_pool(environment, "apiVersion: karpenter.sh/v1alpha5\nkind: Provisoner\nmetadata: {name: typo}\nspec: {}\n",
              "typo")
 
@@ -67,6 +84,23 @@ def test_the_good_pool_provisions_and_the_broken_parameter_is_named(sim: Environ
     assert f"ssm:{deep_parameter(sim)}: nests 1000 levels deep" in errors
     assert '"Provisoner"' in errors
     wait_running(sim, ns, 2)
+
+
+def test_an_expire_after_past_the_duration_range_refuses_its_pool_alone(sim: Environment, rt: Runtime, ns: str) -> None:
+    """#27.1: the pool with expireAfter 99999999999999999h is an error naming the field and the range; the
+    good pool still provisions (the broken one weighs more, so it would have taken the pods) and a
+    disruption pass completes with only the configuration errors."""
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1})
+    helpers.wait_for("a pending pod", lambda: len(pods(sim, ns)) >= 1)
+    summary = provisioning.provision_once(rt)
+    assert {launch["nodePool"] for launch in summary["launches"]} == {"default"}, summary
+    [error] = [e for e in summary["configErrors"] if f"{helpers.pool_path(sim)}/forever" in e]
+    assert "spec.template.spec.expireAfter" in error and "out of range" in error, error
+    assert "2562047h47m16.854775807s" in error
+    wait_running(sim, ns, 1)
+    passed = disrupting.disrupt_once(rt)
+    assert [e for e in passed["errors"] if not e.startswith("configuration: ")] == [], passed["errors"]
+    assert any("expireAfter" in e for e in passed["errors"])
 
 
 def test_status_exits_0_and_names_the_broken_parameter(sim: Environment) -> None:
