@@ -242,6 +242,26 @@ def test_spot_warning_cordons_replaces_first_drains_within_the_pdb_and_terminate
     assert instance_state(sim, instance_id) in ("shutting-down", "terminated")
 
 
+def test_a_spot_warning_drains_the_node_of_a_pod_whose_do_not_disrupt_is_out_of_range(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """#27.1: a tenant's `karpenter.sh/do-not-disrupt: "99999999999999999h"` made the drain raise
+    OverflowError, so the spot node stayed cordoned with its pod. Now the value is ignored and the
+    warning is handled in full: replacement, drain, termination."""
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1, "terminationGracePeriodSeconds": 1,
+                                             "annotations": {"karpenter.sh/do-not-disrupt": "99999999999999999h"}})
+    (pod,) = provision(sim, rt, ns, 1)
+    victim = pod["spec"]["nodeName"]
+    instance_id = instance_of(node(sim, victim))
+    summary = replay(rt, event("spot-interruption-warning.json", instance_id, sim))
+    (report,) = summary["instances"]
+    assert report["action"] == interrupting.DRAINED and report["podsEvicted"] == 1, report
+    assert report["replacement"]["launched"] and report["instanceTerminated"] and report["nodeDeleted"], report
+    (moved,) = wait_running(sim, ns, 1)
+    assert moved["spec"]["nodeName"] != victim and node(sim, victim) is None
+    assert instance_state(sim, instance_id) in ("shutting-down", "terminated")
+
+
 def one_pod_no_eviction_may_take(sim: Environment, rt: Runtime, ns: str) -> dict:
     """One inflate pod, running, behind a PodDisruptionBudget that allows no disruption."""
     deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1})
