@@ -508,6 +508,47 @@ def test_an_expired_node_keeps_its_do_not_disrupt_pod_until_termination_grace_pe
     assert {p["spec"]["nodeName"] for p in running(sim, ns)} != {old_node}
 
 
+def test_a_do_not_disrupt_out_of_range_is_ignored_with_a_warning_and_its_expired_node_is_replaced(
+    sim: Environment, ns: str
+) -> None:
+    """#27.1: a tenant's `karpenter.sh/do-not-disrupt: "99999999999999999h"` made every pass raise
+    OverflowError. Now it is ignored, as Karpenter ignores an invalid value (a Warning
+    InvalidDoNotDisruptAnnotation on the pod, once per pass), and the pod's expired node is replaced,
+    drained and terminated as any other."""
+    put_pool(sim, v1_pool(policy="WhenEmpty", after="10m", expire="1h"))
+    rt = runtime_for(sim)
+    deployment(sim, ns, "tenant", 1, "1500m", annotations={"karpenter.sh/do-not-disrupt": "99999999999999999h"})
+    provision_until_running(sim, rt, ns, 1)
+    [old] = instance_ids(sim)
+    [old_node] = [n["metadata"]["name"] for n in managed_nodes(sim)]
+    [pod] = running(sim, ns)
+
+    quiet = disrupting.disrupt_once(runtime_for(sim))
+    assert quiet["decisions"] == [] and quiet["errors"] == [], quiet
+    assert any("invalid karpenter.sh/do-not-disrupt" in n and pod["metadata"]["name"] in n for n in quiet["notes"])
+    disrupting.disrupt_once(runtime_for(sim))  # a second pass inside the event window adds no second event
+    items = request_json(sim.kube_api_client(), "GET", f"/api/v1/namespaces/{ns}/events").get("items") or []
+    warnings = [e for e in items if e["involvedObject"].get("name") == pod["metadata"]["name"]
+                and e["reason"] == "InvalidDoNotDisruptAnnotation"]
+    assert [(e["type"], e["count"]) for e in warnings] == [("Warning", 1)]
+    assert "out of range" in warnings[0]["message"] and "ignored" in warnings[0]["message"]
+
+    sim.advance(3601)
+    [decision] = disrupting.disrupt_once(runtime_for(sim))["decisions"]
+    assert decision["reason"] == "Expired" and decision["action"] == "replace"
+    [new] = decision["replacementInstances"]
+    for _ in range(20):
+        summary = disrupting.disrupt_once(runtime_for(sim))
+        assert summary["errors"] == [], summary["errors"]
+        if instance_ids(sim) == [new] and len(running(sim, ns)) == 1:
+            break
+        sim.advance(3)
+        time.sleep(0.6)
+    assert instance_ids(sim) == [new] and instance_state(sim, old) != "running"
+    wait_for("the pod to run on the replacement", lambda: len(running(sim, ns)) == 1)
+    assert {p["spec"]["nodeName"] for p in running(sim, ns)} != {old_node}
+
+
 def _ts(value: str) -> float:
     from nodescale.clock import parse_timestamp
 
