@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from nodescale.model import labels as wk
 from nodescale.model.requirements import Requirement
 from nodescale.model.taints import Taint
@@ -84,3 +86,19 @@ def test_hostname_affinity_beyond_one_node_is_topology():
     kind, limited, reason = _only(plan)
     assert kind == Kind.TOPOLOGY and limited == ()
     assert reason == "pod affinity on kubernetes.io/hostname: the pods do not fit on one node"
+
+
+def test_each_pod_of_a_group_is_refused_with_its_own_requests():
+    """#27.9: replicas of one spec with different requests are packed a run of equal requests at a time;
+    the last run's reason used to be given to every pod left, so a pod asking for 1e18 CPU was reported
+    with another pod's requests."""
+    huge, big, fits = pods(1, cpu="1e18")[0], pods(1, cpu="100")[0], pods(1, cpu="1")[0]
+    workload = [huge, replace(big, name="app-big"), replace(fits, name="app-fits")]
+    plan = plan_for(workload)
+    reasons = {u.pod.name: (u.kind, u.reason) for u in plan.unschedulable}
+    prefix = "incompatible with nodepool default: no instance type has room for"
+    assert reasons == {
+        "app-0": (Kind.TOO_LARGE, f"{prefix} cpu=1000000000000000000, memory=1Gi"),
+        "app-big": (Kind.TOO_LARGE, f"{prefix} cpu=100, memory=1Gi"),
+    }
+    assert [p.name for claim in plan.node_claims for p in claim.pods] == ["app-fits"]

@@ -51,6 +51,8 @@ from .topologygroup import capacity_type_quota, compile_level
 
 _EPSILON = 1e-9
 _NO_PODS = (0,) * 64
+# Pods not placed, each with why (None: the caller's fallback); a list, as one batch mixes requests.
+Refused = list[tuple[Pod, Refusal | None]]
 
 
 def solve(
@@ -160,19 +162,25 @@ class Scheduler:
         )
         for group in order:
             pending = group.pods
-            refusal: Refusal | None = None
+            refused: Refused = []
             for level in group.levels:
-                pending, refusal = self._place_level(group, level, pending)
+                refused = self._place_level(group, level, pending)
+                pending = [pod for pod, _ in refused]
                 if not pending:
                     break
-            if pending:
-                refusal = refusal or Refusal("", Kind.INCOMPATIBLE)  # every level that fails says why
-                self.unschedulable.extend(
-                    Unschedulable(pod, refusal.text, refusal.kind, refusal.limited_pools) for pod in pending
-                )
+            self._refuse(refused)
         self._repack()
         existing = [ExistingPlacement(n.node.name, n.node.in_flight, n.pods) for n in self.nodes if n.pods]
         return Plan(build_node_claims(self.claims, self.dims), existing, self.unschedulable, len(self.pods))
+
+    def _refuse(self, refused: Refused) -> None:
+        """Each pod left with its own reason (pods of one group may differ in requests); a pod refused
+        without one takes the group's last reason, and every level that fails says why."""
+        last = next((why for _, why in reversed(refused) if why is not None), None)
+        fallback = last or Refusal("", Kind.INCOMPATIBLE)
+        for pod, why in refused:
+            why = why or fallback
+            self.unschedulable.append(Unschedulable(pod, why.text, why.kind, why.limited_pools))
 
     def _repack(self) -> None:
         """Pack the claims of each pool class again, pods mixed, where that is cheaper (repack.py)."""
@@ -195,13 +203,13 @@ class Scheduler:
             out.append(fit)
         return out
 
-    def _place_level(self, group: Group, level: Level, pods: list[Pod]) -> tuple[list[Pod], Refusal | None]:
+    def _place_level(self, group: Group, level: Level, pods: list[Pod]) -> Refused:
         """Place what it can of ``pods``; the rest, and why, go back for the next level."""
         fits = self._fits_for(group, level)
         viable = [fit for fit in fits if isinstance(fit, Fit)]
         nodes = [node for node in self.nodes if node.open and node.accepts(group, level)]
         if not viable and not nodes:
-            return pods, incompatibility(self.templates, fits)
+            return _refused(pods, incompatibility(self.templates, fits))
         room = NodeRoom(nodes, self._vector(pods[0].requests))
         split = otherkeys.split(group, level, len(pods), viable, room, self.topology)
         if split is not None:
@@ -209,64 +217,55 @@ class Scheduler:
         constraints = compile_level(group, level, len(pods), viable, room, self.topology)
         zone_plan = constraints.zones
         if zone_plan.blocked:
-            return pods, zone_plan.refusal
+            return _refused(pods, zone_plan.refusal)
         fit_by_pool = {fit.template.index: fit for fit in viable}
         if zone_plan.quota is None:
             target = _Target(group, fits, fit_by_pool, zone_plan.only, None, constraints.host)
             return self._place_in_zones(target, viable, nodes, pods, constraints.capacity_type_spread)
-        failed: list[Pod] = []
-        shares = deal(pods, zone_plan.quota, failed)
-        refusal = zone_plan.refusal if failed else None
+        left_over: list[Pod] = []
+        shares = deal(pods, zone_plan.quota, left_over)
+        failed = _refused(left_over, zone_plan.refusal)
         for share in shares:
             target = _Target(group, fits, fit_by_pool, frozenset([share.domain]), None, constraints.host)
-            left, why = self._place_in_zones(target, viable, nodes, share.pods, constraints.capacity_type_spread)
-            failed += left
-            refusal = why or refusal
-        return failed, refusal
+            failed += self._place_in_zones(target, viable, nodes, share.pods, constraints.capacity_type_spread)
+        return failed
 
-    def _place_split(self, group: Group, split: otherkeys.Split, pods: list[Pod]) -> tuple[list[Pod], Refusal | None]:
+    def _place_split(self, group: Group, split: otherkeys.Split, pods: list[Pod]) -> Refused:
         """Place a level split over the domains of another topology key: each share at its sub-level."""
         if split.quota is None:
             if split.only is None:
-                return pods, split.refusal
+                return _refused(pods, split.refusal)
             return self._place_level(group, split.only, pods)
-        failed: list[Pod] = []
-        shares = deal(pods, split.quota, failed)
-        refusal = split.refusal if failed else None
+        left_over: list[Pod] = []
+        shares = deal(pods, split.quota, left_over)
+        failed = _refused(left_over, split.refusal)
         for share in shares:
-            left, why = self._place_level(group, split.levels[share.domain], share.pods)
-            failed += left
-            refusal = why or refusal
-        return failed, refusal
+            failed += self._place_level(group, split.levels[share.domain], share.pods)
+        return failed
 
     def _place_in_zones(self, target: _Target, viable: list[Fit], nodes: list[NodeBin], pods: list[Pod],
-                        spread: TopologySpread | None) -> tuple[list[Pod], Refusal | None]:
+                        spread: TopologySpread | None) -> Refused:
         """Pack pods in the target's zones, shared out over capacity types when a spread asks for that."""
         if spread is None:
             return self._pack(target, nodes, pods)
         quota = capacity_type_quota(target.group, spread, len(pods), viable, self.topology)
-        failed: list[Pod] = []
-        refusal: Refusal | None = None
+        failed: Refused = []
         left_over: list[Pod] = []
         for share in deal(pods, quota, left_over):
-            left, why = self._pack(target._replace(capacity_types=frozenset([share.domain])), nodes, share.pods)
-            failed += left
-            refusal = why or refusal
+            failed += self._pack(target._replace(capacity_types=frozenset([share.domain])), nodes, share.pods)
         if left_over:
-            failed += left_over
             why = f"topology spread on {wk.CAPACITY_TYPE} (maxSkew {spread.max_skew}) cannot be met"
-            refusal = topology_refusal(why)
-        return failed, refusal
+            failed += _refused(left_over, topology_refusal(why))
+        return failed
 
-    def _pack(self, target: _Target, nodes: list[NodeBin], pods: list[Pod]) -> tuple[list[Pod], Refusal | None]:
+    def _pack(self, target: _Target, nodes: list[NodeBin], pods: list[Pod]) -> Refused:
         """Pack pods, a run of equal requests at a time, onto nodes in the target's domains and claims."""
         zones, capacity_types = target.zones, target.capacity_types
         nodes = [
             node for node in nodes
             if (zones is None or node.zone in zones) and (capacity_types is None or node.capacity_type in capacity_types)
         ]
-        failed: list[Pod] = []
-        refusal: Refusal | None = None
+        failed: Refused = []
         start = 0
         total = len(pods)
         while start < total:
@@ -276,10 +275,8 @@ class Scheduler:
                 end += 1
             left, why = self._pack_run(target, nodes, pods[start:end], self._vector(requests))
             start = end
-            if left:
-                failed += left
-                refusal = why
-        return failed, refusal
+            failed += _refused(left, why)  # a run's reason names its own requests
+        return failed
 
     def _pack_run(self, target: _Target, nodes: list[NodeBin], run: list[Pod],
                   req: tuple[int, ...]) -> tuple[list[Pod], Refusal | None]:
@@ -442,6 +439,10 @@ class Scheduler:
             # Holding the requirements keeps their id unique for the solve.
             hit = self._min_values[id(requirements)] = (requirements, min_values_of(requirements))
         return hit[1]
+
+
+def _refused(pods: Sequence[Pod], why: Refusal | None) -> Refused:
+    return [(pod, why) for pod in pods]
 
 
 def _dimensions(pods: Sequence[Pod]) -> tuple[str, ...]:
