@@ -227,3 +227,17 @@ def test_any_text_is_a_duration_within_the_range_or_refused_quickly_never_an_exc
     # Go truncates each part's fraction to a nanosecond through a float64: never more than a part's worth.
     parts = max(1, len(re.findall(r"[0-9.]+", text)))
     assert abs(Decimal(ns) - exact) <= parts
+
+
+@settings(max_examples=300, deadline=1000)
+@given(st.one_of(_DURATIONS, st.integers(-(10**40), 10**40), st.floats(), st.booleans(), st.none(),
+                 st.just("Never")))
+def test_a_config_duration_is_seconds_in_range_or_a_field_error_never_another_exception(value: object) -> None:
+    # NaN, infinities and 10**40 used to load (and NaN reached timedelta as a ValueError).
+    try:
+        seconds = duration(value, "spec.disruption.consolidateAfter")
+    except FieldError as exc:
+        assert exc.path == "spec.disruption.consolidateAfter" and "expected a duration" in exc.message
+        return
+    assert seconds is None or 0 <= seconds <= MAX_NANOSECONDS / 1e9
+    assert seconds is not None or value == "Never"
