@@ -35,11 +35,19 @@ def test_grace_runs_from_the_taint_by_the_pools_termination_grace_period() -> No
     assert termination.grace_deadline(tainted(), 600) == T0 + timedelta(minutes=10)
 
 
-def test_the_instance_going_away_earlier_wins() -> None:
-    notice = T0 + timedelta(minutes=2)
+def test_an_interruption_notice_never_forces_pods_only_the_grace_period_does() -> None:
+    """#27.6: the notice's end, however early or long past, is no deadline to delete pods at."""
     node = tainted({termination.DEADLINE_ANNOTATION: "2026-11-20T10:02:00Z"})
-    assert termination.grace_deadline(node, 3600) == notice
-    assert termination.grace_deadline(node, None) == notice
+    assert termination.grace_deadline(node, 3600) == T0 + timedelta(hours=1)
+    assert termination.grace_deadline(node, None) is None
+
+
+def test_a_notice_ahead_shortens_each_pods_shutdown_and_a_passed_one_leaves_the_pods_own() -> None:
+    """#27.6: a stale notice (an hour old) gives pods their own grace, not grace 0."""
+    node = tainted({termination.DEADLINE_ANNOTATION: "2026-11-20T10:02:00Z"})
+    assert termination.notice_grace_cap(node, T0) == 120
+    assert termination.notice_grace_cap(node, T0 + timedelta(hours=1)) is None
+    assert termination.notice_grace_cap(tainted(), T0) is None
 
 
 def test_without_a_grace_period_or_a_notice_nothing_is_ever_forced() -> None:
