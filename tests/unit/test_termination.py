@@ -57,7 +57,7 @@ def test_without_a_grace_period_or_a_notice_nothing_is_ever_forced() -> None:
 
 
 def test_a_node_without_the_taint_is_left_alone() -> None:
-    rt = fakes.runtime([fakes.instance(IID, OURS)], [])
+    rt = fakes.runtime([fakes.instance(IID, OURS, dns="n1")], [])
     step = termination.continue_termination(rt, World(now=T0, cluster=fakes.CLUSTER), fakes.node("n1", IID),
                                             involuntary=True, deadline_monotonic=time.monotonic() + 60)
     assert step.state == termination.SKIPPED and "taint" in step.reason
@@ -75,7 +75,7 @@ def test_a_tainted_node_of_an_instance_this_cluster_does_not_own_is_never_touche
 
 
 def test_nothing_new_starts_once_the_invocation_is_out_of_time() -> None:
-    rt = fakes.runtime([fakes.instance(IID, OURS)], [])
+    rt = fakes.runtime([fakes.instance(IID, OURS, dns="n1")], [])
     step = termination.continue_termination(rt, World(now=T0, cluster=fakes.CLUSTER), tainted(),
                                             involuntary=True, deadline_monotonic=time.monotonic() - 1)
     assert step.state == termination.DRAINING and "out of time" in step.reason
@@ -83,7 +83,7 @@ def test_nothing_new_starts_once_the_invocation_is_out_of_time() -> None:
 
 
 def test_a_node_marked_by_the_interruption_function_stays_involuntary_for_whoever_continues() -> None:
-    rt = fakes.runtime([fakes.instance(IID, OURS)], [])
+    rt = fakes.runtime([fakes.instance(IID, OURS, dns="n1")], [])
     node = tainted({termination.INTERRUPTION_ANNOTATION: "SpotInterruption"})
     step = termination.continue_termination(rt, World(now=T0, cluster=fakes.CLUSTER), node,
                                             involuntary=False, deadline_monotonic=time.monotonic() - 1)
@@ -98,13 +98,13 @@ def empty_tainted_nodes(ids: list[str]) -> tuple[Runtime, list[dict]]:
         node["metadata"]["name"] = f"n{n}"
         node["spec"]["providerID"] = f"aws:///us-east-1a/{iid}"
         nodes.append(node)
-    rt = fakes.runtime([fakes.instance(iid, OURS) for iid in ids], nodes)
+    rt = fakes.runtime([fakes.instance(iid, OURS, dns=f"n{n}") for n, iid in enumerate(ids)], nodes)
     rt.api.objects["/api/v1/pods"] = {"kind": "PodList", "metadata": {}, "items": []}
     return rt, nodes
 
 
 def queue(rt: Runtime, nodes: list[dict], batch: termination.TerminationBatch) -> list[termination.TerminationStep]:
-    world = World(now=T0, cluster=fakes.CLUSTER, nodepools={"default": pool(None)},
+    world = World(now=T0, cluster=fakes.CLUSTER, nodepools={"default": pool(None)}, nodes=nodes,
                   instances=ec2_instances.list_instances(rt.aws.ec2, fakes.CLUSTER))
     return [termination.continue_termination(rt, world, n, involuntary=False,
                                              deadline_monotonic=time.monotonic() + 60, batch=batch) for n in nodes]

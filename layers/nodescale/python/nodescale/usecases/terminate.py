@@ -42,6 +42,7 @@ from ..aws.ownership import GONE_STATES, NOT_RUNNING_STATES, classify
 from ..k8s import drain as k8s_drain
 from ..k8s import nodes as k8s_nodes
 from ..k8s.events import WARNING, EventRecorder
+from ..model.node import name_matches_instance
 from ..model.nodelabels import pool_key
 from ..model.pod import DO_NOT_DISRUPT
 
@@ -161,6 +162,9 @@ def continue_termination(
     managed = world.instance(iid)
     if managed is not None:
         state, pool_name = managed.state, managed.nodepool
+        if world.trusted_instance_id(node) != iid:
+            step.reason = world.untrusted.get(name) or f"node is not instance {iid}'s trusted Node"
+            return step
     else:
         # Not among the live instances: it may be stopped or terminated, or not ours at all.
         found = classify(rt.aws.ec2, [iid], rt.cluster)
@@ -169,6 +173,10 @@ def continue_termination(
             step.reason = found.not_ours[iid].message if iid in found.not_ours else f"instance {iid} not found"
             return step
         state, pool_name = owned.state, owned.nodepool
+        # A gone instance's Node is only deleted; a live one is terminated only through a Node named for it.
+        if state not in GONE_STATES and not name_matches_instance(name, iid, owned.private_dns_name):
+            step.reason = f"the node's name is not instance {iid}'s ({owned.private_dns_name or iid}): left alone"
+            return step
     if time.monotonic() >= deadline_monotonic:
         step.state = DRAINING
         step.reason = "out of time in this invocation; the next run carries on"
