@@ -648,3 +648,45 @@ def test_warnings_sent_to_the_queue_are_handled_by_the_function_as_its_event_sou
     assert (attributes["ApproximateNumberOfMessages"], attributes["ApproximateNumberOfMessagesNotVisible"]) == ("0", "0")
     moved = wait_running(sim, ns, 3)
     assert not nodes_of(moved) & set(ids)
+
+
+# ------------------------------------------------------------------------- an impostor Node (#27.5)
+
+
+def test_an_impostor_node_naming_a_managed_instance_never_gets_it_terminated(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """#27.5: an empty Node whose providerID names a managed instance whose real Node runs a pod (written by
+    anyone with node write, here the admin), tainted as if being drained and seen empty an hour ago: the
+    disruption pass does not terminate the instance through it, the real node's pod keeps running, and the
+    impostor carries a Warning event. Before, the last Node naming an instance won."""
+    from nodescale.usecases import disrupt as disrupting
+
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1})
+    (real,) = nodes_of(provision(sim, rt, ns, 1))
+    real_node = node(sim, real)
+    instance_id = instance_of(real_node)
+    hour_ago = clock.format_timestamp(clock.now() - timedelta(hours=1))
+    impostor = f"impostor-{uuid.uuid4().hex[:6]}"
+    api = sim.kube_api_client()
+    request_json(api, "POST", "/api/v1/nodes", body={
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": impostor, "labels": {k: v for k, v in real_node["metadata"]["labels"].items()
+                                                  if k != "kubernetes.io/hostname"},
+                     "annotations": {"nodescale.io/empty-since": hour_ago}},
+        "spec": {"providerID": real_node["spec"]["providerID"], "unschedulable": True,
+                 "taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule", "timeAdded": hour_ago}]},
+    })
+    try:
+        disrupting.disrupt_once(rt)
+        time.sleep(1)
+        assert terminate_calls(sim, instance_id) == [] and instance_state(sim, instance_id) == "running"
+        assert node(sim, real) is not None and node(sim, impostor) is not None
+        (pod,) = pods(sim, ns)
+        assert pod["spec"]["nodeName"] == real and available(pod)
+        warned = [e for e in request_json(api, "GET", "/api/v1/namespaces/default/events").get("items") or []
+                  if e["involvedObject"]["name"] == impostor and e["reason"] == "UntrustedProviderID"]
+        assert warned and warned[0]["type"] == "Warning" and instance_id in warned[0]["message"], warned
+    finally:
+        if node(sim, impostor) is not None:
+            request_json(api, "DELETE", f"/api/v1/nodes/{impostor}")
