@@ -127,9 +127,13 @@ class FakeService:
         return record
 
 
-def instance(instance_id: str, tags: dict[str, str], state: str = "running", spot: bool = True) -> dict[str, Any]:
+def instance(
+    instance_id: str, tags: dict[str, str], state: str = "running", spot: bool = True, dns: str = ""
+) -> dict[str, Any]:
+    """A DescribeInstances instance; ``dns`` is its PrivateDnsName, the name its Node must have."""
     raw: dict[str, Any] = {
         "InstanceId": instance_id,
+        "PrivateDnsName": dns,
         "InstanceType": "m5.large",
         "Placement": {"AvailabilityZone": "us-east-1a"},
         "State": {"Name": state},

@@ -272,22 +272,82 @@ def one_pod_no_eviction_may_take(sim: Environment, rt: Runtime, ns: str) -> dict
     return pod
 
 
-def test_a_pdb_that_blocks_every_eviction_does_not_outlive_the_spot_notice(
+def inflate_like(sim: Environment, ns: str, name: str, annotations: dict[str, str] | None = None) -> None:
+    """One pod of the example inflate Deployment under another name (its own app label)."""
+    (doc,) = yaml.safe_load_all((EXAMPLES / "workloads" / "inflate.yaml").read_text())
+    doc["metadata"].update(name=name, namespace=ns)
+    doc["spec"].update(replicas=1, selector={"matchLabels": {"app": name}})
+    doc["spec"]["template"]["metadata"] = {"labels": {"app": name}, "annotations": dict(annotations or {})}
+    request_json(sim.kube_api_client(), "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=doc)
+
+
+def stale_warning_node(sim: Environment, rt: Runtime, ns: str) -> tuple[dict, str, str]:
+    """One node holding a pod no eviction may take (PDB at zero), a do-not-disrupt pod and a plain one:
+    (the PDB's pod, the node, its instance)."""
+    inflate_like(sim, ns, "held", {"karpenter.sh/do-not-disrupt": "true"})
+    inflate_like(sim, ns, "plain")
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1})
+    request_json(sim.kube_api_client(), "POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", body={
+        "metadata": {"name": "all-of-inflate"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "inflate"}}}})
+    running = provision(sim, rt, ns, 3)
+    (victim,) = nodes_of(running)
+    (pod,) = [p for p in running if p["metadata"]["labels"]["app"] == "inflate"]
+    return pod, victim, instance_of(node(sim, victim))
+
+
+def hour_old_warning(sim: Environment, instance_id: str) -> dict:
+    return event("spot-interruption-warning.json", instance_id, sim,
+                 time=clock.format_timestamp(clock.now() - timedelta(hours=1)))
+
+
+def assert_drained_through_evictions_only(sim: Environment, ns: str, pod: dict, report: dict) -> None:
+    assert report["action"] == interrupting.DRAINING and report["podsBlockedByPdb"], report
+    assert not report["instanceTerminated"] and not report["nodeDeleted"], report
+    # The PDB's pod stays, not even terminating, while its budget allows no disruption.
+    (kept,) = [p for p in pods(sim, ns) if p["metadata"]["uid"] == pod["metadata"]["uid"]]
+    assert not kept["metadata"].get("deletionTimestamp"), kept["metadata"]
+    served = api_stats(sim)["resources"]
+    assert "delete" not in served.get("pods", {}), served.get("pods")  # nothing deleted directly
+    assert served["pods/eviction"]["create"]["requests"] >= 3, served["pods/eviction"]
+    gone = {p["metadata"]["labels"]["app"] for p in pods(sim, ns)
+            if p["spec"].get("nodeName") == pod["spec"]["nodeName"] and p["metadata"].get("deletionTimestamp")}
+    left = {p["metadata"]["labels"]["app"] for p in pods(sim, ns)
+            if p["spec"].get("nodeName") == pod["spec"]["nodeName"] and not p["metadata"].get("deletionTimestamp")}
+    assert "plain" not in left and "held" not in left and "inflate" in left, (gone, left)
+
+
+def test_an_hour_old_spot_warning_drains_through_the_eviction_api_and_respects_the_pdb(
     sim: Environment, rt: Runtime, ns: str
 ) -> None:
-    # The functions' own identity (runtime_for: DIR/env's kubeconfig) must be allowed to delete the pod
-    # that no eviction may take: the instance is going away whatever the PDB says.
-    pod = one_pod_no_eviction_may_take(sim, rt, ns)
-    victim = pod["spec"]["nodeName"]
-    instance_id = instance_of(node(sim, victim))
-    # Sent two minutes ago: the notice has run out, so blocked pods are deleted directly.
-    past = clock.format_timestamp(clock.now() - timedelta(minutes=2, seconds=5))
-    summary = replay(rt, event("spot-interruption-warning.json", instance_id, sim, time=past))
+    """#27.6: a passed notice never means "delete everything now": the pods go through the Eviction API,
+    the one a PodDisruptionBudget at zero protects stays, and nothing is deleted with grace 0."""
+    pod, victim, instance_id = stale_warning_node(sim, rt, ns)
+    api_stats(sim, "DELETE")
+    summary = replay(rt, hour_old_warning(sim, instance_id), seconds=6)
     (report,) = summary["instances"]
-    assert report["action"] == interrupting.DRAINED, report
-    assert report["instanceTerminated"] and report["nodeDeleted"]
-    assert pod["metadata"]["uid"] not in {p["metadata"]["uid"] for p in pods(sim, ns)}
-    assert node(sim, victim) is None
+    assert report["node"] == victim
+    assert_drained_through_evictions_only(sim, ns, pod, report)
+    assert instance_state(sim, instance_id) == "running" and node(sim, victim) is not None
+
+
+def test_nodescale_replay_of_an_old_file_respects_the_pdb_too(
+    sim: Environment, rt: Runtime, ns: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """#27.6: an old recorded file given to `nodescale replay` drains as a fresh warning would."""
+    pod, victim, instance_id = stale_warning_node(sim, rt, ns)
+    path = tmp_path / "old-warning.json"
+    path.write_text(json.dumps(hour_old_warning(sim, instance_id)))
+    use_settings(sim, monkeypatch)
+    api_stats(sim, "DELETE")
+    with fresh_clients():
+        code = cli.main(["replay", str(path), "--seconds", "6", "-o", "json"])
+    (summary,) = json.loads(capsys.readouterr().out)
+    assert code == 0
+    (report,) = summary["instances"]
+    assert report["node"] == victim
+    assert_drained_through_evictions_only(sim, ns, pod, report)
 
 
 def test_a_pdb_refusal_is_a_warning_event_on_the_pod_and_the_node(sim: Environment, rt: Runtime, ns: str) -> None:
@@ -608,3 +668,46 @@ def test_warnings_sent_to_the_queue_are_handled_by_the_function_as_its_event_sou
     assert (attributes["ApproximateNumberOfMessages"], attributes["ApproximateNumberOfMessagesNotVisible"]) == ("0", "0")
     moved = wait_running(sim, ns, 3)
     assert not nodes_of(moved) & set(ids)
+
+
+# ------------------------------------------------------------------------- an impostor Node (#27.5)
+
+
+def test_an_impostor_node_naming_a_managed_instance_never_gets_it_terminated(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """#27.5: an empty Node whose providerID names a managed instance whose real Node runs a pod (written by
+    anyone with node write, here the admin), tainted as if being drained and seen empty an hour ago: the
+    disruption pass does not terminate the instance through it, the real node's pod keeps running, and the
+    impostor carries a Warning event. Before, the last Node naming an instance won: the impostor, named to sort
+    after the real Node, was drained empty and the instance terminated (fails on 34bff55)."""
+    from nodescale.usecases import disrupt as disrupting
+
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1})
+    (real,) = nodes_of(provision(sim, rt, ns, 1))
+    real_node = node(sim, real)
+    instance_id = instance_of(real_node)
+    hour_ago = clock.format_timestamp(clock.now() - timedelta(hours=1))
+    impostor = f"zz-impostor-{uuid.uuid4().hex[:6]}"  # lists sort by name: after the real ip-… Node
+    api = sim.kube_api_client()
+    request_json(api, "POST", "/api/v1/nodes", body={
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": impostor, "labels": {k: v for k, v in real_node["metadata"]["labels"].items()
+                                                  if k != "kubernetes.io/hostname"},
+                     "annotations": {"nodescale.io/empty-since": hour_ago}},
+        "spec": {"providerID": real_node["spec"]["providerID"], "unschedulable": True,
+                 "taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule", "timeAdded": hour_ago}]},
+    })
+    try:
+        disrupting.disrupt_once(rt)
+        time.sleep(1)
+        assert terminate_calls(sim, instance_id) == [] and instance_state(sim, instance_id) == "running"
+        assert node(sim, real) is not None and node(sim, impostor) is not None
+        (pod,) = pods(sim, ns)
+        assert pod["spec"]["nodeName"] == real and available(pod)
+        warned = [e for e in request_json(api, "GET", "/api/v1/namespaces/default/events").get("items") or []
+                  if e["involvedObject"]["name"] == impostor and e["reason"] == "UntrustedProviderID"]
+        assert warned and warned[0]["type"] == "Warning" and instance_id in warned[0]["message"], warned
+    finally:
+        if node(sim, impostor) is not None:
+            request_json(api, "DELETE", f"/api/v1/nodes/{impostor}")

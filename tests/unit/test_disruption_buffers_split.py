@@ -70,8 +70,10 @@ def world(buffer_pods: int) -> World:
     w = World(
         now=NOW, cluster="demo", nodepools=dict(config.nodepools), nodeclasses=dict(config.nodeclasses),
         nodes=[_node("od", "i-od", "on-demand"), _node("spot", "i-spot", "spot")],
-        instances=[ManagedInstance("i-od", "m5.xlarge", "us-east-1a", "on-demand", "web", "running", NOW),
-                   ManagedInstance("i-spot", "m5.xlarge", "us-east-1a", "spot", "web", "running", NOW)],
+        instances=[ManagedInstance("i-od", "m5.xlarge", "us-east-1a", "on-demand", "web", "running", NOW,
+                                   private_dns_name="od"),
+                   ManagedInstance("i-spot", "m5.xlarge", "us-east-1a", "spot", "web", "running", NOW,
+                                   private_dns_name="spot")],
         catalog=everything,
     )
     w._types["web"] = types

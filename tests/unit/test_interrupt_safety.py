@@ -61,7 +61,7 @@ def foreign_rt() -> Any:
 @pytest.fixture(scope="module")
 def managed_rt() -> Any:
     """The sample's instance is ours and has a Node: only a well-formed event may act on it."""
-    return fakes.runtime([fakes.instance(IID, OURS)], [fakes.node("ours", IID)])
+    return fakes.runtime([fakes.instance(IID, OURS, dns="ours")], [fakes.node("ours", IID)])
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -169,7 +169,7 @@ def test_an_unknown_instance_is_ignored_as_not_found() -> None:
 
 
 def test_running_and_pending_need_no_client_at_all() -> None:
-    rt = fakes.runtime([fakes.instance(IID, OURS)], [fakes.node("ours", IID)])
+    rt = fakes.runtime([fakes.instance(IID, OURS, dns="ours")], [fakes.node("ours", IID)])
     (report,) = _process(rt, SAMPLES["state-change-running.json"])["instances"]
     assert report["action"] == interrupting.NOTHING and "running" in report["reason"]
     assert rt.api.requests == [] and rt.aws.ec2.calls == []
@@ -177,7 +177,7 @@ def test_running_and_pending_need_no_client_at_all() -> None:
 
 def test_a_well_formed_warning_for_a_managed_node_does_reach_it() -> None:
     """The control for the tests above: the recording clients do see the writes an action makes."""
-    rt = fakes.runtime([fakes.instance(IID, OURS)], [fakes.node("ours", IID)])
+    rt = fakes.runtime([fakes.instance(IID, OURS, dns="ours")], [fakes.node("ours", IID)])
     (report,) = _process(rt, SAMPLES["spot-interruption-warning.json"])["instances"]
     # The fake API cannot apply the patch (it answers 404), which reads as the Node vanishing meanwhile.
     assert ("PATCH", "/api/v1/nodes/ours") in rt.api.writes
@@ -185,7 +185,7 @@ def test_a_well_formed_warning_for_a_managed_node_does_reach_it() -> None:
 
 
 def test_throttling_raises_so_lambda_retries_and_nothing_was_written() -> None:
-    rt = fakes.runtime([fakes.instance(IID, OURS)], [fakes.node("ours", IID)])
+    rt = fakes.runtime([fakes.instance(IID, OURS, dns="ours")], [fakes.node("ours", IID)])
 
     def throttled(**_: Any) -> Any:
         raise ClientError({"Error": {"Code": "RequestLimitExceeded", "Message": "slow down"}}, "DescribeInstances")

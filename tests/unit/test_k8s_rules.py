@@ -9,7 +9,7 @@ import pytest
 from nodescale.k8s.drain import DrainResult, drain_started_at, has_do_not_disrupt, skip_reason
 from nodescale.k8s.events import ObjectRef, event_name
 from nodescale.k8s.listing import group_by_node, is_provisionable
-from nodescale.k8s.nodes import instance_id, nodes_by_instance_id, parse_provider_id, provider_id, readiness
+from nodescale.k8s.nodes import instance_id, parse_provider_id, provider_id, readiness
 from nodescale.k8s.watch import PendingBatcher
 
 UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
@@ -122,10 +122,9 @@ def test_provider_id_parsing(pid, expected):
     assert parse_provider_id(pid) == expected
 
 
-def test_provider_id_round_trip_and_index():
-    nodes = [{"metadata": {"name": "a"}, "spec": {"providerID": provider_id("us-east-1a", "i-1")}}, {"metadata": {"name": "b"}, "spec": {}}]
-    assert instance_id(nodes[0]) == "i-1"
-    assert list(nodes_by_instance_id(nodes)) == ["i-1"]
+def test_provider_id_round_trip():
+    node = {"metadata": {"name": "a"}, "spec": {"providerID": provider_id("us-east-1a", "i-1")}}
+    assert instance_id(node) == "i-1"
 
 
 def test_readiness_reads_the_ready_condition_and_its_transition_time():

@@ -35,11 +35,19 @@ def test_grace_runs_from_the_taint_by_the_pools_termination_grace_period() -> No
     assert termination.grace_deadline(tainted(), 600) == T0 + timedelta(minutes=10)
 
 
-def test_the_instance_going_away_earlier_wins() -> None:
-    notice = T0 + timedelta(minutes=2)
+def test_an_interruption_notice_never_forces_pods_only_the_grace_period_does() -> None:
+    """#27.6: the notice's end, however early or long past, is no deadline to delete pods at."""
     node = tainted({termination.DEADLINE_ANNOTATION: "2026-11-20T10:02:00Z"})
-    assert termination.grace_deadline(node, 3600) == notice
-    assert termination.grace_deadline(node, None) == notice
+    assert termination.grace_deadline(node, 3600) == T0 + timedelta(hours=1)
+    assert termination.grace_deadline(node, None) is None
+
+
+def test_a_notice_ahead_shortens_each_pods_shutdown_and_a_passed_one_leaves_the_pods_own() -> None:
+    """#27.6: a stale notice (an hour old) gives pods their own grace, not grace 0."""
+    node = tainted({termination.DEADLINE_ANNOTATION: "2026-11-20T10:02:00Z"})
+    assert termination.notice_grace_cap(node, T0) == 120
+    assert termination.notice_grace_cap(node, T0 + timedelta(hours=1)) is None
+    assert termination.notice_grace_cap(tainted(), T0) is None
 
 
 def test_without_a_grace_period_or_a_notice_nothing_is_ever_forced() -> None:
@@ -49,7 +57,7 @@ def test_without_a_grace_period_or_a_notice_nothing_is_ever_forced() -> None:
 
 
 def test_a_node_without_the_taint_is_left_alone() -> None:
-    rt = fakes.runtime([fakes.instance(IID, OURS)], [])
+    rt = fakes.runtime([fakes.instance(IID, OURS, dns="n1")], [])
     step = termination.continue_termination(rt, World(now=T0, cluster=fakes.CLUSTER), fakes.node("n1", IID),
                                             involuntary=True, deadline_monotonic=time.monotonic() + 60)
     assert step.state == termination.SKIPPED and "taint" in step.reason
@@ -67,7 +75,7 @@ def test_a_tainted_node_of_an_instance_this_cluster_does_not_own_is_never_touche
 
 
 def test_nothing_new_starts_once_the_invocation_is_out_of_time() -> None:
-    rt = fakes.runtime([fakes.instance(IID, OURS)], [])
+    rt = fakes.runtime([fakes.instance(IID, OURS, dns="n1")], [])
     step = termination.continue_termination(rt, World(now=T0, cluster=fakes.CLUSTER), tainted(),
                                             involuntary=True, deadline_monotonic=time.monotonic() - 1)
     assert step.state == termination.DRAINING and "out of time" in step.reason
@@ -75,7 +83,7 @@ def test_nothing_new_starts_once_the_invocation_is_out_of_time() -> None:
 
 
 def test_a_node_marked_by_the_interruption_function_stays_involuntary_for_whoever_continues() -> None:
-    rt = fakes.runtime([fakes.instance(IID, OURS)], [])
+    rt = fakes.runtime([fakes.instance(IID, OURS, dns="n1")], [])
     node = tainted({termination.INTERRUPTION_ANNOTATION: "SpotInterruption"})
     step = termination.continue_termination(rt, World(now=T0, cluster=fakes.CLUSTER), node,
                                             involuntary=False, deadline_monotonic=time.monotonic() - 1)
@@ -90,13 +98,13 @@ def empty_tainted_nodes(ids: list[str]) -> tuple[Runtime, list[dict]]:
         node["metadata"]["name"] = f"n{n}"
         node["spec"]["providerID"] = f"aws:///us-east-1a/{iid}"
         nodes.append(node)
-    rt = fakes.runtime([fakes.instance(iid, OURS) for iid in ids], nodes)
+    rt = fakes.runtime([fakes.instance(iid, OURS, dns=f"n{n}") for n, iid in enumerate(ids)], nodes)
     rt.api.objects["/api/v1/pods"] = {"kind": "PodList", "metadata": {}, "items": []}
     return rt, nodes
 
 
 def queue(rt: Runtime, nodes: list[dict], batch: termination.TerminationBatch) -> list[termination.TerminationStep]:
-    world = World(now=T0, cluster=fakes.CLUSTER, nodepools={"default": pool(None)},
+    world = World(now=T0, cluster=fakes.CLUSTER, nodepools={"default": pool(None)}, nodes=nodes,
                   instances=ec2_instances.list_instances(rt.aws.ec2, fakes.CLUSTER))
     return [termination.continue_termination(rt, world, n, involuntary=False,
                                              deadline_monotonic=time.monotonic() + 60, batch=batch) for n in nodes]

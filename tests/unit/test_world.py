@@ -37,9 +37,9 @@ spec:
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
 
-def _instance(iid: str, itype: str = "m5.large") -> ManagedInstance:
+def _instance(iid: str, itype: str = "m5.large", dns: str = "") -> ManagedInstance:
     return ManagedInstance(iid, itype, "us-east-1a", "spot", "web", "pending", NOW,
-                           private_dns_name=f"ip-{iid}.ec2.internal")
+                           private_dns_name=dns or f"ip-{iid}.ec2.internal")
 
 
 def _node(name: str, iid: str, ready: bool, taints: list[dict]) -> dict:
@@ -86,7 +86,7 @@ def world() -> World:
         ],
         pods_by_node={"booting": [bound]},
         daemonsets=[_daemon()],
-        instances=[_instance("i-ready"), _instance("i-boot"), _instance("i-new", "m5.xlarge")],
+        instances=[_instance("i-ready", dns="ready"), _instance("i-boot", dns="booting"), _instance("i-new", "m5.xlarge")],
         catalog=types,
     )
     w._types["web"] = types

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -185,15 +185,6 @@ def readiness(node: Mapping[str, Any]) -> Readiness:
 def instance_id(node: Mapping[str, Any]) -> str | None:
     parsed = parse_provider_id((node.get("spec") or {}).get("providerID") or "")
     return parsed[1] if parsed else None
-
-
-def nodes_by_instance_id(nodes: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
-    out: dict[str, Mapping[str, Any]] = {}
-    for node in nodes:
-        iid = instance_id(node)
-        if iid:
-            out[iid] = node
-    return out
 
 
 def parse_time(value: str | None) -> datetime | None:

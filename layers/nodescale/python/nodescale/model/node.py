@@ -86,3 +86,55 @@ class ClusterNode:
             zone=parsed[0] if parsed else None,
             raw=raw,
         )
+
+
+def name_matches_instance(node_name: str, instance_id: str, private_dns_name: str) -> bool:
+    """Whether a Node's name is one EKS gives the instance's node: its PrivateDnsName (kubelet's hostname,
+    ``ip-10-0-0-1.ec2.internal``, or ``i-0abc.ec2.internal`` under resource-based hostnames), the instance id
+    (EKS Auto Mode), or the instance id in the PrivateDnsName's domain (a resource-name subnet while EC2
+    still reports the IP-based name)."""
+    name, iid, dns = node_name.lower(), instance_id.lower(), private_dns_name.lower()
+    if not name or not iid:
+        return False
+    if name == iid or (dns and name == dns):
+        return True
+    domain = dns.partition(".")[2]
+    return bool(domain) and name == f"{iid}.{domain}"
+
+
+@dataclass(frozen=True)
+class NodeTrust:
+    """Which Node speaks for each instance: ``trusted`` (instance id -> its one Node) and ``untrusted`` (Node
+    name -> why it is ignored: another Node, or a name that is not the instance's, claims that instance)."""
+
+    trusted: dict[str, Mapping[str, Any]]
+    untrusted: dict[str, str]
+
+
+def trust_nodes(nodes: list[Mapping[str, Any]], dns_names: Mapping[str, str]) -> NodeTrust:
+    """Match Nodes to the known instances (``dns_names``: instance id -> PrivateDnsName) by ``providerID``.
+
+    Anyone who may write Nodes can name any instance in a providerID (#27.5): a Node is trusted for an
+    instance only when its name is the instance's and no other Node with such a name claims it. The
+    others naming that instance are untrusted; Nodes naming instances not in ``dns_names`` are neither.
+    """
+    claims: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    for raw in nodes:
+        parsed = parse_provider_id((raw.get("spec") or {}).get("providerID") or "")
+        if parsed is not None and parsed[1] in dns_names:
+            claims.setdefault(parsed[1], []).append((str((raw.get("metadata") or {}).get("name") or ""), raw))
+    trusted: dict[str, Mapping[str, Any]] = {}
+    untrusted: dict[str, str] = {}
+    for iid, named in claims.items():
+        matching = [(n, raw) for n, raw in named if name_matches_instance(n, iid, dns_names[iid])]
+        if len(matching) == 1:
+            trusted[iid] = matching[0][1]
+        for name, _raw in named:
+            if iid in trusted and name == matching[0][0]:
+                continue
+            if all(n != name for n, _m in matching):
+                why = f"its name is not instance {iid}'s ({dns_names[iid] or iid})"
+            else:
+                why = f"Node(s) {', '.join(sorted(n for n, _m in matching if n != name))} with the instance's name too"
+            untrusted[name] = f"spec.providerID names instance {iid}, but {why}: ignored for that instance"
+    return NodeTrust(trusted, untrusted)

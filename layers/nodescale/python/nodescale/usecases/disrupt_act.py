@@ -56,6 +56,8 @@ def finish_under_way(run: RunState, pools: frozenset[str] | None = None) -> tupl
     protected: set[str] = set()
     for raw in list(run.world.nodes):
         name = node_name(raw)
+        if name in run.world.untrusted:
+            continue  # claims an instance it is not (#27.5): nothing is done to that instance through it
         if pools is not None and pool_key((raw.get("metadata") or {}).get("labels") or {}) not in pools:
             if k8s_nodes.has_taint(raw, k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule") or \
                     node_annotations(raw).get(REPLACEMENT_ANNOTATION):
@@ -319,4 +321,4 @@ def _instance_of(run: RunState, node: str) -> str | None:
     if iid is not None:
         return iid
     raw = run.raw_by_name.get(node)
-    return k8s_nodes.instance_id(raw) if raw else None
+    return run.world.trusted_instance_id(raw) if raw else None

@@ -20,7 +20,6 @@ from ..disruption.simulator import bin_packing_simulator
 
 # Re-exported: callers have long imported it from here.
 from ..disruption.simulator import replacement_from_claim as replacement_from_claim
-from ..k8s import nodes as k8s_nodes
 from ..model import labels as wk
 from ..model import resources as res
 from ..model.pod import Pod
@@ -55,7 +54,7 @@ def node_views(
     capacities: dict[str, Mapping[str, int]] = {}
     for raw in world.nodes:
         pool = pool_label(raw, world.nodepools)
-        iid = k8s_nodes.instance_id(raw)
+        iid = world.trusted_instance_id(raw)  # an untrusted Node (#27.5) is never a candidate
         inst = world.instance(iid) if iid else None
         if pool not in world.nodepools or inst is None:
             continue

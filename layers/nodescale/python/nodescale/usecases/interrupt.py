@@ -49,6 +49,7 @@ from ..interruption.actions import Outcome, Reason, Step, action_for
 from ..k8s import listing
 from ..k8s import nodes as k8s_nodes
 from ..k8s.events import EventRecorder
+from ..model.node import trust_nodes
 from ..model.nodepool import NodePool
 from ..runtime import Runtime
 from ..settings import Settings
@@ -276,7 +277,9 @@ def _nodes_of(rt: Runtime, owned: list[OwnedInstance]) -> dict[str, Mapping[str,
         found[inst.instance_id] = node
     else:
         return found
-    return k8s_nodes.nodes_by_instance_id(listing.list_nodes(rt.api).items)
+    # The same trust as the world's (#27.5): a Node named for the instance, the only one so named.
+    trust = trust_nodes(listing.list_nodes(rt.api).items, {inst.instance_id: inst.private_dns_name for inst in owned})
+    return trust.trusted
 
 
 def _owned(

@@ -39,7 +39,7 @@ _DEVICE_PREFIXES = ("nvidia.com/", "amd.com/", "aws.amazon.com/", "habana.ai/")
 
 def labels_to_sync(world: World, node: Mapping[str, Any]) -> dict[str, str]:
     """The labels to set on ``node`` now ({} when it is not ours or has nothing missing)."""
-    iid = k8s_nodes.instance_id(node)
+    iid = world.trusted_instance_id(node)
     inst = world.instance(iid) if iid else None
     if inst is None:
         return {}  # not launched by nodescale for this cluster: never touched

@@ -5,18 +5,22 @@ function runs next (interruption or disruption) calls :func:`continue_terminatio
 one round and, once the node is empty, terminates the instance (if it is not already gone) and
 deletes the Node. Nothing is remembered between calls, so a drain outlives any one invocation.
 
-When pods are forced:
-- every drain, whatever started it, is bounded by the NodePool's ``terminationGracePeriod`` counted
-  from the taint's ``timeAdded`` (Karpenter v1): do-not-disrupt and PodDisruptionBudget-blocked pods
-  are respected until then (each deleted its own terminationGracePeriodSeconds early), and once it has
-  run out the instance is terminated whatever is left on it;
-- an involuntary termination (the instance goes away regardless: an interruption, a repair) evicts
-  do-not-disrupt pods at once and deletes what is still blocked from the earliest of that deadline
-  and the moment the instance goes away, which the interruption function writes on the node as the
-  annotation ``nodescale.io/interruption-deadline`` (end of the two-minute spot notice, or an AWS
-  Health scheduled change's startTime).
-A node without either is never forced. A node the interruption function marked (annotation
-``nodescale.io/interruption``) is involuntary whoever continues it.
+When pods are forced: only by the NodePool's ``terminationGracePeriod``, counted from the taint's
+``timeAdded`` (Karpenter v1), whatever started the drain. Until then PodDisruptionBudgets are respected
+(every pod leaves through the Eviction API), and so is do-not-disrupt on a voluntary drain; each pod
+left is deleted its own terminationGracePeriodSeconds before the end, and once it has run out the
+instance is terminated whatever is left on it. A node without a grace period is never forced.
+
+An involuntary termination (the instance goes away regardless: an interruption, a repair) also evicts
+do-not-disrupt pods, through the Eviction API. The moment the instance goes away, which the
+interruption function writes on the node as ``nodescale.io/interruption-deadline`` (end of the
+two-minute spot notice, or an AWS Health scheduled change's startTime), only shortens each pod's own
+shutdown time while it is still ahead: a notice that has passed (a stale event, an old file given to
+``nodescale replay``) forces nothing, as Karpenter's interruption controller only starts the normal
+termination whatever the notice's age (#27.6). What bounds the wait for a really interrupted instance
+is the instance itself: once EC2 has stopped it, what could not be evicted goes with the Node. A node
+the interruption function marked (annotation ``nodescale.io/interruption``) is involuntary whoever
+continues it.
 
 A node whose instance this cluster cannot prove it owns (no ``nodescale.io/cluster`` tag, e.g. a
 node Karpenter itself tainted) is left exactly as it is.
@@ -38,6 +42,7 @@ from ..aws.ownership import GONE_STATES, NOT_RUNNING_STATES, classify
 from ..k8s import drain as k8s_drain
 from ..k8s import nodes as k8s_nodes
 from ..k8s.events import WARNING, EventRecorder
+from ..model.node import name_matches_instance
 from ..model.nodelabels import pool_key
 from ..model.pod import DO_NOT_DISRUPT
 from ..model.timestamps import shifted
@@ -105,23 +110,22 @@ def marked_by_interruption(node: dict[str, Any]) -> bool:
 
 
 def grace_deadline(node: dict[str, Any], termination_grace_seconds: float | None) -> datetime | None:
-    """The earliest moment pods may be forced off the node (see the module docstring), or None."""
-    candidates = []
-    started = k8s_drain.drain_started_at(node)
-    if started is not None and termination_grace_seconds is not None:
-        candidates.append(shifted(started, termination_grace_seconds))
-    notice = interruption_deadline(node)
-    if notice is not None:
-        candidates.append(notice)
-    return min(candidates) if candidates else None
-
-
-def _grace_period_end(node: dict[str, Any], termination_grace_seconds: float | None) -> datetime | None:
-    """When the NodePool's terminationGracePeriod, counted from the drain's start, runs out, or None."""
+    """When the NodePool's terminationGracePeriod, counted from the drain's start, runs out: the only
+    moment past which pods are forced off the node (see the module docstring), or None."""
     started = k8s_drain.drain_started_at(node)
     if started is None or termination_grace_seconds is None:
         return None
     return shifted(started, termination_grace_seconds)
+
+
+def notice_grace_cap(node: dict[str, Any], now: datetime) -> int | None:
+    """At most how long a pod evicted now may take to shut down: what is left of the interruption notice
+    while it is still ahead; None (the pod's own grace) once it has passed or without one. A passed
+    notice says nothing about how much time the pods have: the instance's state does."""
+    notice = interruption_deadline(node)
+    if notice is None or notice <= now:
+        return None
+    return max(1, int((notice - now).total_seconds()))
 
 
 def _pool_grace(world: World, node: dict[str, Any], pool_name: str | None) -> float | None:
@@ -159,6 +163,9 @@ def continue_termination(
     managed = world.instance(iid)
     if managed is not None:
         state, pool_name = managed.state, managed.nodepool
+        if world.trusted_instance_id(node) != iid:
+            step.reason = world.untrusted.get(name) or f"node is not instance {iid}'s trusted Node"
+            return step
     else:
         # Not among the live instances: it may be stopped or terminated, or not ours at all.
         found = classify(rt.aws.ec2, [iid], rt.cluster)
@@ -167,6 +174,10 @@ def continue_termination(
             step.reason = found.not_ours[iid].message if iid in found.not_ours else f"instance {iid} not found"
             return step
         state, pool_name = owned.state, owned.nodepool
+        # A gone instance's Node is only deleted; a live one is terminated only through a Node named for it.
+        if state not in GONE_STATES and not name_matches_instance(name, iid, owned.private_dns_name):
+            step.reason = f"the node's name is not instance {iid}'s ({owned.private_dns_name or iid}): left alone"
+            return step
     if time.monotonic() >= deadline_monotonic:
         step.state = DRAINING
         step.reason = "out of time in this invocation; the next run carries on"
@@ -196,18 +207,13 @@ def _drain(
     which the node goes whatever is left on it (Karpenter v1)."""
     name = step.node
     now = clock.now()
-    pool_grace = _pool_grace(world, node, pool_name)
-    step.delete_after = grace_deadline(node, pool_grace)
-    node_deadline = _grace_period_end(node, pool_grace)
-    notice = interruption_deadline(node)
-    # Pods get at most until the instance goes away to shut down, however long they asked for.
-    cap = max(0, int((notice - now).total_seconds())) if notice is not None else None
+    node_deadline = grace_deadline(node, _pool_grace(world, node, pool_name))
+    step.delete_after = node_deadline
     result = k8s_drain.drain_round(
         rt.api,
         name,
         involuntary=step.involuntary,
-        delete_after=step.delete_after,
-        grace_period_seconds=cap,
+        grace_period_seconds=notice_grace_cap(node, now),
         now=lambda: now,
         grace_deadline=node_deadline,
     )

@@ -144,7 +144,7 @@ def _leaving(node: Mapping[str, Any], exclude: set[str]) -> bool:
 def _newest_registration(world: World) -> datetime | None:
     """When the newest Node of this cluster's instances registered."""
     times = [k8s_nodes.parse_time((n.get("metadata") or {}).get("creationTimestamp"))
-             for n in world.nodes if world.instance(k8s_nodes.instance_id(n) or "") is not None]
+             for n in world.nodes if world.trusted_instance_id(n) is not None]
     return max((t for t in times if t is not None), default=None)
 
 

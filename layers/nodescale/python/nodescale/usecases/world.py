@@ -38,7 +38,7 @@ from ..model import resources as res
 from ..model.buffers import CapacityBuffer, ResolvedBuffer, resolve
 from ..model.capacityreservation import CapacityReservation
 from ..model.instancetype import InstanceType
-from ..model.node import ClusterNode
+from ..model.node import ClusterNode, trust_nodes
 from ..model.nodepool import NodeClass, NodePool
 from ..model.overlays import NodeOverlay
 from ..model.pod import Pod
@@ -118,6 +118,9 @@ class World:
     _types: dict[str, list[InstanceType]] = field(default_factory=dict, repr=False)
     _pool_labels: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
     _node_by_instance: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    # Nodes naming one of this cluster's instances without being trusted for it: name -> why (trust_nodes).
+    untrusted: dict[str, str] = field(default_factory=dict, repr=False)
+    _claimed: set[str] = field(default_factory=set, repr=False)  # instance ids any Node names
     _views: dict[str, ClusterNode] = field(default_factory=dict, repr=False)
     _instance_by_id: dict[str, ManagedInstance] = field(default_factory=dict, repr=False)
     _daemon_pods: list[Pod] | None = field(default=None, repr=False)
@@ -128,17 +131,22 @@ class World:
 
     def index(self) -> None:
         """Rebuild the lookups after ``nodes`` or ``instances`` changed."""
-        self._views = {}
-        self._node_by_instance = {}
-        for raw in self.nodes:
-            view = ClusterNode.from_dict(raw)
-            self._views[view.name] = view
-            if view.instance_id:
-                self._node_by_instance[view.instance_id] = raw
         # An instance's pool by its key here: a Provisioner's named like a NodePool is provisioner/<name>.
         self.instances = [i if (key := nodelabels.pool_key(i.tags, self.nodepools) or i.nodepool) == i.nodepool
                           else replace(i, nodepool=key) for i in self.instances]
         self._instance_by_id = {i.instance_id: i for i in self.instances}
+        self._views = {}
+        self._claimed = set()
+        for raw in self.nodes:
+            view = ClusterNode.from_dict(raw)
+            self._views[view.name] = view
+            if view.instance_id:
+                self._claimed.add(view.instance_id)
+        # The one mapping every use-case goes through (#27.5): a Node speaks for an instance only when its
+        # name is the instance's and no other such Node claims it.
+        trust = trust_nodes(self.nodes, {i.instance_id: i.private_dns_name for i in self.instances})
+        self._node_by_instance = dict(trust.trusted)  # type: ignore[arg-type]
+        self.untrusted = trust.untrusted
 
     def refresh_instances(self, ec2: Any, cluster: str) -> None:
         """Re-read this cluster's instances: another invocation may have launched since the world was read."""
@@ -158,10 +166,19 @@ class World:
         """Every registered Node of this snapshot, typed, in listing order."""
         return list(self._views.values())
 
+    def trusted_instance_id(self, node: Mapping[str, Any]) -> str | None:
+        """The instance the Node speaks for: its providerID's, when it is that instance's trusted Node."""
+        iid = k8s_nodes.instance_id(node)
+        if not iid:
+            return None
+        trusted = self._node_by_instance.get(iid)
+        return iid if trusted is not None and _name(trusted) == _name(node) else None
+
     def instance_for_node(self, name: str) -> ManagedInstance | None:
         view = self._views.get(name)
         if view is not None:
-            return self._instance_by_id.get(view.instance_id) if view.instance_id else None
+            iid = self.trusted_instance_id(view.raw)
+            return self._instance_by_id.get(iid) if iid else None
         iid = in_flight_instance(name)
         return self._instance_by_id.get(iid) if iid is not None else None
 
@@ -173,7 +190,9 @@ class World:
         return [
             i
             for i in self.instances
-            if i.state in ("pending", "running") and i.instance_id not in self._node_by_instance
+            # Named by any Node, trusted or not: an instance is never expired as "never joined" because its
+            # Node's name is not the one expected (a custom hostname); the untrusted Node is warned about.
+            if i.state in ("pending", "running") and i.instance_id not in self._claimed
         ]
 
     def instance_types(self, pool_name: str) -> list[InstanceType]:
@@ -257,7 +276,8 @@ class World:
             if not ready:
                 node.in_flight = True
                 node.taints = tuple(t for t in node.taints if t.key not in self._startup_keys(node.nodepool))
-            inst = self._instance_by_id.get(iid or "")
+            trusted = self.trusted_instance_id(raw)
+            inst = self._instance_by_id.get(trusted) if trusted else None
             if inst is not None:
                 node.price = self.price_of(inst)
                 # Registered before the provisioner synced its labels: the instance says what it is (as for
@@ -399,6 +419,7 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     _prepare_types(world)
     _restrict_to_subnet_zones(rt, world)
     world.index()
+    warn_untrusted(rt, world.untrusted)
     log.debug("world read", extra={"seconds": round(time.perf_counter() - started, 3), "nodes": len(world.nodes),
                                    "pods": len(world.pods), "instances": len(world.instances)})
     return world
@@ -471,6 +492,23 @@ def report_config_errors(rt: Runtime, errors: list[ConfigError]) -> None:
             recorder.record(ref, CONFIG_ERROR_REASON, str(error), WARNING)
         except ApiException as exc:  # the event is a courtesy: the read itself must go on
             log.warning("could not record the configuration error on %s/%s: %s", kind, name, exc.reason)
+
+
+UNTRUSTED_NODE_REASON = "UntrustedProviderID"
+
+
+def warn_untrusted(rt: Runtime, untrusted: Mapping[str, str]) -> None:
+    """A Warning event on each Node ignored for the instance its providerID names (once a pass: the world is
+    read once), and a log line: an operator sees who claims an instance it is not."""
+    if not untrusted:
+        return
+    recorder = EventRecorder(rt.api)
+    for name, why in sorted(untrusted.items()):
+        log.warning("node ignored: %s", why, extra={"node": name})
+        try:
+            recorder.node(name, UNTRUSTED_NODE_REASON, why, WARNING)
+        except ApiException as exc:  # the event is a courtesy: the pass goes on
+            log.warning("could not record the warning on node %s: %s", name, exc.reason)
 
 
 def _sort_pods(raw_pods: list[dict[str, Any]]) -> tuple[dict[str, list[Pod]], list[Pod], list[tuple[str, str]]]:
