@@ -16,6 +16,7 @@ caller that already reports YAML errors reports these the same way.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import yaml
@@ -97,6 +98,7 @@ BoundedLoader.add_constructor(_INT_TAG, BoundedLoader.construct_yaml_int)
 
 def load_all(text: str) -> Iterator[object]:
     """Every document of a YAML stream, as ``yaml.safe_load_all`` gives them, within the bounds."""
+    _refuse_deep_brackets(text)
     loader = BoundedLoader(text)
     try:
         while loader.check_data():
@@ -107,11 +109,50 @@ def load_all(text: str) -> Iterator[object]:
 
 def load(text: str) -> object:
     """The single document of ``text`` (None for none), as ``yaml.safe_load`` gives it, within the bounds."""
+    _refuse_deep_brackets(text)
     loader = BoundedLoader(text)
     try:
         return loader.get_single_data()
     finally:
         loader.dispose()
+
+
+def _refuse_deep_brackets(text: str) -> None:
+    # PyYAML's scanner reads a run of opening brackets to its end before the composer sees the first,
+    # in time growing with the square of its length: 10,000 of them would take seconds to refuse.
+    depth = flow_depth(text)
+    if depth > MAX_DEPTH:
+        raise LimitError(None, None, f"brackets nest {depth} levels deep: {_too_deep()}", None)
+
+
+def flow_depth(text: str) -> int:
+    """How deep ``[`` and ``{`` nest in ``text``, outside quoted strings: a scan with no recursion,
+    done before a parser that recurses once per level sees the text. Only brackets, quotes and
+    backslashes are looked at, so a text with few of them is scanned at the speed of a regex."""
+    depth = deepest = 0
+    quote = ""
+    escaped_at = -1  # the position a backslash in a double-quoted string escapes
+    for match in _FLOW_CHARS.finditer(text):
+        ch, at = match.group(), match.start()
+        if quote:
+            if at == escaped_at:
+                continue
+            if ch == "\\" and quote == '"':
+                escaped_at = at + 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+_FLOW_CHARS = re.compile(r"[\[\]{}\"'\\]")
+
 
 
 def _check_expansion(root: Node, anchors: dict[int, str]) -> None:

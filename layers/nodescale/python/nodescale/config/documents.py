@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import yaml
 
 from . import boundedyaml
+from .boundedyaml import flow_depth
 from .errors import ConfigError, DocumentError, show
 
 # Bounds on one source, so that a broken or hostile parameter is an error of its own and never takes
@@ -46,10 +47,6 @@ def read_documents(text: str, source: str) -> tuple[list[tuple[str, dict]], list
         value = _json(text)
         if value is not _NOT_JSON:
             return _objects([(f"{source}#0", value)])
-    if flow_depth(text) > MAX_DEPTH:
-        # PyYAML's scanner reads a run of brackets to its end before the loader sees the first one,
-        # in time that grows with the square of its length: such a document is refused unread.
-        return _read_each(text, source)
     try:
         docs = list(boundedyaml.load_all(text))
     except (yaml.YAMLError, RecursionError):
@@ -153,42 +150,13 @@ def _yaml_problem(exc: yaml.YAMLError, first_line: int = 0) -> str:
     problem = getattr(exc, "problem", None) or str(exc)
     context = getattr(exc, "context", None)
     context_mark = getattr(exc, "context_mark", None)
-    if isinstance(exc, boundedyaml.LimitError):
+    if isinstance(exc, boundedyaml.LimitError) and mark is not None:
         where = f" ({context} on line {context_mark.line + 1 + first_line})" if context and context_mark else ""
         return f"line {mark.line + 1 + first_line}, column {mark.column + 1}: {problem}{where}"
     detail = f"{context}: {problem}" if context else problem
     if mark is not None:
         return f"line {mark.line + 1 + first_line}, column {mark.column + 1}: not valid YAML ({detail})"
     return f"not valid YAML ({detail})"
-
-
-def flow_depth(text: str) -> int:
-    """How deep ``[`` and ``{`` nest in ``text``, outside quoted strings: a scan with no recursion,
-    done before a parser that recurses once per level sees the text. Only brackets, quotes and
-    backslashes are looked at, so a text with few of them is scanned at the speed of a regex."""
-    depth = deepest = 0
-    quote = ""
-    escaped_at = -1  # the position a backslash in a double-quoted string escapes
-    for match in _FLOW_CHARS.finditer(text):
-        ch, at = match.group(), match.start()
-        if quote:
-            if at == escaped_at:
-                continue
-            if ch == "\\" and quote == '"':
-                escaped_at = at + 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth = max(0, depth - 1)
-    return deepest
-
-
-_FLOW_CHARS = re.compile(r"[\[\]{}\"'\\]")
 
 
 def nesting_depth(value: object) -> int:
