@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from infra.names import stack_name
-from nodescale.config import DocumentError, parse_documents, validate
+from nodescale.config import validate
+from nodescale.config.documents import read_documents
 from nodescale.config.strict import misspelled_kind
 from nodescale.settings import SettingsError
 from nodescale.usecases.cluster_budget import parse_limits
@@ -331,10 +332,10 @@ def _nodepool_file(path: Path) -> NodePoolFile:
 
 def _parse(path: Path, text: str) -> list[tuple[str, dict]]:
     """The file's documents as the functions parse the SSM parameter it becomes."""
-    try:
-        return parse_documents(text, str(path))
-    except DocumentError as exc:
-        raise ConfigError(f"nodePoolFiles: {exc}") from None
+    documents, errors = read_documents(text, str(path))
+    if errors:  # every bad document of the file at once, as the functions would report them
+        raise ConfigError("nodePoolFiles: " + "; ".join(str(e) for e in errors))
+    return documents
 
 
 def _check_nodepools(files: tuple[NodePoolFile, ...]) -> None:

@@ -24,6 +24,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import yaml
+
+from nodescale.config import boundedyaml
+
 from . import errors, fieldvalidation, tables
 from .auth import TOKENS, User, authenticate, request_attributes
 from .disruption import evict
@@ -124,11 +128,11 @@ class _Handler(BaseHTTPRequestHandler):
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
         try:
             if "yaml" in content_type:
-                import yaml
-
-                return yaml.safe_load(raw)
+                # As the API server's decoder (sigs.k8s.io/yaml): alias bombs, keys given twice and
+                # absurd nesting are refused, not expanded.
+                return boundedyaml.load(raw.decode("utf-8"))
             return json.loads(raw)
-        except (ValueError, ImportError) as exc:
+        except (ValueError, ImportError, yaml.YAMLError) as exc:
             raise errors.bad_request(f"the request body is not valid {content_type or 'JSON'}: {exc}") from exc
 
     def _dispatch(self) -> None:

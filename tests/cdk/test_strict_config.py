@@ -76,3 +76,25 @@ def test_the_cluster_limits_the_functions_accept_are_accepted() -> None:
     config = StackConfig.from_context({"clusterName": "c", "clusterLimits": '{"cpu": "2000", "memory": "4Ti", '
                                        '"nodes": 0, "pricePerHour": "50.5"}'}.get)
     assert config.cluster_limits == {"cpu": "2000", "memory": "4Ti", "nodes": "0", "pricePerHour": "50.5"}
+
+
+def test_an_alias_bomb_fails_the_synth_at_once_naming_the_file_and_the_limit(tmp_path: Path) -> None:
+    """#27.2: nine levels of nine aliases kept the synth (and every function) busy for minutes."""
+    import time
+
+    from tests.unit.test_config_bounded_yaml import alias_bomb
+
+    start = time.monotonic()
+    with pytest.raises(ConfigError) as error:
+        _config(tmp_path, _fixture("default.yaml") + "---\n" + alias_bomb())
+    assert time.monotonic() - start < 1
+    message = str(error.value)
+    assert message.startswith(f"nodePoolFiles: {tmp_path / 'pools.yaml'}#2: line ")
+    assert "document contains excessive aliasing" in message and "\n" not in message
+
+
+def test_a_key_given_twice_fails_the_synth_naming_it(tmp_path: Path) -> None:
+    """#27.2: the last `weight:` used to win silently."""
+    text = _fixture("default.yaml").replace("spec:\n", "spec:\n  weight: 1\n  weight: 2\n", 1)
+    with pytest.raises(ConfigError, match=r"#0: line \d+, column 3: key 'weight' given again in the same mapping"):
+        _config(tmp_path, text)

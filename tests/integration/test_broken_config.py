@@ -36,6 +36,7 @@ from tests.integration.test_interruption import (
     provision,
     wait_running,
 )
+from tests.unit.test_config_bounded_yaml import alias_bomb
 
 pytestmark = pytest.mark.integration
 
@@ -61,6 +62,7 @@ def good_and_broken_pools(environment: Environment) -> None:
     one_size_spot_pool(environment)
     put_pool(environment, DEEP, "deep")
     put_pool(environment, HUGE_EXPIRY, "forever")
+    put_pool(environment, alias_bomb(), "bomb")
     put_pool(environment, "apiVersion: karpenter.sh/v1alpha5\nkind: Provisoner\nmetadata: {name: typo}\nspec: {}\n",
              "typo")
 
@@ -103,6 +105,21 @@ def test_an_expire_after_past_the_duration_range_refuses_its_pool_alone(sim: Env
     assert any("expireAfter" in e for e in passed["errors"])
 
 
+def test_an_alias_bomb_parameter_is_refused_at_once_and_the_good_pool_launches(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """#27.2: nine levels of nine aliases in one parameter kept every function busy for minutes."""
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 2})
+    helpers.wait_for("2 pending pods", lambda: len(pods(sim, ns)) >= 2)
+    start = time.monotonic()
+    summary = provisioning.provision_once(rt)
+    assert time.monotonic() - start < 30, "the provisioner took too long"
+    assert {launch["nodePool"] for launch in summary["launches"]} == {"default"}, summary
+    bomb = [e for e in summary["configErrors"] if e.startswith(f"ssm:{helpers.pool_path(sim)}/bomb: line ")]
+    assert len(bomb) == 1 and "document contains excessive aliasing" in bomb[0], summary["configErrors"]
+    wait_running(sim, ns, 2)
+
+
 def test_status_exits_0_and_names_the_broken_parameter(sim: Environment) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "nodescale.cli", "status", "-o", "json"],
@@ -111,6 +128,8 @@ def test_status_exits_0_and_names_the_broken_parameter(sim: Environment) -> None
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert any(deep_parameter(sim) in line and "levels deep" in line for line in report["configErrors"])
+    assert any(f"{helpers.pool_path(sim)}/bomb: line " in line and "excessive aliasing" in line
+               for line in report["configErrors"]), report["configErrors"]  # #27.2
     text = subprocess.run(
         [sys.executable, "-m", "nodescale.cli", "status"],
         capture_output=True, text=True, env=deployed_env(sim), cwd=ROOT, timeout=120, check=False,

@@ -471,3 +471,25 @@ def test_numeric_quantities_come_back_as_strings_the_client_can_read(kube: KubeH
     pod = kube.core.read_namespaced_pod("numeric-quantities", "default")
     assert pod.spec.containers[0].resources.requests == {"cpu": "1", "memory": "500m"}
     assert pod.spec.containers[0].resources.limits == {"cpu": "1500m"}
+
+
+def test_an_alias_bomb_in_a_yaml_body_is_a_bad_request_at_once(kube: KubeHarness) -> None:
+    """#27.2: kube-apiserver's YAML decoder refuses excessive aliasing; sim's expanded it for minutes."""
+    import time
+    import urllib.error
+
+    lines = ["l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 9)]
+    body = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb, namespace: default}\ndata:\n"
+    body += "".join(f"  {line}\n" for line in lines)
+    request = urllib.request.Request(
+        f"{kube.url}/api/v1/namespaces/default/configmaps/bomb?fieldManager=test", data=body.encode(),
+        method="PATCH",
+        headers={"Content-Type": "application/apply-patch+yaml", "Authorization": f"Bearer {KUBE_ADMIN_TOKEN}"},
+    )
+    start = time.monotonic()
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10).close()
+    assert time.monotonic() - start < 1
+    assert refused.value.code == 400
+    assert "excessive aliasing" in json.loads(refused.value.read())["message"]

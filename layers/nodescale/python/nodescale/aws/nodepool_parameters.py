@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config.documents import parse_documents
-from ..config.errors import ConfigError, DocumentError
+from ..config.documents import read_documents
+from ..config.errors import ConfigError
 from ..config.loader import ConfigResult, is_config, load, not_config_error
 
 
 def read_ssm_documents(ssm_client: Any, path: str) -> tuple[list[tuple[str, dict]], list[ConfigError]]:
     """Every parameter under ``path`` (recursive, decrypted), one YAML/JSON text each, in name order.
 
-    A parameter that is not YAML/JSON, or holds anything but NodePools and node classes (a misspelled
+    A document that is not YAML/JSON (or passes a bound of the YAML loader), or holds anything but NodePools and node classes (a misspelled
     ``kind:`` included), is reported and skipped; the others still count.
     """
     path = "/" + path.strip("/") if path.strip("/") else "/"
@@ -29,11 +29,8 @@ def read_ssm_documents(ssm_client: Any, path: str) -> tuple[list[tuple[str, dict
     docs: list[tuple[str, dict]] = []
     errors: list[ConfigError] = []
     for param in sorted(params, key=lambda p: p["Name"]):
-        try:
-            parsed = parse_documents(param.get("Value") or "", f"ssm:{param['Name']}")
-        except DocumentError as exc:
-            errors.append(exc.error)
-            continue
+        parsed, bad = read_documents(param.get("Value") or "", f"ssm:{param['Name']}")
+        errors.extend(bad)  # a bad document is an error of its own: the others of the parameter still count
         for source, doc in parsed:
             if is_config(doc):
                 docs.append((source, doc))

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from ..config import boundedyaml
 from ..model import labels as wk
 from ..model import nodelabels
 from ..model import resources as res
@@ -255,7 +256,7 @@ def _user_parts(user_data: str | None, where: str) -> list[tuple[str, str]]:
         return [(CLOUD_CONFIG, text)]
     if not text.lstrip().startswith("#!"):
         try:
-            doc = yaml.safe_load(text)
+            doc = boundedyaml.load(text)
         except yaml.YAMLError:
             doc = None
         if isinstance(doc, dict) and str(doc.get("apiVersion", "")).startswith("node.eks.aws/"):

@@ -15,7 +15,8 @@ from typing import TextIO
 from ..aws.catalog import CatalogError, bundled_catalog
 from ..aws.catalog_kwok import KwokFormatError, load_kwok_instance_types
 from ..aws.pooltypes import PoolTypesError, pool_types
-from ..config import DocumentError, load, parse_documents
+from ..config import load
+from ..config.documents import read_documents
 from ..model.buffers import CapacityBuffer, ResolvedBuffer, resolve
 from ..model.currency import currency_of, money, per_hour_header
 from ..model.instancetype import InstanceType
@@ -75,16 +76,16 @@ def plan_paths(
     and kinds included, as Karpenter's CRDs refuse them), else the first of the workloads. ``notes``, when
     given, receives one line per object passed over (a ConfigMap, a Service...)."""
     documents = []
+    unreadable: list = []
     for file in _files(paths):
         try:
             text = file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError([f"{file}: cannot read the file ({exc})"]) from None
-        try:
-            documents.extend(parse_documents(text, str(file)))
-        except DocumentError as exc:
-            raise InputError([str(exc)]) from None
-    config = load(documents)
+        parsed, bad = read_documents(text, str(file))
+        documents.extend(parsed)
+        unreadable.extend(bad)
+    config = load(documents, unreadable)
     if config.errors:
         raise InputError(str(e) for e in config.errors)
     try:

@@ -21,6 +21,7 @@ import yaml
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from ..config import boundedyaml
 from ..k8s import manifests
 from ..k8s.raw import status_message
 
@@ -39,7 +40,7 @@ class RbacError(RuntimeError):
 def load(path: Path) -> list[dict[str, Any]]:
     """The manifest's documents, each checked to be a kind `nodescale.k8s.manifests` applies."""
     try:
-        documents = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
+        documents = [d for d in boundedyaml.load_all(path.read_text(encoding="utf-8")) if d is not None]
     except (OSError, yaml.YAMLError) as exc:
         raise RbacError(f"cannot read the RBAC manifest {path}: {exc}") from None
     for index, doc in enumerate(documents):
