@@ -296,7 +296,7 @@ NOT_GRANTED = {
     "ssm:PutParameter": "only the operator's `nodescale scale`",
 }
 CLI_ONLY = ("cli.py", "commands/")  # the operator's own credentials, not a function's role
-SERVICES = ("ec2", "ssm", "eks", "dynamodb", "iam", "pricing", "sts")
+SERVICES = ("ec2", "ssm", "eks", "dynamodb", "iam", "pricing", "sts", "sqs")
 
 
 def product_calls() -> dict[str, set[str]]:
