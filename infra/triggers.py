@@ -9,6 +9,7 @@ from typing import Any
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -24,6 +25,9 @@ from nodescale.names import interruption_queue_name
 EVENT_RETRY_ATTEMPTS = 4
 EVENT_MAX_AGE = Duration.minutes(15)
 SCHEDULE_RATE = Duration.minutes(1)
+# The interruption function's role on its queue: Lambda's event source mapping polls with the first three,
+# the function calls the last for the records it reports failed.
+CONSUME_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility")
 
 
 @dataclass(frozen=True)
@@ -62,15 +66,19 @@ def interruption_queue_for(
     scope: Construct, cluster: str, function_timeout_seconds: int, dead_letter_queue: sqs.IQueue
 ) -> sqs.Queue:
     """The queue every interruption rule targets, as Karpenter's KarpenterInterruptionQueue: SQS-managed
-    encryption, TLS only, a message kept 5 minutes (a spot notice is two). Its visibility timeout is six times
-    the function's timeout (AWS's advice for an event source mapping), and a message that keeps failing moves
-    to the dead-letter queue after a few receives."""
+    encryption, TLS only. Its visibility timeout is six times the function's timeout (AWS's advice for an event
+    source mapping; Lambda refuses a queue whose timeout is below the function's), and a message that keeps
+    failing moves to the dead-letter queue after MAX_RECEIVE_COUNT receives. The function makes a record it
+    reports failed visible again in seconds (``nodescale/aws/queue_retry.py``), so the retries fit in a spot
+    notice; the queue keeps a message long enough for every receive to end at the full visibility timeout (an
+    invocation that crashed) and still reach the dead-letter queue (``queue.retention_seconds``), where
+    Karpenter's 300 s let a retried record expire unseen."""
     return sqs.Queue(
         scope,
         "InterruptionQueue",
         queue_name=interruption_queue_name(cluster),
-        retention_period=Duration.seconds(interruption_queue.MESSAGE_RETENTION_SECONDS),
-        visibility_timeout=Duration.seconds(interruption_queue.VISIBILITY_TIMEOUT_FACTOR * function_timeout_seconds),
+        retention_period=Duration.seconds(interruption_queue.retention_seconds(function_timeout_seconds)),
+        visibility_timeout=Duration.seconds(interruption_queue.visibility_timeout_seconds(function_timeout_seconds)),
         encryption=sqs.QueueEncryption.SQS_MANAGED,
         enforce_ssl=True,
         dead_letter_queue=sqs.DeadLetterQueue(
@@ -83,8 +91,10 @@ def interruption_mapping(
     scope: Construct, function: lambda_.IFunction, queue: sqs.IQueue
 ) -> lambda_.EventSourceMapping:
     """The function reads the queue in batches (one world read each) and names the records to retry
-    (ReportBatchItemFailures), so one bad record does not return a whole batch to the queue."""
-    queue.grant_consume_messages(function)
+    (ReportBatchItemFailures), so one bad record does not return a whole batch to the queue. Its role holds what
+    the mapping polls with (receive, delete, the queue's attributes) and what the function shortens a failed
+    record's visibility with; not GetQueueUrl (grant_consume_messages' extra), which nothing calls."""
+    queue.grant(function, *CONSUME_ACTIONS)
     return lambda_.EventSourceMapping(
         scope,
         "InterruptionQueueMapping",
@@ -120,7 +130,25 @@ def interruption_rules(
             )
         )
         rules.append(rule)
+    queue.add_to_resource_policy(only_rules_send(queue, rules))
     return rules
+
+
+def only_rules_send(queue: sqs.IQueue, rules: list[events.Rule]) -> iam.PolicyStatement:
+    """Deny sending to the queue to everyone but these rules: a message on it is a spot warning acted on, and an
+    identity policy granting sqs:SendMessage (an admin's, a CI role's ``sqs:*``) must not be able to forge one.
+    EventBridge delivers with ``aws:SourceArn`` set to its rule; a direct SendMessage has no such key, and a
+    negated condition operator holds when its key is absent, so it is denied. An explicit Deny in the queue's
+    policy wins over any Allow, whoever calls. (It also refuses a redrive from the dead-letter queue back into
+    this queue: replay a dead letter with ``nodescale replay`` instead.)"""
+    return iam.PolicyStatement(
+        sid="OnlyTheStacksRulesSend",
+        effect=iam.Effect.DENY,
+        principals=[iam.AnyPrincipal()],
+        actions=["sqs:SendMessage"],
+        resources=[queue.queue_arn],
+        conditions={"ArnNotEquals": {"aws:SourceArn": [rule.rule_arn for rule in rules]}},
+    )
 
 
 def schedule_rule(scope: Construct, cluster: str, name: str, function: lambda_.IFunction) -> events.Rule:

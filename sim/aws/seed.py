@@ -192,11 +192,11 @@ def _seed_queues(sqs: Any, out: SeededAccount) -> None:
                             Attributes={"MessageRetentionPeriod": str(14 * 24 * 3600), "SqsManagedSseEnabled": "true"})
     out.dead_letter_queue_url = dead["QueueUrl"]
     dead_arn = sqs.get_queue_attributes(QueueUrl=dead["QueueUrl"], AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    timeout = interruption_queue.VISIBILITY_TIMEOUT_FACTOR * INTERRUPTION_TIMEOUT_SECONDS
+    timeout = interruption_queue.visibility_timeout_seconds(INTERRUPTION_TIMEOUT_SECONDS)
     out.interruption_queue_url = sqs.create_queue(
         QueueName=names.interruption_queue_name(out.cluster),
         Attributes={
-            "MessageRetentionPeriod": str(interruption_queue.MESSAGE_RETENTION_SECONDS),
+            "MessageRetentionPeriod": str(interruption_queue.retention_seconds(INTERRUPTION_TIMEOUT_SECONDS)),
             "VisibilityTimeout": str(timeout),
             "SqsManagedSseEnabled": "true",
             "RedrivePolicy": json.dumps({"deadLetterTargetArn": dead_arn,

@@ -296,7 +296,7 @@ NOT_GRANTED = {
     "ssm:PutParameter": "only the operator's `nodescale scale`",
 }
 CLI_ONLY = ("cli.py", "commands/")  # the operator's own credentials, not a function's role
-SERVICES = ("ec2", "ssm", "eks", "dynamodb", "iam", "pricing", "sts")
+SERVICES = ("ec2", "ssm", "eks", "dynamodb", "iam", "pricing", "sts", "sqs")
 
 
 def product_calls() -> dict[str, set[str]]:
@@ -307,7 +307,9 @@ def product_calls() -> dict[str, set[str]]:
         model = session.get_service_model(service)
         prefix = model.signing_name if service != "pricing" else "pricing"
         for operation in model.operation_names:
-            by_name.setdefault(xform_name(operation), set()).add(f"{prefix}:{operation}")
+            # SQS has no IAM action for its batch calls: each is authorized as its single-message action.
+            action = operation.removesuffix("Batch") if service == "sqs" else operation
+            by_name.setdefault(xform_name(operation), set()).add(f"{prefix}:{action}")
     root = Path(NODESCALE_LAYER_DIR) / "python" / "nodescale"
     found: dict[str, set[str]] = {}
     for path in sorted(root.rglob("*.py")):

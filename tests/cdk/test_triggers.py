@@ -108,7 +108,6 @@ def test_the_interruption_queue_is_encrypted_short_lived_and_redrives_to_the_dea
     # MessageRetentionPeriod 300, SqsManagedSseEnabled true) plus AWS's advice for an event source mapping.
     queue = default.json["Resources"][default.logical_id(default.stack.interruption_queue)]["Properties"]
     assert queue["QueueName"] == "nodescale-demo-cluster-interruption"
-    assert queue["MessageRetentionPeriod"] == 300
     assert queue["SqsManagedSseEnabled"] is True
     assert queue["VisibilityTimeout"] >= 6 * INTERRUPTION.timeout_for(default.stack.config)
     assert INTERRUPTION.timeout_seconds == seed.INTERRUPTION_TIMEOUT_SECONDS  # sim's queue is the stack's
@@ -127,8 +126,8 @@ def _queue_policy(synth: Synth, queue: Any) -> list[dict[str, Any]]:
 
 def test_only_the_interruption_rules_may_send_to_the_queue_and_only_over_tls(default: Synth) -> None:
     statements = _queue_policy(default, default.stack.interruption_queue)
-    (deny,) = [s for s in statements if s["Effect"] == "Deny"]
-    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    (tls,) = [s for s in statements if s["Effect"] == "Deny" and "aws:SecureTransport" in json.dumps(s)]
+    assert tls["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
     sends = [s for s in statements if s["Effect"] == "Allow"]
     assert {s["Principal"]["Service"] for s in sends} == {"events.amazonaws.com"}
     assert all("sqs:SendMessage" in s["Action"] and "sqs:ReceiveMessage" not in s["Action"] for s in sends)
@@ -153,3 +152,45 @@ def test_the_function_reads_the_queue_in_batches_and_reports_failed_records(defa
     # Removed before the cleanup drains the cluster, with the rules: no interruption run starts meanwhile.
     cleanup = default.logical_id(default.stack.cleanup.resource)
     assert cleanup in mapping.get("DependsOn", [])
+
+
+@pytest.mark.parametrize("name", ["default", "full"])
+def test_a_failed_record_is_retried_and_reaches_the_dead_letter_queue_before_it_expires(
+    name: str, request: pytest.FixtureRequest
+) -> None:
+    """#27.3: the queue kept a message 300 s and hid a received one 900 s, so a record the function named as a
+    failure expired before its next receive and never reached the dead-letter queue. Now every receive may end at
+    the full visibility timeout (a crash) and the message still has a receive left to be moved; Lambda accepts
+    the queue (its visibility timeout is not below the function's timeout)."""
+    synth: Synth = request.getfixturevalue(name)
+    queue = synth.json["Resources"][synth.logical_id(synth.stack.interruption_queue)]["Properties"]
+    timeout = synth.json["Resources"][synth.logical_id(synth.stack.interruption)]["Properties"]["Timeout"]
+    receives = queue["RedrivePolicy"]["maxReceiveCount"]
+    assert queue["VisibilityTimeout"] >= timeout
+    assert queue["MessageRetentionPeriod"] > receives * queue["VisibilityTimeout"]
+    assert queue["MessageRetentionPeriod"] <= 14 * 24 * 3600
+    # The function may shorten a failed record's visibility, on this queue only, and holds nothing it never calls.
+    statements = [s for p in synth.resources("AWS::IAM::Policy").values()
+                  for s in p["Properties"]["PolicyDocument"]["Statement"]
+                  if json.dumps(s["Resource"]) == json.dumps(
+                      {"Fn::GetAtt": [synth.logical_id(synth.stack.interruption_queue), "Arn"]})]
+    granted = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert granted == {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes",
+                       "sqs:ChangeMessageVisibility"}
+
+
+def test_every_sender_but_the_stacks_rules_is_denied(default: Synth) -> None:
+    """#27.8: the queue policy allowed EventBridge but denied no one, so any principal of the account with
+    sqs:SendMessage could forge a spot warning. A Deny for every principal unless aws:SourceArn is one of the
+    interruption rules: a direct SendMessage carries no aws:SourceArn, and a negated operator holds then."""
+    statements = _queue_policy(default, default.stack.interruption_queue)
+    (deny,) = [s for s in statements if s["Effect"] == "Deny" and "aws:SourceArn" in json.dumps(s)]
+    assert deny["Principal"] == {"AWS": "*"}
+    assert deny["Action"] == "sqs:SendMessage"
+    assert deny["Resource"] == {"Fn::GetAtt": [default.logical_id(default.stack.interruption_queue), "Arn"]}
+    (operator,) = deny["Condition"]
+    assert operator == "ArnNotEquals"  # not ...IfExists: an absent key must deny
+    sources = {json_key(a) for a in deny["Condition"][operator]["aws:SourceArn"]}
+    rules = {json_key({"Fn::GetAtt": [logical, "Arn"]})
+             for logical, rule in default.resources("AWS::Events::Rule").items() if "EventPattern" in rule["Properties"]}
+    assert sources == rules and len(rules) == len(EXPECTED_PATTERNS)

@@ -25,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from nodescale import cli, clock, runtime
 from nodescale.commands import replay as replay_cmd
+from nodescale.interruption import queue as interruption_queue
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
@@ -711,3 +712,128 @@ def test_an_impostor_node_naming_a_managed_instance_never_gets_it_terminated(
     finally:
         if node(sim, impostor) is not None:
             request_json(api, "DELETE", f"/api/v1/nodes/{impostor}")
+
+
+# ------------------------------------------------------------------ retries, dead letters and poison records (#27)
+
+
+def drain_queue(sim: Environment, url: str) -> list[dict[str, Any]]:
+    """Every visible message of a queue, received and deleted as the administrator."""
+    sqs, found = sim.boto3_client("sqs"), []
+    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                                          AttributeNames=["All"]).get("Messages"):
+        found += messages
+        sqs.delete_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)])
+    return found
+
+
+def poll_until_received(url: str, started: float, within: float) -> invoke.Poll:
+    """Poll as the event source mapping does (long polling, here once a second) until a batch arrives."""
+    while time.monotonic() - started < within:
+        poll = invoke.poll_queue("interruption", url, timeout_seconds=90)
+        if poll.received:
+            return poll
+        time.sleep(1.0)
+    raise AssertionError(f"nothing was received from the queue within {within} s")
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_a_failed_record_comes_back_and_is_acted_on_within_the_spot_notice(sim: Environment, rt: Runtime,
+                                                                            ns: str) -> None:
+    """#27.3: a record named in batchItemFailures stayed invisible for the queue's 900 s visibility timeout (and
+    the queue kept it only 300 s): its retry never came. Now the function makes it visible again in seconds, and
+    the spot warning is acted on at its second receive, well within the notice's 120 s."""
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1, "cpu": "3", "terminationGracePeriodSeconds": 1})
+    (name,) = nodes_of(provision(sim, rt, ns, 1))
+    url = sim.seed["interruption_queue_url"]
+    warning = event("spot-interruption-warning.json", instance_of(node(sim, name)), sim)
+    invoke.send_to_queue(sim.boto3_client("sqs"), url, [warning])
+    started = time.monotonic()
+    # Every attempt of the first ownership check throttled (the clients' retries included): the record fails.
+    sim.add_aws_fault(kind="error", service="ec2", action="DescribeInstances", code="throttling", count=5)
+    with invoke.product_environment(sim.env, POWERTOOLS_METRICS_DISABLED="true"):
+        first = invoke.poll_queue("interruption", url, timeout_seconds=90)
+        assert first.received == 1 and first.failed == [first.response[interrupt_batch.EVENTS][0]["messageId"]]
+        assert node(sim, name) is not None
+        retried = poll_until_received(url, started, within=60)
+    assert retried.failed == [] and retried.deleted == first.failed
+    (summary,) = retried.response[interrupt_batch.EVENTS]
+    assert summary["instances"][0]["action"] == interrupting.DRAINED, summary
+    assert summary["instances"][0]["replacement"]["launched"], summary
+    assert time.monotonic() - started < 120
+    assert node(sim, name) is None
+    assert not nodes_of(wait_running(sim, ns, 1)) & {name}
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_a_record_that_always_fails_lands_in_the_dead_letter_queue_after_its_receives(sim: Environment) -> None:
+    """#27.3: a record that keeps failing never reached the dead-letter queue (it expired, invisible, after
+    300 s). Now it is received MAX_RECEIVE_COUNT times, seconds apart, and SQS's redrive moves it to the
+    dead-letter queue at the next receive, within a spot notice's two minutes."""
+    url, dead = sim.seed["interruption_queue_url"], sim.seed["dead_letter_queue_url"]
+    drain_queue(sim, dead)
+    warning = event("spot-interruption-warning.json", "i-0123456789abcdef0", sim)
+    invoke.send_to_queue(sim.boto3_client("sqs"), url, [warning])
+    started = time.monotonic()
+    # The event's idempotency claim never succeeds (DynamoDB failing): the record fails at every receive.
+    sim.add_aws_fault(kind="error", service="dynamodb", action="PutItem", code="internal")
+    receives = 0
+    with invoke.product_environment(sim.env, POWERTOOLS_METRICS_DISABLED="true"):
+        while time.monotonic() - started < 120:
+            poll = invoke.poll_queue("interruption", url, timeout_seconds=90)
+            receives += poll.received
+            assert len(poll.failed) == poll.received, poll
+            if sim.boto3_client("sqs").get_queue_attributes(
+                    QueueUrl=dead, AttributeNames=["ApproximateNumberOfMessages"]
+            )["Attributes"]["ApproximateNumberOfMessages"] != "0":
+                break
+            time.sleep(1.0)
+    assert receives == interruption_queue.MAX_RECEIVE_COUNT
+    (dead_letter,) = drain_queue(sim, dead)
+    assert json.loads(dead_letter["Body"])["id"] == warning["id"]
+    assert dead_letter["Attributes"]["ApproximateReceiveCount"] == str(interruption_queue.MAX_RECEIVE_COUNT + 1)
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_poison_records_are_dropped_each_with_its_reason_and_the_warning_beside_them_is_acted_on(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """#27.4: a 120 KB deeply nested body (RecursionError) or an integer of more than 4,300 digits
+    (AttributeError in read_record) raised out of the batch, so the spot warning beside it was not acted on.
+    Each record is read on its own; a bad one is dropped with its reason; none is returned to the queue."""
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1, "cpu": "3", "terminationGracePeriodSeconds": 1})
+    (name,) = nodes_of(provision(sim, rt, ns, 1))
+    warning = event("spot-interruption-warning.json", instance_of(node(sim, name)), sim)
+    foreign = event("spot-interruption-warning.json", "i-0123456789abcdef0", sim)
+    poison = [
+        "[" * 60_000 + "]" * 60_000,  # 120 KB
+        '{"id": "long", "detail": {"instance-id": ' + "7" * 5000 + "}}",
+        json.dumps({**foreign, "id": str(uuid.uuid4()), "time": "9999-12-31T23:59:59Z"}),  # deadline past year 9999
+        json.dumps({**foreign, "id": str(uuid.uuid4()), "detail": {"instance-id": ["i-0123456789abcdef0"],
+                                                                   "instance-action": {"x": 1}}}),
+        json.dumps({**foreign, "id": str(uuid.uuid4()), "account": "9" * 100_000}),
+        json.dumps({**foreign, "id": str(uuid.uuid4()), "detail": {"deep": json.loads("[" * 500 + "]" * 500)}}),
+    ]
+    url = sim.seed["interruption_queue_url"]
+    sqs = sim.boto3_client("sqs")
+    for body in poison[:2]:
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+    invoke.send_to_queue(sqs, url, [json.loads(b) for b in poison[2:]] + [warning])
+    with invoke.product_environment(sim.env, POWERTOOLS_METRICS_DISABLED="true"):
+        poll = invoke.poll_queue("interruption", url, timeout_seconds=90)
+    assert poll.received == len(poison) + 1 and poll.failed == [], poll
+    summaries = poll.response[interrupt_batch.EVENTS]
+    acted = {s["eventId"]: s["instances"][0] for s in summaries if s.get("ignored") is None}
+    # The warning dated past year 9999 is read without a time (so without a deadline): for a foreign instance.
+    assert set(acted) == {warning["id"], json.loads(poison[2])["id"]}, summaries
+    assert acted[warning["id"]]["action"] == interrupting.DRAINED and acted[warning["id"]]["replacement"]["launched"]
+    assert acted[json.loads(poison[2])["id"]]["action"] == interrupting.IGNORED
+    reasons = sorted(s["ignored"] for s in summaries if s.get("ignored") is not None)
+    assert len(reasons) == len(poison) - 1 and all(reasons), reasons
+    assert "the body is JSON nested too deeply to read" in reasons
+    assert any(r.startswith("the body is not JSON (Exceeds the limit (4300 digits)") for r in reasons), reasons
+    assert any("nested deeper than" in r for r in reasons), reasons
+    assert all(len(r) < 300 for r in reasons), reasons  # a 100,000-character account is not copied into a reason
+    assert node(sim, name) is None
+    assert not nodes_of(wait_running(sim, ns, 1)) & {name}

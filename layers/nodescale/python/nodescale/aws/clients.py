@@ -72,7 +72,7 @@ def client(service: str, region: str | None = None) -> Any:
         return _CLIENTS.setdefault(key, made)
 
 
-SERVICES = ("ec2", "ssm", "eks", "dynamodb", "iam")
+SERVICES = ("ec2", "ssm", "eks", "dynamodb", "iam", "sqs")
 
 
 class AwsClients:
@@ -83,16 +83,18 @@ class AwsClients:
     eks: Any
     dynamodb: Any
     iam: Any
+    sqs: Any  # None where nothing reads a queue (tests that build their own clients)
 
-    def __init__(self, ec2: Any, ssm: Any, eks: Any, dynamodb: Any, iam: Any) -> None:
-        self.ec2, self.ssm, self.eks, self.dynamodb, self.iam = ec2, ssm, eks, dynamodb, iam
+    def __init__(self, ec2: Any, ssm: Any, eks: Any, dynamodb: Any, iam: Any, sqs: Any = None) -> None:
+        self.ec2, self.ssm, self.eks, self.dynamodb, self.iam, self.sqs = ec2, ssm, eks, dynamodb, iam, sqs
 
     @classmethod
     def for_region(cls, region: str | None = None) -> AwsClients:
         """EC2 is built now (every function calls it on its first event); the others on first use.
 
         Deferred for cold start: SSM, EKS and IAM are only called when a launch resolves an AMI, the
-        cluster or an instance profile, DynamoDB only by the functions that keep state, and each client
+        cluster or an instance profile, DynamoDB only by the functions that keep state, SQS only by the
+        interruption function when a record fails, and each client
         costs ~10 ms of service-model loading. They are built with the region and credentials in force
         here, so a deferred client is the one this call would have built.
         """

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .intents import Ignored, Intent, IntentAction, Kind, Parsed, ShiftKind, ZoneShift
 from .parsers import Envelope, dispatch, health, rebalance, spot, state_change, zonal_shift
-from .parsers.base import parse_time, text
+from .parsers.base import parse_time, shown, text
 
 SPOT_WARNING = spot.DETAIL_TYPE
 REBALANCE = rebalance.DETAIL_TYPE
@@ -35,6 +35,9 @@ SPOT_NOTICE = spot.SPOT_NOTICE
 
 # EventBridge caps an event at 256 KB; anything larger did not come from it.
 MAX_EVENT_BYTES = 256 * 1024
+# AWS's events nest a handful of levels (a Health event's detail.affectedEntities[].tags is the deepest read);
+# a deeper one is refused before anything (JSON encoding, hashing, logging) recurses through it.
+MAX_EVENT_DEPTH = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,12 +65,30 @@ def parse(event: object, account: str | None = None, region: str | None = None) 
     return envelope if isinstance(envelope, Ignored) else dispatch(envelope)
 
 
+def nesting_deeper_than(value: object, limit: int) -> bool:
+    """Whether objects and arrays nest in ``value`` more than ``limit`` levels; iterative, so any depth is safe
+    to ask about, and it stops at the first path that is too deep."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, Mapping) else item if isinstance(item, list | tuple) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 def _envelope(event: object, account: str | None, region: str | None) -> Envelope | Ignored:
     if not isinstance(event, Mapping):
         return Ignored(f"not an EventBridge event: expected a JSON object, got {type(event).__name__}")
+    if nesting_deeper_than(event, MAX_EVENT_DEPTH):
+        return Ignored(f"not an EventBridge event: nested deeper than {MAX_EVENT_DEPTH} levels")
     try:
         size = len(json.dumps(event, default=str))
     except (TypeError, ValueError):
+        # ValueError also for an integer of more than 4,300 digits (Python's int to str limit).
         return Ignored("not an EventBridge event: not serializable as JSON")
     if size > MAX_EVENT_BYTES:
         return Ignored(f"event of {size} bytes is larger than EventBridge's 256 KB limit")
@@ -79,9 +100,9 @@ def _envelope(event: object, account: str | None, region: str | None) -> Envelop
     if not isinstance(detail, Mapping):
         return Ignored("missing or non-object field 'detail'", event_id)
     if account and event["account"] != account:
-        return Ignored(f"event for account {event['account']}, this deployment is in {account}", event_id)
+        return Ignored(f"event for account {shown(event['account'], quote=False)}, this deployment is in {account}", event_id)
     if region and event["region"] != region:
-        return Ignored(f"event for region {event['region']}, this deployment is in {region}", event_id)
+        return Ignored(f"event for region {shown(event['region'], quote=False)}, this deployment is in {region}", event_id)
     resources = event.get("resources")
     names = tuple(r for r in resources if isinstance(r, str)) if isinstance(resources, list) else ()
     return Envelope(event_id, event["source"], event["detail-type"], parse_time(event.get("time")), detail, names)
@@ -91,6 +112,7 @@ __all__ = [
     "HEALTH",
     "INTERRUPT",
     "MAX_EVENT_BYTES",
+    "MAX_EVENT_DEPTH",
     "NO_ACTION",
     "REBALANCE",
     "REBALANCE_RISK",
@@ -106,6 +128,7 @@ __all__ = [
     "ShiftKind",
     "ZoneShift",
     "detail_type_of",
+    "nesting_deeper_than",
     "parse",
     "read",
 ]

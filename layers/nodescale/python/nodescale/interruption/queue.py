@@ -34,23 +34,45 @@ BATCH_SIZE = 100
 # How long the mapping gathers records before invoking with fewer than BATCH_SIZE: a burst of warnings
 # arrives within a second or two, and a spot notice leaves two minutes, so a few seconds are cheap.
 MAX_BATCHING_WINDOW_SECONDS = 5
-# Karpenter's KarpenterInterruptionQueue keeps a message 300 s: an event older than that is about an
-# instance whose two-minute notice has run out, and acting on it late helps nobody.
-MESSAGE_RETENTION_SECONDS = 300
 # AWS advises a visibility timeout of at least six times the function's timeout for an event source mapping,
 # so a batch being retried by Lambda is not handed to a second invocation meanwhile.
 VISIBILITY_TIMEOUT_FACTOR = 6
 # Receives before a message moves to the dead-letter queue (a record that keeps failing).
 MAX_RECEIVE_COUNT = 3
+# A record the function names as a batch item failure is made visible again this soon (ChangeMessageVisibility),
+# not after the queue's visibility timeout: its MAX_RECEIVE_COUNT tries then fit in a spot notice's two minutes
+# (three tries about 45 s apart at most, with the batching window and a slow invocation), and a record that
+# keeps failing reaches the dead-letter queue within minutes.
+RETRY_VISIBILITY_SECONDS = 15
+# EventBridge caps an event at 256 KB: a longer body did not come from it and is not parsed at all.
+MAX_BODY_CHARACTERS = 256 * 1024
+
+
+def visibility_timeout_seconds(function_timeout_seconds: int) -> int:
+    """The queue's visibility timeout for a function with this timeout (AWS's advice, see above)."""
+    return VISIBILITY_TIMEOUT_FACTOR * function_timeout_seconds
+
+
+def retention_seconds(function_timeout_seconds: int) -> int:
+    """How long the queue keeps a message: long enough that MAX_RECEIVE_COUNT receives which each end with the
+    full visibility timeout (an invocation that crashed or timed out, so nothing shortened it) still end in
+    the dead-letter queue rather than expiring unseen, plus one more visibility timeout for the receive that
+    moves it. (Karpenter's queue keeps 300 s; a retried record that expires there is lost without a trace.)
+    An old event is harmless: every event is acted on against the world as read now, and an instance that is
+    gone has nothing left to drain."""
+    return (MAX_RECEIVE_COUNT + 1) * visibility_timeout_seconds(function_timeout_seconds)
 
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One SQS record: its ``event`` (the EventBridge event it carries) or the reason it is ``dropped``."""
+    """One SQS record: its ``event`` (the EventBridge event it carries) or the reason it is ``dropped``; its
+    ``receipt_handle`` and ``queue_arn``, to make it visible again soon when it fails."""
 
     message_id: str
     event: Mapping[str, Any] | None = None
     dropped: str = ""
+    receipt_handle: str = ""
+    queue_arn: str = ""
 
 
 def is_batch(event: object) -> bool:
@@ -82,24 +104,37 @@ def read_record(record: object, index: int = 0) -> Message:
     body = record.get("body")
     if not isinstance(body, str):
         return Message(message_id, dropped="the body is not a string")
+    if len(body) > MAX_BODY_CHARACTERS:
+        return Message(message_id, dropped=f"the body has {len(body)} characters, more than EventBridge's "
+                                           f"{MAX_BODY_CHARACTERS} (256 KB)")
     try:
         event = json.loads(body)
+    except RecursionError:
+        return Message(message_id, dropped="the body is JSON nested too deeply to read")
     except ValueError as exc:
-        return Message(message_id, dropped=f"the body is not JSON ({exc.msg} at character {exc.pos})")
+        # JSONDecodeError names where; other ValueErrors (an integer of more than 4,300 digits) only what.
+        where = f" at character {exc.pos}" if isinstance(exc, json.JSONDecodeError) else ""
+        detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        return Message(message_id, dropped=f"the body is not JSON ({detail.split(';')[0]}{where})")
     if not isinstance(event, Mapping):
         return Message(message_id, dropped=f"the body is JSON but not an object (got {type(event).__name__})")
-    return Message(message_id, event=event)
+    handle, arn = record.get("receiptHandle"), record.get("eventSourceARN")
+    return Message(message_id, event=event, receipt_handle=handle if isinstance(handle, str) else "",
+                   queue_arn=arn if isinstance(arn, str) else "")
 
 
 __all__ = [
     "BATCH_SIZE",
     "MAX_BATCHING_WINDOW_SECONDS",
+    "MAX_BODY_CHARACTERS",
     "MAX_RECEIVE_COUNT",
-    "MESSAGE_RETENTION_SECONDS",
+    "RETRY_VISIBILITY_SECONDS",
     "SQS_EVENT_SOURCE",
     "VISIBILITY_TIMEOUT_FACTOR",
     "Message",
     "is_batch",
     "read_batch",
     "read_record",
+    "retention_seconds",
+    "visibility_timeout_seconds",
 ]

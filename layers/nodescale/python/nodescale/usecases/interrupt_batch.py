@@ -19,7 +19,11 @@ summary is saved in its idempotency record.
 The answer is Lambda's partial batch response, ``{"batchItemFailures": [{"itemIdentifier": messageId}]}``,
 naming only the records whose handling raised (throttling, an API server that does not answer): Lambda
 returns those to the queue and deletes the rest. When the joint act raises, all its records fail and their
-in-progress records are deleted, so the retry runs. The per-record summaries ride along under ``"events"``
+in-progress records are deleted, so the retry runs. A failed record is made visible again in
+``queue.RETRY_VISIBILITY_SECONDS`` (``aws/queue_retry.py``), so its retries fit in a spot notice and one that
+keeps failing reaches the dead-letter queue after the redrive policy's receives; one whose event another
+invocation is handling waits out the queue's visibility timeout instead. A record whose reading raises
+anything at all (a hostile body) is dropped with its reason: it never fails the batch. The per-record summaries ride along under ``"events"``
 (Lambda ignores keys it does not know), for the logs, the tests and the bench.
 """
 
@@ -31,7 +35,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+
 from .. import telemetry
+from ..aws import queue_retry
 from ..aws.idempotency import EventRecords
 from ..interruption import events, queue
 from ..runtime import Runtime
@@ -49,11 +56,19 @@ EVENTS = "events"
 class _Record:
     """One record of the batch on its way through: its event once read, then its summary or failure."""
 
-    message_id: str
+    message: queue.Message
     event: dict[str, Any]
     parsed: events.ParsedEvent
     summary: dict[str, Any] | None = None
     failed: bool = False
+    # Made visible again soon when it failed; not when another invocation holds its event (that one's own
+    # message is retried if it fails), so waiting out the holder does not burn this copy's receives.
+    retry_soon: bool = True
+    error: Exception | None = None
+
+    @property
+    def message_id(self) -> str:
+        return self.message.message_id
 
 
 def process_batch(
@@ -75,20 +90,17 @@ def process_batch(
     records: list[_Record] = []
     messages = queue.read_batch(batch)
     for message in messages:
-        if message.event is None:
-            answers[message.message_id] = _dropped(message)
-            continue
-        parsed = events.read(message.event, account, settings.region)
-        if isinstance(parsed.result, events.Ignored):
-            log.warning("queued event ignored", extra={"message_id": message.message_id})
-            answers[message.message_id] = interrupt.ignored_summary(message.event, parsed.result, parsed.detail_type)
+        record = _read(message, account, settings.region)
+        if isinstance(record, _Record):
+            records.append(record)
         else:
-            records.append(_Record(message.message_id, dict(message.event), parsed))
+            answers[message.message_id] = record
     if records:
         rt = runtime().begin_invocation()
         _handle(rt, records, deadline, lambda_context, reader, sleep)
         for record in records:
             answers[record.message_id] = record.summary or {"eventId": record.event.get("id"), "failed": True}
+        _retry_soon(rt, [r for r in records if r.failed and r.retry_soon])
     failures = [r.message_id for r in records if r.failed]
     response = {
         FAILURES: [{"itemIdentifier": message_id} for message_id in failures],
@@ -99,10 +111,40 @@ def process_batch(
     return response
 
 
-def _dropped(message: queue.Message) -> dict[str, Any]:
-    log.warning("queued record dropped", extra={"message_id": message.message_id, "reason": message.dropped})
+def _read(message: queue.Message, account: str | None, region: str | None) -> _Record | dict[str, Any]:
+    """The record to act on, or the summary of a record dropped or ignored. Never raises: whatever a hostile
+    body makes the parser do is this record's reason alone, never its batch's."""
+    if message.event is None:
+        return _dropped(message, message.dropped)
+    try:
+        parsed = events.read(message.event, account, region)
+    except Exception as exc:
+        log.exception("reading a queued event failed", extra={"message_id": message.message_id})
+        return _dropped(message, f"the event could not be read ({type(exc).__name__})")
+    if isinstance(parsed.result, events.Ignored):
+        log.warning("queued event ignored", extra={"message_id": message.message_id})
+        return interrupt.ignored_summary(message.event, parsed.result, parsed.detail_type)
+    return _Record(message, dict(message.event), parsed)
+
+
+def _dropped(message: queue.Message, reason: str) -> dict[str, Any]:
+    log.warning("queued record dropped", extra={"message_id": message.message_id, "reason": reason})
     telemetry.count(telemetry.IGNORED_EVENTS)
-    return {"eventId": None, "detailType": None, "ignored": message.dropped, "instances": []}
+    return {"eventId": None, "detailType": None, "ignored": reason, "instances": []}
+
+
+def _retry_soon(rt: Runtime, failed: list[_Record]) -> None:
+    """The failed records back in the queue in seconds rather than after its visibility timeout (see
+    ``aws/queue_retry.py``)."""
+    if not failed:
+        return
+    if rt.aws.sqs is None:
+        log.warning("no SQS client: failed records return after the queue's visibility timeout")
+        return
+    receipts = [(r.message_id, r.message.queue_arn, r.message.receipt_handle) for r in failed]
+    done = queue_retry.retry_soon(rt.aws.sqs, receipts, queue.RETRY_VISIBILITY_SECONDS)
+    log.info("failed records return to the queue soon", extra={"message_ids": done,
+                                                                "seconds": queue.RETRY_VISIBILITY_SECONDS})
 
 
 def _handle(
@@ -130,6 +172,7 @@ def _handle(
         if isinstance(event_id, str):
             by_id[event_id] = record
         _guarded(record, lambda r=record: store.claim(r.event))
+        record.retry_soon = not isinstance(record.error, IdempotencyAlreadyInProgressError)
         if not record.failed and record.summary is None:
             claimed.append(record)
     if claimed:
@@ -143,9 +186,10 @@ def _guarded(record: _Record, run: Callable[[], dict[str, Any] | None]) -> None:
     """``run()``'s summary (None: nothing to answer yet) into the record, or the record failed if it raised."""
     try:
         record.summary = run()
-    except Exception:
+    except Exception as exc:
         log.exception("queued event failed: it is returned to the queue", extra={"message_id": record.message_id})
         record.failed = True
+        record.error = exc
 
 
 def _act_together(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..intents import Ignored, Parsed
 from . import capacity_reservation, health, rebalance, spot, state_change, zonal_shift
-from .base import Envelope, Parser
+from .base import Envelope, Parser, shown
 
 _KINDS = (spot, rebalance, state_change, health, zonal_shift, capacity_reservation)
 
@@ -26,9 +26,9 @@ def dispatch(event: Envelope) -> Parsed:
         return parser(event)
     sources = sorted(source for source, detail_type in PARSERS if detail_type == event.detail_type)
     if not sources:
-        return Ignored(f"unknown detail-type {event.detail_type!r}", event.event_id)
+        return Ignored(f"unknown detail-type {shown(event.detail_type)}", event.event_id)
     expected = " or ".join(sources)
-    return Ignored(f"{event.detail_type} from source {event.source!r}, expected {expected}", event.event_id)
+    return Ignored(f"{event.detail_type} from source {shown(event.source)}, expected {expected}", event.event_id)
 
 
 __all__ = ["PARSERS", "Envelope", "Parser", "dispatch"]

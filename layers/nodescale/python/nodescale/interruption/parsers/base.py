@@ -11,6 +11,10 @@ from email.utils import parsedate_to_datetime
 from ..intents import Parsed
 
 _INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,17}$")
+# The longest time string read (an RFC 1123 or ISO 8601 time is about 30 characters) and the years kept, so
+# a deadline (a time plus a notice) or a conversion to UTC cannot overflow datetime's range.
+_MAX_TIME_CHARACTERS = 64
+_YEARS = (2, 9998)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,14 +42,29 @@ def text(value: object) -> str:
 
 
 def parse_time(value: object) -> datetime | None:
-    """EventBridge uses ISO 8601; AWS Health's startTime uses RFC 1123 ("Sat, 21 Nov 2026 15:10:09 GMT")."""
-    if not isinstance(value, str) or not value:
+    """EventBridge uses ISO 8601; AWS Health's startTime uses RFC 1123 ("Sat, 21 Nov 2026 15:10:09 GMT").
+    In UTC; None when absent, unreadable, or so near the ends of the calendar that adding a notice to it or
+    converting it would overflow (``9999-12-31T23:59:59Z``)."""
+    if not isinstance(value, str) or not value or len(value) > _MAX_TIME_CHARACTERS:
         return None
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
         try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
             parsed = parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        parsed = (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return parsed if _YEARS[0] <= parsed.year <= _YEARS[1] else None
+
+
+def shown(value: object, limit: int = 64, *, quote: bool = True) -> str:
+    """A value from an event, for a reason or a log line: its repr (escapes and all), cut to ``limit`` characters;
+    with ``quote=False`` a short printable string as it is."""
+    if not quote and isinstance(value, str) and len(value) <= limit and value.isprintable():
+        return value
+    try:
+        text_ = repr(value) if isinstance(value, str | int | float | bool) or value is None else type(value).__name__
+    except ValueError:  # an int past Python's 4,300-digit str limit
+        text_ = "a number too long to show"
+    return text_ if len(text_) <= limit else f"{text_[:limit]}... ({len(text_)} characters)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..intents import Ignored, Intent, IntentAction, Kind, Parsed
-from .base import Envelope, instance_id, parse_time, text
+from .base import Envelope, instance_id, parse_time, shown, text
 
 SOURCE = "aws.health"
 DETAIL_TYPE = "AWS Health Event"
@@ -16,9 +16,9 @@ def parse(event: Envelope) -> Parsed:
     service = detail.get("service")
     category = detail.get("eventTypeCategory")
     if service != "EC2":
-        return Ignored(f"AWS Health event for service {service!r}, not EC2: not ours to act on", event_id)
+        return Ignored(f"AWS Health event for service {shown(service)}, not EC2: not ours to act on", event_id)
     if category != "scheduledChange":
-        return Ignored(f"AWS Health event of category {category!r}, only scheduledChange is acted on", event_id)
+        return Ignored(f"AWS Health event of category {shown(category)}, only scheduledChange is acted on", event_id)
     entities = detail.get("affectedEntities")
     if not isinstance(entities, list):
         return Ignored("AWS Health event without a list detail.affectedEntities", event_id)

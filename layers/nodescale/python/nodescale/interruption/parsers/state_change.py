@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..intents import Ignored, Intent, IntentAction, Kind, Parsed
-from .base import Envelope, instance_id
+from .base import Envelope, instance_id, shown
 
 SOURCE = "aws.ec2"
 DETAIL_TYPE = "EC2 Instance State-change Notification"
@@ -24,5 +24,5 @@ def parse(event: Envelope) -> Parsed:
     elif state in HARMLESS_STATES:
         action = IntentAction.NO_ACTION
     else:
-        return Ignored(f"unknown instance state {state!r}", event.event_id)
+        return Ignored(f"unknown instance state {shown(state)}", event.event_id)
     return [Intent(iid, action, Kind.INSTANCE_STATE_CHANGE, event.event_id, event.time, state)]

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 
 from ..intents import Ignored, Parsed, ShiftKind, ZoneShift
-from .base import Envelope
+from .base import Envelope, shown
 
 SOURCE = "aws.arc-zonal-shift"
 
@@ -43,5 +43,5 @@ def parse(event: Envelope) -> Parsed:
     away = metadata.get("awayFrom") if isinstance(metadata, Mapping) else None
     if not isinstance(away, str) or not _ZONE_ID.match(away):
         return Ignored(f"{event.detail_type} without an Availability Zone id in detail.metadata.awayFrom "
-                       f"(got {away!r}, expected e.g. 'use1-az1')", event.event_id)
+                       f"(got {shown(away)}, expected e.g. 'use1-az1')", event.event_id)
     return ZoneShift(away, kind, active, event.event_id, event.time, event.resources)
