@@ -31,7 +31,7 @@ DELETE_TEMPLATES = "delete-templates"  # aws/launchtemplates.cleanup_unused
 STATUS_CHECKS = "status-checks"  # aws/instances.impaired_instances (repair)
 KUBERNETES = "kubernetes"  # k8s/client.py and aws/cluster.py: the endpoint and CA of this cluster
 OFFERINGS = "offerings"  # aws/offerings: offerings that just failed, shared through the table
-LEASE = "lease"  # aws/leases: one launch at a time across functions (conditional put, delete)
+LEASE = "lease"  # aws/leases: one launch at a time across functions (conditional put, update, delete)
 IDEMPOTENCY = "idempotency"  # aws/idempotency: Powertools' DynamoDB persistence layer
 ZONAL_SHIFTS = "zonal-shifts"  # aws/zonalshifts.record: an ARC zonal shift event, kept for every function
 
@@ -79,7 +79,9 @@ TABLE_ACTIONS: dict[str, tuple[str, ...]] = {
     READ_WORLD: ("dynamodb:BatchGetItem",),  # aws/zonalshifts.active: the zones shifted away from
     ZONAL_SHIFTS: ("dynamodb:UpdateItem",),  # a conditional update: the newest event per zone and kind wins
     OFFERINGS: ("dynamodb:Scan", "dynamodb:BatchWriteItem"),
-    LEASE: ("dynamodb:PutItem", "dynamodb:DeleteItem"),
+    # Taken with a conditional put, renewed while held and checked before each launch with a conditional
+    # update on its owner, released with a conditional delete.
+    LEASE: ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
     IDEMPOTENCY: ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
 }
 

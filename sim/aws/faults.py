@@ -19,11 +19,20 @@ Rules (JSON):
    "status": 503, "probability": 0.5, "count": 3}`: the call fails with that code. `code` may be
   `"throttling"` or `"internal"` to get the service's own throttling / 5xx error.
 - `{"kind": "chaos", "fraction": 0.1, "code": "throttling"}`: that fraction of all calls fails.
+- `{"kind": "delay", "service": "ec2", "action": "DescribeLaunchTemplates", "seconds": 5, "count": 1}`: the
+  call is held that many (real) seconds, then answered as usual: a slow AWS call, a stalled caller.
 Omitted fields match anything; `count` limits how often a rule fires; `seed` makes it repeatable.
+
+CreateFleet honours `ClientToken` as EC2 does (moto ignores it; EC2 API Reference, "Ensuring
+idempotency"): a request repeating an earlier successful one's token and parameters launches nothing
+and is answered with the first one's fleet and instances; the same token with other parameters is
+`IdempotentParameterMismatch` (400). Tokens are scoped to the region, as on EC2; a replayed call is
+logged with `"idempotentReplay": true` and no `instanceIds` (it launched none).
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import logging
@@ -33,7 +42,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -76,6 +85,10 @@ _THROTTLING = {"ec2": "RequestLimitExceeded", "query": "Throttling", "cloudwatch
 _INTERNAL = {"ec2": "InternalError", "query": "InternalFailure", "dynamodb": "InternalServerError"}
 
 
+# A delay rule holds a call at most this long (boto3's default read timeout is 60 s).
+MAX_DELAY_SECONDS = 300
+
+
 class RuleError(ValueError):
     """A fault rule the proxy cannot use; the message names the field and what is allowed."""
 
@@ -96,6 +109,7 @@ class Rule:
     zone: str | None = None
     capacity_type: str | None = None
     seed: int | None = None
+    seconds: float | None = None  # a delay rule's hold
     _random: random.Random = field(default_factory=random.Random, repr=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -104,6 +118,7 @@ class Rule:
             "code": self.code, "status": self.status, "message": self.message,
             "probability": self.probability, "count": self.count, "fired": self.fired,
             "instanceType": self.instance_type, "zone": self.zone, "capacityType": self.capacity_type,
+            "seconds": self.seconds,
         }
         return {k: v for k, v in out.items() if v is not None}
 
@@ -121,13 +136,13 @@ def parse_rule(spec: Any) -> Rule:
     kind = spec.get("kind", "error")
     known = {
         "kind", "service", "action", "code", "errorCode", "status", "message", "probability", "fraction",
-        "count", "instanceType", "zone", "capacityType", "seed",
+        "count", "instanceType", "zone", "capacityType", "seed", "seconds",
     }
     unknown = sorted(set(spec) - known)
     if unknown:
         raise RuleError(f"unknown fault rule field(s) {unknown}: allowed are {sorted(known)}")
-    if kind not in ("capacity", "error", "chaos"):
-        raise RuleError(f"kind={kind!r}: allowed are 'capacity', 'error', 'chaos'")
+    if kind not in ("capacity", "error", "chaos", "delay"):
+        raise RuleError(f"kind={kind!r}: allowed are 'capacity', 'error', 'chaos', 'delay'")
     probability = spec.get("fraction" if kind == "chaos" else "probability", 1.0 if kind != "chaos" else None)
     if not isinstance(probability, int | float) or not 0 <= probability <= 1:
         field_name = "fraction" if kind == "chaos" else "probability"
@@ -142,7 +157,13 @@ def parse_rule(spec: Any) -> Rule:
         kind=kind, service=spec.get("service"), action=spec.get("action"), status=status,
         message=spec.get("message"), probability=float(probability), count=count, seed=spec.get("seed"),
     )
-    if kind == "capacity":
+    if kind == "delay":
+        seconds = spec.get("seconds")
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds <= MAX_DELAY_SECONDS:
+            raise RuleError(f"seconds={seconds!r}: a delay rule needs seconds, a number above 0 and at most "
+                            f"{MAX_DELAY_SECONDS}")
+        rule.seconds = float(seconds)
+    elif kind == "capacity":
         rule.instance_type = spec.get("instanceType")
         if not rule.instance_type:
             raise RuleError("a capacity rule needs instanceType (e.g. 'm5.large')")
@@ -197,7 +218,7 @@ class FaultRules:
     def error_for(self, call: Call) -> Rule | None:
         with self._lock:
             for rule in self._rules:
-                if rule.kind == "capacity":
+                if rule.kind in ("capacity", "delay"):
                     continue
                 if rule.service and rule.service.lower() != call.service.lower():
                     continue
@@ -207,6 +228,21 @@ class FaultRules:
                     rule.fired += 1
                     return rule
         return None
+
+    def delay_for(self, call: Call) -> float:
+        """Seconds the call is held by the first delay rule it matches (0: none)."""
+        with self._lock:
+            for rule in self._rules:
+                if rule.kind != "delay":
+                    continue
+                if rule.service and rule.service.lower() != call.service.lower():
+                    continue
+                if rule.action and rule.action.lower() != call.action.lower():
+                    continue
+                if rule.roll():
+                    rule.fired += 1
+                    return rule.seconds or 0.0
+        return 0.0
 
     def capacity_rules(self) -> list[Rule]:
         with self._lock:
@@ -497,6 +533,68 @@ def empty_fleet_response(errors: list[dict[str, str]]) -> bytes:
     return body.encode()
 
 
+# --- client tokens -----------------------------------------------------------------------------------------------
+# Actions whose ClientToken makes a retry idempotent on EC2 that the product calls (moto ignores the token).
+IDEMPOTENT_ACTIONS = frozenset({"CreateFleet"})
+# EC2's own message for a token reused with other parameters.
+MISMATCH_MESSAGE = "Arguments on this idempotent request are inconsistent with arguments used in previous request(s)."
+_Answer = tuple[int, list[tuple[str, str]] | dict[str, str], bytes]
+
+
+@dataclass
+class _Done:
+    parameters: tuple[tuple[str, Any], ...]  # the request without its token
+    answer: _Answer
+
+
+class ClientTokens:
+    """EC2's ClientToken idempotency: a token's first successful answer, replayed to a repeat of the same
+    request; a repeat with other parameters is refused. A token's requests are answered one at a time, so
+    two passes sending it at once launch once. EC2 keeps a token at least 24 hours; sim keeps the newest
+    ``limit`` tokens (its environments live for minutes)."""
+
+    def __init__(self, limit: int = 5000) -> None:
+        self._lock = threading.Lock()
+        self._done: dict[tuple[str, str, str], _Done] = {}
+        self._serial: dict[tuple[str, str, str], threading.Lock] = {}
+        self._limit = limit
+
+    @staticmethod
+    def key(call: Call, headers: Any) -> tuple[str, str, str] | None:
+        """(region, action, token) for a call whose token EC2 honours; None for any other call."""
+        token = call.params.get("ClientToken") if call.service == "ec2" else None
+        if call.action not in IDEMPOTENT_ACTIONS or not token:
+            return None
+        match = _CREDENTIAL.search(headers.get("Authorization", ""))
+        return (match.group(1) if match else "", call.action, token)
+
+    @staticmethod
+    def parameters(call: Call) -> tuple[tuple[str, Any], ...]:
+        return tuple(sorted((k, v) for k, v in call.params.items() if k != "ClientToken"))
+
+    @contextlib.contextmanager
+    def serial(self, key: tuple[str, str, str]) -> Iterator[None]:
+        with self._lock:
+            lock = self._serial.setdefault(key, threading.Lock())
+        with lock:
+            yield
+
+    def earlier(self, key: tuple[str, str, str]) -> _Done | None:
+        with self._lock:
+            return self._done.get(key)
+
+    def remember(self, key: tuple[str, str, str], call: Call, answer: _Answer) -> None:
+        """Only a success binds the token: a request EC2 refused may be sent again with it."""
+        if answer[0] != 200:
+            return
+        with self._lock:
+            self._done[key] = _Done(self.parameters(call), answer)
+            while len(self._done) > self._limit:
+                oldest = next(iter(self._done))
+                del self._done[oldest]
+                self._serial.pop(oldest, None)
+
+
 # --- the proxy ----------------------------------------------------------------------------------------------------
 Route = Callable[[], Any]
 
@@ -529,6 +627,7 @@ class FaultProxy:
         self.clock = clock
         self._launch_times: dict[str, str] = {}
         self.rules = FaultRules()
+        self.tokens = ClientTokens()
         self.extra_routes = dict(routes or {})
         self._rest = _RestRoutes()
         self._zones: dict[str, str] = {}
@@ -722,6 +821,10 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         is_control = urlsplit(self.path).path.startswith("/sim/v1/")
         if owner.enforcer is not None and not is_control and self._refused(call, body, record):
             return
+        held = owner.rules.delay_for(call)
+        if held:
+            record["delayed"] = held
+            time.sleep(held)
         rule = owner.rules.error_for(call)
         if rule is not None:
             code = resolve_code(rule.code, call)
@@ -729,17 +832,38 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             record["error"] = code
             self._send(*error_response(call, code, rule.message or _default_message(code, call), status))
             return
+        key = owner.tokens.key(call, self.headers)
+        if key is None:
+            self._send(*self._answer(method, call, body, record))
+            return
+        with owner.tokens.serial(key):
+            earlier = owner.tokens.earlier(key)
+            if earlier is None:
+                answer = self._answer(method, call, body, record)
+                owner.tokens.remember(key, call, answer)
+            elif earlier.parameters == owner.tokens.parameters(call):
+                answer = earlier.answer
+                record["status"], record["idempotentReplay"] = answer[0], True
+            else:
+                record["error"] = "IdempotentParameterMismatch"
+                answer = error_response(call, "IdempotentParameterMismatch", MISMATCH_MESSAGE, 400)
+        self._send(*answer)
+
+    def _answer(self, method: str, call: Call, body: bytes, record: dict[str, Any]) -> _Answer:
+        """The call carried out (by moto, through the capacity rules for a launch): status, headers, body."""
+        owner = self.owner
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "keep-alive", "content-length")}
         if call.service == "ec2" and call.action in ("CreateFleet", "RunInstances"):
             capacity = owner.rules.capacity_rules()
-            if capacity and self._capacity(call, capacity, headers, record):
-                return
+            answer = self._capacity(call, capacity, headers, record) if capacity else None
+            if answer is not None:
+                return answer
         status, response_headers, data = owner.forward(method, self.path, headers, body)
         record["status"] = status
         _note_launched(call, record, data)
         if call.service == "ec2" and status == 200 and owner.clock is not None:
             data = owner.simulated_launch_times(call.action, data)
-        self._send(status, response_headers, data)
+        return status, response_headers, data
 
     def _refused(self, call: Call, body: bytes, record: dict[str, Any]) -> bool:
         """Authenticate and authorize the call as AWS would; answer and return True when it is refused."""
@@ -764,7 +888,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         self._send(*error_response(call, code, message, status))
         return True
 
-    def _capacity(self, call: Call, rules: list[Rule], headers: dict[str, str], record: dict[str, Any]) -> bool:
+    def _capacity(self, call: Call, rules: list[Rule], headers: dict[str, str], record: dict[str, Any]) -> _Answer | None:
+        """The launch's answer when a capacity rule faults one of its offerings; None when none matched."""
         owner = self.owner
         if call.action == "RunInstances":
             zone = call.params.get("Placement.AvailabilityZone") or owner.subnet_zone(call.params.get("SubnetId", ""))
@@ -775,23 +900,20 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                     owner.rules.fired(rule)
                     record["error"] = rule.code
                     message = capacity_message(rule.code, rule.instance_type or "", zone, capacity_type)
-                    self._send(*error_response(call, rule.code, message, rule.status or 500))
-                    return True
-            return False
+                    return error_response(call, rule.code, message, rule.status or 500)
+            return None
         rewrite, used = rewrite_create_fleet(call.params, rules, owner.subnet_zone)
         if rewrite is None:
-            return False
+            return None
         for rule in used:
             owner.rules.fired(rule)
         record["capacityErrors"] = [e["instanceType"] + "/" + (e["availabilityZone"] or e["subnetId"]) for e in rewrite.errors]
         if rewrite.body is None:
             record["status"] = 200
-            self._send(200, {"Content-Type": "text/xml;charset=UTF-8"}, empty_fleet_response(rewrite.errors))
-            return True
+            return 200, {"Content-Type": "text/xml;charset=UTF-8"}, empty_fleet_response(rewrite.errors)
         status, response_headers, data = owner.forward("POST", self.path, headers, rewrite.body)
         record["status"] = status
         _note_launched(call, record, data)
         if status == 200:
             data = add_fleet_errors(data, rewrite.errors)
-        self._send(status, response_headers, data)
-        return True
+        return status, response_headers, data

@@ -122,10 +122,11 @@ def test_launching_functions_list_the_node_roles_instance_profiles_only(default:
 
 
 TABLE_ACTIONS = {
+    # UpdateItem: the launch lease is renewed while held and checked before each launch (#27.7)
     "provisioner": {"dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:PutItem", "dynamodb:DeleteItem",
-                    "dynamodb:BatchGetItem"},
+                    "dynamodb:UpdateItem", "dynamodb:BatchGetItem"},
     "disruption": {"dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:PutItem", "dynamodb:DeleteItem",
-                   "dynamodb:BatchGetItem"},
+                   "dynamodb:UpdateItem", "dynamodb:BatchGetItem"},
     # and the Powertools idempotency records of each event
     "interruption": {"dynamodb:Scan", "dynamodb:BatchWriteItem", "dynamodb:PutItem", "dynamodb:DeleteItem",
                      "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"},

@@ -62,17 +62,18 @@ DEMO_NODECLASS = "---\n" + DEMO_NODECLASS_YAML
 
 def environment_fixture(
     name: str, *, sim_clock: bool = True, prepare: Callable[[Environment], None] | None = None,
-    fixture_name: str = "env",
+    fixture_name: str = "env", speed: float = 1.0,
 ) -> Any:
     """A module-scoped fixture (called `fixture_name`): a running `Environment` of the module's own.
 
     With `sim_clock` the product decides by the environment's (simulated) clock, as the Lambdas do
-    against sim/; `prepare` runs once after the start (e.g. to put the module's NodePools in place).
+    against sim/; `prepare` runs once after the start (e.g. to put the module's NodePools in place);
+    `speed` is how much faster than real time that clock runs.
     """
 
     @pytest.fixture(scope="module", name=fixture_name)
     def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-        environment = Environment(tmp_path_factory.mktemp(f"{name}-sim"), ready_delay=1.0)
+        environment = Environment(tmp_path_factory.mktemp(f"{name}-sim"), ready_delay=1.0, speed=speed)
         environment.start()
         patch = pytest.MonkeyPatch()
         try:

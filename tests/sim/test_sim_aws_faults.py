@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -28,8 +30,10 @@ def template(sim: Environment) -> str:
     ]["LaunchTemplateId"]
 
 
-def fleet(sim: Environment, template_id: str, overrides: list[tuple[str, str]], capacity_type: str = "on-demand") -> dict[str, Any]:
+def fleet(sim: Environment, template_id: str, overrides: list[tuple[str, str]], capacity_type: str = "on-demand",
+          **extra: Any) -> dict[str, Any]:
     return sim.boto3_client("ec2", retries=0).create_fleet(
+        **extra,
         Type="instant",
         TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": capacity_type},
         LaunchTemplateConfigs=[
@@ -41,6 +45,11 @@ def fleet(sim: Environment, template_id: str, overrides: list[tuple[str, str]], 
             }
         ],
     )
+
+
+def instance_ids(sim: Environment) -> set[str]:
+    pages = sim.boto3_client("ec2").get_paginator("describe_instances").paginate()
+    return {i["InstanceId"] for page in pages for r in page["Reservations"] for i in r["Instances"]}
 
 
 def launched(response: dict[str, Any]) -> list[str]:
@@ -153,3 +162,71 @@ def test_rules_are_listed_counted_and_removed_one_by_one(sim: Environment) -> No
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(urllib.request.Request(f"{sim.aws_control_url}/aws-faults/nope", method="DELETE"))
     assert caught.value.code == 404
+
+
+def test_create_fleet_with_a_repeated_client_token_launches_once(sim: Environment) -> None:
+    """#27.7: EC2 ("Ensuring idempotency"): a retry of a successful request with the same client token and
+    parameters launches nothing more and answers with the first request's result; the same token with
+    another parameter is IdempotentParameterMismatch; another token is another request. moto ignored the
+    token, so the old sim launched an instance for each call."""
+    ec2 = sim.boto3_client("ec2")
+    template_id = template(sim)
+    token = uuid.uuid4().hex
+    before = instance_ids(sim)
+    first = fleet(sim, template_id, [("m5.large", "us-east-1a")], ClientToken=token)
+    again = fleet(sim, template_id, [("m5.large", "us-east-1a")], ClientToken=token)
+
+    assert len(launched(first)) == 1
+    assert (again["FleetId"], launched(again)) == (first["FleetId"], launched(first))
+    assert instance_ids(sim) - before == set(launched(first))
+    replayed = sim.aws_calls(service="ec2", action="CreateFleet")[-1]
+    assert replayed["idempotentReplay"] is True and "instanceIds" not in replayed
+
+    with pytest.raises(ClientError) as caught:
+        fleet(sim, template_id, [("m5.xlarge", "us-east-1a")], ClientToken=token)
+    assert caught.value.response["Error"]["Code"] == "IdempotentParameterMismatch"
+    assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+
+    other = fleet(sim, template_id, [("m5.large", "us-east-1a")], ClientToken=uuid.uuid4().hex)
+    untokened = fleet(sim, template_id, [("m5.large", "us-east-1a")])
+    assert len({*launched(first), *launched(other), *launched(untokened)}) == 3
+    ec2.terminate_instances(InstanceIds=[*launched(first), *launched(other), *launched(untokened)])
+
+
+def test_a_client_token_sent_twice_at_once_launches_once(sim: Environment) -> None:
+    """#27.7: two callers sending the same request and token together (a stalled pass and the one that took
+    over from it) get one launch between them: the second is answered once the first is done."""
+    sim.add_aws_fault(kind="delay", service="ec2", action="CreateFleet", seconds=1, count=1)
+    template_id = template(sim)
+    token = uuid.uuid4().hex
+    answers: list[dict[str, Any]] = []
+
+    def send() -> None:
+        answers.append(fleet(sim, template_id, [("m5.large", "us-east-1b")], ClientToken=token))
+
+    both = [threading.Thread(target=send) for _ in range(2)]
+    for t in both:
+        t.start()
+    for t in both:
+        t.join(30)
+
+    assert len(answers) == 2 and launched(answers[0]) == launched(answers[1]) and len(launched(answers[0])) == 1
+    sim.boto3_client("ec2").terminate_instances(InstanceIds=launched(answers[0]))
+
+
+def test_a_delay_rule_holds_the_call_then_answers_it(sim: Environment) -> None:
+    rule = sim.add_aws_fault(kind="delay", service="ec2", action="DescribeVpcs", seconds=1.5, count=1)
+    ec2 = sim.boto3_client("ec2", retries=0)
+    started = time.monotonic()
+    assert ec2.describe_vpcs()["Vpcs"]
+    assert time.monotonic() - started >= 1.5
+    started = time.monotonic()
+    ec2.describe_vpcs()  # count=1: the next call is not held
+    assert time.monotonic() - started < 1.0
+    assert {r["id"]: r for r in sim.aws_faults()}[rule["id"]]["fired"] == 1
+
+    request = urllib.request.Request(f"{sim.aws_control_url}/aws-faults", method="POST",
+                                     data=json.dumps({"kind": "delay", "seconds": 0}).encode())
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request)
+    assert caught.value.code == 400 and "seconds=0" in json.loads(caught.value.read())["error"]

@@ -222,3 +222,33 @@ def test_windows_pool_gets_powershell_user_data(clients):
     data = user_data_of(clients.ec2, launched.instance_id)
     assert data.startswith("<powershell>") and "-EKSClusterName 'demo-cluster'" in data
     assert "karpenter.sh/nodepool=windows2022" in data
+
+
+def test_a_launch_under_a_lost_lease_sends_no_create_fleet(clients, monkeypatch):
+    """#27.7: the launch lease is checked right before each CreateFleet. A holder frozen past its TTL
+    while another invocation took the lease refuses to launch (LeaseLost) instead of launching beside it;
+    before, nothing looked at the lease after it was taken."""
+    from nodescale import clock
+    from nodescale.aws import leases
+
+    table = "launcher-lease-test"
+    clients.dynamodb.create_table(
+        TableName=table, KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST",
+    )
+    now = [1_700_000_000.0]
+    monkeypatch.setattr(clock, "epoch", lambda: now[0])
+    running = {"Name": "instance-state-name", "Values": ["pending", "running"]}
+    before = {i["InstanceId"] for r in clients.ec2.describe_instances(Filters=[running])["Reservations"]
+              for i in r["Instances"]}
+
+    with leases.hold(clients.dynamodb, table, "launch", ttl_seconds=60) as mine:
+        mine.stop()  # a frozen process: its heartbeat does not run
+        now[0] += 120
+        with leases.hold(clients.dynamodb, table, "launch", wait_seconds=0, ttl_seconds=60), \
+                pytest.raises(leases.LeaseLost, match="taken by another invocation"):
+            Launcher(clients, CLUSTER).launch(POOL, NODE_CLASS, TYPES, key="pods:uid-lost", fence=mine.check)
+
+    after = {i["InstanceId"] for r in clients.ec2.describe_instances(Filters=[running])["Reservations"]
+             for i in r["Instances"]}
+    assert after == before

@@ -54,7 +54,9 @@ class FakeLauncher:
         self.calls: list[dict[str, Any]] = []
         self.failing = failing
 
-    def launch(self, pool, node_class, types, key, count=1, requirements=None) -> LaunchResult:
+    def launch(self, pool, node_class, types, key, count=1, requirements=None, fence=None) -> LaunchResult:
+        if fence is not None:  # as fleet.launch: the launch lease is checked before the request
+            fence()
         self.calls.append({"pool": pool.name, "types": [t.name for t in types], "key": key, "count": count})
         result = LaunchResult(requested=count)
         for t in types:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -331,9 +331,13 @@ def launch(
     request: LaunchRequest,
     offerings: UnavailableOfferings,
     max_attempts_per_capacity_type: int = 4,
+    fence: Callable[[], None] | None = None,
 ) -> LaunchResult:
     """Launch ``request.count`` instances, skipping unavailable offerings and retrying at once on
-    what remains after each capacity error; reserved first, then spot, then on-demand, as the claim allows."""
+    what remains after each capacity error; reserved first, then spot, then on-demand, as the claim allows.
+
+    ``fence`` is called right before each CreateFleet (the launch lease's check): whatever it raises
+    stops the launch before that request is sent."""
     result = LaunchResult(requested=request.count)
     for capacity_type in capacity_order(request.capacity_types):
         for _ in range(max_attempts_per_capacity_type):
@@ -344,6 +348,8 @@ def launch(
             if not overrides:
                 break
             params = fleet_request(request, capacity_type, overrides, remaining)
+            if fence is not None:
+                fence()
             result.client_tokens.append(params["ClientToken"])
             try:
                 response = ec2.create_fleet(**params)

@@ -10,7 +10,7 @@ the disruption function asks it which configuration hashes and launch templates 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..disruption.drift import Drifted, DriftKind
@@ -219,11 +219,13 @@ class Launcher:
         key: str,
         count: int = 1,
         requirements: Requirements | None = None,
+        fence: Callable[[], None] | None = None,
     ) -> fleet.LaunchResult:
         """Launch ``count`` nodes of ``nodepool`` on the cheapest available of ``instance_types``.
 
         ``requirements`` (e.g. the pods') narrow the pool's zones and capacity types further;
-        ``key`` identifies the planned node(s) so a retry of the same launch is idempotent.
+        ``key`` identifies the planned node(s) so a retry of the same launch is idempotent;
+        ``fence`` is called right before each CreateFleet (see ``fleet.launch``).
         """
         reqs = nodepool.requirements if requirements is None else nodepool.requirements.intersect(requirements)
         res = self.resources(node_class)
@@ -270,7 +272,7 @@ class Launcher:
             config_hash=planned[0].spec.settings_hash,
             context=node_class.context,
         )
-        return fleet.launch(self.clients.ec2, request, self.offerings)
+        return fleet.launch(self.clients.ec2, request, self.offerings, fence=fence)
 
     def _reserved_choices(
         self, planned: Sequence[PlannedTemplate], zones: Mapping[str, object]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +79,7 @@ class _Ask:
     reason: str
     retries: int
     prior_usage: dict[str, res.Resources]  # launched by earlier passes, not in the world yet
+    fence: Callable[[], None] | None = None  # the launch lease's check, before each CreateFleet
 
 
 # ------------------------------------------------------------------------------------------- launching
@@ -109,15 +110,28 @@ def launch_capacity(
     if dry_run:
         return _plan_and_launch(rt, world, ask, outcome)
     try:
-        with leases.hold(rt.aws.dynamodb, rt.settings.table_name, "launch", wait_seconds=LEASE_WAIT_SECONDS):
+        with leases.hold(rt.aws.dynamodb, rt.settings.table_name, "launch", wait_seconds=LEASE_WAIT_SECONDS) as lease:
             # Another invocation may have launched since this one read the world: count its instances too.
             world.refresh_instances(rt.aws.ec2, rt.cluster)
-            return _plan_and_launch(rt, world, ask, outcome)
+            return _plan_and_launch(rt, world, dataclasses.replace(ask, fence=lease.check), outcome)
     except leases.LeaseBusy as exc:
         outcome.count_error("LaunchInProgress", str(exc))
         outcome.unschedulable.extend((p.key, "another invocation is launching; planned again next run")
                                      for p in pods if not p.buffer)
         return outcome
+    except leases.LeaseLost as exc:
+        _lost(outcome, exc)
+        launched = {key for launch in outcome.launches for key in launch.pods}
+        outcome.unschedulable = [(p.key, "the launch lease was lost before this pass launched for it; planned "
+                                  "again next run") for p in pods if not p.buffer and p.key not in launched]
+        return outcome
+
+
+def _lost(outcome: LaunchOutcome, exc: leases.LeaseLost) -> None:
+    """A pass that lost the launch lease launches nothing more: another invocation holds it and may be
+    launching for the same pods (what was launched before the loss stays in ``outcome``)."""
+    log.error("launch lease lost: launching nothing more in this pass", extra={"reason": str(exc)})
+    outcome.count_error("LeaseLost", str(exc))
 
 
 def _plan_and_launch(rt: Runtime, world: World, ask: _Ask, outcome: LaunchOutcome) -> LaunchOutcome:
@@ -147,7 +161,7 @@ def _plan_and_launch(rt: Runtime, world: World, ask: _Ask, outcome: LaunchOutcom
         outcome.launches.extend(planned_launch(claim) for claim, _ in admitted)
         admitted = []
     retry = launch_admitted(rt, world, admitted, outcome, unschedulable, reason=ask.reason, recorder=recorder,
-                            may_retry=ask.retries > 0)
+                            may_retry=ask.retries > 0, fence=ask.fence)
     # A CapacityBuffer's pods are no one's to tell: their shortfall is the buffer's, noted apart.
     outcome.buffer_unplaced.extend((p.key, why) for p, why in unschedulable if p.buffer)
     unschedulable = [(p, why) for p, why in unschedulable if not p.buffer]
@@ -316,15 +330,20 @@ def keep_static_capacity(rt: Runtime, world: World, *, dry_run: bool = False) ->
     if dry_run:
         return _launch_static(rt, world, outcome)
     try:
-        with leases.hold(rt.aws.dynamodb, rt.settings.table_name, "launch", wait_seconds=LEASE_WAIT_SECONDS):
+        with leases.hold(rt.aws.dynamodb, rt.settings.table_name, "launch", wait_seconds=LEASE_WAIT_SECONDS) as lease:
             world.refresh_instances(rt.aws.ec2, rt.cluster)
-            return _launch_static(rt, world, outcome)
+            return _launch_static(rt, world, outcome, lease.check)
     except leases.LeaseBusy as exc:
         outcome.count_error("LaunchInProgress", str(exc))
         return outcome
+    except leases.LeaseLost as exc:
+        _lost(outcome, exc)
+        return outcome
 
 
-def _launch_static(rt: Runtime, world: World, outcome: LaunchOutcome) -> LaunchOutcome:
+def _launch_static(
+    rt: Runtime, world: World, outcome: LaunchOutcome, fence: Callable[[], None] | None = None
+) -> LaunchOutcome:
     shortfall = static_shortfall(world)
     if not shortfall:
         return outcome
@@ -350,7 +369,7 @@ def _launch_static(rt: Runtime, world: World, outcome: LaunchOutcome) -> LaunchO
         outcome.launches.extend(planned_launch(claim) for claim, _ in admitted)
         return outcome
     launch_admitted(rt, world, admitted, outcome, unschedulable, reason="static capacity", recorder=None,
-                    may_retry=False)
+                    may_retry=False, fence=fence)
     return outcome
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -118,13 +118,15 @@ def launch_admitted(
     reason: str,
     recorder: k8s_events.EventRecorder | None,
     may_retry: bool,
+    fence: Callable[[], None] | None = None,
 ) -> Retry:
     """Launch the admitted claims (each with its instance-type options) and nominate their pods; a
     claim that got no instance adds its pods to ``unschedulable``, or to the retry when every offering
-    failed for capacity and ``may_retry``."""
+    failed for capacity and ``may_retry``. ``fence`` runs before each CreateFleet (the launch lease's
+    check); what it raises ends the launching, the claims launched so far kept in ``outcome``."""
     retry = Retry()
     for group, options in _identical_claims(admitted):
-        for claim, launched, capacity_failures in _launch_claims(rt, world, group, options, outcome, reason):
+        for claim, launched, capacity_failures in _launch_claims(rt, world, group, options, outcome, reason, fence):
             if launched is None:
                 if capacity_failures and may_retry:
                     # Every offering the plan chose is out of capacity: plan these pods again without them.
@@ -195,6 +197,7 @@ def _launch_claims(
     options: list[InstanceType],
     outcome: LaunchOutcome,
     reason: str,
+    fence: Callable[[], None] | None = None,
 ) -> list[tuple[NodeClaim, Launch | None, set[tuple[str, str, str]]]]:
     """Launch identical claims with one Fleet request: each claim gets one of the instances, in order;
     claims left without one get the offerings that failed with a capacity error."""
@@ -209,7 +212,7 @@ def _launch_claims(
         "\0".join(launch_key(c) for c in claims).encode()
     ).hexdigest()[:32]
     try:
-        result = rt.launcher.launch(pool, node_class, options, key, len(claims), first.requirements)
+        result = rt.launcher.launch(pool, node_class, options, key, len(claims), first.requirements, fence=fence)
     except ClientError as exc:
         error = exc.response.get("Error", {})
         code = error.get("Code") or "Unknown"
