@@ -216,9 +216,18 @@ class FaultRules:
             return len(self._rules) < before
 
     def error_for(self, call: Call) -> Rule | None:
+        return self._fire(call, lambda kind: kind not in ("capacity", "delay"))
+
+    def delay_for(self, call: Call) -> float:
+        """Seconds the call is held by the first delay rule it matches (0: none)."""
+        rule = self._fire(call, lambda kind: kind == "delay")
+        return (rule.seconds or 0.0) if rule else 0.0
+
+    def _fire(self, call: Call, kind_matches: Callable[[str], bool]) -> Rule | None:
+        """The first rule of a kind that matches the call and whose roll fires (counted), or None."""
         with self._lock:
             for rule in self._rules:
-                if rule.kind in ("capacity", "delay"):
+                if not kind_matches(rule.kind):
                     continue
                 if rule.service and rule.service.lower() != call.service.lower():
                     continue
@@ -228,21 +237,6 @@ class FaultRules:
                     rule.fired += 1
                     return rule
         return None
-
-    def delay_for(self, call: Call) -> float:
-        """Seconds the call is held by the first delay rule it matches (0: none)."""
-        with self._lock:
-            for rule in self._rules:
-                if rule.kind != "delay":
-                    continue
-                if rule.service and rule.service.lower() != call.service.lower():
-                    continue
-                if rule.action and rule.action.lower() != call.action.lower():
-                    continue
-                if rule.roll():
-                    rule.fired += 1
-                    return rule.seconds or 0.0
-        return 0.0
 
     def capacity_rules(self) -> list[Rule]:
         with self._lock:
