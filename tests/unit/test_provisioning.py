@@ -19,6 +19,7 @@ from nodescale.model.pod import Pod
 from nodescale.scheduling import Plan, Unschedulable, UnschedulableKind
 from nodescale.settings import Settings, SettingsError
 from nodescale.usecases import provision as provisioning
+from nodescale.usecases import provision_launch
 from nodescale.usecases.cluster_budget import ClusterBudget, parse_limits
 from nodescale.usecases.world import World
 
@@ -150,10 +151,27 @@ def test_pods_that_fit_in_flight_capacity_launch_nothing(recorder: FakeRecorder)
 
 def test_the_launch_key_depends_on_the_pool_and_pods_not_their_order() -> None:
     a, b = _pod("a", "1"), _pod("b", "1")
-    key = provisioning.launch_key(SimpleNamespace(nodepool="default", pods=[a, b]))
-    assert key == provisioning.launch_key(SimpleNamespace(nodepool="default", pods=[b, a]))
-    assert key != provisioning.launch_key(SimpleNamespace(nodepool="other", pods=[a, b]))
-    assert key != provisioning.launch_key(SimpleNamespace(nodepool="default", pods=[a]))
+    now = 1_800_000_000.0
+
+    def key_of(pool: str, pods: list) -> str:
+        return provisioning.launch_key(SimpleNamespace(nodepool=pool, pods=pods), now=now)
+
+    key = key_of("default", [a, b])
+    assert key == key_of("default", [b, a])
+    assert key != key_of("other", [a, b])
+    assert key != key_of("default", [a])
+
+
+def test_the_same_pods_launched_again_later_get_a_new_client_token() -> None:
+    """EC2 answers a repeated ClientToken with the first request's instances (sim's CreateFleet does too, since
+    #27.7): a replacement for pods still on the node it replaces, or a second node for pods whose first
+    instance never joined, must not repeat the first launch's token. A retry within minutes still does."""
+    a, b = _pod("a", "1"), _pod("b", "1")
+    claim = SimpleNamespace(nodepool="default", pods=[a, b])
+    first = 1_800_000_000.0
+    assert provisioning.launch_key(claim, now=first) == provisioning.launch_key(claim, now=first + 60)
+    later = first + provision_launch.TOKEN_WINDOW_SECONDS
+    assert provisioning.launch_key(claim, now=first) != provisioning.launch_key(claim, now=later)
 
 
 def test_a_node_being_replaced_still_counts_against_its_nodepool_limit(recorder: FakeRecorder) -> None:

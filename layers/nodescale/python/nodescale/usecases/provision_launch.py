@@ -2,7 +2,7 @@
 
     Launch, LaunchOutcome        what was launched (or, dry, would be) and what was not, with why
     launch_admitted(...)         identical claims grouped into Fleet requests; capacity failures kept for a retry
-    launch_key(claim)            the Fleet client token of a planned node (a retried launch reuses it)
+    launch_key(claim)            the Fleet client token of a planned node (a launch retried within minutes reuses it)
 
 Also the pod events a launch writes (Nominated, FailedScheduling) and ``pending_since``. The
 orchestration (plan, cluster budget, retry, the passes) is in ``provision.py``.
@@ -151,13 +151,22 @@ def planned_launch(claim: NodeClaim) -> Launch:
                   [p.key for p in claim.pods], list(claim.instance_types))
 
 
-def launch_key(claim: NodeClaim) -> str:
-    """The planned node's identity: the pool and the pods it is for, so a retry of the same launch
-    (same pods still waiting) reuses the Fleet client token and EC2 answers with the same instances."""
+# How long a launch's client token stands for it. EC2 answers a repeated token with the first request's
+# instances, so the token must change whenever the same pods need another node: a replacement for pods
+# still running on the node it replaces, or a node for pods whose first instance never joined (given up
+# after the registration TTL, 15 minutes). Within the window, a launch repeated because its invocation died
+# mid-call, or because DescribeInstances did not show the instances yet, is answered with the first ones.
+TOKEN_WINDOW_SECONDS = 300
+
+
+def launch_key(claim: NodeClaim, now: float | None = None) -> str:
+    """The planned node's identity: the pool, the pods it is for and the token window it is launched in
+    (see TOKEN_WINDOW_SECONDS)."""
     ids = sorted(p.uid or p.key for p in claim.pods)
     if getattr(claim, "key", ""):  # a claim without pods (static capacity) names itself
         ids.append(claim.key)
-    return hashlib.sha256("\0".join([claim.nodepool, *ids]).encode()).hexdigest()[:32]
+    window = int((clock.epoch() if now is None else now) // TOKEN_WINDOW_SECONDS)
+    return hashlib.sha256("\0".join([claim.nodepool, str(window), *ids]).encode()).hexdigest()[:32]
 
 
 # One EC2 Fleet request launches at most this many identical nodes (a hostname spread of 2,000 pods
