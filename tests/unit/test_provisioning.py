@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from nodescale import clock
 from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.fleet import LaunchedInstance, LaunchResult, OfferingError
 from nodescale.aws.instances import ManagedInstance
@@ -189,6 +190,22 @@ def test_a_node_being_replaced_still_counts_against_its_nodepool_limit(recorder:
         _rt(launcher), _world(limit="4", instances=[going]), pods, exclude_nodes=["i-going"]
     )
     assert len(launcher.calls) == 1 and [x.pods for x in room.launches] == [["default/moved"]]
+
+
+def test_a_replacement_never_repeats_the_launch_of_the_node_it_replaces(
+    recorder: FakeRecorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spot warning minutes after a launch: the replacement is for the same pods, in the same token window,
+    so only the node it replaces tells its client token apart; with the first launch's token EC2 would
+    answer with the instance that is going away (#27.7)."""
+    monkeypatch.setattr(clock, "epoch", lambda: 1_800_000_000.0)
+    going = ManagedInstance("i-going", "m5.large", "us-east-1a", "spot", "default", "running", NOW)
+    launcher = FakeLauncher()
+    pods = [_pod("moved", "1")]
+    provisioning.launch_capacity(_rt(launcher), _world(limit="8"), pods)
+    provisioning.launch_capacity(_rt(launcher), _world(limit="8", instances=[going]), pods, exclude_nodes=["i-going"])
+    first, replacement = (call["key"] for call in launcher.calls)
+    assert first != replacement
 
 
 def test_nodepool_limit_counts_in_flight_capacity_and_is_reported(recorder: FakeRecorder) -> None:

@@ -161,7 +161,7 @@ def _plan_and_launch(rt: Runtime, world: World, ask: _Ask, outcome: LaunchOutcom
         outcome.launches.extend(planned_launch(claim) for claim, _ in admitted)
         admitted = []
     retry = launch_admitted(rt, world, admitted, outcome, unschedulable, reason=ask.reason, recorder=recorder,
-                            may_retry=ask.retries > 0, fence=ask.fence)
+                            may_retry=ask.retries > 0, fence=ask.fence, replacing=ask.exclude_nodes)
     # A CapacityBuffer's pods are no one's to tell: their shortfall is the buffer's, noted apart.
     outcome.buffer_unplaced.extend((p.key, why) for p, why in unschedulable if p.buffer)
     unschedulable = [(p, why) for p, why in unschedulable if not p.buffer]

@@ -119,14 +119,19 @@ def launch_admitted(
     recorder: k8s_events.EventRecorder | None,
     may_retry: bool,
     fence: Callable[[], None] | None = None,
+    replacing: Iterable[str] = (),
 ) -> Retry:
     """Launch the admitted claims (each with its instance-type options) and nominate their pods; a
     claim that got no instance adds its pods to ``unschedulable``, or to the retry when every offering
     failed for capacity and ``may_retry``. ``fence`` runs before each CreateFleet (the launch lease's
-    check); what it raises ends the launching, the claims launched so far kept in ``outcome``."""
+    check); what it raises ends the launching, the claims launched so far kept in ``outcome``. ``replacing``
+    names the nodes the claims replace: part of their client token, so a replacement for pods still on the
+    node it replaces never repeats that node's launch."""
     retry = Retry()
+    replaced = tuple(sorted(set(replacing)))
     for group, options in _identical_claims(admitted):
-        for claim, launched, capacity_failures in _launch_claims(rt, world, group, options, outcome, reason, fence):
+        for claim, launched, capacity_failures in _launch_claims(rt, world, group, options, outcome, reason, fence,
+                                                                      replaced):
             if launched is None:
                 if capacity_failures and may_retry:
                     # Every offering the plan chose is out of capacity: plan these pods again without them.
@@ -207,6 +212,7 @@ def _launch_claims(
     outcome: LaunchOutcome,
     reason: str,
     fence: Callable[[], None] | None = None,
+    replaced: tuple[str, ...] = (),
 ) -> list[tuple[NodeClaim, Launch | None, set[tuple[str, str, str]]]]:
     """Launch identical claims with one Fleet request: each claim gets one of the instances, in order;
     claims left without one get the offerings that failed with a capacity error."""
@@ -217,8 +223,9 @@ def _launch_claims(
         outcome.count_error("NoUsableOptions", f"nodepool {first.nodepool}: nothing left to launch")
         return [(c, None, set()) for c in claims]
     started = time.perf_counter()
-    key = launch_key(first) if len(claims) == 1 else hashlib.sha256(
-        "\0".join(launch_key(c) for c in claims).encode()
+    keys = [launch_key(c) for c in claims]
+    key = keys[0] if len(keys) == 1 and not replaced else hashlib.sha256(
+        "\0".join([*keys, *replaced]).encode()
     ).hexdigest()[:32]
     try:
         result = rt.launcher.launch(pool, node_class, options, key, len(claims), first.requirements, fence=fence)
