@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.names import stack_name
+from infra.names import physical_name, stack_name
 from nodescale.config import validate
 from nodescale.config.documents import read_documents
 from nodescale.config.strict import misspelled_kind
@@ -23,6 +23,7 @@ CONTEXT_KEYS = (
     "windows",
     "nodeRoleArn",
     "instanceProfileName",
+    "nodeRoles",
     "vpcSubnetIds",
     "vpcSecurityGroupIds",
     "clusterLimits",
@@ -41,6 +42,7 @@ CONTEXT_KEYS = (
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
 _PARAMETER_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+_ROLE_NAME = re.compile(r"^[\w+=,.@-]{1,64}$")  # IAM's RoleName
 _TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[\w-]{1,256}$")
 _SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 _SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}$")
@@ -72,6 +74,10 @@ class NodePoolFile:
     parameter_name: str  # the last path segment, under the stack's NodePool path
     text: str
     windows: bool
+    # What its node classes run nodes as: (kind, node class name, role name or ARN), and the node classes
+    # that name an instance profile instead: (kind, node class name, profile name).
+    node_roles: tuple[tuple[str, str, str], ...] = ()
+    instance_profiles: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,9 @@ class StackConfig:
     windows: bool = False
     node_role_arn: str | None = None
     instance_profile_name: str | None = None
+    # -c nodeRoles: node roles (names or ARNs) of node classes the NodePool files do not show: those read
+    # from the cluster's custom resources, and the roles held by instance profiles node classes name.
+    node_roles: tuple[str, ...] = ()
     vpc_subnet_ids: tuple[str, ...] = ()
     vpc_security_group_ids: tuple[str, ...] = ()
     cluster_limits: dict[str, str] = field(default_factory=dict)
@@ -111,6 +120,13 @@ class StackConfig:
         return self.windows or any(f.windows for f in self.nodepool_files)
 
     @property
+    def named_node_roles(self) -> tuple[str, ...]:
+        """Every node role (name or ARN) the NodePool files' node classes name, then -c nodeRoles', once each:
+        the roles the launching functions may pass to EC2 beside the stack's own."""
+        named = [role for f in self.nodepool_files for _, _, role in f.node_roles]
+        return tuple(dict.fromkeys([*named, *self.node_roles]))
+
+    @property
     def in_vpc(self) -> bool:
         return bool(self.vpc_subnet_ids)
 
@@ -135,6 +151,12 @@ class StackConfig:
         profile = _text(get("instanceProfileName")) or None
         if profile and not node_role_arn:
             raise ConfigError("instanceProfileName is set without nodeRoleArn: give the role the profile holds too")
+        node_roles = tuple(_list(get("nodeRoles")))
+        for role in node_roles:
+            why = _unpassable(role, cluster)
+            if why:
+                raise ConfigError(f"nodeRoles: {role!r} {why}")
+        _check_node_identities(files, cluster, node_roles, profile)
         subnets = tuple(_list(get("vpcSubnetIds")))
         groups = tuple(_list(get("vpcSecurityGroupIds")))
         _check_ids("vpcSubnetIds", subnets, _SUBNET, "subnet-0123456789abcdef0")
@@ -163,6 +185,7 @@ class StackConfig:
             windows=_flag(get("windows"), "windows"),
             node_role_arn=node_role_arn,
             instance_profile_name=profile,
+            node_roles=node_roles,
             vpc_subnet_ids=subnets,
             vpc_security_group_ids=groups,
             cluster_limits=_cluster_limits(get("clusterLimits")),
@@ -327,7 +350,53 @@ def _nodepool_file(path: Path) -> NodePoolFile:
     if not _PARAMETER_NAME.match(name):
         raise ConfigError(f"nodePoolFiles: {path.name}: the file name (without extension) becomes the SSM "
                           "parameter name and may hold only letters, digits, '.', '-' and '_'")
-    return NodePoolFile(path=path, parameter_name=name, text=text, windows=_mentions_windows(documents))
+    return NodePoolFile(path=path, parameter_name=name, text=text, windows=_mentions_windows(documents),
+                        node_roles=_identities(documents, "role"),
+                        instance_profiles=_identities(documents, "instanceProfile"))
+
+
+def _identities(documents: list[Any], key: str) -> tuple[tuple[str, str, str], ...]:
+    """(kind, name, value) of each node class whose spec names ``key`` (role or instanceProfile)."""
+    out = []
+    for doc in documents:
+        if doc.get("kind") not in ("EC2NodeClass", "AWSNodeTemplate"):
+            continue
+        value = (doc.get("spec") or {}).get(key)
+        if value is not None:
+            out.append((str(doc.get("kind")), str((doc.get("metadata") or {}).get("name", "")), str(value)))
+    return tuple(out)
+
+
+def _unpassable(role: str, cluster: str) -> str:
+    """Why the stack will not let the functions pass ``role`` to EC2, or "" when it will."""
+    if not (_ROLE_NAME.match(role) or _ROLE_ARN.match(role)):
+        return "is not an IAM role name (1-64 letters, digits and +=,.@_-) or role ARN (arn:<partition>:iam::<account>:role/<name>)"
+    name = role.rsplit("/", 1)[-1]
+    functions = {physical_name(cluster, f) for f in SIZED_FUNCTIONS} | {physical_name(cluster, "rbac")}
+    if name in functions:
+        # A node running as a function's role would hold that function's EC2 and Kubernetes rights.
+        return "is a nodescale function's role: nodes need a node role (the stack's, or Karpenter's KarpenterNodeRole-<cluster>)"
+    return ""
+
+
+def _check_node_identities(files: tuple[NodePoolFile, ...], cluster: str, node_roles: tuple[str, ...],
+                           profile: str | None) -> None:
+    """Refuse a node class whose nodes the functions could not launch: a role the stack will not pass, or an
+    instance profile other than the stack's without -c nodeRoles (the stack cannot know which role a profile
+    holds, and iam:PassRole is checked on that role)."""
+    own_profiles = {physical_name(cluster, "node", 128), physical_name(cluster, "windows-node", 128), profile}
+    for f in files:
+        for kind, name, role in f.node_roles:
+            why = _unpassable(role, cluster)
+            if why:
+                raise ConfigError(f"nodePoolFiles: {f.path}: {kind} {name}: role {role!r} {why}")
+        for kind, name, instance_profile in f.instance_profiles:
+            if instance_profile not in own_profiles and not node_roles:
+                raise ConfigError(
+                    f"nodePoolFiles: {f.path}: {kind} {name}: instanceProfile {instance_profile!r} is not the "
+                    "stack's, and the stack passes only the node roles it knows: give the role that profile holds "
+                    "with -c nodeRoles=<role name>"
+                )
 
 
 def _parse(path: Path, text: str) -> list[tuple[str, dict]]:

@@ -75,6 +75,14 @@ class Monitoring(Construct):
             description=f"A pod has waited for capacity longer than {config.pending_pod_alarm_seconds} s",
         )
         self._alarm(
+            "LaunchFailing",
+            "launch-failing",
+            self.metric(m.LAUNCH_FAILING, "Sum", Duration.minutes(5)),
+            threshold=1,
+            description="A launch failed for a reason other than capacity (AccessDenied on iam:PassRole, no AMI, a "
+                        "bad node class...): nodescale status names the NodePool, the error code and its message",
+        )
+        self._alarm(
             "NodePoolLimitReached",
             "limit-reached",
             self.metric(m.NODEPOOL_LIMIT_REACHED, "Sum", Duration.minutes(5)),
@@ -178,9 +186,10 @@ class Monitoring(Construct):
                 width=WIDTH,
             ),
             cw.GraphWidget(
-                title="Launches, failures by error code, and pods the node launched for them cannot take",
+                title="Launches, failures by error code, failing launches, and pods the node launched for them cannot take",
                 left=[self.metric(m.NODES_LAUNCHED, "Sum"),
                       self.search(m.LAUNCH_FAILURES, [m.DIMENSION_ERROR_CODE], "Sum", "failures"),
+                      self.metric(m.LAUNCH_FAILING, "Sum"),
                       self.metric(m.PODS_UNMET_BY_LAUNCH, "Sum")],
                 width=WIDTH,
             ),

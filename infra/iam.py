@@ -259,6 +259,13 @@ def launch_statements(scope: Construct, cluster: str, node_role_arns: Sequence[s
     ]
 
 
+def node_role_arn(scope: Construct, role: str) -> str:
+    """A node class's ``role`` as an ARN: as given when it is one, else the role of that name in this account."""
+    if role.startswith("arn:"):
+        return role
+    return Stack.of(scope).format_arn(service="iam", region="", resource="role", resource_name=role)
+
+
 def pass_node_role_statement(node_role_arns: Sequence[str]) -> iam.PolicyStatement:
     """PassRole only for the node role(s), and only to EC2 (both principal spellings: aws-cn needs .cn)."""
     return iam.PolicyStatement(

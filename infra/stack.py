@@ -195,7 +195,7 @@ class NodescaleStack(Stack):
                 name,
                 cluster=config.cluster_name,
                 parameter_path=config.nodepool_parameter_path,
-                node_role_arns=[n.role.role_arn for n in self.nodes.identities],
+                node_role_arns=self._node_role_arns(),
                 table_arn=self.table.table_arn,
                 log_group_arn=log_group.log_group_arn,
                 in_vpc=config.in_vpc,
@@ -204,6 +204,17 @@ class NodescaleStack(Stack):
                 self.roles[name].add_to_policy(statement)
             granted[name] = access
         return granted
+
+    def _node_role_arns(self) -> list[str]:
+        """The stack's node role(s), then each role the NodePool files or -c nodeRoles name that is not one of
+        them: exactly the roles the launching functions may pass to EC2 and list the instance profiles of."""
+        own = [n.role.role_arn for n in self.nodes.identities]
+        own_names = {physical_name(self.config.cluster_name, "node"), physical_name(self.config.cluster_name, "windows-node")}
+        if self.config.node_role_arn:
+            own_names.add(self.config.node_role_arn.rsplit("/", 1)[-1])
+        named = [policies.node_role_arn(self, role) for role in self.config.named_node_roles
+                 if role.rsplit("/", 1)[-1] not in own_names]
+        return own + list(dict.fromkeys(named))
 
     def _alarm_topic(self) -> sns.ITopic | None:
         config = self.config

@@ -1,8 +1,9 @@
 """The functions' IAM policies as the stack synthesizes them, for sim's AWS endpoint to enforce.
 
 Never a hand copy: `synthesize` builds the stack with infra/'s own code for sim's cluster, account and
-region (as a user migrating from Karpenter deploys it: with the existing node role and instance profile
-that sim seeds), then reads, for each Lambda function, the statements of the role it runs as, with
+region, deployed as docs/deploy.md's one command says (its `-c` values, read from the document: a NodePool
+file whose EC2NodeClass names Karpenter's node role, which sim seeds; for another cluster than the docs',
+that role given with `-c nodeRoles`), so the functions may pass exactly the roles that deploy grants; then reads, for each Lambda function, the statements of the role it runs as, with
 CloudFormation's intrinsics resolved to the names those resources get. Importing aws_cdk and
 synthesizing takes seconds, so the result is cached under `.cache/sim-iam/`, keyed by everything that
 shapes it (infra's code and manifests, the naming rule, cluster, region); `policies_for` reads the
@@ -30,15 +31,30 @@ from sim.aws.constants import FUNCTIONS, partition_of
 ROOT = Path(__file__).resolve().parents[2]
 CACHE_DIR = ROOT / ".cache" / "sim-iam"
 ACCOUNT = "123456789012"  # moto's account
-_SHAPING = ("infra", "layers/nodescale/python/nodescale/names.py", "app.py", "cdk.json", "sim/aws/iam_policies.py")
+DEPLOY_DOC = ROOT / "docs" / "deploy.md"
+_SHAPING = ("infra", "layers/nodescale/python/nodescale/names.py", "app.py", "cdk.json", "sim/aws/iam_policies.py",
+            "docs/deploy.md", "tests/fixtures/examples/karpenter-v1")
+_DEPLOY_COMMAND = re.compile(r"^npx cdk deploy((?: -c [A-Za-z]+=\S+)+)\s*$", re.MULTILINE)
 
 
-def node_identity(cluster: str, region: str = "us-east-1") -> dict[str, str]:
-    """The existing node role and instance profile sim seeds (sim/aws/seed.py), as stack context."""
-    return {
-        "nodeRoleArn": f"arn:{partition_of(region)}:iam::{ACCOUNT}:role/KarpenterNodeRole-{cluster}",
-        "instanceProfileName": f"KarpenterNodeInstanceProfile-{cluster}",
-    }
+def docs_deploy_context() -> dict[str, str]:
+    """The `-c key=value` pairs of docs/deploy.md's one command (the first `npx cdk deploy` line)."""
+    found = _DEPLOY_COMMAND.search(DEPLOY_DOC.read_text(encoding="utf-8"))
+    if found is None:
+        raise RuntimeError(f"{DEPLOY_DOC} has no `npx cdk deploy -c key=value ...` line to deploy sim's stack as")
+    pairs = [item.partition("=") for item in found.group(1).split(" -c ") if item.strip()]
+    return {key.strip(): value for key, _, value in pairs}
+
+
+def deploy_context(cluster: str) -> dict[str, str]:
+    """The context sim's stack is synthesized with: docs/deploy.md's command for ``cluster``, plus the Windows
+    node role (sim seeds it under the stack's name, for the Windows tests). The docs' NodePool file names the
+    docs' cluster's Karpenter role; another cluster's stack is told its own with -c nodeRoles, as a user whose
+    NodePools are in the cluster would."""
+    context = {**docs_deploy_context(), "windows": "true"}
+    if context.get("clusterName") != cluster:
+        context = {"clusterName": cluster, "windows": "true", "nodeRoles": f"KarpenterNodeRole-{cluster}"}
+    return context
 
 
 def _cache_key(cluster: str, region: str) -> str:
@@ -103,8 +119,7 @@ def synthesize(cluster: str, region: str) -> dict[str, Any]:
     from infra.stack import NodescaleStack
 
     with tempfile.TemporaryDirectory(prefix="sim-iam-synth-") as outdir:
-        # windows: the stack's Windows node role, so a Windows launch may pass it (sim seeds it under the same name).
-        app = App(outdir=outdir, context={"clusterName": cluster, "windows": "true", **node_identity(cluster, region)})
+        app = App(outdir=outdir, context=deploy_context(cluster))
         config = StackConfig.from_context(app.node.try_get_context, base_dir=ROOT)
         stack = NodescaleStack(app, config.stack_name, config=config, env=Environment(account=ACCOUNT, region=region))
         assembly = app.synth()

@@ -61,6 +61,16 @@ CONFIGURATIONS: dict[str, tuple[dict[str, Any], str | None]] = {
         },
         None,
     ),
+    # docs/deploy.md's first deploy: the stack's own node role, and a NodePool file whose EC2NodeClass names
+    # Karpenter's; -c nodeRoles for node classes that live in the cluster (#28.1).
+    "named-roles": (
+        {
+            "clusterName": "demo-cluster",
+            "nodePoolFiles": str(Path(__file__).parents[1] / "fixtures/examples/karpenter-v1/system.yaml"),
+            "nodeRoles": "ClusterNodeClassRole,arn:aws:iam::111122223333:role/eks/OtherNodeRole",
+        },
+        None,
+    ),
     # An existing alarm topic, and an existing node role given without its instance profile (the stack makes one).
     "topic": (
         {

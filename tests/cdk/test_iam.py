@@ -19,7 +19,7 @@ from nodescale.aws import fleet, launchtemplates
 from nodescale.aws import tags as tagging
 from nodescale.aws.subnets import Subnet
 from nodescale.model.instancetype import InstanceType, Offering
-from tests.cdk.conftest import Synth
+from tests.cdk.conftest import Synth, Synths
 
 OWNER = "nodescale.io/cluster"
 FUNCTIONS = [spec.name for spec in FUNCTION_SPECS]
@@ -117,8 +117,29 @@ def test_launching_functions_list_the_node_roles_instance_profiles_only(default:
         "Fn::GetAtt": [default.logical_id(default.stack.nodes.linux.role), "Arn"]}
     (imported,) = granting(statements(full, name), "iam:ListInstanceProfilesForRole")
     windows_role = full.logical_id(full.stack.nodes.windows.role)
+    # and the role default.yaml's EC2NodeClass names (#28.1)
     assert imported["Resource"] == ["arn:aws:iam::111122223333:role/KarpenterNodeRole-full-cluster",
-                                    {"Fn::GetAtt": [windows_role, "Arn"]}]
+                                    {"Fn::GetAtt": [windows_role, "Arn"]},
+                                    _account_role("KarpenterNodeRole-demo-cluster")]
+
+
+def _account_role(name: str) -> dict[str, Any]:
+    return {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::", {"Ref": "AWS::AccountId"}, f":role/{name}"]]}
+
+
+@pytest.mark.parametrize("name", LAUNCHING)
+def test_the_node_roles_the_nodepools_name_are_passed_and_listed(synths: Synths, name: str) -> None:
+    """#28.1: deployed as docs/deploy.md says (-c nodePoolFiles=.../karpenter-v1/system.yaml, whose EC2NodeClass
+    names KarpenterNodeRole-demo-cluster), the launching functions may pass and list exactly the stack's node
+    role, the role the file names and the roles -c nodeRoles gives (for node classes read from the cluster)."""
+    synth = synths("named-roles")
+    own = {"Fn::GetAtt": [synth.logical_id(synth.stack.nodes.linux.role), "Arn"]}
+    expected = [own, _account_role("KarpenterNodeRole-demo-cluster"), _account_role("ClusterNodeClassRole"),
+                "arn:aws:iam::111122223333:role/eks/OtherNodeRole"]
+    (listing,) = granting(statements(synth, name), "iam:ListInstanceProfilesForRole")
+    (passing,) = granting(statements(synth, name), "iam:PassRole")
+    assert listing["Resource"] == passing["Resource"] == expected
+    assert passing["Condition"]["StringEquals"]["iam:PassedToService"][0] == "ec2.amazonaws.com"
 
 
 TABLE_ACTIONS = {

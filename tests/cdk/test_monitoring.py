@@ -24,7 +24,7 @@ def test_alarms_for_errors_dead_letters_pending_pods_and_limits(default: Synth) 
     alarms = _alarms(default)
     assert sorted(alarms) == sorted(["provisioner-errors", "interruption-errors", "disruption-errors",
                                      "dead-letters", "interruption-queue-age", "pods-pending", "limit-reached",
-                                     "configuration-errors"])
+                                     "configuration-errors", "launch-failing"])
     pending = alarms["pods-pending"]
     assert (pending["MetricName"], pending["Namespace"], pending["Threshold"]) == (m.OLDEST_PENDING_POD_AGE, "nodescale", 600)
     assert {d["Name"]: d["Value"] for d in pending["Dimensions"]} == {"Cluster": "demo-cluster", "service": "nodescale"}
@@ -41,6 +41,17 @@ def test_alarms_for_errors_dead_letters_pending_pods_and_limits(default: Synth) 
         "Fn::GetAtt": [default.logical_id(default.stack.interruption_queue), "QueueName"]}}]
     assert alarms["provisioner-errors"]["MetricName"] == "Errors"
     assert all("AlarmActions" not in a for a in alarms.values())  # no topic asked for
+
+
+def test_a_failing_launch_pages(default: Synth) -> None:
+    """#28.1: a launch that fails for a reason other than capacity (AccessDenied on iam:PassRole...) is an alarm
+    on the one metric the functions emit for it without the ErrorCode dimension, so every code is watched."""
+    failing = _alarms(default)["launch-failing"]
+    assert (failing["MetricName"], failing["Namespace"], failing["Statistic"], failing["Period"]) == \
+        (m.LAUNCH_FAILING, "nodescale", "Sum", 300)
+    assert (failing["Threshold"], failing["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    assert {d["Name"]: d["Value"] for d in failing["Dimensions"]} == {"Cluster": "demo-cluster", "service": "nodescale"}
+    assert "nodescale status" in failing["AlarmDescription"]
 
 
 def test_price_alarm_from_context_and_notifications(full: Synth) -> None:

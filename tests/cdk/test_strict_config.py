@@ -98,3 +98,59 @@ def test_a_key_given_twice_fails_the_synth_naming_it(tmp_path: Path) -> None:
     text = _fixture("default.yaml").replace("spec:\n", "spec:\n  weight: 1\n  weight: 2\n", 1)
     with pytest.raises(ConfigError, match=r"#0: line \d+, column 3: key 'weight' given again in the same mapping"):
         _config(tmp_path, text)
+
+
+_NODE_CLASS = """apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata:
+  name: workers
+spec:
+  {identity}
+  amiSelectorTerms:
+    - alias: al2023@latest
+  subnetSelectorTerms:
+    - tags: {{karpenter.sh/discovery: c}}
+  securityGroupSelectorTerms:
+    - tags: {{karpenter.sh/discovery: c}}
+"""
+
+
+@pytest.mark.parametrize("role, why", [
+    ("nodescale-c-provisioner", "is a nodescale function's role"),
+    ("arn:aws:iam::111122223333:user/KarpenterNodeRole-c", "is not an IAM role name"),
+    ("Karpenter Node Role", "is not an IAM role name"),
+])
+def test_a_node_class_naming_a_role_the_stack_will_not_pass_fails_the_synth(tmp_path: Path, role: str, why: str) -> None:
+    """#28.1: one line naming the file, the node class and the role."""
+    with pytest.raises(ConfigError) as error:
+        _config(tmp_path, _NODE_CLASS.format(identity=f"role: {role}"))
+    message = str(error.value)
+    assert message.startswith(f"nodePoolFiles: {tmp_path / 'pools.yaml'}: EC2NodeClass workers: role {role!r} {why}")
+    assert "\n" not in message
+
+
+def test_a_node_class_naming_a_role_is_granted_that_role(tmp_path: Path) -> None:
+    """#28.1: the roles the files name, then -c nodeRoles', are what the stack lets the functions pass."""
+    config = _config(tmp_path, _NODE_CLASS.format(identity="role: KarpenterNodeRole-c"), nodeRoles="FromTheCluster")
+    assert config.named_node_roles == ("KarpenterNodeRole-c", "FromTheCluster")
+
+
+def test_an_instance_profile_not_the_stacks_needs_its_role_in_context(tmp_path: Path) -> None:
+    """#28.1: a node class naming an instance profile (every v1alpha5 AWSNodeTemplate that names one) launches
+    with that profile's role, which the stack cannot read at synth: without -c nodeRoles the synth refuses,
+    naming the file, the node class and the profile; with it, that role is granted."""
+    text = _NODE_CLASS.format(identity="instanceProfile: KarpenterNodeInstanceProfile-c")
+    with pytest.raises(ConfigError) as error:
+        _config(tmp_path, text)
+    message = str(error.value)
+    assert message.startswith(f"nodePoolFiles: {tmp_path / 'pools.yaml'}: EC2NodeClass workers: instanceProfile "
+                              "'KarpenterNodeInstanceProfile-c' is not the stack's")
+    assert "-c nodeRoles=" in message and "\n" not in message
+    assert _config(tmp_path, text, nodeRoles="KarpenterNodeRole-c").named_node_roles == ("KarpenterNodeRole-c",)
+    # The stack's own profile needs nothing more.
+    assert _config(tmp_path, _NODE_CLASS.format(identity="instanceProfile: nodescale-c-node")).named_node_roles == ()
+
+
+def test_a_bad_node_role_in_context_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"^nodeRoles: 'nodescale-c-disruption' is a nodescale function's role"):
+        StackConfig.from_context({"clusterName": "c", "nodeRoles": "nodescale-c-disruption"}.get)

@@ -32,6 +32,9 @@ PENDING_PODS = "PendingPods"
 PENDING_POD_AGE = "PendingPodAgeSeconds"
 LAUNCHES = "Launches"
 LAUNCH_FAILURES = "LaunchFailures"
+# A launch that failed for a reason other than a capacity shortage (AccessDenied on iam:PassRole, no AMI...):
+# one per NodePool per pass, without the ErrorCode dimension so that one alarm watches every code.
+LAUNCH_FAILING = "LaunchFailing"
 PENDING_TO_LAUNCH = "PendingToLaunchSeconds"
 SOLVE_SECONDS = "SolveSeconds"
 PRICE_LAUNCHED = "PricePerHourLaunched"

@@ -13,7 +13,12 @@ from ..model.nodepool import NodeClass
 
 
 class InstanceProfileError(ValueError):
-    """No instance profile can be found for the node class; the message says what was looked for."""
+    """No instance profile can be found for the node class; the message says what was looked for, ``code``
+    the AWS error code behind it (AccessDenied, NoSuchEntity) when there is one."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def resolve(
@@ -36,7 +41,8 @@ def resolve(
             profiles = iam.list_instance_profiles_for_role(RoleName=role).get("InstanceProfiles", [])
         except Exception as exc:  # NoSuchEntity, AccessDenied: either way the role gives no profile
             code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
-            raise InstanceProfileError(f"{where}: role {role!r}: cannot list its instance profiles ({code})") from exc
+            raise InstanceProfileError(f"{where}: role {role!r}: cannot list its instance profiles ({code})",
+                                       code) from exc
         names = sorted(p["InstanceProfileName"] for p in profiles)
         if names:
             return names[0]

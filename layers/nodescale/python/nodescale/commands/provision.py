@@ -5,8 +5,10 @@
 
 A launch takes the functions' lease in the stack's table (NODESCALE_TABLE, else the stack's name for
 CLUSTER_NAME), so this command and the provisioner never launch twice for the same pods; without a table
-that answers it refuses, unless --no-lease. Exit 0 when the pass ran (unschedulable pods included), 2 for
-unusable settings or no lease table, 1 when AWS or the API server could not be reached.
+that answers it refuses, unless --no-lease. Exit 0 when the pass ran (unschedulable pods included), 3 when a
+NodePool's launch failed for a reason other than capacity (each named on stderr: code and message, e.g.
+AccessDenied on iam:PassRole), 2 for unusable settings or no lease table, 1 when AWS or the API server could
+not be reached.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..settings import SettingsError
 from . import common
 
 COMMAND = "provision"
+EXIT_LAUNCH_FAILING = 3  # the pass ran, and a launch failed in a way the next pass will repeat
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,7 +59,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return common.fail(COMMAND, err, f"cannot reach the cluster or AWS: {exc}", common.EXIT_UNREACHABLE)
     summary = {**summary, "currency": currency_of(rt.settings.region)}  # of every price in it
     common.write_result(out, summary, args.output, to_text)
-    return 0
+    for failure in summary.get("launchFailing") or []:
+        print(f"nodescale {COMMAND}: NodePool {failure['nodePool']}: launch failing: {failure['code']}: "
+              f"{failure['message']}", file=err)
+    return EXIT_LAUNCH_FAILING if summary.get("launchFailing") else 0
 
 
 def to_text(summary: dict[str, Any]) -> str:
@@ -79,6 +85,8 @@ def to_text(summary: dict[str, Any]) -> str:
         lines += [f"  {u['pod']}: {u['reason']}" for u in summary["unschedulable"]]
     for text in summary.get("configErrors") or []:
         lines.append(f"Configuration error: {text}")
+    for failure in summary.get("launchFailing") or []:
+        lines.append(f"NodePool {failure['nodePool']}: launch failing: {failure['code']}: {failure['message']}")
     for code, n in sorted((summary.get("errors") or {}).items()):
         lines.append(f"Error {code}: {n}")
     if summary.get("registrationTimeouts"):

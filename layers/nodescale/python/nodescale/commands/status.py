@@ -176,6 +176,11 @@ def to_text(data: dict[str, Any]) -> str:
 
 def _rest_text(data: dict[str, Any], currency: str) -> list[str]:
     lines: list[str] = []
+    for failure in data.get("launchFailing") or []:
+        lines.append(f"NodePool {failure['nodePool']}: launch failing: {failure['code']}: {failure['message']} "
+                     f"(since {failure['since']})")
+    if data.get("launchFailing"):
+        lines.append("")
     if data.get("zonalShifts"):
         lines.append("Zones under an ARC zonal shift (no launches there):")
         rows = [[z["zone"] or "-", z["zoneId"], ", ".join(z["kinds"]), z["until"]] for z in data["zonalShifts"]]

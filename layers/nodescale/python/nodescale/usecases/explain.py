@@ -7,7 +7,9 @@ A pod is in one of these states, checked in this order:
 - provisionable: a dry plan of every pending pod (the pod among them, as the provisioner would see
   it) says whether it fits on a node that exists or is on its way, gets a new node of pool X with
   types [...] in zones [...], or is unschedulable and why (the bin-packer's reason words, including
-  NodePool and cluster-wide limits).
+  NodePool and cluster-wide limits). A new node of a pool whose last launch failed for a reason
+  other than capacity (aws/launchfailures: AccessDenied on iam:PassRole...) is "launch failing" with
+  that error: the plan is what the next launch will try, and it will fail the same way until fixed.
 
 The same verdicts feed the pending-pods part of `nodescale status`.
 """
@@ -39,6 +41,7 @@ NOT_PROVISIONABLE = "not-provisionable"
 EXISTING = "existing-node"  # fits on a Ready node: the scheduler will place it
 IN_FLIGHT = "in-flight"  # planned onto capacity already launched
 NEW_NODE = "new-node"  # a node would be launched for it
+LAUNCH_FAILING = "launch-failing"  # a node would be launched for it, and that pool's last launch failed
 UNSCHEDULABLE = "unschedulable"
 INVALID = "invalid"  # its spec cannot be read
 
@@ -144,11 +147,14 @@ def plan_fates(rt: Runtime, world: World, pods: list[Pod], *, with_buffers: bool
         types = launch.instance_types or [launch.instance_type]
         zones = [z for z in launch.zone.split(",") if z]
         capacity = [c for c in launch.capacity_type.split(",") if c]
-        message = (f"would get a new node of NodePool {launch.nodepool}: {_list(types)} in {_list(zones)} "
-                   f"({'/'.join(capacity)}), from ${launch.price:.4f}/h{_overlay_note(world, launch.nodepool, types)}")
+        node = (f"a new node of NodePool {launch.nodepool}: {_list(types)} in {_list(zones)} "
+                f"({'/'.join(capacity)}), from ${launch.price:.4f}/h{_overlay_note(world, launch.nodepool, types)}")
+        failure = world.launch_failures.get(launch.nodepool)
+        verdict, message = (NEW_NODE, f"would get {node}") if failure is None else \
+            (LAUNCH_FAILING, f"{failure.describe()} (the launch it waits for: {node})")
         for key in launch.pods:
             if key not in buffers.keys_of_buffers:
-                fates[key] = PodFate(key, NEW_NODE, message, launch.nodepool, list(types), zones, capacity)
+                fates[key] = PodFate(key, verdict, message, launch.nodepool, list(types), zones, capacity)
     for node, keys in outcome.waiting.items():
         iid = in_flight_instance(node)
         if iid is not None:

@@ -410,7 +410,10 @@ class Summary:
             "registrationTimeouts": [],
             "solveSeconds": 0.0,
             "buffers": [],
+            # NodePools whose launch failed for a reason other than capacity, and why (the last failure).
+            "launchFailing": [],
         }
+        self._failing: dict[str, dict[str, Any]] = {}
         self._seen: set[str] = set()
 
     def add_world(self, world: World) -> None:
@@ -447,7 +450,16 @@ class Summary:
         for entry in outcome.limits:
             if entry not in self.data["limits"]:
                 self.data["limits"].append(entry)
+        self.add_failing(outcome)
         self.data["solveSeconds"] = round(self.data["solveSeconds"] + outcome.solve_seconds, 6)
+
+    def add_failing(self, outcome: LaunchOutcome) -> None:
+        """A pool that launched in a later pass is no longer failing; one that failed is, with its last error."""
+        for launch in outcome.launches:
+            self._failing.pop(launch.nodepool, None)
+        for pool, failure in outcome.failing.items():
+            self._failing[pool] = failure.to_dict()
+        self.data["launchFailing"] = [self._failing[p] for p in sorted(self._failing)]
 
     def finish(self) -> dict[str, Any]:
         self.data["seconds"] = round(time.monotonic() - self.started, 3)
@@ -538,6 +550,7 @@ def _static(rt: Runtime, world: World, summary: Summary, dry_run: bool) -> None:
     summary.data["launches"].extend(launch.to_dict() for launch in outcome.launches)
     for code, n in outcome.errors.items():
         summary.data["errors"][code] = summary.data["errors"].get(code, 0) + n
+    summary.add_failing(outcome)
 
 
 __all__ = [

@@ -22,7 +22,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
 from .. import clock, telemetry
+from ..aws import launchfailures
 from ..aws.fleet import LaunchResult
+from ..aws.launchfailures import LaunchFailure
 from ..k8s import events as k8s_events
 from ..model.instancetype import InstanceType
 from ..model.pod import Pod
@@ -77,6 +79,8 @@ class LaunchOutcome:
     error_messages: list[str] = field(default_factory=list)
     limits: list[dict[str, str]] = field(default_factory=list)  # launches a NodePool/cluster limit held back
     buffer_unplaced: list[tuple[str, str]] = field(default_factory=list)  # CapacityBuffer pods without room
+    # NodePools whose launch failed in this pass for a reason other than capacity, and why (the last failure).
+    failing: dict[str, LaunchFailure] = field(default_factory=dict)
     solve_seconds: float = 0.0
     dry_run: bool = False
 
@@ -93,6 +97,9 @@ def merge(outcome: LaunchOutcome, again: LaunchOutcome) -> None:
     outcome.buffer_unplaced.extend(again.buffer_unplaced)
     outcome.limits.extend(x for x in again.limits if x not in outcome.limits)
     outcome.error_messages.extend(again.error_messages)
+    outcome.failing.update(again.failing)
+    for launch in again.launches:
+        outcome.failing.pop(launch.nodepool, None)
     for code, n in again.errors.items():
         outcome.errors[code] = outcome.errors.get(code, 0) + n
     for node, pods in again.waiting.items():
@@ -138,7 +145,8 @@ def launch_admitted(
                     retry.pods.extend(claim.pods)
                     retry.offerings |= capacity_failures
                     continue
-                why = "the launch failed: " + (
+                failure = outcome.failing.get(claim.nodepool)
+                why = failure.describe() if failure is not None else "the launch failed: " + (
                     outcome.error_messages[-1] if outcome.error_messages else "no capacity"
                 )
                 unschedulable.extend((p, why) for p in claim.pods)
@@ -234,14 +242,24 @@ def _launch_claims(
         code = error.get("Code") or "Unknown"
         outcome.count_error(code, f"nodepool {pool.name}: {error.get('Message', '')}")
         telemetry.count(telemetry.LAUNCH_FAILURES, **{telemetry.ERROR_CODE_DIMENSION: code})
+        _failing(rt, outcome, pool.name, code, error.get("Message", ""))
         return [(c, None, set()) for c in claims]
     except (ValueError, SettingsError, BotoCoreError) as exc:
-        # Configuration the account cannot satisfy (no AMI, no subnet, bad user data...): say which.
-        code = type(exc).__name__
+        # Configuration the account cannot satisfy (no AMI, no subnet, bad user data...): say which. An
+        # error that wraps AWS's (the node role's instance profiles could not be listed) carries AWS's code.
+        code = getattr(exc, "code", "") or type(exc).__name__
         outcome.count_error(code, f"nodepool {pool.name}: {exc}")
         telemetry.count(telemetry.LAUNCH_FAILURES, **{telemetry.ERROR_CODE_DIMENSION: code})
+        _failing(rt, outcome, pool.name, code, str(exc))
         return [(c, None, set()) for c in claims]
     _count_launch_errors(result, outcome, pool.name)
+    if result.instances:
+        _launching(rt, world, outcome, pool.name)
+    else:
+        hard = [(e.code, e.message) for e in result.offering_errors if not e.is_capacity_error]
+        hard += list(result.request_errors)
+        if hard:
+            _failing(rt, outcome, pool.name, *hard[0])
     for inst in result.instances:
         if inst.reservation_id:  # later passes of this run plan with one instance fewer free there
             world.note_reserved_launch(inst.reservation_id)
@@ -267,6 +285,30 @@ def _launch_claims(
         )
         out.append((claim, launch, failed))
     return out
+
+
+def _failing(rt: Runtime, outcome: LaunchOutcome, pool: str, code: str, message: str) -> None:
+    """The pool's launch failed for a reason that will not pass by itself: kept in the outcome (the CLI's exit
+    code), recorded for status and explain (another process), counted for the alarm."""
+    failure = LaunchFailure(pool, code, message, clock.epoch())
+    outcome.failing[pool] = failure
+    telemetry.count(telemetry.LAUNCH_FAILING)
+    log.error("launch failing", extra={"nodepool": pool, "code": code, "error": message})
+    try:
+        launchfailures.record(rt.aws.dynamodb, rt.settings.table_name, failure)
+    except (ClientError, BotoCoreError) as exc:  # the record is for the reader; the pass goes on
+        log.warning("could not record the launch failure", extra={"nodepool": pool, "error": str(exc)})
+
+
+def _launching(rt: Runtime, world: World, outcome: LaunchOutcome, pool: str) -> None:
+    """The pool launched: a failure recorded before (this pass or an earlier one) is history."""
+    if outcome.failing.pop(pool, None) is None and pool not in world.launch_failures:
+        return
+    world.launch_failures.pop(pool, None)
+    try:
+        launchfailures.clear(rt.aws.dynamodb, rt.settings.table_name, pool)
+    except (ClientError, BotoCoreError) as exc:
+        log.warning("could not clear the launch failure", extra={"nodepool": pool, "error": str(exc)})
 
 
 def _count_launch_errors(result: LaunchResult, outcome: LaunchOutcome, pool: str) -> None:

@@ -141,6 +141,8 @@ class Status:
     currency: str = USD  # of every price here: the region's (CNY in the China regions)
     # Zones under an ARC zonal shift (no launches there): zoneId, zone, kinds, until.
     zonal_shifts: list[dict[str, Any]] = field(default_factory=list)
+    # NodePools whose last launch failed for a reason other than capacity: nodePool, code, message, since.
+    launch_failing: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def price(self) -> float:
@@ -172,6 +174,7 @@ class Status:
             "configErrors": self.config_errors,
             "currency": self.currency,
             "zonalShifts": self.zonal_shifts,
+            "launchFailing": self.launch_failing,
         }
 
 
@@ -198,6 +201,7 @@ def read_status(rt: Runtime, world: World | None = None) -> Status:
         config_errors=errors,
         currency=currency_of(rt.settings.region),
         zonal_shifts=zonal_shifts(world),
+        launch_failing=[world.launch_failures[p].to_dict() for p in sorted(world.launch_failures)],
     )
 
 

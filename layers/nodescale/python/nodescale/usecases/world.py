@@ -20,10 +20,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
 from .. import clock, telemetry
-from ..aws import capacityreservations, zonalshifts
+from ..aws import capacityreservations, launchfailures, zonalshifts
 from ..aws import catalog as catalogs
 from ..aws import instances as ec2_instances
 from ..aws.instances import ManagedInstance
+from ..aws.launchfailures import LaunchFailure
 from ..aws.pooltypes import PoolTypesError, pool_types
 from ..config import ConfigError
 from ..k8s import listing, podcache
@@ -111,6 +112,8 @@ class World:
     unavailable: dict[tuple[str, str, str], float] = field(default_factory=dict)
     # Availability Zones under an ARC zonal shift, by zone id: nothing launches there (aws/zonalshifts).
     shifts: dict[str, ActiveShift] = field(default_factory=dict)
+    # NodePools whose last launch failed for a reason other than capacity, and why (aws/launchfailures).
+    launch_failures: dict[str, LaunchFailure] = field(default_factory=dict)
     # Each node class's active capacity reservations (DescribeCapacityReservations, read every run).
     reservations: dict[str, list[CapacityReservation]] = field(default_factory=dict)
     # Pods whose spec cannot be read ("namespace/name", why); they are left out of planning.
@@ -418,6 +421,8 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     world.reservations = read_reservations(rt.aws.ec2, world.nodeclasses.values(), world.now)
     _prepare_types(world)
     _restrict_to_subnet_zones(rt, world)
+    world.launch_failures = launchfailures.failing(rt.aws.dynamodb, settings.table_name, world.nodepools,
+                                                   clock.epoch())
     world.index()
     warn_untrusted(rt, world.untrusted)
     log.debug("world read", extra={"seconds": round(time.perf_counter() - started, 3), "nodes": len(world.nodes),
