@@ -10,7 +10,7 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from nodescale.aws import catalog, pricing
+from nodescale.aws import catalog, nodecost, pricing
 
 
 @pytest.fixture(autouse=True)
@@ -233,3 +233,19 @@ def test_china_has_no_published_windows_rate_and_says_so(caplog):
         [win] = catalog.with_kubelet(types, None, None, "Windows2022")
     assert _by_offering(win) == _by_offering(types[0])
     assert any("no Windows license rate in CNY" in r.getMessage() for r in caplog.records)
+
+
+def test_cn_northwest_1_is_in_the_catalog_priced_from_cn_north_1_in_cny(caplog):
+    """#28.4: the docs name cn-northwest-1 (Ningxia); the catalog has its three zones and, with no Ningxia
+    prices bundled, cn-north-1's CNY prices stand in (logged), never us-east-1's dollars."""
+    with caplog.at_level(logging.WARNING, logger="nodescale.aws.pricing"):
+        types = {it.name: it for it in catalog.bundled_catalog("cn-northwest-1")}
+    m5 = types["m5.large"]
+    assert {o.zone for o in m5.offerings} == {"cn-northwest-1a", "cn-northwest-1b", "cn-northwest-1c"}
+    assert m5.labels["topology.kubernetes.io/region"] == "cn-northwest-1"
+    assert {o.price for o in m5.offerings if o.capacity_type == "on-demand"} == {
+        pricing.bundled_on_demand("cn-north-1")["m5.large"]
+    }
+    assert set(types) == {it.name for it in catalog.bundled_catalog("cn-north-1")}
+    assert any("cn-northwest-1" in r.getMessage() and "cn-north-1 prices" in r.getMessage() for r in caplog.records)
+    assert nodecost.ebs_prices("cn-northwest-1") == nodecost.ebs_prices("cn-north-1")

@@ -2,7 +2,8 @@
 
 - On-demand: the Price List API (GetProducts) when a client is given and answers; otherwise the
   bundled table ``data/ec2-on-demand-prices.json`` (its "source" line says where and when it was taken),
-  which covers us-east-1, GovCloud and cn-north-1 (in CNY); other regions borrow us-east-1's prices.
+  which covers us-east-1, GovCloud and cn-north-1 (in CNY); other regions borrow us-east-1's prices,
+  cn-northwest-1 cn-north-1's (the table has no Ningxia prices).
 - Spot: DescribeSpotPriceHistory, the latest price per type and zone; offline, an estimate of
   ``SPOT_ESTIMATE_FRACTION`` of the on-demand price (spot has long averaged 60-70 % below on-demand;
   0.4 keeps spot preferred where a NodePool allows both, without pretending to know the zone's market).
@@ -29,7 +30,7 @@ from datetime import UTC, datetime
 from importlib import resources as importlib_resources
 from typing import Any
 
-from ..model.currency import currency_of
+from ..model.currency import CNY, currency_of
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,10 @@ WINDOWS = "windows"
 SPOT_PRODUCTS = {LINUX: ("Linux/UNIX", "Linux/UNIX (Amazon VPC)"), WINDOWS: ("Windows", "Windows (Amazon VPC)")}
 # The Price List API's operatingSystem attribute per operating system.
 PRICE_LIST_OS = {LINUX: "Linux", WINDOWS: "Windows"}
-# Whose bundled prices stand in for a region the table does not cover.
+# Whose bundled prices stand in for a region the table does not cover: us-east-1's, but in the China
+# partition (priced in CNY) the other China region's, so a price never changes currency.
 ESTIMATE_REGION = "us-east-1"
+CHINA_ESTIMATE_REGION = "cn-north-1"
 
 _warned: set[str] = set()
 
@@ -76,10 +79,16 @@ def bundled_regions() -> tuple[str, ...]:
     return tuple(sorted(_bundled_table()["regions"]))
 
 
+def estimate_region(region: str | None) -> str:
+    """The region whose bundled prices stand in for one a table does not cover (same currency)."""
+    return CHINA_ESTIMATE_REGION if currency_of(region) == CNY else ESTIMATE_REGION
+
+
 def bundled_on_demand(region: str) -> dict[str, float]:
     """Bundled on-demand Linux prices per hour for a region.
 
-    For a region the table does not cover, us-east-1's prices stand in (logged once): regional prices
+    For a region the table does not cover, us-east-1's prices stand in (cn-north-1's for a China region;
+    logged once): regional prices
     differ from us-east-1's by a roughly uniform margin, so the cheapest-first order mostly holds,
     which is what planning needs; live prices replace them wherever the Price List API answers.
     """
@@ -91,9 +100,9 @@ def bundled_on_demand(region: str) -> dict[str, float]:
             "no bundled on-demand prices for region %s (the table has %s); estimating from %s prices",
             region,
             ", ".join(bundled_regions()),
-            ESTIMATE_REGION,
+            estimate_region(region),
         )
-        prices = regions[ESTIMATE_REGION]
+        prices = regions[estimate_region(region)]
     return {k: float(v) for k, v in prices.items() if float(v) >= PRICE_FLOOR}
 
 
