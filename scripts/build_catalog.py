@@ -14,6 +14,7 @@ Output: ``nodescale/data/instance-types.json.gz``, one row of facts per type (co
 Two gaps in the recording are filled, and the file says so:
 - Regions moto did not record (China, GovCloud) but the price table covers: a type is taken as
   offered in every zone of the region when the table prices it there ("zonesEstimated": true).
+  cn-northwest-1, which the table does not price, takes cn-north-1's priced types (``_TYPES_FROM``).
 - The P3 (V100) family, still sold and priced but absent from the recording: its facts come from
   AWS's published specifications (``_SUPPLEMENT`` below); it is offered in every zone of each region
   whose price table lists it.
@@ -39,6 +40,8 @@ OUTPUT = DATA / "instance-types.json.gz"
 # Zones of priced regions moto has no offerings recording for (AWS's published zone names).
 _UNRECORDED_ZONES = {
     "cn-north-1": ("cn-north-1a", "cn-north-1b", "cn-north-1d"),
+    # Ningxia: three zones (Getting Started with AWS in China, "Availability Zones for the China Regions").
+    "cn-northwest-1": ("cn-northwest-1a", "cn-northwest-1b", "cn-northwest-1c"),
     "us-gov-west-1": ("us-gov-west-1a", "us-gov-west-1b", "us-gov-west-1c"),
     "us-gov-east-1": ("us-gov-east-1a", "us-gov-east-1b", "us-gov-east-1c"),
 }
@@ -91,6 +94,11 @@ def _read_gz(path: Path) -> object:
         return json.load(fh)
 
 
+# Unrecorded regions the price table does not cover either: which region's table says what is offered there
+# (the other China region, same partition and currency; an estimate, named in "source").
+_TYPES_FROM = {"cn-northwest-1": "cn-north-1"}
+
+
 def build(moto_resources: Path) -> dict:
     recorded = _read_gz(moto_resources / "instance_types.json.gz")
     entries = recorded.values() if isinstance(recorded, dict) else recorded
@@ -115,9 +123,10 @@ def build(moto_resources: Path) -> dict:
                 offered[name] = set(zones)
         regions[region] = {"zones": zones, "zonesEstimated": False, "offers": _masks(offered, zones, index)}
     for region, zones in _UNRECORDED_ZONES.items():
-        if region in regions or region not in prices:
+        priced = region if region in prices else _TYPES_FROM.get(region)
+        if region in regions or priced not in prices:
             continue
-        offered = {n: set(zones) for n in prices[region] if n in index}
+        offered = {n: set(zones) for n in prices[priced] if n in index}
         regions[region] = {
             "zones": list(zones),
             "zonesEstimated": True,
@@ -131,6 +140,7 @@ def build(moto_resources: Path) -> dict:
             f"EC2 DescribeInstanceTypes and DescribeInstanceTypeOfferings as recorded by moto {moto.__version__}; "
             f"{', '.join(supplemented) or 'nothing'} added from AWS's published specifications; "
             f"zones of {', '.join(r for r in regions if regions[r]['zonesEstimated'])} estimated from the price table"
+            + "".join(f"; {r}'s types from {src}'s prices" for r, src in _TYPES_FROM.items() if r in regions)
         ),
         "fields": list(FIELDS),
         "types": [facts[n].to_row() for n in names],

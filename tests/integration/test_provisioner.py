@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nodescale.aws import nodecost
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
 from nodescale.usecases import provision as provisioning
+from nodescale.usecases.status import read_status
 from nodescale.usecases.world import read_world
 from sim.environment import Environment
 from tests.integration import helpers
@@ -253,6 +255,28 @@ def test_windows_pods_get_windows_nodes_of_their_build(sim: Environment, rt: Run
         addresses = node["status"]["allocatable"]["vpc.amazonaws.com/PrivateIPv4Address"]
         assert addresses == node["status"]["allocatable"]["pods"]
     wait_running(sim, ns, 4, timeout=30)
+
+
+def test_a_windows_node_is_priced_with_its_license(sim: Environment, rt: Runtime, ns: str) -> None:
+    """#28.3: a Windows pool's node costs its Linux price plus the Windows license per vCPU (and its volumes),
+    in what status reports and what limits and the price alarm add up (the world's node price)."""
+    put_pools(sim, "karpenter-v1alpha5/windows.yaml")
+    apply_workloads(sim, ns, "workloads/windows-iis.yaml",
+                    {"windows-server-iis-simple-2022": 1, "windows-server-iis-simple-2019": 0})
+    wait_pending(sim, ns, 1)
+    [launch] = provisioning.provision_once(rt)["launches"]
+    data, _, _ = template_of(sim, launch)
+    labels = node_of(sim, launch["instanceId"])["metadata"]["labels"]
+
+    world = read_world(rt)
+    linux = next(it for it in world.catalog if it.name == labels["node.kubernetes.io/instance-type"])
+    [offering] = [o for o in linux.offerings
+                  if o.zone == labels["topology.kubernetes.io/zone"] and o.capacity_type == "on-demand"]
+    volumes = nodecost.volumes_per_hour(data["BlockDeviceMappings"], rt.settings.region)
+    # AWS's Windows Server charge per vCPU-hour, as bundled (tests/unit/test_pricing.py checks its source).
+    license_charge = int(linux.labels["karpenter.k8s.aws/instance-cpu"]) * 0.046
+    [node] = [n for n in read_status(rt, world).nodes if n.nodepool == "windows2022"]
+    assert node.price == pytest.approx(offering.price + volumes + license_charge)
 
 
 def test_gpu_pods_go_to_the_tainted_gpu_pool(sim: Environment, rt: Runtime, ns: str) -> None:

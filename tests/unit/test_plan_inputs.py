@@ -252,3 +252,26 @@ def test_yaml_syntax_error_exits_2(capsys, tmp_path):
     bad.write_text("kind: Pod\nmetadata: {name: [\n")
     code, _, err = run_plan(capsys, "-f", str(bad))
     assert code == 2 and str(bad) in err and "line" in err
+
+
+@pytest.mark.parametrize(
+    ("env", "flag", "region"),
+    [
+        ({"AWS_REGION": "cn-north-1", "AWS_DEFAULT_REGION": "us-east-1"}, [], "cn-north-1"),
+        ({"AWS_DEFAULT_REGION": "us-gov-west-1"}, [], "us-gov-west-1"),
+        ({"AWS_REGION": "cn-north-1"}, ["--region", "us-east-1"], "us-east-1"),
+        ({}, [], "us-east-1"),
+    ],
+)
+def test_plan_reads_the_region_as_boto3_does(capsys, monkeypatch, env, flag, region):
+    """#28.4: without --region, `nodescale plan` plans in AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1."""
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    code, plan, err = run_plan(capsys, "-f", str(DEFAULT_SPOT), "-f", str(EXAMPLES / "workloads" / "inflate.yaml"),
+                               *flag, "-o", "json")
+    assert code == 0, err
+    assert plan["currency"] == ("CNY" if region.startswith("cn-") else "USD")
+    zones = {z for claim in plan["nodeClaims"] for z in claim.get("zones") or []}
+    assert zones and all(z.startswith(region) for z in zones), zones

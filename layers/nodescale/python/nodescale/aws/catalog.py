@@ -170,6 +170,42 @@ def make_offerings(
     return tuple(out)
 
 
+@dataclasses.dataclass(frozen=True)
+class WindowsPricing:
+    """What the region charges for Windows nodes: live license-included on-demand prices by type, live
+    Windows spot prices by (type, zone), and the license per vCPU-hour that turns a Linux price into a
+    Windows one where no live price is known (None: no rate known, Windows priced as Linux)."""
+
+    on_demand: Mapping[str, float]
+    spot: Mapping[tuple[str, str], float]
+    license_per_vcpu: float | None
+
+
+def offline_windows_pricing(region: str | None) -> WindowsPricing:
+    """Windows prices from the Linux ones and the bundled license rate alone (no API)."""
+    return WindowsPricing({}, {}, pricing.windows_license_per_vcpu(region or pricing.ESTIMATE_REGION))
+
+
+def windows_prices(facts: TypeFacts, offerings: Iterable[Offering], windows: WindowsPricing) -> dict[tuple[str, str], float]:
+    """The offerings' prices on a Windows AMI, by (zone, capacity type); {} for a type Windows cannot run.
+    An unpriced offering stays unpriced."""
+    if not facts.windows:
+        return {}
+    out: dict[tuple[str, str], float] = {}
+    for o in offerings:
+        if not o.price:
+            continue
+        if o.capacity_type == wk.CAPACITY_SPOT:
+            live = windows.spot.get((facts.name, o.zone))
+        else:
+            live = windows.on_demand.get(facts.name)
+        # Without a live price: the Linux one plus the license (spot discounts the compute, not the license).
+        out[(o.zone, o.capacity_type)] = (
+            live if live is not None else pricing.with_windows_license(o.price, facts.vcpu, windows.license_per_vcpu)
+        )
+    return out
+
+
 def mark_unavailable(
     types: Sequence[InstanceType], unavailable: Unavailable | None, now: float | None = None
 ) -> list[InstanceType]:
@@ -217,8 +253,11 @@ def build_instance_type(
     kubelet: KubeletSettings | None = None,
     ephemeral_storage_bytes: int | None = None,
     ami_family: str | None = None,
+    windows: WindowsPricing | None = None,
 ) -> InstanceType:
     capacity, overhead = capacity_and_overhead(facts, kubelet, ephemeral_storage_bytes, ami_family)
+    if windows is None:
+        windows = offline_windows_pricing(region)
     return InstanceType(
         name=facts.name,
         labels=ec2_labels(facts, region),
@@ -227,6 +266,7 @@ def build_instance_type(
         offerings=offerings,
         operating_systems=frozenset({"linux", "windows"} if facts.windows else {"linux"}),
         facts=facts,
+        windows_prices=windows_prices(facts, offerings, windows),
     )
 
 
@@ -238,17 +278,23 @@ def build_catalog(
     spot: Mapping[tuple[str, str], float],
     unavailable: Unavailable | None = None,
     zone_ids: Mapping[str, str] | None = None,
+    windows: WindowsPricing | None = None,
 ) -> list[InstanceType]:
     """Instance types for every type offered in at least one zone (Mac types excluded), by name.
-    ``zone_ids`` (zone name -> zone id) gives each offering its zone id, where the account told it."""
+    ``zone_ids`` (zone name -> zone id) gives each offering its zone id, where the account told it;
+    ``windows`` the Windows prices (by default from the Linux ones and the bundled license rate)."""
     now = time.time()
+    if windows is None:
+        windows = offline_windows_pricing(region)
     out = []
     for f in facts:
         zones = zones_by_type.get(f.name)
         if not zones or f.kube_arch is None:
             continue
         out.append(
-            build_instance_type(f, region, make_offerings(f, zones, on_demand, spot, unavailable, now, zone_ids))
+            build_instance_type(
+                f, region, make_offerings(f, zones, on_demand, spot, unavailable, now, zone_ids), windows=windows
+            )
         )
     out.sort(key=lambda it: it.name)
     return out
@@ -261,7 +307,8 @@ def with_kubelet(
     ami_family: str | None = None,
 ) -> list[InstanceType]:
     """The types with capacity and overhead recomputed for a node class's kubelet settings, root volume
-    size and AMI family (which decides the Windows build and how the bootstrap reserves memory).
+    size and AMI family (which decides the Windows build, how the bootstrap reserves memory, and, for
+    Windows, the license-included prices).
 
     Types without EC2 facts (kwok, benchmark) are returned unchanged. Node classes that add nothing
     (no kubelet, default volume, AL2-like family) get the very same objects back.
@@ -282,6 +329,13 @@ def with_kubelet(
             # A Windows AMI makes the node a Windows node; a type that cannot run Windows offers nothing.
             changes["operating_systems"] = frozenset({"windows"}) if facts.windows else frozenset()
             build = windows_build(ami_family)
+            # ... and pays the Windows license: its offerings take their license-included prices.
+            changes["offerings"] = tuple(
+                dataclasses.replace(o, price=it.windows_prices[(o.zone, o.capacity_type)])
+                if (o.zone, o.capacity_type) in it.windows_prices
+                else o
+                for o in it.offerings
+            )
             changes["labels"] = {
                 **it.labels,
                 wk.OS: "windows",
@@ -403,7 +457,13 @@ def live_catalog(
         zones = bundled_zones(region)
     on_demand = pricing.on_demand_prices(region, pricing_client)
     spot = pricing.spot_prices(ec2_client)
-    return build_catalog(facts, region, zones, on_demand, spot, unavailable, describe_zone_ids(ec2_client, region))
+    windows = WindowsPricing(
+        pricing.live_windows_on_demand(region, pricing_client),
+        pricing.spot_prices(ec2_client, operating_system=pricing.WINDOWS),
+        pricing.windows_license_per_vcpu(region),
+    )
+    zone_ids = describe_zone_ids(ec2_client, region)
+    return build_catalog(facts, region, zones, on_demand, spot, unavailable, zone_ids, windows)
 
 
 def describe_zone_ids(ec2_client: Any, region: str) -> dict[str, str]:

@@ -55,7 +55,8 @@ def ebs_source() -> str:
 
 
 def ebs_prices(region: str | None) -> dict[str, float]:
-    """Per-GB-month prices by volume type for a region (us-east-1's where the table has none)."""
+    """Per-GB-month prices by volume type for a region (us-east-1's, or cn-north-1's for a China region,
+    where the table has none)."""
     regions = _ebs_table()["regions"]
     prices = regions.get(region or "")
     if prices is None:
@@ -63,9 +64,9 @@ def ebs_prices(region: str | None) -> dict[str, float]:
             f"no-ebs:{region}",
             "no bundled EBS prices for region %s; estimating from %s prices",
             region,
-            pricing.ESTIMATE_REGION,
+            pricing.estimate_region(region),
         )
-        prices = regions[pricing.ESTIMATE_REGION]
+        prices = regions[pricing.estimate_region(region)]
     return {k: float(v) for k, v in prices.items()}
 
 

@@ -2,13 +2,16 @@
 
     nodescale plan -f PATH [-f PATH ...] [--instance-types FILE] [--region R] [-o json|text]
 
+The region is --region, else AWS_REGION, else AWS_DEFAULT_REGION (as boto3 reads them), else us-east-1.
+
 Exit 0 when it planned (unschedulable pods included), 2 with one line per problem for invalid input.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TextIO
 
@@ -24,9 +27,11 @@ from ..scheduling import Plan, solve
 from ..scheduling.buffers import buffer_report
 from ..scheduling.plan import NodeClaim
 from ..scheduling.workloads import WorkloadError, read_workloads
+from ..settings import DEFAULT_REGION, REGION
 from . import common
 
 SUFFIXES = (".yaml", ".yml", ".json")
+FALLBACK_REGION = "us-east-1"
 
 
 class InputError(Exception):
@@ -48,7 +53,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="a YAML/JSON file or a folder of them; repeat for more")
     p.add_argument("--instance-types", metavar="FILE",
                    help="instance types in Karpenter's kwok JSON format instead of the bundled catalog")
-    p.add_argument("--region", default="us-east-1", help="region of the bundled catalog (default us-east-1)")
+    p.add_argument("--region", default=None,
+                   help=f"region of the bundled catalog (default: ${REGION}, else ${DEFAULT_REGION}, as the AWS SDKs "
+                   f"read them, else {FALLBACK_REGION})")
     common.add_output_option(p)
     p.set_defaults(run=run)
 
@@ -56,17 +63,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = common.streams(out, err)
     notes: list[str] = []
+    region = plan_region(args.region)
     try:
-        plan = plan_paths(args.paths, args.instance_types, args.region, notes=notes)
+        plan = plan_paths(args.paths, args.instance_types, region, notes=notes)
     except InputError as exc:
         for line in exc.lines:
             common.fail("plan", err, line)
         return common.EXIT_BAD_INPUT
     for note in notes:
         print(f"nodescale plan: note: {note}", file=err)
-    currency = currency_of(args.region)
+    currency = currency_of(region)
     common.write_result(out, plan, args.output, lambda p: to_text(p, currency), lambda p: to_json(p, currency))
     return 0
+
+
+def plan_region(flag: str | None, env: Mapping[str, str] | None = None) -> str:
+    """--region, else the region the AWS SDKs would use (AWS_REGION, then AWS_DEFAULT_REGION), else us-east-1."""
+    env = os.environ if env is None else env
+    for value in (flag, env.get(REGION), env.get(DEFAULT_REGION)):
+        if value and value.strip():
+            return value.strip()
+    return FALLBACK_REGION
 
 
 def plan_paths(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from . import labels as wk
@@ -87,6 +88,9 @@ class InstanceType:
     facts: object | None = field(default=None, repr=False, compare=False)
     # What NodeOverlays changed on it for its pool ("price set by NodeOverlay half (-50%)"), for plan/explain.
     overlays: tuple[str, ...] = field(default=(), compare=False)
+    # Its offerings' prices with the Windows Server license included, by (zone, capacity type): what a node
+    # of a Windows AMI family pays (``offerings`` hold the Linux prices). Empty where nothing priced Windows.
+    windows_prices: Mapping[tuple[str, str], float] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def requirements(self) -> Requirements:
