@@ -108,6 +108,8 @@ class Enforcer:
 
     def __init__(self, policies: Mapping[str, list[dict[str, Any]]], moto_url: str, cluster: str) -> None:
         self.cluster = cluster
+        for fn in FUNCTIONS:  # what IAM would refuse to create is refused here, not evaluated
+            iam_policy.validate(policies[fn], name=f"the {fn} function's role")
         self.statements: dict[str, list[dict[str, Any]]] = {fn: list(policies[fn]) for fn in FUNCTIONS}
         self.statements[OPERATOR] = [s for fn in FUNCTIONS for s in policies[fn]]
         self.keys = {FUNCTION_CREDENTIALS[fn]["aws_access_key_id"]: fn for fn in FUNCTIONS}
