@@ -294,7 +294,7 @@ class TestWhatHidTheNextMistake:
         with pytest.raises(MalformedPolicy, match="CreateFleet"):
             Enforcer(policies, "http://127.0.0.1:1", "demo")
         for bad in ({"Effect": "Allow", "Action": "ec2:X", "Resource": "*", "Condition": {"StringEqualz": {"a:b": "c"}}},
-                    {"Effect": "Allow", "Action": "ec2:", "Resource": "*"},
+                    {"Effect": "Allow", "Action": "ec2:Create:Fleet", "Resource": "*"},
                     {"Effect": "Permit", "Action": "ec2:X", "Resource": "*"},
                     {"Effect": "Allow", "Action": "ec2:X"}):
             with pytest.raises(MalformedPolicy):
