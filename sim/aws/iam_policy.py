@@ -471,6 +471,11 @@ def evaluate_with_resource_policy(
     return Decision(IMPLICIT_DENY)
 
 
+def statements_of(document: Any) -> list[dict[str, Any]]:
+    """A policy document's statements (one statement may stand alone, not in a list); none for no document."""
+    return [dict(s) for s in _as_list((document or {}).get("Statement"))]
+
+
 def context_of(values: Mapping[str, Any]) -> dict[str, list[str]]:
     """A request context from `{key: value or [values]}`, keys lower-cased as IAM compares them."""
     return {k.lower(): [_text(v) for v in _as_list(value)] for k, value in values.items()}

@@ -10,6 +10,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from sim import invoke
 from sim.aws.constants import FUNCTION_CREDENTIALS, REGION
 
 pytestmark = pytest.mark.integration
@@ -129,7 +130,7 @@ def test_only_the_interruption_function_reads_its_queue_and_no_function_writes_t
     # The event source mapping polls as the function's role: the stack grants that role ReceiveMessage and
     # DeleteMessage on the interruption queue (its resource ARN, as sim reads it from QueueUrl), nothing more.
     url = sim.seed["interruption_queue_url"]
-    sim.boto3_client("sqs").send_message(QueueUrl=url, MessageBody="{}")  # EventBridge's delivery (admin here)
+    invoke.deliver_as_rule(sim.boto3_client("sqs"), f"nodescale-{sim.cluster}-spot-interruption", ["{}"])
     interruption = client(sim, "sqs", FUNCTION_CREDENTIALS["interruption"])
     (message,) = interruption.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     interruption.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
