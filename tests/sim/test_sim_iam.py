@@ -142,3 +142,18 @@ def test_only_the_interruption_function_reads_its_queue_and_no_function_writes_t
     assert code_of(lambda: provisioner.receive_message(QueueUrl=url)) in denied_codes
     denied = [c for c in sim.aws_calls("sqs", "ReceiveMessage") if c.get("denied")]
     assert denied[-1]["denied"]["resource"].endswith(":nodescale-demo-cluster-interruption")
+
+
+def test_put_events_refuses_a_source_aws_reserves(sim):
+    """#27.8: only AWS services emit `aws.*` events (PutEventsResultEntry: NotAuthorizedForSourceException), so a
+    PutEvents of a forged EC2 spot warning cannot reach the queue through the stack's rule; moto accepted it."""
+    events = sim.boto3_client("events")
+    forged = {"Source": "aws.ec2", "DetailType": "EC2 Spot Instance Interruption Warning",
+              "Detail": '{"instance-id": "i-0123456789abcdef0", "instance-action": "terminate"}'}
+    answer = events.put_events(Entries=[forged, {**forged, "Source": "com.example.app"}])
+    assert answer["FailedEntryCount"] == 1
+    assert answer["Entries"][0]["ErrorCode"] == "NotAuthorizedForSourceException"
+    assert "EventId" in answer["Entries"][1]
+    url = sim.seed["interruption_queue_url"]
+    attributes = sim.boto3_client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+    assert attributes["Attributes"]["ApproximateNumberOfMessages"] == "0"
