@@ -154,7 +154,8 @@ class Enforcer:
                 decision = iam_policy.evaluate(statements, request.action, request.resource, context)
             if not decision.allowed:
                 reason = (
-                    f"an explicit deny in a {decision.policy} policy ({decision.statement})"
+                    f"an explicit deny in {'an' if decision.policy == iam_policy.IDENTITY else 'a'} {decision.policy} "
+                    f"policy ({decision.statement})"
                     if decision.verdict == iam_policy.EXPLICIT_DENY
                     else f"no identity-based policy allows the {request.action} action"
                 )
