@@ -119,8 +119,11 @@ def serve(
         kube = KubeServer(store, tls=certificate).start()
         kube_https = str(kube.secure_url)
         parts.append(kube)
+        from sim.aws.iam_policies import stack_resources_for
+
+        # The stack's queue policies and interruption rules, as a deploy leaves them (cached: `up` made sure of it).
         account = seed(moto.url, cluster=cluster, kubernetes_version=kubernetes_version, region=REGION,
-                       kube_url=kube.url)
+                       kube_url=kube.url, stack=stack_resources_for(cluster, REGION))
         (directory / "seed.json").write_text(account.to_json())
 
         controllers = Controllers(store, clock)

@@ -141,12 +141,30 @@ def batch_of_messages(messages: list[dict[str, Any]], cluster: str = "demo-clust
 
 
 def send_to_queue(sqs: Any, queue_url: str, events: list[dict[str, Any]]) -> None:
-    """What EventBridge does for a rule whose target is the queue: each matching event's JSON is a message."""
-    for start in range(0, len(events), 10):  # SendMessageBatch takes ten at a time
-        entries = [{"Id": str(i), "MessageBody": json.dumps(e)} for i, e in enumerate(events[start:start + 10])]
-        answer = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
-        if answer.get("Failed"):
-            raise RuntimeError(f"the queue refused events: {answer['Failed']}")
+    """What AWS does with these events (EC2's, Health's): each goes on the default bus, and the stack's rule whose
+    pattern matches delivers its JSON to the queue as the rule (aws:SourceArn), which the queue's policy lets
+    through (sim/aws/eventbridge.py). A plain SendMessage to the queue is refused, even the administrator's."""
+    answer = _sim_control(sqs, "/sim/v1/aws-events", {"events": events})
+    if answer["refused"] or answer["delivered"] != len(events):
+        raise RuntimeError(f"EventBridge delivered {answer['delivered']} of {len(events)} events to {queue_url}: "
+                           f"{answer['refused']}")
+
+
+def deliver_as_rule(sqs: Any, rule: str, bodies: list[str]) -> None:
+    """The rule's delivery of these message bodies, as they are, to its queue: for a body no AWS service emits
+    (a poison record), which only a rule the queue's policy trusts could put there."""
+    answer = _sim_control(sqs, "/sim/v1/rule-deliveries", {"rule": rule, "bodies": bodies})
+    if answer["refused"] or answer["delivered"] != len(bodies):
+        raise RuntimeError(f"the rule {rule} delivered {answer['delivered']} of {len(bodies)}: {answer['refused']}")
+
+
+def _sim_control(client: Any, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+    import urllib.request
+
+    request = urllib.request.Request(f"{client.meta.endpoint_url.rstrip('/')}{path}", data=json.dumps(payload).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return json.loads(answer.read())
 
 
 @dataclass

@@ -16,6 +16,7 @@ does. Actions not modelled here are authorized against `*`.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -44,6 +45,8 @@ _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/")
 _PREFIX = {"monitoring": "cloudwatch", "cloudwatch": "cloudwatch", "execute-api": "execute-api"}
 # Actions AWS authorizes for any signed caller, with no policy needed.
 _ALWAYS = {"sts:GetCallerIdentity"}
+# Services whose resources sim gives resource-based policies (Enforcer.resource_policy).
+_RESOURCE_POLICIES = {"sqs"}
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,8 @@ class Enforcer:
 
     def __init__(self, policies: Mapping[str, list[dict[str, Any]]], moto_url: str, cluster: str) -> None:
         self.cluster = cluster
+        for fn in FUNCTIONS:  # what IAM would refuse to create is refused here, not evaluated
+            iam_policy.validate(policies[fn], name=f"the {fn} function's role")
         self.statements: dict[str, list[dict[str, Any]]] = {fn: list(policies[fn]) for fn in FUNCTIONS}
         self.statements[OPERATOR] = [s for fn in FUNCTIONS for s in policies[fn]]
         self.keys = {FUNCTION_CREDENTIALS[fn]["aws_access_key_id"]: fn for fn in FUNCTIONS}
@@ -128,24 +133,47 @@ class Enforcer:
     def decide(self, identity: str, signing_service: str, action: str, params: Mapping[str, Any],
                path: str) -> Denial | None:
         """None when the call is allowed; else the first denial."""
-        if identity == ADMIN:
-            return None
         prefix = _PREFIX.get(signing_service, signing_service)
+        if identity == ADMIN and prefix not in _RESOURCE_POLICIES:
+            return None
+        # The administrator has no identity policy to hold it, but an explicit Deny in a resource policy binds it.
         requests = self.requests(prefix, action, params, path)
-        statements = self.statements[identity]
+        statements = None if identity == ADMIN else self.statements[identity]
         for request in requests:
             if request.action in _ALWAYS:
                 continue
-            context = {"aws:requestedregion": [REGION], **request.context}
-            decision = iam_policy.evaluate(statements, request.action, request.resource, context)
+            # sim's endpoint is plain HTTP on the loopback; the SDKs speak TLS to AWS.
+            context = {"aws:requestedregion": [REGION], "aws:securetransport": ["true"], **request.context}
+            policy = self.resource_policy(request.resource)
+            if policy is not None:
+                decision = iam_policy.evaluate_with_resource_policy(
+                    statements, policy, request.action, request.resource, context, self.principal(identity), ACCOUNT)
+            elif statements is None:
+                continue
+            else:
+                decision = iam_policy.evaluate(statements, request.action, request.resource, context)
             if not decision.allowed:
                 reason = (
-                    f"an explicit deny in an identity-based policy ({decision.statement})"
+                    f"an explicit deny in {'an' if decision.policy == iam_policy.IDENTITY else 'a'} {decision.policy} "
+                    f"policy ({decision.statement})"
                     if decision.verdict == iam_policy.EXPLICIT_DENY
                     else f"no identity-based policy allows the {request.action} action"
                 )
                 return Denial(identity, self.principal(identity), request.action, request.resource, reason)
         return None
+
+    def resource_policy(self, resource: str) -> list[dict[str, Any]] | None:
+        """The statements of the resource's own policy (an SQS queue's Policy attribute, read from moto as the
+        administrator, so a policy set at run time counts at once); None when it has none."""
+        if not resource.startswith(f"arn:{PARTITION}:sqs:"):
+            return None
+        account, name = resource.split(":")[4:6]
+        try:
+            attributes = self._client("sqs").get_queue_attributes(
+                QueueUrl=f"{self.moto_url}/{account}/{name}", AttributeNames=["Policy"]).get("Attributes") or {}
+        except Exception:  # no such queue: SQS answers that itself
+            return None
+        return iam_policy.statements_of(json.loads(attributes["Policy"])) if attributes.get("Policy") else None
 
     # --- what a call asks for ---------------------------------------------------------------------------------
     def requests(self, prefix: str, action: str, params: Mapping[str, Any], path: str) -> list[Request]:

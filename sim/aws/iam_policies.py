@@ -71,6 +71,16 @@ def _cache_key(cluster: str, region: str) -> str:
 
 def policies_for(cluster: str, region: str) -> dict[str, list[dict[str, Any]]]:
     """{function: [statement, ...]} for each of the stack's functions, from the cache or a fresh synth."""
+    return _synthesized(cluster, region)["functions"]
+
+
+def stack_resources_for(cluster: str, region: str) -> dict[str, Any]:
+    """What sim seeds as the stack creates it: {"queuePolicies": {queue name: [statement, ...]}, "rules": [{"name",
+    "arn", "eventPattern", "queues": [queue name, ...]}]} (the interruption rules and their SQS targets)."""
+    return _synthesized(cluster, region)["stack"]
+
+
+def _synthesized(cluster: str, region: str) -> dict[str, Any]:
     cache = CACHE_DIR / f"{cluster}-{region}-{_cache_key(cluster, region)}.json"
     cached = _read(cache)
     if cached is not None:
@@ -85,14 +95,14 @@ def policies_for(cluster: str, region: str) -> dict[str, list[dict[str, Any]]]:
         return _synthesize_into(cache, cluster, region)
 
 
-def _read(cache: Path) -> dict[str, list[dict[str, Any]]] | None:
+def _read(cache: Path) -> dict[str, Any] | None:
     try:
         return json.loads(cache.read_text())
     except (FileNotFoundError, ValueError):
         return None
 
 
-def _synthesize_into(cache: Path, cluster: str, region: str) -> dict[str, list[dict[str, Any]]]:
+def _synthesize_into(cache: Path, cluster: str, region: str) -> dict[str, Any]:
     env = dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="1",
                JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION="1", JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), str(ROOT / "layers/nodescale/python"),
@@ -156,6 +166,27 @@ def extract(template: dict[str, Any], cluster: str, region: str) -> dict[str, li
     return out
 
 
+def extract_stack_resources(template: dict[str, Any], region: str) -> dict[str, Any]:
+    """The queues' resource policies and the event rules with SQS targets, intrinsics resolved."""
+    resources = template.get("Resources") or {}
+    resolver = _Resolver(resources, region)
+    policies: dict[str, list[dict[str, Any]]] = {}
+    for props in (r.get("Properties") or {} for r in resources.values() if r.get("Type") == "AWS::SQS::QueuePolicy"):
+        for url in resolver.resolve(props.get("Queues") or []):
+            policies.setdefault(str(url).rsplit("/", 1)[-1], []).extend(
+                resolver.resolve(props["PolicyDocument"]["Statement"]))
+    rules = []
+    for logical, resource in resources.items():
+        props = resource.get("Properties") or {}
+        if resource.get("Type") != "AWS::Events::Rule" or "EventPattern" not in props:
+            continue
+        targets = [str(resolver.resolve(t["Arn"])) for t in props.get("Targets") or []]
+        rules.append({"name": resolver.resolve(props["Name"]), "arn": resolver._get_att(logical, "Arn"),
+                      "eventPattern": resolver.resolve(props["EventPattern"]),
+                      "queues": [t.split(":")[5] for t in targets if t.split(":")[2] == "sqs"]})
+    return {"queuePolicies": policies, "rules": rules}
+
+
 class _Resolver:
     """CloudFormation intrinsics to the values they take in sim's account, from the resources' properties."""
 
@@ -167,6 +198,7 @@ class _Resolver:
         "AWS::SQS::Queue": ("QueueName", "arn:{partition}:sqs:{region}:{account}:{name}"),
         "AWS::SNS::Topic": ("TopicName", "arn:{partition}:sns:{region}:{account}:{name}"),
         "AWS::Lambda::Function": ("FunctionName", "arn:{partition}:lambda:{region}:{account}:function:{name}"),
+        "AWS::Events::Rule": ("Name", "arn:{partition}:events:{region}:{account}:rule/{name}"),
     }
 
     def __init__(self, resources: dict[str, Any], region: str) -> None:
@@ -248,7 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--region", required=True)
     args = parser.parse_args(argv)
     template = synthesize(args.cluster, args.region)
-    json.dump(extract(template, args.cluster, args.region), sys.stdout, indent=1, sort_keys=True)
+    synthesized = {"functions": extract(template, args.cluster, args.region),
+                   "stack": extract_stack_resources(template, args.region)}
+    json.dump(synthesized, sys.stdout, indent=1, sort_keys=True)
     return 0
 
 

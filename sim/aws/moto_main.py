@@ -23,7 +23,7 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
-from sim.aws import capacity_reservations, instance_types, moto_speedups
+from sim.aws import capacity_reservations, eventbridge, instance_types, moto_speedups
 from sim.aws.amis import catalog, public_parameters
 from sim.aws.constants import REGION
 
@@ -196,6 +196,8 @@ _CONTROL = {
     "/sim/v1/eks-endpoint": _set_cluster_endpoint,
     "/sim/v1/instance-user-data": _instance_user_data,
     "/sim/v1/capacity-block": capacity_reservations.create_capacity_block,
+    "/sim/v1/aws-events": eventbridge.emit,
+    "/sim/v1/rule-deliveries": eventbridge.deliver_as_rule,
 }
 
 
@@ -228,6 +230,7 @@ def main() -> None:
     instance_types.install(REGION)
     moto_speedups.install()
     capacity_reservations.install()
+    eventbridge.install()
 
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,

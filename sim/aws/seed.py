@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -91,9 +92,12 @@ def seed(
     kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
     region: str = REGION,
     kube_url: str | None = None,
+    stack: Mapping[str, Any] | None = None,
 ) -> SeededAccount:
     """Create the account's resources through moto's API (the same calls a real setup would make).
-    With `kube_url`, DescribeCluster answers with that endpoint (the local Kubernetes API)."""
+    With `kube_url`, DescribeCluster answers with that endpoint (the local Kubernetes API). With `stack` (the
+    synthesized stack's queue policies and event rules, sim/aws/iam_policies.stack_resources_for), the queues
+    carry the stack's resource policies and the stack's interruption rules target them, as after a deploy."""
     if kubernetes_version not in KUBERNETES_VERSIONS:
         raise ValueError(
             f"kubernetes version {kubernetes_version!r} has no seeded images: allowed are {KUBERNETES_VERSIONS}"
@@ -172,7 +176,9 @@ def seed(
     ddb.create_table(**spec)
     ddb.update_time_to_live(TableName=out.table_name, TimeToLiveSpecification=ttl)
     out.nodepool_parameter_path = f"/nodescale/{cluster}/nodepools/"
-    _seed_queues(client("sqs"), out)
+    _seed_queues(client("sqs"), out, (stack or {}).get("queuePolicies") or {})
+    if stack:
+        _seed_rules(client("events"), client("sqs"), stack.get("rules") or [])
 
     _seed_unmanaged(ec2, out, kubernetes_version)
     return out
@@ -183,19 +189,27 @@ def seed(
 INTERRUPTION_TIMEOUT_SECONDS = 150
 
 
-def _seed_queues(sqs: Any, out: SeededAccount) -> None:
+def _seed_queues(sqs: Any, out: SeededAccount, policies: Mapping[str, list[dict[str, Any]]]) -> None:
     """The stack's interruption queue and dead-letter queue, with the stack's attributes (infra/triggers.py,
-    from the layer's figures): what EventBridge delivers to and the function's event source mapping reads."""
+    from the layer's figures) and resource policies: what EventBridge delivers to and the function's event
+    source mapping reads."""
     from nodescale.interruption import queue as interruption_queue
 
-    dead = sqs.create_queue(QueueName=names.dead_letter_queue_name(out.cluster),
-                            Attributes={"MessageRetentionPeriod": str(14 * 24 * 3600), "SqsManagedSseEnabled": "true"})
+    def policy(name: str) -> dict[str, str]:
+        statements = policies.get(name)
+        return {"Policy": json.dumps({"Version": "2012-10-17", "Statement": statements})} if statements else {}
+
+    dead_name = names.dead_letter_queue_name(out.cluster)
+    dead = sqs.create_queue(QueueName=dead_name, Attributes={
+        "MessageRetentionPeriod": str(14 * 24 * 3600), "SqsManagedSseEnabled": "true", **policy(dead_name)})
     out.dead_letter_queue_url = dead["QueueUrl"]
     dead_arn = sqs.get_queue_attributes(QueueUrl=dead["QueueUrl"], AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     timeout = interruption_queue.visibility_timeout_seconds(INTERRUPTION_TIMEOUT_SECONDS)
+    name = names.interruption_queue_name(out.cluster)
     out.interruption_queue_url = sqs.create_queue(
-        QueueName=names.interruption_queue_name(out.cluster),
+        QueueName=name,
         Attributes={
+            **policy(name),
             "MessageRetentionPeriod": str(interruption_queue.retention_seconds(INTERRUPTION_TIMEOUT_SECONDS)),
             "VisibilityTimeout": str(timeout),
             "SqsManagedSseEnabled": "true",
@@ -203,6 +217,19 @@ def _seed_queues(sqs: Any, out: SeededAccount) -> None:
                                          "maxReceiveCount": interruption_queue.MAX_RECEIVE_COUNT}),
         },
     )["QueueUrl"]
+
+
+def _seed_rules(events: Any, sqs: Any, rules: list[Mapping[str, Any]]) -> None:
+    """The stack's event rules on the default bus, each targeting its queues (sim/aws/eventbridge.py delivers)."""
+    for rule in rules:
+        events.put_rule(Name=rule["name"], EventPattern=json.dumps(rule["eventPattern"]), State="ENABLED")
+        targets = []
+        for index, queue in enumerate(rule["queues"]):
+            url = sqs.get_queue_url(QueueName=queue)["QueueUrl"]
+            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            targets.append({"Id": f"queue{index}", "Arn": arn})
+        if targets:
+            events.put_targets(Rule=rule["name"], Targets=targets)
 
 
 def _seed_network(ec2: Any, out: SeededAccount, region: str) -> None:

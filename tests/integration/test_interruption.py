@@ -28,6 +28,7 @@ from nodescale.commands import replay as replay_cmd
 from nodescale.interruption import queue as interruption_queue
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
+from nodescale.names import physical_name
 from nodescale.runtime import Runtime
 from nodescale.usecases import interrupt as interrupting
 from nodescale.usecases import interrupt_batch
@@ -671,6 +672,63 @@ def test_warnings_sent_to_the_queue_are_handled_by_the_function_as_its_event_sou
     assert not nodes_of(moved) & set(ids)
 
 
+# ------------------------------------------------------------------ only the stack's rules send (#27.8)
+
+
+@pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_a_forged_spot_warning_is_refused_to_everyone_and_the_rules_delivery_is_acted_on(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """#27.8 on sim: the queue carries the policy the stack synthesizes (a Deny of sqs:SendMessage unless
+    aws:SourceArn is one of the stack's rules), and sim evaluates it on every send. A plain SendMessage (or batch)
+    of a forged spot warning, from the administrator's unrestricted identity or any function's, is refused by that
+    explicit deny; so is the delivery of a rule the stack did not make. EC2's event, delivered by the stack's rule,
+    arrives and is acted on. Before, the admin's send arrived and the warning was acted on."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    from sim.aws.constants import FUNCTION_CREDENTIALS, FUNCTIONS, REGION
+
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1, "cpu": "3", "terminationGracePeriodSeconds": 1})
+    (name,) = nodes_of(provision(sim, rt, ns, 1))
+    url = sim.seed["interruption_queue_url"]
+    warning = event("spot-interruption-warning.json", instance_of(node(sim, name)), sim)
+    admin = sim.boto3_client("sqs")
+    senders = {"admin": admin, **{fn: boto3.client("sqs", endpoint_url=sim.aws_endpoint, region_name=REGION,
+                                                   **FUNCTION_CREDENTIALS[fn]) for fn in FUNCTIONS}}
+    for who, sqs in senders.items():
+        for send in (lambda: sqs.send_message(QueueUrl=url, MessageBody=json.dumps(warning)),  # noqa: B023
+                     lambda: sqs.send_message_batch(QueueUrl=url, Entries=[  # noqa: B023
+                         {"Id": "0", "MessageBody": json.dumps(warning)}])):
+            with pytest.raises(ClientError) as refused:
+                send()
+            assert refused.value.response["Error"]["Code"] in ("AccessDenied", "AccessDeniedException"), who
+    denials = [c["denied"] for c in sim.aws_calls("sqs") if c.get("denied")][-2 * len(senders):]
+    assert len(denials) == 2 * len(senders) and {d["identity"] for d in denials} == set(senders)
+    assert all("explicit deny in a resource-based policy (OnlyTheStacksRulesSend)" in d["reason"] for d in denials)
+    # A rule the stack did not make, targeting the queue: its delivery is refused by the same deny.
+    events = sim.boto3_client("events")
+    events.put_rule(Name="forger", EventPattern=json.dumps({"source": ["aws.ec2"]}))
+    queue_arn = admin.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.put_targets(Rule="forger", Targets=[{"Id": "q", "Arn": queue_arn}])
+    try:
+        with pytest.raises(RuntimeError, match="rule/forger"):
+            invoke.deliver_as_rule(admin, "forger", [json.dumps(warning)])
+    finally:
+        events.remove_targets(Rule="forger", Ids=["q"])
+        events.delete_rule(Name="forger")
+    attributes = admin.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+    assert attributes["Attributes"]["ApproximateNumberOfMessages"] == "0"
+    assert node(sim, name) is not None
+    invoke.send_to_queue(admin, url, [warning])  # EC2's event on the bus: the stack's rule delivers it
+    with invoke.product_environment(sim.env, POWERTOOLS_METRICS_DISABLED="true"):
+        poll = invoke.poll_queue("interruption", url, timeout_seconds=90)
+    assert poll.received == 1 and poll.failed == [], poll
+    (summary,) = poll.response[interrupt_batch.EVENTS]
+    assert summary["eventId"] == warning["id"] and summary["instances"][0]["action"] == interrupting.DRAINED
+    assert node(sim, name) is None
+
+
 # ------------------------------------------------------------------------- an impostor Node (#27.5)
 
 
@@ -817,8 +875,8 @@ def test_poison_records_are_dropped_each_with_its_reason_and_the_warning_beside_
     ]
     url = sim.seed["interruption_queue_url"]
     sqs = sim.boto3_client("sqs")
-    for body in poison[:2]:
-        sqs.send_message(QueueUrl=url, MessageBody=body)
+    # Bodies no AWS service emits, delivered as the spot rule would: only a rule the queue's policy trusts may send.
+    invoke.deliver_as_rule(sqs, physical_name(sim.cluster, "spot-interruption"), poison[:2])
     invoke.send_to_queue(sqs, url, [json.loads(b) for b in poison[2:]] + [warning])
     with invoke.product_environment(sim.env, POWERTOOLS_METRICS_DISABLED="true"):
         poll = invoke.poll_queue("interruption", url, timeout_seconds=90)

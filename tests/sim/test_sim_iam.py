@@ -10,6 +10,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from sim import invoke
 from sim.aws.constants import FUNCTION_CREDENTIALS, REGION
 
 pytestmark = pytest.mark.integration
@@ -129,7 +130,7 @@ def test_only_the_interruption_function_reads_its_queue_and_no_function_writes_t
     # The event source mapping polls as the function's role: the stack grants that role ReceiveMessage and
     # DeleteMessage on the interruption queue (its resource ARN, as sim reads it from QueueUrl), nothing more.
     url = sim.seed["interruption_queue_url"]
-    sim.boto3_client("sqs").send_message(QueueUrl=url, MessageBody="{}")  # EventBridge's delivery (admin here)
+    invoke.deliver_as_rule(sim.boto3_client("sqs"), f"nodescale-{sim.cluster}-spot-interruption", ["{}"])
     interruption = client(sim, "sqs", FUNCTION_CREDENTIALS["interruption"])
     (message,) = interruption.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     interruption.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
@@ -141,3 +142,18 @@ def test_only_the_interruption_function_reads_its_queue_and_no_function_writes_t
     assert code_of(lambda: provisioner.receive_message(QueueUrl=url)) in denied_codes
     denied = [c for c in sim.aws_calls("sqs", "ReceiveMessage") if c.get("denied")]
     assert denied[-1]["denied"]["resource"].endswith(":nodescale-demo-cluster-interruption")
+
+
+def test_put_events_refuses_a_source_aws_reserves(sim):
+    """#27.8: only AWS services emit `aws.*` events (PutEventsResultEntry: NotAuthorizedForSourceException), so a
+    PutEvents of a forged EC2 spot warning cannot reach the queue through the stack's rule; moto accepted it."""
+    events = sim.boto3_client("events")
+    forged = {"Source": "aws.ec2", "DetailType": "EC2 Spot Instance Interruption Warning",
+              "Detail": '{"instance-id": "i-0123456789abcdef0", "instance-action": "terminate"}'}
+    answer = events.put_events(Entries=[forged, {**forged, "Source": "com.example.app"}])
+    assert answer["FailedEntryCount"] == 1
+    assert answer["Entries"][0]["ErrorCode"] == "NotAuthorizedForSourceException"
+    assert "EventId" in answer["Entries"][1]
+    url = sim.seed["interruption_queue_url"]
+    attributes = sim.boto3_client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+    assert attributes["Attributes"]["ApproximateNumberOfMessages"] == "0"

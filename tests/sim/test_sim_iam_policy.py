@@ -5,7 +5,17 @@ from __future__ import annotations
 import pytest
 
 from sim.aws.iam_enforcement import Enforcer, _request_tags, _ssm_arn, _tag_specifications
-from sim.aws.iam_policy import ALLOW, EXPLICIT_DENY, IMPLICIT_DENY, UnsupportedCondition, context_of, evaluate
+from sim.aws.iam_policy import (
+    ALLOW,
+    EXPLICIT_DENY,
+    IMPLICIT_DENY,
+    MalformedPolicy,
+    UnsupportedCondition,
+    context_of,
+    evaluate,
+    evaluate_with_resource_policy,
+    validate,
+)
 
 INSTANCE = "arn:aws:ec2:us-east-1:123456789012:instance/i-0abc"
 
@@ -185,3 +195,144 @@ def test_the_operator_may_do_what_any_function_may_and_the_admin_anything():
     assert denial is not None and denial.action == "ec2:DescribeInstanceStatus"
     assert "assumed-role/nodescale-demo-cleanup/cleanup" in denial.message()
     assert enforcer.decide("admin", "iam", "DeleteRole", {"RoleName": "x"}, "/") is None
+
+
+class TestWhatHidTheNextMistake:
+    """#28 ("sim, compared with independent references"): where sim's evaluator differed from AWS in ways today's
+    policies did not show, each against the AWS page that decides it."""
+
+    IMDSV2 = [  # IAM User Guide, "Example policies for working with Amazon EC2": require IMDSv2 on RunInstances
+        allow("ec2:RunInstances"),
+        {"Sid": "RequireImdsV2", "Effect": "Deny", "Action": "ec2:RunInstances",
+         "Resource": "arn:aws:ec2:*:*:instance/*", "Condition": {"StringNotEquals": {"ec2:MetadataHttpTokens": "required"}}},
+    ]
+
+    @pytest.mark.parametrize("operator, value", [
+        ("StringNotEquals", "x"), ("StringNotEqualsIgnoreCase", "x"), ("StringNotLike", "x*"),
+        ("ArnNotEquals", "arn:aws:events:us-east-1:123456789012:rule/r"),
+        ("ArnNotLike", "arn:aws:events:*:*:rule/*"), ("NumericNotEquals", "1"),
+        ("DateNotEquals", "2020-01-01T00:00:00Z"), ("NotIpAddress", "10.0.0.0/8"),
+    ])
+    def test_a_negated_operator_holds_when_the_key_is_missing(self, operator, value):
+        # "Condition operators": a negated operator evaluates to true when the key is not in the request
+        # context; the old evaluator said false, so a Deny guarded by one was skipped.
+        deny = [allow("sqs:SendMessage"),
+                {"Effect": "Deny", "Action": "sqs:SendMessage", "Resource": "*", "Condition": {operator: {"k:key": value}}}]
+        assert evaluate(deny, "sqs:SendMessage", "*", {}).verdict == EXPLICIT_DENY
+
+    def test_the_imdsv2_example_denies_a_launch_that_does_not_say(self):
+        instance = "arn:aws:ec2:us-east-1:123456789012:instance/*"
+        assert evaluate(self.IMDSV2, "ec2:RunInstances", instance, {}).verdict == EXPLICIT_DENY
+        assert evaluate(self.IMDSV2, "ec2:RunInstances", instance, context_of({"ec2:MetadataHttpTokens": "optional"})
+                        ).verdict == EXPLICIT_DENY
+        assert evaluate(self.IMDSV2, "ec2:RunInstances", instance, context_of({"ec2:MetadataHttpTokens": "required"})
+                        ).allowed
+
+    def test_if_exists_null_and_set_qualifiers_with_a_missing_key(self):
+        # "...IfExists condition operators", "Condition operator to check existence of condition keys",
+        # "Set operators for multivalued context keys" (ForAnyValue is false without the key). The old evaluator
+        # got these right: this holds them so while negated operators changed beside them.
+        cases = {"StringNotEqualsIfExists": True, "StringEqualsIfExists": True, "ForAllValues:StringNotEquals": True,
+                 "ForAnyValue:StringNotEquals": False, "ForAnyValue:StringEquals": False}
+        for operator, holds in cases.items():
+            statements = [allow("ec2:CreateTags", condition={operator: {"aws:TagKeys": "x"}})]
+            assert evaluate(statements, "ec2:CreateTags", "*", {}).allowed is holds, operator
+        present = [allow("ec2:CreateTags", condition={"Null": {"aws:TagKeys": False}})]  # a JSON false
+        assert evaluate(present, "ec2:CreateTags", "*", context_of({"aws:TagKeys": ["a"]})).allowed
+        assert not evaluate(present, "ec2:CreateTags", "*", {}).allowed
+
+    def test_policy_variables_in_resource_and_condition(self):
+        # "IAM policy elements: Variables and tags": ${aws:username} in Resource; ${aws:PrincipalTag/team} in a
+        # condition; ${*} ${?} ${$} stand for the character, never a wildcard; a default when the key is missing.
+        own = [allow("s3:GetObject", "arn:aws:s3:::home/${aws:username}/*")]
+        alice = context_of({"aws:username": "alice"})
+        assert evaluate(own, "s3:GetObject", "arn:aws:s3:::home/alice/notes", alice).allowed
+        assert not evaluate(own, "s3:GetObject", "arn:aws:s3:::home/bob/notes", alice).allowed
+        assert not evaluate(own, "s3:GetObject", "arn:aws:s3:::home/alice/notes", {}).allowed
+        team = [allow("ec2:StartInstances", condition={
+            "StringEquals": {"aws:ResourceTag/team": "${aws:PrincipalTag/team}"}})]
+        assert evaluate(team, "ec2:StartInstances", "*", context_of(
+            {"aws:PrincipalTag/team": "red", "aws:ResourceTag/team": "red"})).allowed
+        assert not evaluate(team, "ec2:StartInstances", "*", context_of(
+            {"aws:PrincipalTag/team": "red", "aws:ResourceTag/team": "blue"})).allowed
+        star = [allow("s3:GetObject", "arn:aws:s3:::bucket/${*}")]
+        assert evaluate(star, "s3:GetObject", "arn:aws:s3:::bucket/*", {}).allowed
+        assert not evaluate(star, "s3:GetObject", "arn:aws:s3:::bucket/anything", {}).allowed
+        fallback = [allow("s3:GetObject", "arn:aws:s3:::home/${aws:username, 'guest'}/*")]
+        assert evaluate(fallback, "s3:GetObject", "arn:aws:s3:::home/guest/x", {}).allowed
+        source = [{"Effect": "Deny", "Action": "sqs:SendMessage", "Resource": "*",
+                   "Condition": {"ArnNotEquals": {"aws:SourceArn": "arn:aws:sns:us-east-1:123456789012:${aws:username}"}}},
+                  allow("sqs:SendMessage")]
+        assert evaluate(source, "sqs:SendMessage", "*", context_of(
+            {"aws:username": "t", "aws:SourceArn": "arn:aws:sns:us-east-1:123456789012:t"})).allowed
+
+    def test_a_json_true_matches_the_string_true(self):
+        # "Condition operators": values compare as strings; a JSON true in a policy is "true".
+        statements = [allow("s3:GetObject", condition={"Bool": {"aws:SecureTransport": True},
+                                                       "StringEquals": {"aws:MultiFactorAuthPresent": True}})]
+        context = context_of({"aws:SecureTransport": "true", "aws:MultiFactorAuthPresent": "true"})
+        assert evaluate(statements, "s3:GetObject", "*", context).allowed
+
+    def test_date_and_ip_operators(self):
+        # "Date condition operators" (ISO 8601 or epoch seconds), "IP address condition operators" (CIDR).
+        window = [allow("s3:GetObject", condition={"DateGreaterThan": {"aws:CurrentTime": "2024-01-01T00:00:00Z"},
+                                                   "DateLessThan": {"aws:CurrentTime": "1735689600"}})]
+        assert evaluate(window, "s3:GetObject", "*", context_of({"aws:CurrentTime": "2024-06-01T12:00:00Z"})).allowed
+        assert not evaluate(window, "s3:GetObject", "*", context_of({"aws:CurrentTime": "2025-06-01T12:00:00Z"})).allowed
+        office = [allow("s3:GetObject", condition={"IpAddress": {"aws:SourceIp": ["203.0.113.0/24", "2001:db8::/32"]}})]
+        assert evaluate(office, "s3:GetObject", "*", context_of({"aws:SourceIp": "203.0.113.7"})).allowed
+        assert evaluate(office, "s3:GetObject", "*", context_of({"aws:SourceIp": "2001:db8::1"})).allowed
+        assert not evaluate(office, "s3:GetObject", "*", context_of({"aws:SourceIp": "198.51.100.1"})).allowed
+        outside = [{"Effect": "Deny", "Action": "*", "Resource": "*",
+                    "Condition": {"NotIpAddress": {"aws:SourceIp": "203.0.113.0/24"}}}, allow("s3:GetObject")]
+        assert evaluate(outside, "s3:GetObject", "*", context_of({"aws:SourceIp": "198.51.100.1"})).verdict == EXPLICIT_DENY
+
+    def test_an_action_without_a_service_prefix_is_refused_when_the_policy_is_loaded(self):
+        # IAM refuses such a document (MalformedPolicyDocument: "Actions/Conditions must be prefaced by a vendor").
+        policies = {fn: [allow("ec2:DescribeInstances")] for fn in ("provisioner", "interruption", "disruption", "cleanup")}
+        policies["provisioner"] = [allow("CreateFleet")]
+        with pytest.raises(MalformedPolicy, match="CreateFleet"):
+            Enforcer(policies, "http://127.0.0.1:1", "demo")
+        for bad in ({"Effect": "Allow", "Action": "ec2:X", "Resource": "*", "Condition": {"StringEqualz": {"a:b": "c"}}},
+                    {"Effect": "Allow", "Action": "ec2:Create:Fleet", "Resource": "*"},
+                    {"Effect": "Permit", "Action": "ec2:X", "Resource": "*"},
+                    {"Effect": "Allow", "Action": "ec2:X"}):
+            with pytest.raises(MalformedPolicy):
+                validate([bad])
+
+
+class TestResourcePolicies:
+    """IAM User Guide, "Policy evaluation logic" ("Identity-based and resource-based policies", "explicit deny")
+    and "Cross-account policy evaluation logic"."""
+
+    QUEUE = "arn:aws:sqs:us-east-1:123456789012:q"
+    RULE = "arn:aws:events:us-east-1:123456789012:rule/r"
+    ADMIN = "arn:aws:iam::123456789012:user/admin"
+    POLICY = [
+        {"Sid": "EventBridge", "Effect": "Allow", "Principal": {"Service": "events.amazonaws.com"},
+         "Action": "sqs:SendMessage", "Resource": QUEUE, "Condition": {"ArnEquals": {"aws:SourceArn": RULE}}},
+        {"Sid": "OnlyTheRule", "Effect": "Deny", "Principal": {"AWS": "*"}, "Action": "sqs:SendMessage",
+         "Resource": QUEUE, "Condition": {"ArnNotEquals": {"aws:SourceArn": RULE}}},
+    ]
+
+    def decide(self, principal, identity, context):
+        return evaluate_with_resource_policy(identity, self.POLICY, "sqs:SendMessage", self.QUEUE,
+                                             context_of(context), principal, "123456789012")
+
+    def test_a_deny_in_the_resource_policy_wins_over_any_identity_allow(self):
+        decision = self.decide(self.ADMIN, [allow("sqs:*")], {})
+        assert (decision.verdict, decision.statement, decision.policy) == (EXPLICIT_DENY, "OnlyTheRule", "resource-based")
+        assert self.decide(self.ADMIN, None, {}).verdict == EXPLICIT_DENY  # sim's unrestricted administrator too
+
+    def test_the_rules_delivery_is_allowed_by_the_resource_policy_alone(self):
+        assert self.decide("events.amazonaws.com", None, {"aws:SourceArn": self.RULE}).allowed
+        other_rule = {"aws:SourceArn": "arn:aws:events:us-east-1:123456789012:rule/other"}
+        assert not self.decide("events.amazonaws.com", [], other_rule).allowed
+
+    def test_an_account_principal_defers_to_the_identity_policy(self):
+        account = [{"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:root"}, "Action": "sqs:*",
+                    "Resource": "*"}]
+        role = "arn:aws:sts::123456789012:assumed-role/r/s"
+        assert not evaluate_with_resource_policy([], account, "sqs:SendMessage", self.QUEUE, {}, role, "123456789012").allowed
+        named = [{**account[0], "Principal": {"AWS": "arn:aws:iam::123456789012:role/r"}}]
+        assert evaluate_with_resource_policy([], named, "sqs:SendMessage", self.QUEUE, {}, role, "123456789012").allowed
