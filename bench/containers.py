@@ -7,9 +7,9 @@ for each event it is sent, with its own memory, clients and pod cache, as a Lamb
 The peak RSS of an invocation is the container process's high-water mark (VmHWM) during it, reset before
 it through ``/proc/self/clear_refs`` (Lambda's "Max Memory Used" is the same measure of a container), so
 it is that function's own figure: the benchmark's lists and the other functions are in other processes.
-sim/ has no Lambda service: the asynchronous self-invocations a handler asks for (the disruption
-function's slices) are captured in the container, after the same check of the target the real call
-makes, and handed back for the caller to run.
+The asynchronous self-invocations a handler asks for (the disruption function's slices) are real Lambda
+Invoke calls to sim, authorized as lambda:InvokeFunction on the function's ARN; sim queues them
+(sim/aws/lambda_service.py) and the caller takes them from there to run them.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import json
 import multiprocessing
 import time
 import traceback
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,6 @@ class Done:
     peak_rss_mib: float
     rss_before_mib: float
     peak_reset_works: bool
-    fanned_out: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Container:
@@ -97,31 +96,10 @@ def _invoke_once(function: str, event: dict[str, Any], timeout_seconds: float) -
     reset = _reset_peak_rss()
     before = _status_kib("VmRSS")
     started, cpu = time.perf_counter(), time.process_time()
-    with captured_fan_out() as sent:
-        summary = invoke.invoke(function, event, timeout_seconds=timeout_seconds)
+    summary = invoke.invoke(function, event, timeout_seconds=timeout_seconds)
     return {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu,
             "summary": json.loads(json.dumps(summary, default=str)), "peak_rss_mib": _status_kib("VmHWM") / 1024,
-            "rss_before_mib": before / 1024, "peak_reset_works": reset, "fanned_out": sent}
-
-
-@contextlib.contextmanager
-def captured_fan_out() -> Iterator[list[dict[str, Any]]]:
-    """The asynchronous invocations asked for while inside: kept (after the ARN check the real call makes)."""
-    from nodescale.aws import fan_out
-
-    sent: list[dict[str, Any]] = []
-    original = fan_out.invoke_async
-
-    def capture(function_arn: str, event: dict[str, Any], lambda_client: Any = None) -> None:
-        if not function_arn.startswith("arn:aws:lambda:") or ":function:" not in function_arn:
-            raise fan_out.FanOutError(f"not a function ARN: {function_arn}")
-        sent.append(json.loads(json.dumps(event)))
-
-    fan_out.invoke_async = capture  # type: ignore[assignment]
-    try:
-        yield sent
-    finally:
-        fan_out.invoke_async = original  # type: ignore[assignment]
+            "rss_before_mib": before / 1024, "peak_reset_works": reset}
 
 
 def _status_kib(field_name: str) -> int:

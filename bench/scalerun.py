@@ -16,7 +16,8 @@ Phases:
 
 Every disruption invocation is the scheduled one; when the cluster is larger than the split threshold
 it fans out one asynchronous invocation per slice of NodePools (`usecases/disrupt_slices.py`). On sim
-those Invoke calls are captured and the slice events are run through the handler side by side, each
+those Invoke calls are authorized (lambda:InvokeFunction on the function's ARN) and queued by sim's Lambda
+(`sim/aws/lambda_service.py`); the slice events are taken from there and run through the handler side by side, each
 in a container of its own (as Lambda runs asynchronous invocations), each measured as its own invocation.
 
 Each function runs in warm containers of its own (`bench/containers.py`: a child process per container,
@@ -169,7 +170,6 @@ class Recorder:
     peak_reset_works: bool = True
     batches: list[tuple[str, int, int, dict[str, int]]] = field(default_factory=list)  # function, events, at once, API
     containers: dict[str, list[Container]] = field(default_factory=dict)  # warm ones, per function
-    fanned_out: list[dict[str, Any]] = field(default_factory=list)  # asynchronous invocations asked for
 
     def stats(self, method: str) -> dict[str, Any]:
         url = self.env.kube_url.rstrip("/") + "/sim/v1/stats"
@@ -231,7 +231,6 @@ class Recorder:
             self.invocations.append(Invocation(function, self.phase, result.seconds, result.peak_rss_mib,
                                                result.rss_before_mib, share, summary, result.cpu_seconds))
             self.peak_reset_works = self.peak_reset_works and result.peak_reset_works
-            self.fanned_out.extend(result.fanned_out)
             out.append(summary)
         if len(events) > 1 and keep_batch:
             self.batches.append((function, len(events), at_once, total))
@@ -382,12 +381,13 @@ class Run:
         return self.rec.invoke("provisioner", invoke.scheduled_tick(rule="provisioner"))
 
     def disruption(self) -> list[dict[str, Any]]:
-        """The scheduled run, then each slice it fanned out (captured Invoke calls) through the handler."""
+        """The scheduled run, then each slice it fanned out (its Invoke calls, which sim authorized and
+        queued) through the handler."""
         from sim import invoke
 
-        self.rec.fanned_out.clear()
+        self.env.lambda_invocations(take=True)  # none left over from an earlier pass
         summaries = [self.rec.invoke("disruption", invoke.scheduled_tick(rule="disruption"))]
-        sent, self.rec.fanned_out = list(self.rec.fanned_out), []
+        sent = [i["payload"] for i in self.env.lambda_invocations(take=True) if i["function"] == "disruption"]
         if sent:
             # Lambda runs asynchronous invocations at once, each in a container of its own (up to the
             # function's reserved concurrency): here side by side too, as many at a time as BURST_AT_ONCE.

@@ -136,16 +136,20 @@ def serve(
         parts.append(kubelet)
         from sim.aws.iam_enforcement import Enforcer
         from sim.aws.iam_policies import policies_for
+        from sim.aws.lambda_service import LambdaService
 
         # The functions' policies as the stack synthesizes them (cached: `up` made sure of it).
         enforcer = Enforcer(policies_for(cluster, REGION), moto.url, cluster)
+        lambdas = LambdaService(cluster)
         proxy = FaultProxy(
             moto.url,
             clock=clock,
             enforcer=enforcer,
+            lambdas=lambdas,
             routes={
                 "GET /sim/v1/seed": lambda: json.loads(account.to_json()),
                 "GET /sim/v1/kubelet": kubelet.status,
+                **lambdas.routes(),
             },
         ).start()
         parts.append(proxy)
@@ -608,6 +612,11 @@ class Environment:
     def aws_calls(self, service: str | None = None, action: str | None = None) -> list[dict[str, Any]]:
         query = "&".join(f"{k}={v}" for k, v in (("service", service), ("action", action)) if v)
         return self._call("GET", f"{self.aws_control_url}/aws-calls" + (f"?{query}" if query else ""))["calls"]
+
+    def lambda_invocations(self, take: bool = False) -> list[dict[str, Any]]:
+        """The asynchronous Lambda invocations the functions asked for and nobody ran yet, oldest first
+        (sim/aws/lambda_service.py); ``take``: also remove them from the queue, to run them."""
+        return self._call("DELETE" if take else "GET", f"{self.aws_control_url}/lambda-invocations")["invocations"]
 
     def clear_aws_calls(self) -> None:
         self._call("DELETE", f"{self.aws_control_url}/aws-calls")

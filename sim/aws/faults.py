@@ -9,6 +9,8 @@ error responses (status, XML/JSON/CBOR body, error code). Control API on the pro
     GET    /sim/v1/aws-calls[?service=ec2&action=CreateFleet]  -> recent calls, newest last; each has the
            wall-clock `time` it arrived, `status`, and (CreateFleet, RunInstances) the `instanceIds` it launched
     DELETE /sim/v1/aws-calls           -> forget them
+    GET|DELETE /sim/v1/lambda-invocations -> asynchronous Lambda invocations queued (DELETE takes them):
+           Lambda's calls are answered by sim/aws/lambda_service.py, not moto
 
 Rules (JSON):
 - `{"kind": "capacity", "instanceType": "m5.large", "zone": "us-east-1a", "capacityType": "spot",
@@ -610,9 +612,12 @@ class FaultProxy:
     """Reverse proxy on 127.0.0.1 (free port) in front of `upstream` (moto's URL)."""
 
     def __init__(
-        self, upstream: str, routes: dict[str, Route] | None = None, clock: Any = None, enforcer: Any = None
+        self, upstream: str, routes: dict[str, Route] | None = None, clock: Any = None, enforcer: Any = None,
+        lambdas: Any = None,
     ) -> None:
         self.upstream = urlsplit(upstream)
+        # Lambda (sim/aws/lambda_service.LambdaService) answers Lambda's calls itself: moto's would run containers.
+        self.lambdas = lambdas
         # IAM (sim/aws/iam_enforcement.Enforcer): each call held to its caller's policy; None lets all through.
         self.enforcer = enforcer
         # moto stamps LaunchTime with the real clock; the environment runs on simulated time, so the
@@ -847,6 +852,10 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         """The call carried out (by moto, through the capacity rules for a launch): status, headers, body."""
         owner = self.owner
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "keep-alive", "content-length")}
+        if call.service == "lambda" and owner.lambdas is not None:
+            status, lambda_headers, data = owner.lambdas.answer(call.action, self.path, self.headers, body)
+            record["status"] = status
+            return status, lambda_headers, data
         if call.service == "ec2" and call.action in ("CreateFleet", "RunInstances"):
             capacity = owner.rules.capacity_rules()
             answer = self._capacity(call, capacity, headers, record) if capacity else None

@@ -11,7 +11,9 @@ with that type's request tags (from the call's TagSpecifications and, for the in
 network interfaces of a fleet, its launch template's), plus the implied `ec2:CreateTags` with
 `ec2:CreateAction`; for calls on existing resources the resources' own tags (`aws:ResourceTag/*`,
 `ec2:ResourceTag/*`), read from moto as the administrator. Any request denied denies the call, as AWS
-does. Actions not modelled here are authorized against `*`.
+does. Every other call is mapped to its IAM action (which is not always the operation's name: Lambda's
+Invoke is lambda:InvokeFunction, SQS's batch calls their single action) and the resource ARN AWS
+authorizes it on; a call sim does not know is refused and logged, never checked on `*`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from sim.aws import iam_policy
 from sim.aws.constants import (
@@ -43,6 +45,10 @@ ADMIN = "admin"
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/")
 # Signing name -> IAM service prefix, where they differ.
 _PREFIX = {"monitoring": "cloudwatch", "cloudwatch": "cloudwatch", "execute-api": "execute-api"}
+# What an instant fleet launches, and the two actions it is authorized as.
+_LAUNCHED = ("instance", "volume", "network-interface")
+_SPOT_REQUEST = "spot-instances-request"
+_LAUNCH_ACTIONS = ("ec2:CreateFleet", "ec2:RunInstances")
 # Actions AWS authorizes for any signed caller, with no policy needed.
 _ALWAYS = {"sts:GetCallerIdentity"}
 # Services whose resources sim gives resource-based policies (Enforcer.resource_policy).
@@ -56,6 +62,7 @@ class Request:
     action: str
     resource: str
     context: dict[str, list[str]] = field(default_factory=dict)
+    modelled: bool = True  # False: sim does not know this call's action and resources (refused)
 
 
 @dataclass(frozen=True)
@@ -120,6 +127,8 @@ class Enforcer:
         self.keys[ADMIN_CREDENTIALS["aws_access_key_id"]] = ADMIN
         self.moto_url = moto_url
         self._local = threading.local()
+        self._images: dict[str, list[tuple[str, dict[str, list[str]]]]] = {}
+        self._images_lock = threading.Lock()
 
     def identity(self, key: str | None) -> str | None:
         return self.keys.get(key or "")
@@ -142,6 +151,15 @@ class Enforcer:
         for request in requests:
             if request.action in _ALWAYS:
                 continue
+            if not request.modelled:
+                if statements is None:
+                    continue  # the administrator: only a resource policy holds it, and this call names none
+                # Loud, and refused: allowing it on `*` would let the product's next new call pass on sim
+                # and be refused on AWS (or pass on AWS with a grant sim never checked).
+                log.error("IAM: sim does not know how AWS authorizes %s (called by %s): refused; map it to its "
+                          "IAM action and resource in sim/aws/iam_enforcement.py", request.action, identity)
+                return Denial(identity, self.principal(identity), request.action, request.resource,
+                              "sim does not model how AWS authorizes this call (sim/aws/iam_enforcement.py)")
             # sim's endpoint is plain HTTP on the loopback; the SDKs speak TLS to AWS.
             context = {"aws:requestedregion": [REGION], "aws:securetransport": ["true"], **request.context}
             policy = self.resource_policy(request.resource)
@@ -177,33 +195,14 @@ class Enforcer:
 
     # --- what a call asks for ---------------------------------------------------------------------------------
     def requests(self, prefix: str, action: str, params: Mapping[str, Any], path: str) -> list[Request]:
-        full = f"{prefix}:{action}"
-        if prefix == "ec2":
-            handler = getattr(self, f"_ec2_{action}", None)
-            if handler is not None:
-                return handler(params)
-            return [Request(full, "*")]
-        if prefix == "ssm":
-            return [Request(full, _ssm_arn(name)) for name in _ssm_names(action, params)] or [Request(full, "*")]
-        if prefix == "dynamodb":
-            tables = [params["TableName"]] if "TableName" in params else list(params.get("RequestItems") or {})
-            return [Request(full, f"arn:{PARTITION}:dynamodb:{REGION}:{ACCOUNT}:table/{t}") for t in tables] \
-                or [Request(full, "*")]
-        if prefix == "eks":
-            match = re.match(r"^/clusters/([^/?]+)", urlsplit(path).path)
-            if match:
-                return [Request(full, f"arn:{PARTITION}:eks:{REGION}:{ACCOUNT}:cluster/{unquote(match.group(1))}")]
-            return [Request(full, "*")]
-        if prefix == "sqs" and "QueueUrl" in params:
-            # .../<account>/<name>: a queue's ARN, which the function's ReceiveMessage/DeleteMessage grant names.
-            # SQS has no IAM action for its batch calls: each is authorized as its single-message action.
-            account, _, name = urlsplit(str(params["QueueUrl"])).path.strip("/").partition("/")
-            return [Request(f"sqs:{action.removesuffix('Batch')}", f"arn:{PARTITION}:sqs:{REGION}:{account}:{name}")]
-        if prefix == "iam" and "RoleName" in params:
-            return [Request(full, self._role_arn(str(params["RoleName"])))]
-        if prefix == "iam" and "InstanceProfileName" in params:
-            return [Request(full, f"arn:{PARTITION}:iam::{ACCOUNT}:instance-profile/{params['InstanceProfileName']}")]
-        return [Request(full, "*")]  # not modelled: authorized against any resource
+        """The authorization requests of one call; a call sim does not know how AWS authorizes gives one
+        unmodelled request, which `decide` refuses (never a guess on `*` that would let the next new call by)."""
+        handler = getattr(self, f"_{prefix}_{action}", None) if prefix == "ec2" else None
+        if handler is not None:
+            return handler(params)
+        mapper = _MAPPERS.get(prefix)
+        found = mapper(self, action, params, path) if mapper is not None else None
+        return found if found is not None else [Request(f"{prefix}:{action}", "*", modelled=False)]
 
     # EC2 calls that create or change resources
     def _ec2_CreateLaunchTemplate(self, params: Mapping[str, Any]) -> list[Request]:  # noqa: N802
@@ -215,45 +214,58 @@ class Enforcer:
         return requests
 
     def _ec2_CreateFleet(self, params: Mapping[str, Any]) -> list[Request]:  # noqa: N802
-        action = "ec2:CreateFleet"
+        """An instant fleet launches through RunInstances with the caller's own permissions (it does not use
+        the EC2 Fleet service-linked role): AWS authorizes CreateFleet and RunInstances each on every
+        resource the launch creates or uses (Service Authorization Reference, Amazon EC2: CreateFleet's
+        dependent action RunInstances; Karpenter's controller policy grants both on the same resources)."""
         request_tags = _tag_specifications(params, "TagSpecification")
-        templates = _indexed(params, "LaunchTemplateConfigs")
-        requests: list[Request] = []
-        created_tags: dict[str, dict[str, str]] = {"fleet": dict(request_tags.get("fleet", {}))}
-        for rtype in ("instance", "volume", "network-interface", "spot-instances-request"):
-            created_tags[rtype] = dict(request_tags.get(rtype, {}))
-        subnets: set[str] = set()
-        for config in templates:
+        created_tags = {rtype: dict(request_tags.get(rtype, {})) for rtype in ("fleet", *_LAUNCHED, _SPOT_REQUEST)}
+        used: list[tuple[str, dict[str, list[str]]]] = []  # (ARN, context) of what the launch uses, not creates
+        passed: list[str] = []
+        for config in _indexed(params, "LaunchTemplateConfigs"):
             spec = {k.split(".", 1)[1]: v for k, v in config.items() if k.startswith("LaunchTemplateSpecification.")}
             template = self._launch_template(spec)
             if template is None:
-                continue
-            requests.append(Request(action, _ec2_arn("launch-template", template["id"]), _resource_tags(template["tags"])))
+                continue  # EC2 answers a template that does not exist itself
+            used.append((_ec2_arn("launch-template", template["id"]), _resource_tags(template["tags"])))
             for rtype, tags in template["tag_specifications"].items():
                 if rtype in created_tags:
                     created_tags[rtype] = {**tags, **created_tags[rtype]}
-            if template.get("image"):
-                requests.append(Request(action, f"arn:{PARTITION}:ec2:{REGION}::image/{template['image']}"))
-            for group in template.get("security_groups", []):
-                requests.append(Request(action, _ec2_arn("security-group", group)))
+            used += template["used"]
             if template.get("role_arn"):
-                requests.append(Request("iam:PassRole", template["role_arn"],
-                                        {"iam:passedtoservice": [EC2_PRINCIPAL]}))
-            if template.get("capacity_reservation"):
-                # A launch into a capacity reservation uses it: AWS authorizes the action on its ARN too.
-                requests.append(Request(action, _ec2_arn("capacity-reservation", template["capacity_reservation"])))
-            subnets.update(v for k, v in config.items() if k.startswith("Overrides.") and k.endswith(".SubnetId"))
-        for subnet in sorted(subnets):
-            requests.append(Request(action, _ec2_arn("subnet", subnet)))
+                passed.append(template["role_arn"])
+            for key, value in config.items():
+                if key.startswith("Overrides.") and key.endswith(".SubnetId"):
+                    used.append((_ec2_arn("subnet", value), {}))
+                elif key.startswith("Overrides.") and key.endswith(".Placement.GroupName"):
+                    used.append((_ec2_arn("placement-group", value), {}))
+                elif key.startswith("Overrides.") and key.endswith(".ImageId"):
+                    used += self._image_resources(value)
         spot = params.get("TargetCapacitySpecification.DefaultTargetCapacityType") == "spot" or \
             int(params.get("TargetCapacitySpecification.SpotTargetCapacity") or 0) > 0
-        created = ["fleet", "instance", "volume", "network-interface"] + (["spot-instances-request"] if spot else [])
-        for rtype in created:
+        launched = [*_LAUNCHED, *([_SPOT_REQUEST] if spot else [])]
+        fleet_arn = _ec2_arn("fleet", "*")
+        requests = [Request("ec2:CreateFleet", fleet_arn, _request_tags(created_tags["fleet"]))]
+        if created_tags["fleet"]:
+            requests.append(Request("ec2:CreateTags", fleet_arn,
+                                    {**_request_tags(created_tags["fleet"]), "ec2:createaction": ["CreateFleet"]}))
+        unique: dict[str, dict[str, list[str]]] = {}
+        for arn, context in used:  # each resource once, however many templates name it
+            unique.setdefault(arn, context)
+        for action in _LAUNCH_ACTIONS:
+            requests += [Request(action, arn, context) for arn, context in unique.items()]
+            requests += [Request(action, _ec2_arn(rtype, "*"), _request_tags(created_tags[rtype])) for rtype in launched]
+        # The resources launched are tagged at creation: ec2:CreateTags with the creating action. Which action
+        # EC2 names for an instant fleet's instances is not documented; Karpenter's policy allows both, so
+        # sim asks for both (a policy allowing one only would be a guess that AWS may refuse).
+        for rtype in launched:
             tags = created_tags[rtype]
-            arn = _ec2_arn(rtype, "*")
-            requests.append(Request(action, arn, _request_tags(tags)))
             if tags:
-                requests.append(Request("ec2:CreateTags", arn, {**_request_tags(tags), "ec2:createaction": ["CreateFleet"]}))
+                requests += [Request("ec2:CreateTags", _ec2_arn(rtype, "*"),
+                                     {**_request_tags(tags), "ec2:createaction": [action.split(":", 1)[1]]})
+                             for action in _LAUNCH_ACTIONS]
+        requests += [Request("iam:PassRole", role, {"iam:passedtoservice": [EC2_PRINCIPAL]})
+                     for role in dict.fromkeys(passed)]
         return requests
 
     def _ec2_TerminateInstances(self, params: Mapping[str, Any]) -> list[Request]:  # noqa: N802
@@ -332,12 +344,62 @@ class Enforcer:
         data = (versions.get("LaunchTemplateVersions") or [{}])[0].get("LaunchTemplateData") or {}
         for ts in data.get("TagSpecifications") or []:
             out["tag_specifications"][ts.get("ResourceType")] = {t["Key"]: t.get("Value", "") for t in ts.get("Tags") or []}
-        out["image"] = data.get("ImageId")
-        out["security_groups"] = list(data.get("SecurityGroupIds") or [])
-        target = (data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
-        out["capacity_reservation"] = target.get("CapacityReservationId")
+        out["used"] = self._template_resources(data)
         profile = data.get("IamInstanceProfile") or {}
         out["role_arn"] = self._profile_role(profile.get("Name") or (profile.get("Arn") or "").rsplit("/", 1)[-1])
+        return out
+
+    def _template_resources(self, data: Mapping[str, Any]) -> list[tuple[str, dict[str, list[str]]]]:
+        """The resources a launch from this template data uses (each RunInstances resource type that is not
+        created): its image and that image's snapshots, security groups and subnets (also those named on its
+        network interfaces), snapshots of its own block device mappings, key pair, placement group and
+        capacity reservation."""
+        used: list[tuple[str, dict[str, list[str]]]] = []
+        if data.get("ImageId"):
+            used += self._image_resources(str(data["ImageId"]))
+        for mapping in data.get("BlockDeviceMappings") or []:
+            snapshot = (mapping.get("Ebs") or {}).get("SnapshotId")
+            if snapshot:
+                used.append((_shared_arn("snapshot", snapshot), {}))
+        groups = list(data.get("SecurityGroupIds") or [])
+        for interface in data.get("NetworkInterfaces") or []:
+            groups += interface.get("Groups") or []
+            if interface.get("SubnetId"):
+                used.append((_ec2_arn("subnet", interface["SubnetId"]), {}))
+        used += [(_ec2_arn("security-group", g), {}) for g in groups]
+        if data.get("KeyName"):
+            used.append((_ec2_arn("key-pair", data["KeyName"]), {}))
+        placement = data.get("Placement") or {}
+        if placement.get("GroupName"):
+            used.append((_ec2_arn("placement-group", placement["GroupName"]), {}))
+        target = (data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
+        if target.get("CapacityReservationId"):
+            # A launch into a capacity reservation uses it: AWS authorizes the launch on its ARN too.
+            used.append((_ec2_arn("capacity-reservation", target["CapacityReservationId"]), {}))
+        return used
+
+    def _image_resources(self, image_id: str) -> list[tuple[str, dict[str, list[str]]]]:
+        """The image (with its ec2:Owner, ec2:Public, ec2:ImageType, ec2:RootDeviceType) and the snapshots its
+        block device mappings name: a launch from an EBS-backed AMI reads them."""
+        with self._images_lock:
+            cached = self._images.get(image_id)
+        if cached is not None:
+            return cached
+        try:
+            images = self._ec2().describe_images(ImageIds=[image_id]).get("Images") or []
+        except Exception:  # an image that does not exist: EC2 answers that itself
+            images = []
+        out: list[tuple[str, dict[str, list[str]]]] = [(_shared_arn("image", image_id), {})]
+        if images:
+            image = images[0]
+            owner = "amazon" if image.get("ImageOwnerAlias") == "amazon" else str(image.get("OwnerId") or "")
+            out[0] = (out[0][0], {"ec2:owner": [owner], "ec2:public": [str(bool(image.get("Public"))).lower()],
+                                  "ec2:imagetype": [str(image.get("ImageType") or "machine")],
+                                  "ec2:rootdevicetype": [str(image.get("RootDeviceType") or "ebs")]})
+            out += [(_shared_arn("snapshot", m["Ebs"]["SnapshotId"]), {})
+                    for m in image.get("BlockDeviceMappings") or [] if (m.get("Ebs") or {}).get("SnapshotId")]
+            with self._images_lock:  # an image's snapshots never change: asked once per image
+                self._images[image_id] = out
         return out
 
     def _profile_role(self, profile: str) -> str | None:
@@ -354,6 +416,115 @@ class Enforcer:
             return str(self._iam().get_role(RoleName=name)["Role"]["Arn"])
         except Exception:
             return f"arn:{PARTITION}:iam::{ACCOUNT}:role/{name}"
+
+
+# --- the IAM action and resources of each call, per service (None: not modelled) ------------------------------
+# Describe/List calls of these services take no resource-level permissions (Service Authorization Reference:
+# no resource type for the action), so AWS authorizes them on "*".
+_ON_ANY_RESOURCE = {
+    "ec2": ("Describe",),
+    "ssm": ("DescribeParameters",),
+    "dynamodb": ("ListTables",),
+    "eks": ("ListClusters",),
+    "sqs": ("ListQueues",),
+    "iam": ("ListRoles", "ListInstanceProfiles"),
+    "pricing": ("GetProducts", "DescribeServices", "GetAttributeValues"),
+    "cloudwatch": ("PutMetricData", "GetMetricData", "GetMetricStatistics", "ListMetrics"),
+    "sts": ("GetCallerIdentity",),
+}
+_SSM_PARAMETER_ACTIONS = {"GetParameter", "GetParameters", "GetParametersByPath", "GetParameterHistory", "PutParameter",
+                          "DeleteParameter", "DeleteParameters", "LabelParameterVersion"}
+_DYNAMODB_TABLE_ACTIONS = {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem",
+                           "BatchWriteItem", "DescribeTable", "DescribeTimeToLive", "ConditionCheckItem"}
+_EKS_CLUSTER = re.compile(r"^/clusters/([^/?]+)/?$")
+# Lambda's Invoke operation is the IAM action lambda:InvokeFunction, on the function's (qualified) ARN.
+_LAMBDA_INVOKE = re.compile(r"^/2015-03-31/functions/([^/?]+)/invocations/?$")
+
+
+def _on_any_resource(prefix: str, action: str) -> list[Request] | None:
+    if any(action == a or (a == "Describe" and action.startswith(a)) for a in _ON_ANY_RESOURCE.get(prefix, ())):
+        return [Request(f"{prefix}:{action}", "*")]
+    return None
+
+
+def _ec2_requests(enforcer: Enforcer, action: str, params: Mapping[str, Any], path: str) -> list[Request] | None:
+    return _on_any_resource("ec2", action)
+
+
+def _ssm_requests(enforcer: Enforcer, action: str, params: Mapping[str, Any], path: str) -> list[Request] | None:
+    if action in _SSM_PARAMETER_ACTIONS:
+        return [Request(f"ssm:{action}", _ssm_arn(name)) for name in _ssm_names(action, params)] or None
+    return _on_any_resource("ssm", action)
+
+
+def _dynamodb_requests(enforcer: Enforcer, action: str, params: Mapping[str, Any], path: str) -> list[Request] | None:
+    if action in _DYNAMODB_TABLE_ACTIONS:
+        tables = [params["TableName"]] if "TableName" in params else list(params.get("RequestItems") or {})
+        return [Request(f"dynamodb:{action}", f"arn:{PARTITION}:dynamodb:{REGION}:{ACCOUNT}:table/{t}")
+                for t in tables] or None
+    return _on_any_resource("dynamodb", action)
+
+
+def _eks_requests(enforcer: Enforcer, action: str, params: Mapping[str, Any], path: str) -> list[Request] | None:
+    match = _EKS_CLUSTER.match(urlsplit(path).path)
+    if action == "DescribeCluster" and match:
+        return [Request("eks:DescribeCluster",
+                        f"arn:{PARTITION}:eks:{REGION}:{ACCOUNT}:cluster/{unquote(match.group(1))}")]
+    return _on_any_resource("eks", action)
+
+
+def _sqs_requests(enforcer: Enforcer, action: str, params: Mapping[str, Any], path: str) -> list[Request] | None:
+    if "QueueUrl" in params:
+        # .../<account>/<name>: a queue's ARN, which the function's ReceiveMessage/DeleteMessage grant names.
+        # SQS has no IAM action for its batch calls: each is authorized as its single-message action.
+        account, _, name = urlsplit(str(params["QueueUrl"])).path.strip("/").partition("/")
+        return [Request(f"sqs:{action.removesuffix('Batch')}", f"arn:{PARTITION}:sqs:{REGION}:{account}:{name}")]
+    if action == "GetQueueUrl" and "QueueName" in params:
+        account = str(params.get("QueueOwnerAWSAccountId") or ACCOUNT)
+        return [Request("sqs:GetQueueUrl", f"arn:{PARTITION}:sqs:{REGION}:{account}:{params['QueueName']}")]
+    return _on_any_resource("sqs", action)
+
+
+def _iam_requests(enforcer: Enforcer, action: str, params: Mapping[str, Any], path: str) -> list[Request] | None:
+    if "RoleName" in params:  # iam:ListInstanceProfilesForRole, GetRole...: on the role
+        return [Request(f"iam:{action}", enforcer._role_arn(str(params["RoleName"])))]
+    if "InstanceProfileName" in params:
+        return [Request(f"iam:{action}",
+                        f"arn:{PARTITION}:iam::{ACCOUNT}:instance-profile/{params['InstanceProfileName']}")]
+    return _on_any_resource("iam", action)
+
+
+def _lambda_requests(enforcer: Enforcer, action: str, params: Mapping[str, Any], path: str) -> list[Request] | None:
+    url = urlsplit(path)
+    match = _LAMBDA_INVOKE.match(url.path)
+    if action != "Invoke" or not match:
+        return None
+    qualifier = parse_qs(url.query).get("Qualifier", [""])[0]
+    return [Request("lambda:InvokeFunction", lambda_function_arn(unquote(match.group(1)), qualifier))]
+
+
+def lambda_function_arn(function: str, qualifier: str = "") -> str:
+    """The ARN Lambda authorizes an invocation on, from the FunctionName it was given: a name, a partial
+    ARN (account:function:name) or a full ARN, each maybe with a :qualifier (or the Qualifier parameter)."""
+    parts = function.split(":")
+    if function.startswith("arn:"):
+        parts = parts[6:]
+    elif len(parts) >= 3 and parts[1] == "function":
+        parts = parts[2:]
+    name, own_qualifier = parts[0], (parts[1] if len(parts) > 1 else "")
+    qualifier = qualifier or own_qualifier
+    return f"arn:{PARTITION}:lambda:{REGION}:{ACCOUNT}:function:{name}" + (f":{qualifier}" if qualifier else "")
+
+
+def _on_any(prefix: str) -> Any:
+    return lambda enforcer, action, params, path: _on_any_resource(prefix, action)
+
+
+_MAPPERS: dict[str, Any] = {
+    "ec2": _ec2_requests, "ssm": _ssm_requests, "dynamodb": _dynamodb_requests, "eks": _eks_requests,
+    "sqs": _sqs_requests, "iam": _iam_requests, "lambda": _lambda_requests,
+    "pricing": _on_any("pricing"), "cloudwatch": _on_any("cloudwatch"), "sts": _on_any("sts"),
+}
 
 
 # --- request parameters (EC2's query protocol flattens lists as Name.N.Field) --------------------------------
@@ -392,6 +563,11 @@ def _resource_tags(tags: Mapping[str, str]) -> dict[str, list[str]]:
 
 def _ec2_arn(resource_type: str, resource_id: str) -> str:
     return f"arn:{PARTITION}:ec2:{REGION}:{ACCOUNT}:{resource_type}/{resource_id}"
+
+
+def _shared_arn(resource_type: str, resource_id: str) -> str:
+    """Images and snapshots have no account in their ARN (they may be public or another account's)."""
+    return f"arn:{PARTITION}:ec2:{REGION}::{resource_type}/{resource_id}"
 
 
 def _ec2_type(resource_id: str) -> str:
