@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from . import errors
@@ -121,8 +122,10 @@ def invalid_error(rt: ResourceType, name: str, causes: list[dict[str, str]]) -> 
 # ------------------------------------------------------------------------------------ primitives
 
 
-def _qualified_name(value: str) -> list[str]:
-    """apimachinery's `IsQualifiedName`: an optional DNS-subdomain prefix and a 63-character name."""
+@lru_cache(maxsize=8192)
+def _qualified_name(value: str) -> tuple[str, ...]:
+    """apimachinery's `IsQualifiedName`: an optional DNS-subdomain prefix and a 63-character name
+    (cached: the same few label keys come with every pod)."""
     prefix, slash, name = value.rpartition("/")
     problems = []
     if slash:
@@ -138,17 +141,18 @@ def _qualified_name(value: str) -> list[str]:
         problems.append("name part must be no more than 63 characters")
     elif not _QUALIFIED_NAME.match(name):
         problems.append(_QUALIFIED_NAME_MESSAGE)
-    return problems
+    return tuple(problems)
 
 
-def _label_value(value: str) -> list[str]:
+@lru_cache(maxsize=8192)
+def _label_value(value: str) -> tuple[str, ...]:
     """apimachinery's `IsValidLabelValue`."""
     problems = []
     if len(value) > 63:
         problems.append("must be no more than 63 characters")
     if not _LABEL_VALUE.match(value):
         problems.append(_LABEL_VALUE_MESSAGE)
-    return problems
+    return tuple(problems)
 
 
 def _dns_label(value: str) -> list[str]:
