@@ -93,8 +93,11 @@ _NAMESPACE_SUBRESOURCES = ("status", "finalize")
 _METHOD_VERBS = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
-def _true(value: str | None) -> bool:
-    return (value or "").lower() in ("1", "t", "true")
+def query_bool(value: str | None) -> bool:
+    """A boolean query parameter as kube-apiserver decodes it (apimachinery's
+    `Convert_Slice_string_To_bool`): absent, "0" or any case of "false" is false; anything else,
+    "yes" and the empty string included, is true."""
+    return value is not None and value != "0" and value.lower() != "false"
 
 
 def _name_from_field_selector(selector: str) -> str:
@@ -135,7 +138,7 @@ def request_attributes(method: str, path: str, query: Mapping[str, str]) -> Attr
     name = parts[1] if len(parts) >= 2 else ""
     subresource = parts[2] if len(parts) >= 3 else ""
     if not name and verb == "get":
-        verb = "watch" if _true(query.get("watch")) else "list"
+        verb = "watch" if query_bool(query.get("watch")) else "list"
         name = _name_from_field_selector(query.get("fieldSelector", ""))
     if not name and verb == "delete":
         verb = "deletecollection"

@@ -2,8 +2,8 @@
 
 One background thread takes every write from the store (in resourceVersion order), marks what
 it affects as dirty and reconciles the dirty objects in batches: workloads, garbage collection,
-PodDisruptionBudget status, the scheduler, and kubelet-like pod lifecycle. Timers (Ready delay,
-grace periods, run-to-completion pods) run on the simulated clock.
+PodDisruptionBudget status, aggregated ClusterRoles' rules, the scheduler, and kubelet-like pod
+lifecycle. Timers (Ready delay, grace periods, run-to-completion pods) run on the simulated clock.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from .lifecycle import (
     start_pod,
 )
 from .objects import controller_ref, meta, node_ready, pod_terminal
+from .rbac import CLUSTER_ROLES, aggregate_cluster_roles
 from .scheduler import Scheduler, wants_default_scheduler
 from .store import Store
 from .workloads import (
@@ -65,7 +66,8 @@ def _node_shape(node: dict[str, Any] | None) -> Any:
 
 
 class Controllers:
-    """Workload, garbage-collection, disruption-budget, scheduling and pod-lifecycle controllers."""
+    """Workload, garbage-collection, disruption-budget, ClusterRole-aggregation, scheduling and pod-lifecycle
+    controllers."""
 
     def __init__(self, store: Store, clock: Clock | None = None, ready_delay: float = 1.0) -> None:
         self.store = store
@@ -87,6 +89,7 @@ class Controllers:
         self._next_pass = 0.0
         self._pdb_namespaces: set[str] = set()
         self._foreground: set[tuple[str, str, str]] = set()
+        self._aggregate = False
         self._progress = threading.Condition()
         self._received = 0
         self._processed = 0
@@ -99,7 +102,7 @@ class Controllers:
         with self.store.lock:
             self._unsubscribe = self.store.subscribe(self._on_change)
             # Objects that existed before we subscribed are handled as if just added.
-            for resource in ("v1/nodes", "v1/pods", *_WORKLOADS, "policy/v1/poddisruptionbudgets"):
+            for resource in ("v1/nodes", "v1/pods", *_WORKLOADS, "policy/v1/poddisruptionbudgets", CLUSTER_ROLES):
                 for obj in self.store.snapshot(resource):
                     self._on_change("ADDED", resource, obj, None)
         self._stop.clear()
@@ -191,6 +194,9 @@ class Controllers:
                 self._dirty[_OWNER_KINDS[ref["kind"]]].add((meta(obj)["namespace"], ref.get("name", "")))
         elif resource == "policy/v1/poddisruptionbudgets" and event_type != "DELETED":
             self._pdb_namespaces.add(meta(obj).get("namespace", ""))
+        elif resource == CLUSTER_ROLES:
+            # Any ClusterRole's labels or rules may feed an aggregated one (or stop feeding it).
+            self._aggregate = True
         if event_type == "DELETED":
             collect_dependents(self.store, obj)
             for key in owner_keys(self.store, obj):
@@ -297,6 +303,9 @@ class Controllers:
                 # Let pending pods pile up between passes in proportion to what a pass costs: a
                 # pass over thousands of nodes is worth making for many pods at once.
                 self._next_pass = time.monotonic() + min(1.0, max(0.02, time.monotonic() - started))
+        if self._aggregate:
+            self._aggregate = False
+            aggregate_cluster_roles(self.store)
         namespaces, self._pdb_namespaces = self._pdb_namespaces, set()
         for namespace in sorted(namespaces):
             for pdb in self.store.snapshot("policy/v1/poddisruptionbudgets", namespace):

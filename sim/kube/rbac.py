@@ -21,6 +21,7 @@ A denial is a 403 `Status` worded as kube-apiserver's `responsewriters.Forbidden
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ import yaml
 
 from .auth import AUTHENTICATED, MASTERS, UNAUTHENTICATED, Attributes, User
 from .errors import ApiError, qualified
+from .selectors import compile_label_selector_object
 from .store import Store
 
 GROUP = "rbac.authorization.k8s.io"
@@ -104,8 +106,27 @@ def _subject_applies(subject: dict[str, Any], user: User, binding_namespace: str
     return False
 
 
-def _applies(binding: dict[str, Any], user: User, namespace: str) -> bool:
-    return any(isinstance(s, dict) and _subject_applies(s, user, namespace) for s in binding.get("subjects") or ())
+def _applying_subject(binding: dict[str, Any], user: User, namespace: str) -> dict[str, Any] | None:
+    """The first of the binding's subjects that is `user` (kube's `appliesTo`), or None."""
+    for subject in binding.get("subjects") or ():
+        if isinstance(subject, dict) and _subject_applies(subject, user, namespace):
+            return subject
+    return None
+
+
+def _describe(binding: dict[str, Any], subject: dict[str, Any], namespace: str) -> str:
+    """Which binding granted a request, worded as kube's `clusterRoleBindingDescriber` and
+    `roleBindingDescriber` word it in an allow's reason."""
+    ref = binding.get("roleRef") or {}
+    name = (binding.get("metadata") or {}).get("name", "")
+    if subject.get("kind") == "ServiceAccount":
+        who = f'ServiceAccount {json.dumps(subject.get("name", "") + "/" + (subject.get("namespace") or namespace))}'
+    else:
+        who = f'{subject.get("kind")} {json.dumps(subject.get("name", ""))}'
+    if namespace:
+        return (f'RoleBinding {json.dumps(name + "/" + namespace)} of {ref.get("kind")} '
+                f'{json.dumps(ref.get("name", ""))} to {who}')
+    return f'ClusterRoleBinding {json.dumps(name)} of {ref.get("kind")} {json.dumps(ref.get("name", ""))} to {who}'
 
 
 # ------------------------------------------------------------------------------------------ authorizer
@@ -140,31 +161,62 @@ class RbacAuthorizer:
             return []
         return list(role.get("rules") or [])
 
-    def _rules(self, user: User, namespace: str, errors: list[str]) -> Iterator[list[Any]]:
-        """Rule lists that apply to `user` in `namespace` (cluster-wide ones first), as kube visits them."""
+    def _rules(self, user: User, namespace: str, errors: list[str]) -> Iterator[tuple[str, list[Any]]]:
+        """(which binding, its rule list) for each binding that applies to `user` in `namespace`
+        (cluster-wide ones first), as kube's `VisitRulesFor` visits them."""
         for binding in self.store.snapshot(CLUSTER_ROLE_BINDINGS):
-            if _applies(binding, user, ""):
-                yield self._role_rules(binding.get("roleRef") or {}, "", errors)
+            subject = _applying_subject(binding, user, "")
+            if subject is not None:
+                yield _describe(binding, subject, ""), self._role_rules(binding.get("roleRef") or {}, "", errors)
         if namespace:
             for binding in self.store.snapshot(ROLE_BINDINGS, namespace):
-                if _applies(binding, user, namespace):
-                    yield self._role_rules(binding.get("roleRef") or {}, namespace, errors)
+                subject = _applying_subject(binding, user, namespace)
+                if subject is not None:
+                    rules = self._role_rules(binding.get("roleRef") or {}, namespace, errors)
+                    yield _describe(binding, subject, namespace), rules
 
-    def allowed(self, user: User, attrs: Attributes) -> tuple[bool, str]:
-        """(allowed, reason): the reason lists bindings whose role is missing, as kube's RBAC reports them."""
+    def decide(self, user: User, attrs: Attributes) -> tuple[bool, str]:
+        """(allowed, reason) as a SubjectAccessReview reports them: an allow names the binding that
+        granted it ("RBAC: allowed by ..."); a denial lists bindings whose role is missing."""
         if MASTERS in user.groups:
-            return True, ""
+            return True, ""  # the privileged-group authorizer gives no reason
         if any(rule_allows(rule, attrs) for policy in user.access_policies for rule in ACCESS_POLICIES[policy]):
             return True, ""
         errors: list[str] = []
         with self.store.lock:
-            for rules in self._rules(user, attrs.namespace, errors):
+            for source, rules in self._rules(user, attrs.namespace, errors):
                 if any(rule_allows(rule, attrs) for rule in rules):
-                    return True, ""
+                    return True, f"RBAC: allowed by {source}"
         unique = list(dict.fromkeys(errors))
         if not unique:
             return False, ""
         return False, "RBAC: " + (unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]")
+
+    def allowed(self, user: User, attrs: Attributes) -> tuple[bool, str]:
+        """(allowed, reason): the reason lists bindings whose role is missing, as kube's RBAC reports them."""
+        allowed, reason = self.decide(user, attrs)
+        return allowed, "" if allowed else reason
+
+    def rules_for(self, user: User, namespace: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+        """(resource rules, non-resource rules, errors) that apply to `user` in `namespace`, as kube's
+        `RulesFor` collects them for a SelfSubjectRulesReview (EKS access policies included)."""
+        errors: list[str] = []
+        rules: list[Any] = [dict(r) for policy in user.access_policies for r in ACCESS_POLICIES[policy]]
+        with self.store.lock:
+            for _source, found in self._rules(user, namespace, errors):
+                rules.extend(found)
+        resource_rules, non_resource_rules = [], []
+        for rule in rules:
+            if not isinstance(rule, dict):
+                continue
+            if rule.get("nonResourceURLs"):
+                non_resource_rules.append({"verbs": list(rule.get("verbs") or []),
+                                           "nonResourceURLs": list(rule["nonResourceURLs"])})
+            else:
+                entry = {k: list(rule.get(k) or []) for k in ("verbs", "apiGroups", "resources", "resourceNames")
+                         if rule.get(k) or k == "verbs"}
+                resource_rules.append(entry)
+        return resource_rules, non_resource_rules, list(dict.fromkeys(errors))
 
     def authorize(self, user: User, attrs: Attributes) -> None:
         """Nothing when allowed; a 403 `ApiError` worded as kube-apiserver words it when not."""
@@ -200,6 +252,54 @@ def forbidden(user: User, attrs: Attributes, reason: str = "") -> ApiError:
         details["group"] = attrs.api_group
     details["kind"] = attrs.resource
     return ApiError(403, "Forbidden", text, details)
+
+
+# ------------------------------------------------------------------------------------------ aggregation
+
+
+def _aggregated_rules(role: dict[str, Any], roles: list[dict[str, Any]]) -> list[Any]:
+    """The rules an aggregated ClusterRole gets: those of every other ClusterRole matching any of its
+    selectors, selector by selector, roles by name, each rule once (kube-controller-manager's
+    `ClusterRoleAggregationController.syncClusterRole`)."""
+    name = (role.get("metadata") or {}).get("name")
+    rules: list[Any] = []
+    for selector in (role.get("aggregationRule") or {}).get("clusterRoleSelectors") or ():
+        if not isinstance(selector, dict):
+            continue
+        try:
+            matches = compile_label_selector_object(selector)
+        except ApiError:
+            continue  # validation refuses such a selector; nothing to aggregate from it
+        for other in sorted(roles, key=lambda r: (r.get("metadata") or {}).get("name", "")):
+            metadata = other.get("metadata") or {}
+            if metadata.get("name") == name or not matches(metadata.get("labels") or {}):
+                continue
+            for rule in other.get("rules") or ():
+                if rule not in rules:
+                    rules.append(rule)
+    return rules
+
+
+def aggregate_cluster_roles(store: Store) -> list[str]:
+    """Bring every ClusterRole with an `aggregationRule` up to date; returns the names rewritten."""
+    roles = store.snapshot(CLUSTER_ROLES)
+    changed = []
+    for role in roles:
+        if not isinstance(role.get("aggregationRule"), dict):
+            continue
+        wanted = _aggregated_rules(role, roles)
+        if (role.get("rules") or []) == wanted:
+            continue
+
+        def set_rules(current: dict[str, Any], wanted: list[Any] = wanted) -> bool:
+            if not isinstance(current.get("aggregationRule"), dict):
+                return False  # the aggregation rule went away meanwhile
+            current["rules"] = wanted
+            return True
+
+        if store.modify(CLUSTER_ROLES, role["metadata"]["name"], None, set_rules) is not None:
+            changed.append(role["metadata"]["name"])
+    return changed
 
 
 # ---------------------------------------------------------------------------------------- the objects
@@ -239,7 +339,7 @@ BOOTSTRAP_POLICY: tuple[dict[str, Any], ...] = (
     _bootstrap_role("system:basic-user", [{
         "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
         "verbs": ["create"],
-    }]),
+    }, {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]}]),
     _bootstrap_role("system:public-info-viewer", [{"nonResourceURLs": _PUBLIC_INFO, "verbs": ["get"]}]),
     _bootstrap_binding("cluster-admin", [MASTERS]),
     _bootstrap_binding("system:discovery", [AUTHENTICATED]),

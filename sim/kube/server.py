@@ -28,8 +28,8 @@ import yaml
 
 from nodescale.config import boundedyaml
 
-from . import errors, fieldvalidation, tables
-from .auth import TOKENS, User, authenticate, request_attributes
+from . import errors, fieldvalidation, reviews, tables
+from .auth import TOKENS, User, authenticate, query_bool, request_attributes
 from .disruption import evict
 from .errors import ApiError
 from .faults import FaultInjector, FaultSpecError, fault_error
@@ -154,6 +154,8 @@ class _Handler(BaseHTTPRequestHandler):
                 raise
             if self._discovery(path):
                 return
+            if self._review(path, user):
+                return
             request = self._parse_path(path)
             self._resource(request, query)
         except ApiError as error:
@@ -184,16 +186,21 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/api/v1":
             self._json(200, self._resource_list("", "v1"))
         elif path == "/apis":
-            groups = [self._group(g, vs) for g, vs in sorted(store.registry.group_versions().items()) if g]
+            served = {**store.registry.group_versions(), **reviews.groups()}
+            groups = [self._group(g, vs) for g, vs in sorted(served.items()) if g]
             self._json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
         elif re.fullmatch(r"/apis/[^/]+", path):
             group = path.split("/")[2]
-            versions = store.registry.group_versions().get(group)
+            versions = store.registry.group_versions().get(group) or reviews.groups().get(group)
             if not versions:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             self._json(200, {"apiVersion": "v1", **self._group(group, versions)})
         elif re.fullmatch(r"/apis/[^/]+/[^/]+", path):
             _, _, group, version = path.split("/")
+            review_resources = reviews.resource_list(group, version)
+            if review_resources is not None:
+                self._json(200, review_resources)
+                return True
             if not store.registry.in_group_version(group, version):
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             self._json(200, self._resource_list(group, version))
@@ -223,6 +230,22 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         # Addressed by hash, the document never changes: clients may cache it (kube-apiserver does the same).
         self._send(200, document, {"Cache-Control": "public, immutable"} if "hash=" in self.path else None)
+
+    def _review(self, path: str, user: User) -> bool:
+        """Answer an access or identity review (`reviews`): nothing is stored, only decided."""
+        found = reviews.review_path(path)
+        if found is None:
+            return False
+        if self.command != "POST":
+            raise errors.method_not_allowed()
+        group, version, plural, namespace = found
+        self.server.stats.add(plural, "create", requests=1)
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        body = reviews.decode_protobuf(self._raw_body, plural) if content_type == reviews.PROTOBUF else self._body()
+        answer = reviews.review(self.server.authorizer, user, self.server.tokens, group, version, plural, namespace,
+                                body)
+        self._json(201, answer)
+        return True
 
     @staticmethod
     def _group(group: str, versions: list[str]) -> dict[str, Any]:
@@ -287,7 +310,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _verb(self, request: _Request, query: dict[str, str]) -> str:
         method = self.command
         if method in ("GET", "HEAD"):
-            if request.legacy_watch or query.get("watch") in ("true", "1"):
+            if request.legacy_watch or query_bool(query.get("watch")):
                 return "watch"
             return "get" if request.name else "list"
         if method == "POST":
@@ -440,7 +463,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._chunk("")
             return
         self.server.track(watch)
-        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        bookmarks = query_bool(query.get("allowWatchBookmarks"))
         deadline = time.monotonic() + timeout
         last_bookmark = time.monotonic()
         try:

@@ -33,6 +33,7 @@ from .objects import clone, meta, valid_name, valid_path_segment_name
 from .patches import apply_patch
 from .resources import CRD_KEY, Registry, ResourceType, validate_crd
 from .selectors import LabelMatcher, ObjectMatcher, field_equals, parse_field_selector, parse_label_selector
+from .validation import validate
 
 Listener = Callable[[str, str, dict[str, Any], dict[str, Any] | None], None]
 """Called under the store lock with (event type, resource key, object, previous object)."""
@@ -457,6 +458,7 @@ class Store:
                 # Status is the controllers' to write; only nodes register with theirs (kubelets do).
                 body.pop("status", None)
             apply_create_defaults(rt.key, body, uid)
+            validate(rt, body)
             if rt.key == CRD_KEY:
                 self._crd_status(body)
             if dry_run:
@@ -562,6 +564,9 @@ class Store:
                 "`spec.tolerations` (only additions to existing tolerations), "
                 "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
             )
+        if check_rv and subresource is None:
+            # A client's update or patch (not a controller's `modify`) is validated as kube-apiserver does.
+            validate(rt, result)
         if dry_run:
             return result
         result["metadata"]["resourceVersion"] = self._next_rv()

@@ -201,12 +201,15 @@ def test_dry_run_changes_nothing(kube: KubeHarness) -> None:
 
 def test_events_leases_and_namespaces(kube: KubeHarness) -> None:
     ns = kube.namespace()
-    kube.core.create_namespaced_event(ns, {
-        "metadata": {"name": "node-x.17a"},
-        "involvedObject": {"kind": "Node", "name": "node-x"},
+    # A cluster-scoped object's events live in "default" (kube-apiserver's legacyValidateEvent refuses
+    # them anywhere else).
+    node = f"node-{ns}"
+    kube.core.create_namespaced_event("default", {
+        "metadata": {"name": f"{node}.17a"},
+        "involvedObject": {"kind": "Node", "name": node},
         "reason": "RebalanceRecommendation", "message": "EC2 rebalance recommendation", "type": "Normal",
     })
-    events = kube.core.list_namespaced_event(ns, field_selector="involvedObject.name=node-x").items
+    events = kube.core.list_namespaced_event("default", field_selector=f"involvedObject.name={node}").items
     assert [e.reason for e in events] == ["RebalanceRecommendation"]
     coordination = client.CoordinationV1Api(kube.api_client)
     coordination.create_namespaced_lease(ns, {"metadata": {"name": "leader"}, "spec": {"holderIdentity": "a"}})

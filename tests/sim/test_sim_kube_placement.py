@@ -75,8 +75,8 @@ def test_taints_and_tolerations() -> None:
 
 
 def _healthy_pod(store: Store, name: str) -> None:
-    store.create("v1/pods", {"metadata": {"name": name, "labels": {"app": "x"}}, "spec": {"nodeName": "n"}},
-                 "default")
+    spec = {"nodeName": "n", "containers": [{"name": "app", "image": "nginx"}]}
+    store.create("v1/pods", {"metadata": {"name": name, "labels": {"app": "x"}}, "spec": spec}, "default")
     store.modify("v1/pods", name, "default", lambda pod: pod["status"].update(
         {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}), "status")
 

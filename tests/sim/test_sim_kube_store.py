@@ -47,7 +47,9 @@ def test_update_with_a_stale_resource_version_conflicts(store: Store) -> None:
 
 def test_status_and_spec_writes_are_separate(store: Store) -> None:
     created = store.create("apps/v1/deployments", {
-        "metadata": {"name": "d"}, "spec": {"replicas": 1, "selector": {}, "template": {}}}, "default")
+        "metadata": {"name": "d"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}}, "template": {
+            "metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}},
+        "default")
     assert created["metadata"]["generation"] == 1
     created["status"] = {"replicas": 99}
     created["spec"]["replicas"] = 2
@@ -74,7 +76,7 @@ def test_namespaced_and_cluster_scoped_lists(store: Store) -> None:
 
 
 def test_generate_name_and_invalid_names(store: Store) -> None:
-    created = store.create("v1/pods", {"metadata": {"generateName": "web-"}, "spec": {}}, "default")
+    created = store.create("v1/pods", {"metadata": {"generateName": "web-"}, "spec": _pod("x")["spec"]}, "default")
     assert created["metadata"]["name"].startswith("web-") and len(created["metadata"]["name"]) == 9
     with pytest.raises(ApiError) as excinfo:
         store.create("v1/pods", {"metadata": {"name": "Bad_Name"}}, "default")

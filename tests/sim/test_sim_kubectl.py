@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from sim.aws.constants import KUBE_FUNCTIONS_USER
 from sim.environment import Environment
 
 pytestmark = pytest.mark.integration
@@ -39,12 +40,13 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
 
 
 def kubectl(env: Environment, *args: str, stdin: str | None = None, check: bool = True,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run the pinned kubectl with the administrator's kubeconfig only (no cache from other runs)."""
+            timeout: float = 120, kubeconfig: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the pinned kubectl with the administrator's kubeconfig (or `kubeconfig`) only (no cache from
+    other runs)."""
     assert KUBECTL.exists(), f"{KUBECTL} is missing: `make setup` installs it from requirements-dev.txt"
     cache = Path(env.admin_kubeconfig).parent / "kubectl-cache"
     result = subprocess.run(
-        [str(KUBECTL), f"--kubeconfig={env.admin_kubeconfig}", f"--cache-dir={cache}", *args],
+        [str(KUBECTL), f"--kubeconfig={kubeconfig or env.admin_kubeconfig}", f"--cache-dir={cache}", *args],
         input=stdin, capture_output=True, text=True, timeout=timeout, check=False,
         env={"PATH": "/usr/bin:/bin", "HOME": str(cache)},
     )
@@ -125,6 +127,27 @@ spec:
     warned = kubectl(env, "apply", "-f", "-", "--validate=warn", stdin=manifest)
     assert 'Warning: unknown field "spec.template.spec.containers[0].imagePullPolcy"' in warned.stderr
     kubectl(env, "delete", "deployment", "typo")
+
+
+def test_auth_can_i_and_whoami_as_the_functions(env: Environment) -> None:
+    """#28 acceptance (Kubernetes, reviews): as the functions' identity (DIR/env's kubeconfig), `kubectl
+    auth can-i` answers from the stack's RBAC manifest and `kubectl auth whoami` names the functions' user.
+
+    kubectl reads `pods/eviction` as TYPE/NAME (the pod named "eviction"), so that spelling asks about
+    `create pods` and is "no" on any cluster with this manifest; the eviction subresource is asked with
+    `--subresource=eviction` (kubectl's `auth can-i` argument parsing)."""
+    as_functions = {"kubeconfig": env.kubeconfig, "check": False}
+    evict = kubectl(env, "auth", "can-i", "create", "pods", "--subresource=eviction", **as_functions)
+    assert (evict.returncode, evict.stdout.strip()) == (0, "yes"), evict.stderr
+    named = kubectl(env, "auth", "can-i", "create", "pods/eviction", **as_functions)
+    assert (named.returncode, named.stdout.strip()) == (1, "no"), named.stderr
+    secrets = kubectl(env, "auth", "can-i", "list", "secrets", **as_functions)
+    assert (secrets.returncode, secrets.stdout.strip()) == (1, "no"), secrets.stderr
+    whoami = kubectl(env, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}", **as_functions)
+    assert (whoami.returncode, whoami.stdout.strip()) == (0, KUBE_FUNCTIONS_USER), whoami.stderr
+    listed = kubectl(env, "auth", "can-i", "--list", **as_functions)
+    assert listed.returncode == 0, listed.stderr
+    assert re.search(r"^pods/eviction\s+\[\]\s+\[\]\s+\[create\]", listed.stdout, re.MULTILINE), listed.stdout
 
 
 def test_explain_reads_the_served_schema(env: Environment) -> None:
