@@ -1,12 +1,17 @@
 """CustomResourceDefinitions of the Karpenter APIs the product reads, in every generation it accepts.
 
 `install_karpenter_crds(store)` creates them as a cluster administrator would with `kubectl apply`;
-the store then serves the custom objects like any CRD created through the API.
+the store then serves the custom objects like any CRD created through the API. The kinds nodescale reads
+get the structural schemas of infra/manifests/crds/ (nodescale.config.crds), so sim refuses and prunes
+unknown fields and refuses wrong types as kube-apiserver does with Karpenter's CRDs; NodeClaim and
+Machine, which nodescale never reads, keep a schema that keeps everything.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from nodescale.config import crds as product_crds
 
 from .errors import ApiError
 from .store import Store
@@ -52,12 +57,20 @@ def crd_manifest(
     }
 
 
+def _structural(group: str, plural: str) -> dict[str, Any] | None:
+    """The CRD nodescale ships for this kind (infra/manifests/crds/), if it ships one."""
+    for manifest in product_crds.all_crds():
+        if manifest["spec"]["group"] == group and manifest["spec"]["names"]["plural"] == plural:
+            return manifest
+    return None
+
+
 def karpenter_crds() -> list[dict[str, Any]]:
-    return [crd_manifest(*kind) for kind in KARPENTER_KINDS]
+    return [_structural(kind[0], kind[1]) or crd_manifest(*kind) for kind in KARPENTER_KINDS]
 
 
 def capacity_buffer_crd() -> dict[str, Any]:
-    return crd_manifest(*CAPACITY_BUFFER, scope="Namespaced")
+    return _structural(CAPACITY_BUFFER[0], CAPACITY_BUFFER[1]) or crd_manifest(*CAPACITY_BUFFER, scope="Namespaced")
 
 
 def install_karpenter_crds(store: Store) -> list[str]:

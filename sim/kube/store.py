@@ -26,14 +26,14 @@ from datetime import timedelta
 from typing import Any
 
 from ..clock import Clock, format_time
-from . import errors
+from . import errors, structural
 from .defaults import apply_create_defaults
 from .errors import ApiError
 from .objects import clone, meta, valid_name, valid_path_segment_name
 from .patches import apply_patch
 from .resources import CRD_KEY, Registry, ResourceType, validate_crd
 from .selectors import LabelMatcher, ObjectMatcher, field_equals, parse_field_selector, parse_label_selector
-from .validation import validate
+from .validation import Errors, invalid_error, validate
 
 Listener = Callable[[str, str, dict[str, Any], dict[str, Any] | None], None]
 """Called under the store lock with (event type, resource key, object, previous object)."""
@@ -459,6 +459,7 @@ class Store:
                 body.pop("status", None)
             apply_create_defaults(rt.key, body, uid)
             validate(rt, body)
+            self._structural(rt, body)
             if rt.key == CRD_KEY:
                 self._crd_status(body)
             if dry_run:
@@ -479,6 +480,20 @@ class Store:
             if candidate not in existing:
                 return candidate
         raise ApiError(500, "InternalError", f"could not generate a unique name for prefix {prefix!r}")
+
+    def _structural(self, rt: ResourceType, body: dict[str, Any]) -> None:
+        """A custom resource pruned and checked against its CRD's schema (structural.py), as kube-apiserver
+        does on create and update; a 422 with every type error."""
+        if rt.builtin:
+            return
+        schema = structural.schema_of(self.peek(CRD_KEY, f"{rt.plural}.{rt.group}"), rt.version)
+        if schema is None:
+            return
+        structural.prune(body, schema)
+        errs = Errors()
+        structural.check(body, schema, errs)
+        if errs.causes:
+            raise invalid_error(rt, (body.get("metadata") or {}).get("name") or "", errs.causes)
 
     @staticmethod
     def _crd_status(crd: dict[str, Any]) -> None:
@@ -567,6 +582,7 @@ class Store:
         if check_rv and subresource is None:
             # A client's update or patch (not a controller's `modify`) is validated as kube-apiserver does.
             validate(rt, result)
+            self._structural(rt, result)
         if dry_run:
             return result
         result["metadata"]["resourceVersion"] = self._next_rv()

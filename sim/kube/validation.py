@@ -91,6 +91,10 @@ class Errors:
     def invalid(self, field: str, value: Any, detail: str) -> None:
         self._add("FieldValueInvalid", field, f"Invalid value: {_show(value)}: {detail}")
 
+    def type_invalid(self, field: str, got: str, wanted: str) -> None:
+        """A custom resource's value of the wrong JSON type, in kube-openapi's words."""
+        self._add("FieldValueTypeInvalid", field, f'Invalid value: "{got}": {field} in body must be of type {wanted}: "{got}"')
+
     def required(self, field: str, detail: str = "") -> None:
         self._add("FieldValueRequired", field, "Required value" + (f": {detail}" if detail else ""))
 

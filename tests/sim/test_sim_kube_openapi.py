@@ -62,7 +62,10 @@ def test_v2_document_and_custom_resources(docs: OpenApiDocuments) -> None:
     assert v2["definitions"]["io.k8s.api.core.v1.Pod"]["properties"]["spec"] == {
         "$ref": "#/definitions/io.k8s.api.core.v1.PodSpec"}
     nodepool = v2["definitions"]["sh.karpenter.v1.NodePool"]
-    assert nodepool["x-kubernetes-preserve-unknown-fields"] is True
+    # #28.4: the kinds nodescale reads have structural schemas (infra/manifests/crds/); NodeClaim keeps all.
+    assert "x-kubernetes-preserve-unknown-fields" not in nodepool
+    assert "requirements" in nodepool["properties"]["spec"]["properties"]["template"]["properties"]["spec"]["properties"]
+    assert v2["definitions"]["sh.karpenter.v1.NodeClaim"]["x-kubernetes-preserve-unknown-fields"] is True
     assert nodepool["x-kubernetes-group-version-kind"] == [{"group": "karpenter.sh", "version": "v1", "kind": "NodePool"}]
 
 
@@ -92,7 +95,12 @@ def test_unknown_fields_and_the_three_modes(docs: OpenApiDocuments) -> None:
     assert nodepools is not None
     nodepool, components = docs.schema_for(nodepools) or ({}, {})
     assert nodepool["properties"]["metadata"] == {"$ref": V3_PREFIX + "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
-    assert fieldvalidation.unknown_fields({"spec": {"anything": 1}}, nodepool, components) == []
+    assert fieldvalidation.unknown_fields({"spec": {"anything": 1, "weight": 1}}, nodepool, components) == [
+        "spec.anything"]
+    nodeclaims = registry.lookup("karpenter.sh", "v1", "nodeclaims")
+    assert nodeclaims is not None
+    nodeclaim, components = docs.schema_for(nodeclaims) or ({}, {})
+    assert fieldvalidation.unknown_fields({"spec": {"anything": 1}}, nodeclaim, components) == []
 
 
 def test_served_over_https_with_the_documents_and_tables() -> None:

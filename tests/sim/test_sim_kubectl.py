@@ -27,6 +27,9 @@ pytestmark = pytest.mark.integration
 KUBECTL = Path(sys.executable).parent / "kubectl"
 WORKLOADS = Path(__file__).resolve().parents[1] / "fixtures" / "examples" / "workloads"
 PDB_WORKLOAD = WORKLOADS / "nginx-with-pdb.yaml"
+REPO = Path(__file__).resolve().parents[2]
+CRDS = REPO / "infra" / "manifests" / "crds"
+EXAMPLES = REPO / "tests" / "fixtures" / "examples"
 
 
 @pytest.fixture(scope="module")
@@ -127,6 +130,44 @@ spec:
     warned = kubectl(env, "apply", "-f", "-", "--validate=warn", stdin=manifest)
     assert 'Warning: unknown field "spec.template.spec.containers[0].imagePullPolcy"' in warned.stderr
     kubectl(env, "delete", "deployment", "typo")
+
+
+def _apply_crds(env: Environment) -> None:
+    applied = kubectl(env, "apply", "-f", str(CRDS))
+    assert "Warning" not in applied.stderr, applied.stderr
+
+
+def test_a_misspelled_provisioner_field_is_refused_by_the_shipped_crd(env: Environment) -> None:
+    """#28.4: with infra/manifests/crds/ applied, a Provisioner with `requirments:` is refused as Karpenter's
+    CRD refuses it (it was "created", the field stored and ignored); a wrong type is a 422; without strict
+    validation the unknown field is pruned, as kube-apiserver prunes what a structural schema lacks."""
+    _apply_crds(env)
+    typo = (EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml").read_text().replace(
+        "  requirements:", "  requirments:", 1).replace("name: default", "name: typo")
+    refused = kubectl(env, "apply", "-f", "-", stdin=typo, check=False)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().startswith("Error from server (BadRequest): error when creating \"STDIN\": "
+                                             "Provisioner in version \"v1alpha5\" cannot be handled as a "
+                                             "Provisioner: strict decoding error: unknown field \"spec.requirments\"")
+    assert "NotFound" in kubectl(env, "get", "provisioner", "typo", check=False).stderr
+    wrong_type = typo.replace("  requirments:", "  weight: ten\n  requirements:", 1)
+    refused = kubectl(env, "apply", "-f", "-", stdin=wrong_type, check=False)
+    assert refused.returncode == 1
+    assert ('The Provisioner "typo" is invalid: spec.weight: Invalid value: "string": spec.weight in body must '
+            'be of type integer: "string"') in refused.stderr
+    pruned = kubectl(env, "apply", "-f", "-", "--validate=false", stdin=typo)
+    assert "provisioner.karpenter.sh/typo created" in pruned.stdout
+    stored = kubectl(env, "get", "provisioner", "typo", "-o", "jsonpath={.spec}").stdout
+    assert "requirments" not in stored and "providerRef" in stored
+    kubectl(env, "delete", "provisioner", "typo")
+
+
+def test_every_example_configuration_applies_against_the_shipped_crds(env: Environment) -> None:
+    """#28.4: the structural schemas take every real example of every generation, unchanged."""
+    _apply_crds(env)
+    for manifest in sorted(EXAMPLES.glob("karpenter-*/*.yaml")):
+        result = kubectl(env, "apply", "--dry-run=server", "-f", str(manifest), check=False)
+        assert result.returncode == 0 and "Warning" not in result.stderr, f"{manifest}: {result.stderr}"
 
 
 def test_auth_can_i_and_whoami_as_the_functions(env: Environment) -> None:

@@ -194,7 +194,9 @@ def test_excluded_graviton_types_are_never_chosen_and_limits_hold(capsys, tmp_pa
 
 def test_invalid_input_exits_2_with_one_line_naming_file_and_field(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {replicas: two}\n")
+    bad.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec:\n  replicas: two\n"
+                   "  selector: {matchLabels: {app: x}}\n  template:\n    metadata: {labels: {app: x}}\n"
+                   "    spec: {containers: [{name: x, image: pause}]}\n")
     err = io.StringIO()
     from nodescale.commands import plan as plan_cmd
 

@@ -212,7 +212,9 @@ apiVersion: apps/v1
 kind: DaemonSet
 metadata: {name: heavy, namespace: kube-system}
 spec:
+  selector: {matchLabels: {app: heavy}}
   template:
+    metadata: {labels: {app: heavy}}
     spec: {containers: [{name: a, resources: {requests: {cpu: 1500m}}}]}
 """)
     base = ["-f", str(tmp_path / "pool.yaml"), "-f", str(EXAMPLES / "workloads" / "inflate.yaml"),

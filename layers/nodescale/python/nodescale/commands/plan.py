@@ -1,8 +1,13 @@
 """`nodescale plan`: what nodescale would launch for the given manifests, without touching anything.
 
-    nodescale plan -f PATH [-f PATH ...] [--instance-types FILE] [--region R] [-o json|text]
+    nodescale plan -f PATH [-f PATH ...] [--instance-types FILE] [--region R] [--validate strict|ignore]
+                   [-o json|text]
 
 The region is --region, else AWS_REGION, else AWS_DEFAULT_REGION (as boto3 reads them), else us-east-1.
+
+Built-in kinds (Deployment, Pod, Node...) are checked against Kubernetes' OpenAPI schema as
+`kubectl apply --validate=strict` checks them (k8s/builtin_schema.py); Karpenter kinds against their
+generation's fields (config/strict.py). A file with no objects in it is an error.
 
 Exit 0 when it planned (unschedulable pods included), 2 with one line per problem for invalid input.
 """
@@ -20,6 +25,8 @@ from ..aws.catalog_kwok import KwokFormatError, load_kwok_instance_types
 from ..aws.pooltypes import PoolTypesError, pool_types
 from ..config import load
 from ..config.documents import read_documents
+from ..config.errors import ConfigError
+from ..k8s import builtin_schema
 from ..model.buffers import CapacityBuffer, ResolvedBuffer, resolve
 from ..model.currency import currency_of, money, per_hour_header
 from ..model.instancetype import InstanceType
@@ -56,6 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--region", default=None,
                    help=f"region of the bundled catalog (default: ${REGION}, else ${DEFAULT_REGION}, as the AWS SDKs "
                    f"read them, else {FALLBACK_REGION})")
+    p.add_argument("--validate", choices=("strict", "ignore"), default="strict",
+                   help="check built-in kinds against Kubernetes' schema as kubectl --validate=strict does "
+                   f"(default; needs the {builtin_schema.PACKAGE} package), or not at all")
     common.add_output_option(p)
     p.set_defaults(run=run)
 
@@ -65,7 +75,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     notes: list[str] = []
     region = plan_region(args.region)
     try:
-        plan = plan_paths(args.paths, args.instance_types, region, notes=notes)
+        plan = plan_paths(args.paths, args.instance_types, region, notes=notes,
+                          validate=getattr(args, "validate", "strict") == "strict")
     except InputError as exc:
         for line in exc.lines:
             common.fail("plan", err, line)
@@ -87,24 +98,31 @@ def plan_region(flag: str | None, env: Mapping[str, str] | None = None) -> str:
 
 
 def plan_paths(
-    paths: Iterable[str], instance_types: str | None = None, region: str = "us-east-1", notes: list[str] | None = None
+    paths: Iterable[str], instance_types: str | None = None, region: str = "us-east-1",
+    notes: list[str] | None = None, validate: bool = True,
 ) -> Plan:
     """Plan the manifests in ``paths``; InputError lists every problem of the configuration (unknown fields
-    and kinds included, as Karpenter's CRDs refuse them), else the first of the workloads. ``notes``, when
-    given, receives one line per object passed over (a ConfigMap, a Service...)."""
+    and kinds included, as Karpenter's CRDs refuse them) and, with ``validate``, every schema error of the
+    built-in objects, else the first of the workloads. ``notes``, when given, receives one line per object
+    passed over (a ConfigMap, a Service...)."""
     documents = []
-    unreadable: list = []
+    unreadable: list[ConfigError] = []
     for file in _files(paths):
         try:
             text = file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError([f"{file}: cannot read the file ({exc})"]) from None
         parsed, bad = read_documents(text, str(file))
+        if not parsed and not bad:
+            # kubectl apply says "no objects passed to apply"; a file planned as nothing is a mistake too.
+            bad = [ConfigError(str(file), "", "no Kubernetes objects in the file (it is empty, or holds only "
+                                              "comments and ---); give a file with at least one object")]
         documents.extend(parsed)
         unreadable.extend(bad)
     config = load(documents, unreadable)
-    if config.errors:
-        raise InputError(str(e) for e in config.errors)
+    problems = [str(e) for e in config.errors] + (_schema_errors(documents) if validate else [])
+    if problems:
+        raise InputError(problems)
     try:
         work = read_workloads(config.others)
     except WorkloadError as exc:
@@ -134,6 +152,17 @@ def plan_paths(
     )
     plan.buffers = buffer_report(resolved, plan)
     return plan
+
+
+def _schema_errors(documents: list[tuple[str, dict]]) -> list[str]:
+    """Every Kubernetes schema error of the built-in objects among ``documents``."""
+    if not any(builtin_schema.is_builtin_api(doc.get("apiVersion")) for _, doc in documents):
+        return []
+    try:
+        check = builtin_schema.checker()
+    except builtin_schema.SchemaUnavailable as exc:
+        return [f"built-in kinds cannot be checked: {exc}"]
+    return [str(e) for source, doc in documents for e in check(doc, source) or []]
 
 
 def _buffers(buffers: Iterable[CapacityBuffer], others: list[tuple[str, dict]]) -> list[ResolvedBuffer]:
@@ -167,7 +196,10 @@ def _files(paths: Iterable[str]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES))
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
+            if not found:
+                raise InputError([f"{raw}: no {', '.join(SUFFIXES)} files in the folder"])
+            files.extend(found)
         elif path.is_file():
             files.append(path)
         else:

@@ -3,11 +3,15 @@
 Derived from Karpenter's CRD OpenAPI schemas (aws/karpenter-provider-aws, pkg/apis/crds/): Provisioner
 and AWSNodeTemplate from v0.27-v0.37, v1beta1 NodePool and EC2NodeClass from v0.32-v1.2 (the releases
 that served v1beta1), v1 from v1.0 onwards. Each generation allows the union of its releases' fields,
-so a manifest written for any of them is accepted. Only field names are recorded here; what a value may
-be is checked by the converters (nodepools.py, nodeclasses.py, kubelet.py).
+so a manifest written for any of them is accepted. Field names and the JSON type of each leaf are
+recorded here (the type as Karpenter's CRDs declare it, which the API server enforces); what a value may
+be beyond its type is checked by the converters (nodepools.py, nodeclasses.py, kubelet.py). The same
+table is the CRDs' structural schema (crds.py), so the two never disagree on a field.
 
 A schema is one of:
-    SCALAR         a leaf (string, number, bool, duration...)
+    STRING, INTEGER, BOOLEAN, NUMBER, INT_OR_STRING
+                   a leaf of that JSON type (INT_OR_STRING: a quantity, or a count or percentage)
+    SCALAR         a leaf of any scalar type
     FREE           a map whose keys the user chooses (labels, annotations, tags, limits, the kubelet's
                    reserved-resource and eviction maps): any key, values checked by the converters
     ANY            anything at all: x-kubernetes-preserve-unknown-fields places, and what the API
@@ -29,13 +33,27 @@ ANY = "anything"
 
 
 @dataclass(frozen=True, slots=True)
+class Leaf:
+    """A leaf of one JSON type, as the CRD's OpenAPI schema declares it (``int-or-string`` for quantities)."""
+
+    type: str
+
+
+STRING = Leaf("string")
+INTEGER = Leaf("integer")
+BOOLEAN = Leaf("boolean")
+NUMBER = Leaf("number")
+INT_OR_STRING = Leaf("int-or-string")
+
+
+@dataclass(frozen=True, slots=True)
 class Refused:
     """A field a person may write that this generation does not take: the message says what to do instead."""
 
     message: str
 
 
-Schema = Any  # SCALAR | FREE | ANY | dict[str, Schema] | list[Schema] | Refused
+Schema = Any  # Leaf | SCALAR | FREE | ANY | dict[str, Schema] | list[Schema] | Refused
 
 # ObjectMeta (k8s.io/apimachinery): what `kubectl get -o yaml` prints for any object. Karpenter's CRDs
 # leave metadata to the API server, which knows exactly these fields.
@@ -57,33 +75,33 @@ OBJECT_META: dict[str, Schema] = {
     "managedFields": ANY,
 }
 
-_TAINT = {"key": SCALAR, "value": SCALAR, "effect": SCALAR, "timeAdded": SCALAR}
-_REQUIREMENT_V1ALPHA5 = {"key": SCALAR, "operator": SCALAR, "values": [SCALAR]}
-_REQUIREMENT = {**_REQUIREMENT_V1ALPHA5, "minValues": SCALAR}  # minValues arrived in v0.35
+_TAINT = {"key": STRING, "value": STRING, "effect": STRING, "timeAdded": STRING}
+_REQUIREMENT_V1ALPHA5 = {"key": STRING, "operator": STRING, "values": [STRING]}
+_REQUIREMENT = {**_REQUIREMENT_V1ALPHA5, "minValues": INTEGER}  # minValues arrived in v0.35
 
 # The kubelet block keeps one shape across generations; v1alpha5 also had containerRuntime (dropped in
 # v1beta1, when containerd became the only runtime). The reserved and eviction maps are keyed by
 # resource or signal name: free here, the converter checks the names.
 _KUBELET = {
-    "clusterDNS": [SCALAR],
-    "maxPods": SCALAR,
-    "podsPerCore": SCALAR,
+    "clusterDNS": [STRING],
+    "maxPods": INTEGER,
+    "podsPerCore": INTEGER,
     "systemReserved": FREE,
     "kubeReserved": FREE,
     "evictionHard": FREE,
     "evictionSoft": FREE,
     "evictionSoftGracePeriod": FREE,
-    "evictionMaxPodGracePeriod": SCALAR,
-    "imageGCHighThresholdPercent": SCALAR,
-    "imageGCLowThresholdPercent": SCALAR,
-    "cpuCFSQuota": SCALAR,
+    "evictionMaxPodGracePeriod": INTEGER,
+    "imageGCHighThresholdPercent": INTEGER,
+    "imageGCLowThresholdPercent": INTEGER,
+    "cpuCFSQuota": BOOLEAN,
 }
-_KUBELET_V1ALPHA5 = {**_KUBELET, "containerRuntime": SCALAR}
+_KUBELET_V1ALPHA5 = {**_KUBELET, "containerRuntime": STRING}
 
 
 def _object(spec: dict[str, Schema]) -> dict[str, Schema]:
     """A whole object: type fields, metadata, the kind's spec, and the status the controller writes."""
-    return {"apiVersion": SCALAR, "kind": SCALAR, "metadata": OBJECT_META, "spec": spec, "status": ANY}
+    return {"apiVersion": STRING, "kind": STRING, "metadata": OBJECT_META, "spec": spec, "status": ANY}
 
 
 PROVISIONER_V1ALPHA5 = _object(
@@ -95,16 +113,16 @@ PROVISIONER_V1ALPHA5 = _object(
         "requirements": [_REQUIREMENT_V1ALPHA5],
         "kubeletConfiguration": _KUBELET_V1ALPHA5,
         "provider": ANY,  # inline provider settings, schemaless upstream; the converter refuses them
-        "providerRef": {"apiVersion": SCALAR, "kind": SCALAR, "name": SCALAR},
+        "providerRef": {"apiVersion": STRING, "kind": STRING, "name": STRING},
         "limits": {"resources": FREE},
-        "consolidation": {"enabled": SCALAR},
-        "ttlSecondsAfterEmpty": SCALAR,
-        "ttlSecondsUntilExpired": SCALAR,
-        "weight": SCALAR,
+        "consolidation": {"enabled": BOOLEAN},
+        "ttlSecondsAfterEmpty": INTEGER,
+        "ttlSecondsUntilExpired": INTEGER,
+        "weight": INTEGER,
     }
 )
 
-_BUDGET_V1BETA1 = {"nodes": SCALAR, "schedule": SCALAR, "duration": SCALAR}
+_BUDGET_V1BETA1 = {"nodes": STRING, "schedule": STRING, "duration": STRING}
 
 NODEPOOL_V1BETA1 = _object(
     {
@@ -116,17 +134,17 @@ NODEPOOL_V1BETA1 = _object(
                 "requirements": [_REQUIREMENT],
                 "resources": {"requests": FREE},
                 "kubelet": _KUBELET,
-                "nodeClassRef": {"apiVersion": SCALAR, "kind": SCALAR, "name": SCALAR},
+                "nodeClassRef": {"apiVersion": STRING, "kind": STRING, "name": STRING},
             },
         },
         "disruption": {
-            "consolidateAfter": SCALAR,
-            "consolidationPolicy": SCALAR,
-            "expireAfter": SCALAR,
+            "consolidateAfter": STRING,
+            "consolidationPolicy": STRING,
+            "expireAfter": STRING,
             "budgets": [_BUDGET_V1BETA1],
         },
         "limits": FREE,
-        "weight": SCALAR,
+        "weight": INTEGER,
     }
 )
 
@@ -138,50 +156,50 @@ NODEPOOL_V1 = _object(
                 "taints": [_TAINT],
                 "startupTaints": [_TAINT],
                 "requirements": [_REQUIREMENT],
-                "nodeClassRef": {"group": SCALAR, "kind": SCALAR, "name": SCALAR},
-                "expireAfter": SCALAR,
-                "terminationGracePeriod": SCALAR,
+                "nodeClassRef": {"group": STRING, "kind": STRING, "name": STRING},
+                "expireAfter": STRING,
+                "terminationGracePeriod": STRING,
                 "kubelet": Refused("is not part of karpenter.sh/v1; set kubelet on the EC2NodeClass"),
             },
         },
         "disruption": {
-            "consolidateAfter": SCALAR,
-            "consolidationPolicy": SCALAR,
+            "consolidateAfter": STRING,
+            "consolidationPolicy": STRING,
             "consolidationThreshold": SCALAR,  # Balanced (v1.14)
-            "budgets": [{**_BUDGET_V1BETA1, "reasons": [SCALAR]}],
+            "budgets": [{**_BUDGET_V1BETA1, "reasons": [STRING]}],
             "expireAfter": Refused("moved to spec.template.spec.expireAfter in karpenter.sh/v1"),
         },
         "limits": FREE,
-        "weight": SCALAR,
-        "replicas": SCALAR,  # static capacity (v1.8+)
+        "weight": INTEGER,
+        "replicas": INTEGER,  # static capacity (v1.8+)
     }
 )
 
 _EBS = {
-    "deleteOnTermination": SCALAR,
-    "encrypted": SCALAR,
-    "iops": SCALAR,
-    "kmsKeyID": SCALAR,
-    "snapshotID": SCALAR,
-    "throughput": SCALAR,
-    "volumeSize": SCALAR,
-    "volumeType": SCALAR,
+    "deleteOnTermination": BOOLEAN,
+    "encrypted": BOOLEAN,
+    "iops": INTEGER,
+    "kmsKeyID": STRING,
+    "snapshotID": STRING,
+    "throughput": INTEGER,
+    "volumeSize": INT_OR_STRING,
+    "volumeType": STRING,
 }
 _METADATA_OPTIONS = {
-    "httpEndpoint": SCALAR,
-    "httpProtocolIPv6": SCALAR,
-    "httpPutResponseHopLimit": SCALAR,
-    "httpTokens": SCALAR,
+    "httpEndpoint": STRING,
+    "httpProtocolIPv6": STRING,
+    "httpPutResponseHopLimit": INTEGER,
+    "httpTokens": STRING,
 }
 # Fields every node class generation has, with the same shape.
 _NODE_CLASS_COMMON = {
-    "amiFamily": SCALAR,
-    "context": SCALAR,
-    "detailedMonitoring": SCALAR,
-    "instanceProfile": SCALAR,
+    "amiFamily": STRING,
+    "context": STRING,
+    "detailedMonitoring": BOOLEAN,
+    "instanceProfile": STRING,
     "metadataOptions": _METADATA_OPTIONS,
     "tags": FREE,
-    "userData": SCALAR,
+    "userData": STRING,
 }
 
 AWSNODETEMPLATE_V1ALPHA1 = _object(
@@ -191,17 +209,17 @@ AWSNODETEMPLATE_V1ALPHA1 = _object(
         "amiSelector": FREE,
         "subnetSelector": FREE,
         "securityGroupSelector": FREE,
-        "blockDeviceMappings": [{"deviceName": SCALAR, "ebs": _EBS}],
-        "launchTemplate": SCALAR,  # a pre-made launch template's name; the converter refuses it
+        "blockDeviceMappings": [{"deviceName": STRING, "ebs": _EBS}],
+        "launchTemplate": STRING,  # a pre-made launch template's name; the converter refuses it
         # The inline provider's type fields, carried over into the template's spec.
-        "apiVersion": SCALAR,
-        "kind": SCALAR,
+        "apiVersion": STRING,
+        "kind": STRING,
     }
 )
 
-_SUBNET_TERM = {"tags": FREE, "id": SCALAR}
-_SECURITY_GROUP_TERM = {"tags": FREE, "id": SCALAR, "name": SCALAR}
-_AMI_TERM_V1BETA1 = {"tags": FREE, "id": SCALAR, "name": SCALAR, "owner": SCALAR}
+_SUBNET_TERM = {"tags": FREE, "id": STRING}
+_SECURITY_GROUP_TERM = {"tags": FREE, "id": STRING, "name": STRING}
+_AMI_TERM_V1BETA1 = {"tags": FREE, "id": STRING, "name": STRING, "owner": STRING}
 
 EC2NODECLASS_V1BETA1 = _object(
     {
@@ -209,10 +227,10 @@ EC2NODECLASS_V1BETA1 = _object(
         "amiSelectorTerms": [_AMI_TERM_V1BETA1],
         "subnetSelectorTerms": [_SUBNET_TERM],
         "securityGroupSelectorTerms": [_SECURITY_GROUP_TERM],
-        "associatePublicIPAddress": SCALAR,
-        "blockDeviceMappings": [{"deviceName": SCALAR, "rootVolume": SCALAR, "ebs": _EBS}],
-        "instanceStorePolicy": SCALAR,
-        "role": SCALAR,
+        "associatePublicIPAddress": BOOLEAN,
+        "blockDeviceMappings": [{"deviceName": STRING, "rootVolume": BOOLEAN, "ebs": _EBS}],
+        "instanceStorePolicy": STRING,
+        "role": STRING,
         "kubelet": Refused("is not part of karpenter.k8s.aws/v1beta1; set it on the NodePool's template.spec"),
     }
 )
@@ -226,7 +244,7 @@ EC2NODECLASS_V1 = _object(
         "amiSelectorTerms": [
             {
                 **_AMI_TERM_V1BETA1,
-                "alias": SCALAR,
+                "alias": STRING,
                 "ssmParameter": Refused(
                     "is not supported by nodescale; select the AMI by alias, id, name (and owner) or tags"
                 ),
@@ -234,21 +252,21 @@ EC2NODECLASS_V1 = _object(
         ],
         "subnetSelectorTerms": [_SUBNET_TERM],
         "securityGroupSelectorTerms": [_SECURITY_GROUP_TERM],
-        "associatePublicIPAddress": SCALAR,
+        "associatePublicIPAddress": BOOLEAN,
         "blockDeviceMappings": [
-            {"deviceName": SCALAR, "rootVolume": SCALAR, "ebs": {**_EBS, "volumeInitializationRate": SCALAR}}
+            {"deviceName": STRING, "rootVolume": BOOLEAN, "ebs": {**_EBS, "volumeInitializationRate": INTEGER}}
         ],
-        "instanceStorePolicy": SCALAR,
-        "role": SCALAR,
+        "instanceStorePolicy": STRING,
+        "role": STRING,
         "kubelet": _KUBELET,
         "capacityReservationSelectorTerms": [
-            {"id": SCALAR, "ownerID": SCALAR, "tags": FREE, "instanceMatchCriteria": SCALAR}
+            {"id": STRING, "ownerID": STRING, "tags": FREE, "instanceMatchCriteria": STRING}
         ],
-        "connectionTracking": {"tcpEstablishedTimeout": SCALAR, "udpStreamTimeout": SCALAR, "udpTimeout": SCALAR},
+        "connectionTracking": {"tcpEstablishedTimeout": STRING, "udpStreamTimeout": STRING, "udpTimeout": STRING},
         "cpuOptions": {"nestedVirtualization": SCALAR},
-        "ipPrefixCount": SCALAR,
-        "networkInterfaces": [{"deviceIndex": SCALAR, "interfaceType": SCALAR, "networkCardIndex": SCALAR}],
-        "placementGroupSelector": {"id": SCALAR, "name": SCALAR},
+        "ipPrefixCount": INTEGER,
+        "networkInterfaces": [{"deviceIndex": INTEGER, "interfaceType": STRING, "networkCardIndex": INTEGER}],
+        "placementGroupSelector": {"id": STRING, "name": STRING},
     }
 )
 
@@ -256,21 +274,21 @@ EC2NODECLASS_V1 = _object(
 NODEOVERLAY_V1ALPHA1 = _object(
     {
         "requirements": [_REQUIREMENT_V1ALPHA5],
-        "price": SCALAR,
-        "priceAdjustment": SCALAR,
+        "price": STRING,
+        "priceAdjustment": STRING,
         "capacity": FREE,
-        "weight": SCALAR,
+        "weight": INTEGER,
     }
 )
 
 # autoscaling.x-k8s.io CapacityBuffer (Cluster Autoscaler, Karpenter v1.14), the same fields in v1alpha1, v1beta1, v1.
 CAPACITYBUFFER = _object(
     {
-        "provisioningStrategy": SCALAR,
-        "podTemplateRef": {"name": SCALAR},
-        "scalableRef": {"apiGroup": SCALAR, "kind": SCALAR, "name": SCALAR},
-        "replicas": SCALAR,
-        "percentage": SCALAR,
+        "provisioningStrategy": STRING,
+        "podTemplateRef": {"name": STRING},
+        "scalableRef": {"apiGroup": STRING, "kind": STRING, "name": STRING},
+        "replicas": INTEGER,
+        "percentage": INTEGER,
         "limits": FREE,
     }
 )
