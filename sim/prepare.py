@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 Say = Callable[[str, str], object]  # (what, why): the shape of sim.report.Timeline.log
 
-# For the estimate a first run prints: measured on a loaded 2-core machine, 1.5-2 min for the layers (mostly
+# For the estimate a first run prints: measured on a loaded 2-core machine, 1.5 min for the layers (mostly
 # downloads: slower networks take longer) and under a minute for the synth.
-LAYERS_ESTIMATE = "~2-5 min"
+LAYERS_ESTIMATE = "~1-3 min"
 SYNTH_ESTIMATE = "~1 min"
 
 
@@ -39,12 +39,16 @@ def steps(cluster: str, region: str) -> list[Step]:
         dependencies_layer_dir()
         nodescale_layer_dir()
 
+    def synth_needed() -> bool:
+        return not policies_cached(cluster, region)
+
     return [
+        # Only the synth packages the layers: with its result cached, sim needs no layers (`make clean` kept it).
         Step("building the Lambda layers", f"first run only, {LAYERS_ESTIMATE}: pip fetches the dependencies "
-             "for Python 3.12 on arm64, into build/", "the Lambda layers are built", lambda: not layers_built(),
-             build_layers),
+             "for Python 3.12 on arm64, into build/", "the Lambda layers are built",
+             lambda: synth_needed() and not layers_built(), build_layers),
         Step("synthesizing the CDK stack", f"for the functions' IAM policies sim enforces, {SYNTH_ESTIMATE}; "
-             "again only after infra/ changes", "the CDK stack is synthesized", lambda: not policies_cached(cluster, region),
+             "again only after infra/ changes", "the CDK stack is synthesized", synth_needed,
              lambda: policies_for(cluster, region)),
     ]
 

@@ -47,3 +47,13 @@ def test_a_cold_cache_makes_the_steps_needed_in_build_order(tmp_path: Path, monk
     assert todo[1].needed() and not iam_policies.policies_cached("demo-cluster", "us-east-1")
     assert all("min" in s.why for s in todo)  # how long to expect
     assert not layers_built(build_dir=tmp_path / "build")
+
+
+def test_with_the_synth_cached_no_layers_are_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """#28.5: only the synth packages the layers; a cached synth (`make clean` keeps it) needs neither step."""
+    monkeypatch.setenv(iam_policies.CACHE_VARIABLE, str(tmp_path / "sim-iam"))
+    cache = iam_policies._cache_path("demo-cluster", "us-east-1")
+    cache.parent.mkdir(parents=True)
+    cache.write_text('{"functions": {}, "stack": {}}')
+
+    assert not any(step.needed() for step in prepare.steps("demo-cluster", "us-east-1"))
