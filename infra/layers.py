@@ -103,10 +103,7 @@ def nodescale_layer_dir(build_dir: Path = BUILD_DIR) -> Path:
     python = lambda_python()
     if python is None:
         return NODESCALE_LAYER_DIR
-    sources = sorted(p for p in (NODESCALE_LAYER_DIR / "python").rglob("*") if p.is_file() and not _cached(p))
-    digest = hashlib.sha256(_RECIPE_VERSION.encode())
-    for path in sources:
-        digest.update(b"\0" + str(path.relative_to(NODESCALE_LAYER_DIR)).encode() + b"\0" + path.read_bytes())
+    sources = _nodescale_sources()
 
     def build(staging: Path) -> None:
         for path in sources:
@@ -115,7 +112,26 @@ def nodescale_layer_dir(build_dir: Path = BUILD_DIR) -> Path:
             shutil.copy2(path, copy)
         _compile(python, [str(p) for p in (staging / "python").rglob("*.py")])
 
-    return _build_once(build_dir, "nodescale-layer", digest.hexdigest()[:16], build)
+    return _build_once(build_dir, "nodescale-layer", _nodescale_key(sources), build)
+
+
+def layers_built(requirements: Path = REQUIREMENTS, build_dir: Path = BUILD_DIR) -> bool:
+    """Whether a synth finds both layers built for the sources as they are; False: it builds them first
+    (minutes on a fresh clone, most of it pip fetching the dependencies for the runtime)."""
+    if not _complete(build_dir / f"deps-layer-{_cache_key(requirements)}"):
+        return False
+    return lambda_python() is None or _complete(build_dir / f"nodescale-layer-{_nodescale_key(_nodescale_sources())}")
+
+
+def _nodescale_sources() -> list[Path]:
+    return sorted(p for p in (NODESCALE_LAYER_DIR / "python").rglob("*") if p.is_file() and not _cached(p))
+
+
+def _nodescale_key(sources: list[Path]) -> str:
+    digest = hashlib.sha256(_RECIPE_VERSION.encode())
+    for path in sources:
+        digest.update(b"\0" + str(path.relative_to(NODESCALE_LAYER_DIR)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _build_once(build_dir: Path, name: str, key: str, build: Callable[[Path], None]) -> Path:

@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                   region=args.region)
             return 0
         if args.command == "up":
-            up(directory, args.cluster, args.ready_delay, args.speed, args.kubernetes_version, region=args.region)
+            up(directory, args.cluster, args.ready_delay, args.speed, args.kubernetes_version, region=args.region,
+               say=_say)
             state = read_state(directory) or {}
             print(f"environment up in {directory} (pid {state.get('pid')}), region {state.get('region')}")
             print(f"  Kubernetes API  {state.get('kube_https_url')}   (the kubeconfigs'; also {state.get('kube_url')})")
@@ -93,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     except SimEnvironmentError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+def _say(what: str, why: str) -> None:
+    """A first run's set-up step (minutes of building before sim can start), on stderr as it happens."""
+    print(f"{what}  ({why})", file=sys.stderr, flush=True)
 
 
 def _status(directory: Path) -> int:

@@ -57,6 +57,7 @@ from sim.aws.constants import (
     REGION_VARIABLE,
 )
 from sim.aws.moto_server import PROJECT_ROOT, MotoServer
+from sim.prepare import Say, prepare
 
 log = logging.getLogger("sim.environment")
 
@@ -329,10 +330,12 @@ def up(
     timeout: float = START_TIMEOUT,
     exit_with_parent: bool = False,
     region: str = DEFAULT_REGION,
+    say: Say | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start the environment in the background and wait until it answers. With `exit_with_parent`
     it also stops when the calling process exits (tests: a killed pytest worker leaves nothing).
-    `region`: any region the bundled catalog knows (`cn-north-1` is in the aws-cn partition)."""
+    `region`: any region the bundled catalog knows (`cn-north-1` is in the aws-cn partition).
+    `say(what, why)` hears the first run's set-up steps (sim/prepare.py); by default they are logged."""
     check_region(region)
     directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
@@ -345,11 +348,9 @@ def up(
     for name in ("state.json", "sim.pid", "env", ADMIN_ENV):
         with contextlib.suppress(FileNotFoundError):
             (directory / name).unlink()
-    # Synthesizing the stack for its IAM policies takes seconds the first time after a change: done here,
-    # before the start-up timeout runs, so the environment itself only reads the cache.
-    from sim.aws.iam_policies import policies_for
-
-    policies_for(cluster, region)
+    # Building the layers and synthesizing the stack take minutes the first time: done here, before the
+    # start-up timeout runs, so the environment itself only reads the cache.
+    prepare(cluster, region, say or _log_step)
     env = dict(os.environ)
     env[REGION_VARIABLE] = region
     env["PYTHONPATH"] = os.pathsep.join(
@@ -380,6 +381,10 @@ def up(
     _stop_pid(proc.pid, None)
     proc.wait(timeout=10)
     raise SimEnvironmentError(f"the environment did not answer within {timeout:.0f}s:\n{_log_tail(directory)}")
+
+
+def _log_step(what: str, why: str) -> None:
+    log.info("%s (%s)", what, why)
 
 
 def check_region(region: str) -> None:

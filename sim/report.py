@@ -15,30 +15,49 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-Point = tuple[float, float]  # (seconds since the scenario started, value)
+Point = tuple[float, float]  # (seconds since the story started, value)
 
 
 @dataclass(slots=True)
 class Entry:
-    at: float  # seconds since the scenario started
+    at: float  # seconds since the story started; negative: set-up, before it
     what: str
     why: str = ""
 
 
 @dataclass
 class Timeline:
+    """What happened, in seconds since the story started. Until `begin_story`, the clock counts from the
+    timeline's creation (set-up: building, synthesizing, starting sim/); then it restarts at the story's first
+    event, and the set-up's entries keep their place before it, at negative times."""
+
     title: str
     started: float = field(default_factory=time.monotonic)
     started_epoch: float = field(default_factory=time.time)  # the same instant on the wall clock
     entries: list[Entry] = field(default_factory=list)
     echo: bool = True
+    setup_seconds: float = 0.0  # from the timeline's creation to the story's start: never on the chart's axis
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
     def since_start(self, epoch: float) -> float:
-        """Seconds since the scenario started of a wall-clock time (`time.time()`), e.g. a logged AWS call's."""
+        """Seconds since the story started of a wall-clock time (`time.time()`), e.g. a logged AWS call's."""
         return epoch - self.started_epoch
+
+    def begin_story(self, what: str = "the story starts") -> Entry:
+        """The story's clock starts now (0 s, where the chart's axis starts); what came before is set-up.
+
+        A first run builds for minutes before the story: on a wall clock since sim started, the story
+        would be squeezed into the chart's last few percent."""
+        offset = self.elapsed()
+        self.started += offset
+        self.started_epoch += offset
+        self.setup_seconds = round(self.setup_seconds + offset, 3)
+        for entry in self.entries:
+            entry.at = round(entry.at - offset, 3)
+        return self.log(what, f"after {self.setup_seconds:.1f}s of set-up; times from here are the story's, "
+                              "as on the report's chart", at=0.0)
 
     def log(self, what: str, why: str = "", at: float | None = None) -> Entry:
         """Record (and print) what happened; `at` when it happened earlier than now (seen after the fact)."""
@@ -70,11 +89,12 @@ class Series:
 @dataclass
 class Chart:
     series: list[Series]
-    end: float  # seconds: the time axis runs from 0 to here
+    end: float  # seconds: the time axis runs from the story's start (0) to here
     marks: list[tuple[float, str]] = field(default_factory=list)  # labelled moments (vertical rules)
 
     def data(self) -> dict[str, Any]:
         return {
+            "start": 0.0,  # the story's first event; set-up before it is the report's setupSeconds
             "end": self.end,
             "series": {s.key: {"label": s.label, "axis": s.axis, "points": [list(p) for p in s.points]} for s in self.series},
             "marks": [{"at": at, "label": label} for at, label in self.marks],
@@ -260,6 +280,7 @@ def report_data(timeline: Timeline, summary: dict[str, object], chart: Chart, fa
     environment (launches, terminations, ...) and the chart's series computed from them."""
     return {
         "title": timeline.title,
+        "setupSeconds": timeline.setup_seconds,
         "timeline": [asdict(e) for e in timeline.ordered()],
         "summary": {str(k): str(v) for k, v in summary.items()},
         "facts": facts,
@@ -272,10 +293,10 @@ def write_html(
 ) -> Path:
     """The page at `path` and its data beside it (`path` with the suffix `.json`)."""
     data = report_data(timeline, summary, chart, facts or {})
-    rows = "".join(
-        f"<tr><td>{e.at:.1f}s</td><td>{html.escape(e.what)}</td><td>{html.escape(e.why)}</td></tr>"
-        for e in timeline.ordered()
-    )
+    entries = timeline.ordered()
+    rows = _rows([e for e in entries if e.at >= 0], 0.0)
+    # Set-up rows in seconds since the demo started, as printed while it ran.
+    setup_rows = _rows([e for e in entries if e.at < 0], timeline.setup_seconds)
     summary_rows = "".join(
         f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in summary.items()
     )
@@ -291,12 +312,26 @@ th {{ background: #f3f3f3; }}
 </style></head><body>
 <h1>{html.escape(timeline.title)}</h1>
 <h2>Pods, instances and price over time</h2>
+<p id="setup-note">{_setup_note(timeline.setup_seconds)}</p>
 {chart_svg(chart)}
 <h2>Summary</h2><table id="summary">{summary_rows}</table>
 <h2>Timeline</h2><table id="timeline"><tr><th>when</th><th>what happened</th><th>why</th></tr>{rows}</table>
+<h2>Set-up, before the story</h2><table id="setup"><tr><th>when</th><th>what happened</th><th>why</th></tr>{setup_rows}</table>
 <script type="application/json" id="chart-data">{embedded}</script>
 </body></html>
 """
     path.write_text(page)
     path.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
     return path
+
+
+def _rows(entries: list[Entry], shift: float) -> str:
+    return "".join(
+        f"<tr><td>{e.at + shift:.1f}s</td><td>{html.escape(e.what)}</td><td>{html.escape(e.why)}</td></tr>"
+        for e in entries
+    )
+
+
+def _setup_note(seconds: float) -> str:
+    return (f"Seconds since the story started (0 s: its first event). The set-up before it took {seconds:.1f}s "
+            "(see Set-up below) and is not on the time axis.")

@@ -5,9 +5,10 @@ region, deployed as docs/deploy.md's one command says (its `-c` values, read fro
 file whose EC2NodeClass names Karpenter's node role, which sim seeds; for another cluster than the docs',
 that role given with `-c nodeRoles`), so the functions may pass exactly the roles that deploy grants; then reads, for each Lambda function, the statements of the role it runs as, with
 CloudFormation's intrinsics resolved to the names those resources get. Importing aws_cdk and
-synthesizing takes seconds, so the result is cached under `.cache/sim-iam/`, keyed by everything that
-shapes it (infra's code and manifests, the naming rule, cluster, region); `policies_for` reads the
-cache, or synthesizes in a subprocess once per change.
+synthesizing takes seconds, so the result is cached under `.cache/sim-iam/` (or the directory
+`NODESCALE_SIM_IAM_CACHE` names: an empty one is a first run's), keyed by everything that shapes it (infra's code
+and manifests, the naming rule, cluster, region); `policies_for` reads the cache, or synthesizes in a subprocess
+once per change.
 
     python -m sim.aws.iam_policies --cluster demo-cluster --region us-east-1   # prints the JSON
 """
@@ -29,7 +30,7 @@ from typing import Any
 from sim.aws.constants import FUNCTIONS, partition_of
 
 ROOT = Path(__file__).resolve().parents[2]
-CACHE_DIR = ROOT / ".cache" / "sim-iam"
+CACHE_VARIABLE = "NODESCALE_SIM_IAM_CACHE"
 ACCOUNT = "123456789012"  # moto's account
 DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 _SHAPING = ("infra", "layers/nodescale/python/nodescale/names.py", "app.py", "cdk.json", "sim/aws/iam_policies.py",
@@ -80,14 +81,28 @@ def stack_resources_for(cluster: str, region: str) -> dict[str, Any]:
     return _synthesized(cluster, region)["stack"]
 
 
+def cache_dir() -> Path:
+    """Where synthesized policies are kept; read at each call, so a sim child started with the variable agrees."""
+    return Path(os.environ.get(CACHE_VARIABLE) or ROOT / ".cache" / "sim-iam")
+
+
+def policies_cached(cluster: str, region: str) -> bool:
+    """Whether `policies_for` answers from the cache; False: it synthesizes the stack first."""
+    return _read(_cache_path(cluster, region)) is not None
+
+
+def _cache_path(cluster: str, region: str) -> Path:
+    return cache_dir() / f"{cluster}-{region}-{_cache_key(cluster, region)}.json"
+
+
 def _synthesized(cluster: str, region: str) -> dict[str, Any]:
-    cache = CACHE_DIR / f"{cluster}-{region}-{_cache_key(cluster, region)}.json"
+    cache = _cache_path(cluster, region)
     cached = _read(cache)
     if cached is not None:
         return cached
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    cache.parent.mkdir(parents=True, exist_ok=True)
     # One synthesis at a time on this machine (pytest workers start sims together); the others wait and read.
-    with open(CACHE_DIR / ".lock", "w") as lock:
+    with open(cache.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         cached = _read(cache)
         if cached is not None:
@@ -114,7 +129,7 @@ def _synthesize_into(cache: Path, cluster: str, region: str) -> dict[str, Any]:
     if done.returncode != 0:
         raise RuntimeError(f"synthesizing the stack for sim's IAM policies failed:\n{done.stderr[-3000:]}")
     policies = json.loads(done.stdout)
-    fd, tmp = tempfile.mkstemp(dir=CACHE_DIR, suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=cache.parent, suffix=".tmp")
     with os.fdopen(fd, "w") as out:
         json.dump(policies, out)
     os.replace(tmp, cache)

@@ -102,3 +102,11 @@ def test_code_uses_only_the_botocore_services_the_layer_ships() -> None:
         for source in root.rglob("*.py"):
             used |= set(pattern.findall(source.read_text(encoding="utf-8")))
     assert used <= set(BOTOCORE_SERVICES), f"add {sorted(used - set(BOTOCORE_SERVICES))} to BOTOCORE_SERVICES"
+
+
+def test_layers_built_says_whether_a_synth_would_build_them(tmp_path) -> None:
+    """#28.5: the demo names the layers' build before it starts only when a synth would do it."""
+    dependencies_layer_dir()
+    layers.nodescale_layer_dir()
+    assert layers.layers_built()
+    assert not layers.layers_built(build_dir=tmp_path)
