@@ -24,6 +24,8 @@ CONTEXT_KEYS = (
     "nodeRoleArn",
     "instanceProfileName",
     "nodeRoles",
+    "nodePoolParameterKey",
+    "ebsKmsKey",
     "vpcSubnetIds",
     "vpcSecurityGroupIds",
     "clusterLimits",
@@ -43,6 +45,11 @@ _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
 _PARAMETER_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 _ROLE_NAME = re.compile(r"^[\w+=,.@-]{1,64}$")  # IAM's RoleName
+# A KMS key's ARN (IAM authorizes a key's use on it, never on an alias), and a key id alone.
+_KEY_ID = r"(?:mrk-[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+_KEY_ARN = re.compile(rf"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{{12}}:key/{_KEY_ID}$")
+_BARE_KEY_ID = re.compile(rf"^{_KEY_ID}$")
+_KEY_EXAMPLE = "arn:<partition>:kms:<region>:<account>:key/<key id>"
 _TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[\w-]{1,256}$")
 _SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 _SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}$")
@@ -78,6 +85,9 @@ class NodePoolFile:
     # that name an instance profile instead: (kind, node class name, profile name).
     node_roles: tuple[tuple[str, str, str], ...] = ()
     instance_profiles: tuple[tuple[str, str, str], ...] = ()
+    # The KMS keys its node classes' blockDeviceMappings[].ebs.kmsKeyID name: (kind, node class name, key ARN
+    # or key id).
+    volume_keys: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,6 +101,11 @@ class StackConfig:
     # -c nodeRoles: node roles (names or ARNs) of node classes the NodePool files do not show: those read
     # from the cluster's custom resources, and the roles held by instance profiles node classes name.
     node_roles: tuple[str, ...] = ()
+    # -c nodePoolParameterKey: the customer-managed keys of SecureString NodePool parameters (kms:Decrypt
+    # through SSM); -c ebsKmsKey: the keys of encrypted volumes node classes do not name (the account's
+    # default EBS key), which the launching functions use through EC2.
+    nodepool_parameter_keys: tuple[str, ...] = ()
+    ebs_kms_keys: tuple[str, ...] = ()
     vpc_subnet_ids: tuple[str, ...] = ()
     vpc_security_group_ids: tuple[str, ...] = ()
     cluster_limits: dict[str, str] = field(default_factory=dict)
@@ -127,6 +142,13 @@ class StackConfig:
         return tuple(dict.fromkeys([*named, *self.node_roles]))
 
     @property
+    def volume_keys(self) -> tuple[str, ...]:
+        """Every KMS key (ARN, or key id in this account and region) that launched volumes are encrypted with:
+        the NodePool files' node classes' kmsKeyID, then -c ebsKmsKey's, once each."""
+        named = [key for f in self.nodepool_files for _, _, key in f.volume_keys]
+        return tuple(dict.fromkeys([*named, *self.ebs_kms_keys]))
+
+    @property
     def in_vpc(self) -> bool:
         return bool(self.vpc_subnet_ids)
 
@@ -157,6 +179,8 @@ class StackConfig:
             if why:
                 raise ConfigError(f"nodeRoles: {role!r} {why}")
         _check_node_identities(files, cluster, node_roles, profile)
+        parameter_keys = _key_arns(get("nodePoolParameterKey"), "nodePoolParameterKey")
+        ebs_keys = _key_arns(get("ebsKmsKey"), "ebsKmsKey")
         subnets = tuple(_list(get("vpcSubnetIds")))
         groups = tuple(_list(get("vpcSecurityGroupIds")))
         _check_ids("vpcSubnetIds", subnets, _SUBNET, "subnet-0123456789abcdef0")
@@ -186,6 +210,8 @@ class StackConfig:
             node_role_arn=node_role_arn,
             instance_profile_name=profile,
             node_roles=node_roles,
+            nodepool_parameter_keys=parameter_keys,
+            ebs_kms_keys=ebs_keys,
             vpc_subnet_ids=subnets,
             vpc_security_group_ids=groups,
             cluster_limits=_cluster_limits(get("clusterLimits")),
@@ -352,7 +378,41 @@ def _nodepool_file(path: Path) -> NodePoolFile:
                           "parameter name and may hold only letters, digits, '.', '-' and '_'")
     return NodePoolFile(path=path, parameter_name=name, text=text, windows=_mentions_windows(documents),
                         node_roles=_identities(documents, "role"),
-                        instance_profiles=_identities(documents, "instanceProfile"))
+                        instance_profiles=_identities(documents, "instanceProfile"),
+                        volume_keys=_volume_keys(path, documents))
+
+
+def _key_arns(value: Any, key: str) -> tuple[str, ...]:
+    """KMS key ARNs from context (one, or a list); an alias or a bare key id is refused, naming the key."""
+    keys = tuple(dict.fromkeys(_list(value)))
+    for arn in keys:
+        if not _KEY_ARN.match(arn):
+            raise ConfigError(f"{key}: {arn!r} is not a KMS key ARN ({_KEY_EXAMPLE}): IAM grants a key's use on "
+                              "its key ARN, so an alias or a bare key id cannot be granted")
+    return keys
+
+
+def _volume_keys(path: Path, documents: list[Any]) -> tuple[tuple[str, str, str], ...]:
+    """(kind, name, key) of each KMS key a node class's blockDeviceMappings[].ebs.kmsKeyID names; an alias is
+    refused at synth: the launching functions need a grant on the key itself, which an alias does not name."""
+    out = []
+    for doc in documents:
+        if doc.get("kind") not in ("EC2NodeClass", "AWSNodeTemplate"):
+            continue
+        name = str((doc.get("metadata") or {}).get("name", ""))
+        for index, mapping in enumerate((doc.get("spec") or {}).get("blockDeviceMappings") or []):
+            key = ((mapping or {}).get("ebs") or {}).get("kmsKeyID") if isinstance(mapping, dict) else None
+            if key is None:
+                continue
+            key = str(key).strip()
+            if not (_KEY_ARN.match(key) or _BARE_KEY_ID.match(key)):
+                raise ConfigError(
+                    f"nodePoolFiles: {path}: {doc.get('kind')} {name}: blockDeviceMappings[{index}].ebs.kmsKeyID "
+                    f"{key!r} is not a KMS key ARN ({_KEY_EXAMPLE}) or key id: the launching functions are granted "
+                    "the key's use on its ARN, which an alias does not name"
+                )
+            out.append((str(doc.get("kind")), name, key))
+    return tuple(out)
 
 
 def _identities(documents: list[Any], key: str) -> tuple[tuple[str, str, str], ...]:

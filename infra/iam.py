@@ -160,12 +160,16 @@ def function_access(
     table_arn: str,
     log_group_arn: str,
     in_vpc: bool,
+    parameter_key_arns: Sequence[str] = (),
+    volume_key_arns: Sequence[str] = (),
 ) -> FunctionAccess:
     """The statements of function ``name``'s role: its capabilities' calls and its own log group."""
     capabilities = FUNCTION_CAPABILITIES[name]
     statements: list[iam.PolicyStatement] = []
     if LAUNCH in capabilities:
         statements += launch_statements(scope, cluster, node_role_arns)
+        if volume_key_arns:
+            statements += volume_key_statements(volume_key_arns, Stack.of(scope).region, Aws.URL_SUFFIX)
     if TERMINATE in capabilities:
         statements.append(iam.PolicyStatement(
             sid="TerminateOnlyThisClustersInstances",
@@ -192,6 +196,8 @@ def function_access(
         statements.append(describe_cluster_statement(scope, cluster))
     if READ_WORLD in capabilities:
         statements.append(nodepool_parameters_statement(scope, parameter_path))
+        if parameter_key_arns:
+            statements.append(parameter_key_statement(parameter_key_arns, Stack.of(scope).region, Aws.URL_SUFFIX))
     table_actions = sorted({a for c in sorted(capabilities) for a in TABLE_ACTIONS.get(c, ())})
     if table_actions:
         statements.append(iam.PolicyStatement(sid="UseStateTableItems", actions=table_actions, resources=[table_arn]))
@@ -276,6 +282,49 @@ def pass_node_role_statement(node_role_arns: Sequence[str]) -> iam.PolicyStateme
     )
 
 
+def kms_key_arn(scope: Construct, key: str) -> str:
+    """A node class's ``kmsKeyID`` as an ARN: as given when it is one, else the key of that id in this account
+    and region (EC2 reads a bare key id so)."""
+    if key.startswith("arn:"):
+        return key
+    return Stack.of(scope).format_arn(service="kms", resource="key", resource_name=key)
+
+
+def parameter_key_statement(key_arns: Sequence[str], region: str, url_suffix: str) -> iam.PolicyStatement:
+    """aws/nodepool_parameters reads SecureString NodePool parameters WithDecryption: SSM decrypts them with the
+    caller's kms:Decrypt on the parameter's customer-managed key, and only through SSM (kms:ViaService). The
+    AWS-managed key alias/aws/ssm needs no grant: its key policy allows every principal of the account."""
+    return iam.PolicyStatement(
+        sid="DecryptNodePoolParametersThroughSsm",
+        actions=["kms:Decrypt"],
+        resources=list(key_arns),
+        conditions={"StringEquals": {"kms:ViaService": f"ssm.{region}.{url_suffix}"}},
+    )
+
+
+def volume_key_statements(key_arns: Sequence[str], region: str, url_suffix: str) -> list[iam.PolicyStatement]:
+    """A launch whose volumes are encrypted with a customer-managed key: EC2 creates a grant on the key for the
+    volume and asks it for a data key, as the caller and only through EC2 ("Required key policy for use with
+    encrypted volumes", Amazon EBS User Guide; Karpenter's troubleshooting: without them the instance starts and
+    terminates with Client.InternalError)."""
+    via_ec2 = {"kms:ViaService": f"ec2.{region}.{url_suffix}"}
+    return [
+        iam.PolicyStatement(
+            sid="GrantEncryptedVolumesTheirKeysThroughEc2",
+            actions=["kms:CreateGrant"],
+            resources=list(key_arns),
+            conditions={"StringEquals": via_ec2, "Bool": {"kms:GrantIsForAWSResource": "true"}},
+        ),
+        iam.PolicyStatement(
+            sid="UseVolumeKeysThroughEc2",
+            actions=["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncryptFrom",
+                     "kms:ReEncryptTo"],
+            resources=list(key_arns),
+            conditions={"StringEquals": via_ec2},
+        ),
+    ]
+
+
 def describe_cluster_statement(scope: Construct, cluster: str) -> iam.PolicyStatement:
     """Describe this cluster: the endpoint and CA for the Kubernetes client, its version for AMIs."""
     return iam.PolicyStatement(
@@ -286,12 +335,13 @@ def describe_cluster_statement(scope: Construct, cluster: str) -> iam.PolicyStat
 
 
 def nodepool_parameters_statement(scope: Construct, parameter_path: str) -> iam.PolicyStatement:
-    """aws/nodepool_parameters.read_ssm_documents: GetParametersByPath, recursive, under this stack's own path."""
+    """aws/nodepool_parameters.read_ssm_documents: GetParametersByPath, recursive, under this stack's own path;
+    GetParameter for a SecureString one read alone when its key could not decrypt the whole path."""
     stack = Stack.of(scope)
     own_path = parameter_path.strip("/")
     return iam.PolicyStatement(
         sid="ReadNodePoolParameters",
-        actions=["ssm:GetParametersByPath"],
+        actions=["ssm:GetParameter", "ssm:GetParametersByPath"],
         resources=[
             stack.format_arn(service="ssm", resource="parameter", resource_name=own_path),
             stack.format_arn(service="ssm", resource="parameter", resource_name=f"{own_path}/*"),

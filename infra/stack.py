@@ -199,6 +199,8 @@ class NodescaleStack(Stack):
                 table_arn=self.table.table_arn,
                 log_group_arn=log_group.log_group_arn,
                 in_vpc=config.in_vpc,
+                parameter_key_arns=list(config.nodepool_parameter_keys),
+                volume_key_arns=list(dict.fromkeys(policies.kms_key_arn(self, k) for k in config.volume_keys)),
             )
             for statement in access.statements:
                 self.roles[name].add_to_policy(statement)

@@ -53,7 +53,13 @@ from xml.sax.saxutils import escape
 
 import botocore.session
 
+from sim.aws.constants import REGION
+
 log = logging.getLogger("sim.aws.faults")
+
+# The StateReason code of an instance whose launch failed after EC2 accepted it: a volume's KMS key refused the
+# caller (Karpenter's troubleshooting: "Node terminates before ready on failed encrypted EBS volume").
+LAUNCH_KEY_ERROR = "Client.InternalError"
 
 CAPACITY_ERROR_CODES = (
     "InsufficientInstanceCapacity",
@@ -860,13 +866,33 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             capacity = owner.rules.capacity_rules()
             answer = self._capacity(call, capacity, headers, record) if capacity else None
             if answer is not None:
+                if call.action == "CreateFleet" and record.get("instanceIds"):
+                    self._volume_keys_refused(call, record)
                 return answer
         status, response_headers, data = owner.forward(method, self.path, headers, body)
         record["status"] = status
         _note_launched(call, record, data)
+        if call.service == "ec2" and call.action == "CreateFleet" and record.get("instanceIds"):
+            self._volume_keys_refused(call, record)
         if call.service == "ec2" and status == 200 and owner.clock is not None:
             data = owner.simulated_launch_times(call.action, data)
         return status, response_headers, data
+
+    def _volume_keys_refused(self, call: Call, record: dict[str, Any]) -> None:
+        """The fleet's volumes are encrypted with a customer-managed key the caller may not use through EC2: AWS
+        launches the instances all the same, and each terminates as it starts with Client.InternalError (its
+        volume could not be created); sim does the same, once the answer is made."""
+        enforcer, identity = self.owner.enforcer, getattr(self, "_identity", None)
+        if enforcer is None or identity is None:
+            return
+        denial = enforcer.denied(identity, enforcer.volume_key_requests(call.params))
+        if denial is None:
+            return
+        record["volumeKeyDenied"] = denial.to_json()
+        log.warning("IAM denied %s: the launched instances terminate with Client.InternalError", denial.message())
+        body = json.dumps({"region": REGION, "instanceIds": record["instanceIds"], "code": LAUNCH_KEY_ERROR,
+                           "message": "Client error on launch"}).encode()
+        self.owner.forward("POST", "/sim/v1/fail-launch", {"Content-Type": "application/json"}, body)
 
     def _refused(self, call: Call, body: bytes, record: dict[str, Any]) -> bool:
         """Authenticate and authorize the call as AWS would; answer and return True when it is refused."""
@@ -879,6 +905,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             record["error"] = code
             self._send(*error_response(call, code, message, status))
             return True
+        self._identity = identity
         params = call.params
         if not params and call.protocol == "json" and body:  # large bodies are not kept in the call log
             params = _json_params_unbounded(body)

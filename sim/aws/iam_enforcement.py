@@ -112,6 +112,15 @@ def access_key(headers: Mapping[str, str], path: str) -> str | None:
 
 # The EC2 service principal a role is passed to: its aws-cn spelling ends in .cn.
 EC2_PRINCIPAL = "ec2.amazonaws.com.cn" if PARTITION == "aws-cn" else "ec2.amazonaws.com"
+_URL_SUFFIX = "amazonaws.com.cn" if PARTITION == "aws-cn" else "amazonaws.com"
+# What a service asks KMS, as the caller, when it uses a customer-managed key for the caller (kms:ViaService
+# names it). SSM decrypting a SecureString: kms:Decrypt. EC2 creating a volume encrypted with the key: a grant
+# for the volume, and a data key (Amazon EBS User Guide, "Required key policy for use with encrypted volumes").
+SSM_VIA = f"ssm.{REGION}.{_URL_SUFFIX}"
+EC2_VIA = f"ec2.{REGION}.{_URL_SUFFIX}"
+VOLUME_KEY_ACTIONS = ("kms:CreateGrant", "kms:GenerateDataKeyWithoutPlaintext", "kms:Decrypt")
+# SSM's AWS-managed key: its key policy allows every principal of the account through SSM, no grant needed.
+_SSM_MANAGED_KEY = "alias/aws/ssm"
 
 class Enforcer:
     """Decides each call for the identities sim knows, from the functions' synthesized policies."""
@@ -268,6 +277,35 @@ class Enforcer:
                      for role in dict.fromkeys(passed)]
         return requests
 
+    def volume_key_requests(self, params: Mapping[str, Any]) -> list[Request]:
+        """What EC2 asks KMS as the caller for the encrypted volumes of a fleet (its templates' mappings; the
+        account's default EBS key where a mapping is encrypted without a key, or encryption is on by default):
+        a grant for the volume and a data key, on each customer-managed key. AWS authorizes the fleet without
+        them; the instance starts, and terminates with Client.InternalError when they are refused."""
+        keys: list[str] = []
+        for config in _indexed(params, "LaunchTemplateConfigs"):
+            spec = {k.split(".", 1)[1]: v for k, v in config.items() if k.startswith("LaunchTemplateSpecification.")}
+            template = self._launch_template(spec)
+            if template is not None:
+                keys += template["volume_keys"]
+        context = {"kms:viaservice": [EC2_VIA], "kms:calleraccount": [ACCOUNT]}
+        grant = {**context, "kms:grantisforawsresource": ["true"]}
+        return [Request(action, key, grant if action == "kms:CreateGrant" else context)
+                for key in dict.fromkeys(k for k in keys if k) for action in VOLUME_KEY_ACTIONS]
+
+    def denied(self, identity: str, requests: list[Request]) -> Denial | None:
+        """The first of ``requests`` ``identity``'s policy does not allow (identity policies only: sim gives KMS keys
+        the default key policy, which leaves a key's use in the account to IAM)."""
+        if identity == ADMIN:
+            return None
+        for request in requests:
+            context = {"aws:requestedregion": [REGION], "aws:securetransport": ["true"], **request.context}
+            decision = iam_policy.evaluate(self.statements[identity], request.action, request.resource, context)
+            if not decision.allowed:
+                return Denial(identity, self.principal(identity), request.action, request.resource,
+                              f"no identity-based policy allows the {request.action} action")
+        return None
+
     def _ec2_TerminateInstances(self, params: Mapping[str, Any]) -> list[Request]:  # noqa: N802
         ids = [v for k, v in params.items() if k.startswith("InstanceId.")]
         tags = self._instance_tags(ids)
@@ -345,6 +383,7 @@ class Enforcer:
         for ts in data.get("TagSpecifications") or []:
             out["tag_specifications"][ts.get("ResourceType")] = {t["Key"]: t.get("Value", "") for t in ts.get("Tags") or []}
         out["used"] = self._template_resources(data)
+        out["volume_keys"] = self._volume_keys(data)
         profile = data.get("IamInstanceProfile") or {}
         out["role_arn"] = self._profile_role(profile.get("Name") or (profile.get("Arn") or "").rsplit("/", 1)[-1])
         return out
@@ -377,6 +416,75 @@ class Enforcer:
             # A launch into a capacity reservation uses it: AWS authorizes the launch on its ARN too.
             used.append((_ec2_arn("capacity-reservation", target["CapacityReservationId"]), {}))
         return used
+
+    def _volume_keys(self, data: Mapping[str, Any]) -> list[str]:
+        """The customer-managed keys (ARNs) the volumes of a launch from this template data are encrypted with."""
+        default: dict[str, Any] | None = None
+        keys: list[str] = []
+        for mapping in data.get("BlockDeviceMappings") or []:
+            ebs = mapping.get("Ebs")
+            if not isinstance(ebs, dict):
+                continue
+            if ebs.get("KmsKeyId"):
+                keys.append(str(ebs["KmsKeyId"]))
+                continue
+            if default is None:
+                default = self._ebs_default()
+            if ebs.get("Encrypted") in (True, "true") or default["encryptedByDefault"]:
+                keys.append(str(default["kmsKeyId"]))  # empty: the AWS-managed aws/ebs key
+        return [arn for arn in (self.customer_key(k) for k in keys if k) if arn]
+
+    def _ebs_default(self) -> dict[str, Any]:
+        import urllib.request
+
+        request = urllib.request.Request(f"{self.moto_url}/sim/v1/ebs-default-key", method="POST",
+                                         data=json.dumps({"region": REGION, "account": ACCOUNT}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return dict(json.loads(response.read()))
+
+    def customer_key(self, key: str) -> str | None:
+        """The ARN of the customer-managed key ``key`` names (a key id, key ARN, alias or alias ARN); None for an
+        AWS-managed key (its key policy lets the account use it through its service) or none found (the service
+        answers that itself)."""
+        if key == _SSM_MANAGED_KEY or key.endswith(":" + _SSM_MANAGED_KEY) or key.split("/")[-1] == "aws/ebs":
+            return None
+        kms = self._client("kms")
+        try:
+            metadata = kms.describe_key(KeyId=key)["KeyMetadata"]
+            aliases = kms.list_aliases(KeyId=metadata["KeyId"]).get("Aliases") or []
+        except Exception:
+            return None
+        # moto makes aws/ebs as a customer key; AWS's own keys are the ones under alias/aws/.
+        if metadata.get("KeyManager") == "AWS" or any(str(a.get("AliasName", "")).startswith("alias/aws/")
+                                                      for a in aliases):
+            return None
+        return str(metadata["Arn"])
+
+    def secure_string_keys(self, action: str, params: Mapping[str, Any]) -> list[str]:
+        """The customer-managed keys of the SecureString parameters a decrypting read returns (moto keeps each
+        one's KeyId), once each."""
+        ssm = self._client("ssm")
+        if action == "GetParametersByPath":
+            option = "Recursive" if params.get("Recursive") in (True, "true") else "OneLevel"
+            filters = [{"Key": "Path", "Option": option, "Values": [str(params.get("Path") or "/")]}]
+        else:
+            names = [n.split(":", 1)[0] for n in _ssm_names(action, params)]
+            filters = [{"Key": "Name", "Values": names}] if names else []
+        if not filters:
+            return []
+        keys: list[str] = []
+        kwargs: dict[str, Any] = {"ParameterFilters": [*filters, {"Key": "Type", "Values": ["SecureString"]}]}
+        try:
+            while True:
+                page = ssm.describe_parameters(**kwargs)
+                keys += [str(p["KeyId"]) for p in page.get("Parameters") or [] if p.get("KeyId")]
+                if not page.get("NextToken"):
+                    break
+                kwargs["NextToken"] = page["NextToken"]
+        except Exception:  # a bad path or name: SSM answers that itself
+            return []
+        return list(dict.fromkeys(arn for arn in (self.customer_key(k) for k in keys) if arn))
 
     def _image_resources(self, image_id: str) -> list[tuple[str, dict[str, list[str]]]]:
         """The image (with its ec2:Owner, ec2:Public, ec2:ImageType, ec2:RootDeviceType) and the snapshots its
@@ -432,6 +540,7 @@ _ON_ANY_RESOURCE = {
     "cloudwatch": ("PutMetricData", "GetMetricData", "GetMetricStatistics", "ListMetrics"),
     "sts": ("GetCallerIdentity",),
 }
+_SSM_DECRYPTING = {"GetParameter", "GetParameters", "GetParametersByPath", "GetParameterHistory"}
 _SSM_PARAMETER_ACTIONS = {"GetParameter", "GetParameters", "GetParametersByPath", "GetParameterHistory", "PutParameter",
                           "DeleteParameter", "DeleteParameters", "LabelParameterVersion"}
 _DYNAMODB_TABLE_ACTIONS = {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem",
@@ -453,7 +562,11 @@ def _ec2_requests(enforcer: Enforcer, action: str, params: Mapping[str, Any], pa
 
 def _ssm_requests(enforcer: Enforcer, action: str, params: Mapping[str, Any], path: str) -> list[Request] | None:
     if action in _SSM_PARAMETER_ACTIONS:
-        return [Request(f"ssm:{action}", _ssm_arn(name)) for name in _ssm_names(action, params)] or None
+        requests = [Request(f"ssm:{action}", _ssm_arn(name)) for name in _ssm_names(action, params)]
+        if requests and action in _SSM_DECRYPTING and params.get("WithDecryption") in (True, "true"):
+            requests += [Request("kms:Decrypt", key, {"kms:viaservice": [SSM_VIA], "kms:calleraccount": [ACCOUNT]})
+                         for key in enforcer.secure_string_keys(action, params)]
+        return requests or None
     return _on_any_resource("ssm", action)
 
 

@@ -190,7 +190,45 @@ def _instance_states(body: dict[str, Any]) -> dict[str, Any]:
     return {"states": states}
 
 
+def _ebs_default_key(body: dict[str, Any]) -> dict[str, Any]:
+    """The account's EBS encryption default in a region: moto keeps the key ModifyEbsDefaultKmsKeyId set but does
+    not serve GetEbsDefaultKmsKeyId, which sim's IAM needs to know which key a launch's volumes use. An empty
+    key is the AWS-managed aws/ebs key."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    region, account = body.get("region"), body.get("account", DEFAULT_ACCOUNT_ID)
+    if not isinstance(region, str) or not isinstance(account, str):
+        raise ValueError("body must be {'region': name, 'account': id (default moto's)}")
+    backend = ec2_backends[account][region]
+    return {"kmsKeyId": backend.default_kms_key_id or "", "encryptedByDefault": bool(backend.ebs_encryption_by_default)}
+
+
+def _fail_launch(body: dict[str, Any]) -> dict[str, Any]:
+    """Instances that die as they start: terminated with the StateReason EC2 gives (e.g. Client.InternalError when
+    a volume's KMS key refused the launching caller), as AWS shows an instance that never came up."""
+    from moto.ec2.models import ec2_backends
+    from moto.ec2.models.instances import StateReason
+
+    region, wanted, code, message = body.get("region"), body.get("instanceIds"), body.get("code"), body.get("message")
+    if not isinstance(region, str) or not isinstance(wanted, list) or not isinstance(code, str) \
+            or not isinstance(message, str):
+        raise ValueError("body must be {'region': name, 'instanceIds': [ids], 'code': text, 'message': text}")
+    failed = []
+    for backend in [b for account in ec2_backends.values() for b in account.values() if b.region_name == region]:
+        for reservation in list(backend.reservations.values()):
+            for instance in reservation.instances:
+                if instance.id in wanted:
+                    instance.terminate()
+                    instance._reason = ""
+                    instance.state_reason = StateReason(f"{code}: {message}", code)
+                    failed.append(instance.id)
+    return {"instanceIds": sorted(failed)}
+
+
 _CONTROL = {
+    "/sim/v1/fail-launch": _fail_launch,
+    "/sim/v1/ebs-default-key": _ebs_default_key,
     "/sim/v1/instance-states": _instance_states,
     "/sim/v1/public-release": _publish,
     "/sim/v1/eks-endpoint": _set_cluster_endpoint,

@@ -71,6 +71,18 @@ CONFIGURATIONS: dict[str, tuple[dict[str, Any], str | None]] = {
         },
         None,
     ),
+    # Customer-managed KMS keys (#28.2): SecureString NodePool parameters' key, the account's default EBS key, and
+    # the keys the NodePool file's node classes name for their volumes.
+    "kms": (
+        {
+            "clusterName": "kms-cluster",
+            "nodePoolFiles": str(FIXTURES / "encrypted.yaml"),
+            "nodePoolParameterKey": "arn:aws:kms:us-west-2:111122223333:key/0987dcba-09fe-87dc-65ba-ab0987654321",
+            "ebsKmsKey": ["arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+                          "arn:aws:kms:us-west-2:444455556666:key/mrk-0000abcd12ab34cd56ef1234567890ab"],
+        },
+        "us-west-2",
+    ),
     # An existing alarm topic, and an existing node role given without its instance profile (the stack makes one).
     "topic": (
         {

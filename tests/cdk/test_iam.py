@@ -266,7 +266,7 @@ def test_ssm_reads_only_own_path_and_public_ami_parameters(default: Synth, name:
     def tails(action: str) -> list[str]:
         return sorted(r["Fn::Join"][1][-1] for s in granting(found, action) for r in s["Resource"])
 
-    assert tails("ssm:GetParametersByPath") == [
+    assert tails("ssm:GetParametersByPath") == tails("ssm:GetParameter") == [
         ":parameter/nodescale/demo-cluster/nodepools",
         ":parameter/nodescale/demo-cluster/nodepools/*",
     ]
@@ -275,8 +275,8 @@ def test_ssm_reads_only_own_path_and_public_ami_parameters(default: Synth, name:
         "::parameter/aws/service/bottlerocket/*",
         "::parameter/aws/service/eks/optimized-ami/*",
     ]
-    assert {a for s in found for a in _actions(s) if a.startswith("ssm:")} == {"ssm:GetParameters",
-                                                                               "ssm:GetParametersByPath"}
+    assert {a for s in found for a in _actions(s) if a.startswith("ssm:")} == {
+        "ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath"}
 
 
 @pytest.mark.parametrize("name", LAUNCHING)

@@ -112,6 +112,25 @@ def list_instances(
     )
 
 
+# StateReason codes of an instance EC2 accepted that died as it started: a volume's KMS key refused the launching
+# caller (kms:CreateGrant through EC2), or another launch-time failure EC2 reports as its own.
+DIED_AT_LAUNCH = ("Client.InternalError", "Server.InternalError")
+
+
+def died_at_launch(ec2: Any, cluster: str) -> list[tuple[ManagedInstance, str, str]]:
+    """This cluster's instances that terminated as they started, with their StateReason code and message
+    (EC2 shows a terminated instance for about an hour)."""
+    filters = [*tagging.cluster_filters(cluster, None),
+               {"Name": "instance-state-name", "Values": ["shutting-down", "terminated"]},
+               {"Name": "state-reason-code", "Values": list(DIED_AT_LAUNCH)}]
+    out = []
+    for raw in _describe(ec2, filters):
+        reason = raw.get("StateReason") or {}
+        if tagging.is_managed(raw.get("Tags"), cluster) and reason.get("Code") in DIED_AT_LAUNCH:
+            out.append((_from_ec2(raw), str(reason["Code"]), str(reason.get("Message") or "")))
+    return sorted(out, key=lambda found: found[0].instance_id)
+
+
 def unregistered(
     candidates: Iterable[ManagedInstance],
     registered_ids: Iterable[str],

@@ -22,6 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
 from .. import clock, telemetry
+from ..aws import instances as ec2_instances
 from ..aws import launchfailures
 from ..aws.fleet import LaunchResult
 from ..aws.launchfailures import LaunchFailure
@@ -301,7 +302,14 @@ def _failing(rt: Runtime, outcome: LaunchOutcome, pool: str, code: str, message:
 
 
 def _launching(rt: Runtime, world: World, outcome: LaunchOutcome, pool: str) -> None:
-    """The pool launched: a failure recorded before (this pass or an earlier one) is history."""
+    """The pool launched: a failure recorded before (this pass or an earlier one) is history, unless its last
+    instance died as it started (EC2 accepted that launch too: only an instance that lives ends it)."""
+    known = world.launch_failures.get(pool)
+    if known is not None and known.code in ec2_instances.DIED_AT_LAUNCH:
+        outcome.failing[pool] = known
+        telemetry.count(telemetry.LAUNCH_FAILING)
+        log.error("launch failing", extra={"nodepool": pool, "code": known.code, "error": known.message})
+        return
     if outcome.failing.pop(pool, None) is None and pool not in world.launch_failures:
         return
     world.launch_failures.pop(pool, None)

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -423,11 +423,36 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     _restrict_to_subnet_zones(rt, world)
     world.launch_failures = launchfailures.failing(rt.aws.dynamodb, settings.table_name, world.nodepools,
                                                    clock.epoch())
+    note_launches_that_died(world, ec2_instances.died_at_launch(rt.aws.ec2, settings.cluster_name))
     world.index()
     warn_untrusted(rt, world.untrusted)
     log.debug("world read", extra={"seconds": round(time.perf_counter() - started, 3), "nodes": len(world.nodes),
                                    "pods": len(world.pods), "instances": len(world.instances)})
     return world
+
+
+def note_launches_that_died(world: World, died: list[tuple[ManagedInstance, str, str]]) -> None:
+    """A pool whose newest instance terminated as it started is failing to launch, though EC2 accepted the
+    launch: e.g. its volumes' KMS key refused the launching role, which AWS reports only as the instance's
+    StateReason Client.InternalError. An instance of the pool launched since that is still alive ends it."""
+    for inst, code, message in died:
+        pool, launched = inst.nodepool, _epoch(inst.launch_time)
+        if pool is None or pool not in world.nodepools or launched is None:
+            continue
+        later = [i for i in world.instances if i.nodepool == pool and (_epoch(i.launch_time) or 0) >= launched]
+        known = world.launch_failures.get(pool)
+        if later or (known is not None and known.at > launched):
+            continue
+        world.launch_failures[pool] = LaunchFailure(
+            pool, code, f"instance {inst.instance_id} terminated as it started ({message}): if its volumes are "
+            "encrypted with a customer-managed KMS key, grant the functions its use (deploy with "
+            "-c ebsKmsKey=<key ARN>, or name it in the node class's blockDeviceMappings)", launched)
+
+
+def _epoch(when: datetime | None) -> float | None:
+    if when is None:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 def resolve_buffers(world: World, templates: Mapping, scalables: Mapping) -> None:
