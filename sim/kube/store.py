@@ -145,6 +145,13 @@ class Watch:
         self._queue.put(None)
 
 
+def _go_seconds(seconds: int) -> timedelta:
+    """``time.Second * time.Duration(seconds)`` as kube-apiserver computes a deletion's grace: int64
+    nanoseconds, wrapping on overflow (the API takes any int64 grace). Python's timedelta would raise instead."""
+    nanoseconds = (seconds * 1_000_000_000 + 2**63) % 2**64 - 2**63
+    return timedelta(microseconds=nanoseconds // 1000)
+
+
 class Store:
     """Thread-safe in-memory Kubernetes objects with resourceVersions, selectors and watches."""
 
@@ -753,7 +760,7 @@ class Store:
                     current_grace = old_meta.get("deletionGracePeriodSeconds")
                     if current_grace is not None and current_grace <= grace:
                         return clone(old)
-                    obj_meta["deletionTimestamp"] = format_time(now + timedelta(seconds=grace))
+                    obj_meta["deletionTimestamp"] = format_time(now + _go_seconds(grace))
                     obj_meta["deletionGracePeriodSeconds"] = grace
                     obj_meta["resourceVersion"] = self._next_rv()
                     self._commit(rt, ns, name, "MODIFIED", obj, old)

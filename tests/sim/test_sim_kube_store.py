@@ -95,6 +95,17 @@ def test_graceful_pod_deletion_marks_then_waits(store: Store) -> None:
     assert store.peek("v1/pods", "bound", "default") is None
 
 
+def test_a_pods_int64_grace_is_taken_as_kube_apiserver_takes_it(store: Store) -> None:
+    """A tenant may set any int64 terminationGracePeriodSeconds (#27.1 tried 2^63-1 on the product); the API
+    server multiplies it into a Go Duration, which wraps, and answers. sim raised OverflowError (a 500)."""
+    pod = _pod("forever", node="n1")
+    pod["spec"]["terminationGracePeriodSeconds"] = 2**63 - 1
+    store.create("v1/pods", pod, "default")
+    terminating = store.delete("v1/pods", "forever", "default")
+    assert terminating["metadata"]["deletionGracePeriodSeconds"] == 2**63 - 1
+    assert terminating["metadata"]["deletionTimestamp"]
+
+
 def test_finalizers_keep_an_object_until_removed(store: Store) -> None:
     store.create("v1/configmaps", {"metadata": {"name": "c", "finalizers": ["a/b"]}}, "default")
     store.delete("v1/configmaps", "c", "default")
