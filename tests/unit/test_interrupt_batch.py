@@ -13,6 +13,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -113,6 +114,44 @@ def test_a_throttled_joint_act_fails_every_record_of_it_and_the_retry_runs(dynam
         interrupting.IGNORED, interrupting.IGNORED]
     assert not summaries["m0"].get("duplicate")
     assert rt.api.writes == []  # foreign instances: nothing touched
+
+
+class RecordingSqs:
+    """ChangeMessageVisibilityBatch as SQS answers it, each entry recorded."""
+
+    def __init__(self) -> None:
+        self.meta = SimpleNamespace(endpoint_url="https://sqs.us-east-1.amazonaws.com")
+        self.changed: list[tuple[str, int]] = []
+
+    def change_message_visibility_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803
+        self.changed += [(e["ReceiptHandle"], e["VisibilityTimeout"]) for e in Entries]
+        return {"Successful": [{"Id": e["Id"]} for e in Entries]}
+
+
+def test_a_failed_record_comes_back_soon_but_one_another_invocation_holds_waits_out_the_visibility(
+    dynamodb: Any,
+) -> None:
+    """#27.3: a record that failed (throttled) is made visible again in RETRY_VISIBILITY_SECONDS, so its
+    retries fit in the spot notice; a record whose event another invocation is still acting on fails too,
+    but keeps the full visibility timeout, so it does not spend its receives (and reach the dead-letter
+    queue) while that invocation finishes."""
+    from nodescale.aws.idempotency import EventRecords
+    from nodescale.interruption import queue
+
+    ec2 = ThrottledEc2([fakes.instance(I1, FOREIGN), fakes.instance(I2, FOREIGN)])
+    rt = runtime_with(ec2, dynamodb)
+    sqs = RecordingSqs()
+    rt.aws.sqs = sqs
+    held, throttled = warning(I1), warning(I2)
+    EventRecords(TABLE, dynamodb).claim(dict(held))  # another invocation is acting on it: in progress
+    sqs_batch = batch(held, throttled)
+    for i, record in enumerate(sqs_batch["Records"]):
+        record["receiptHandle"] = f"receipt-m{i}"
+
+    response = run(rt, sqs_batch)
+
+    assert response[interrupt_batch.FAILURES] == [{"itemIdentifier": "m0"}, {"itemIdentifier": "m1"}]
+    assert sqs.changed == [("receipt-m1", queue.RETRY_VISIBILITY_SECONDS)]
 
 
 def test_events_handled_already_are_answered_from_their_records_whichever_path_handled_them(dynamodb: Any) -> None:
