@@ -5,7 +5,7 @@ applies the workloads EKS installs (`tests/fixtures/addons/eks-addons.yaml`: Cor
 kube-proxy DaemonSets, metrics-server) and one NodePool (`karpenter-v1/system.yaml`, the shape
 docs/deploy.md recommends); one provisioner run as the functions must be enough for every system pod to
 run, the DaemonSets' pods counted on the very first nodes. The wall time from the add-ons applied to
-CoreDNS Running is printed (`pytest -s`): the figure README.md quotes.
+CoreDNS Running is printed (`pytest -s`): the figure docs/figures.md quotes.
 """
 
 from __future__ import annotations

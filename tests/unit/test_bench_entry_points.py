@@ -1,4 +1,4 @@
-"""Every benchmark module the README names prints its figures when run alone (`python -m bench.<name>`),
+"""Every benchmark module docs/figures.md names prints its figures when run alone (`python -m bench.<name>`),
 as `python -m bench` prints them all."""
 
 from __future__ import annotations
