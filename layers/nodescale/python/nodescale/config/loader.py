@@ -60,6 +60,11 @@ def is_config(doc: Mapping) -> bool:
     return is_karpenter_kind(doc.get("kind")) or doc.get("kind") in _BUFFER_KINDS
 
 
+def config_kinds() -> tuple[str, ...]:
+    """The configuration kinds the functions read from a NodePool source, each once."""
+    return tuple(dict.fromkeys(kind for _, kind in _CONVERTERS))
+
+
 def supported_kinds() -> str:
     """The configuration kinds and their apiVersions, for a message that says what is allowed."""
     return ", ".join(f"{kind} ({api})" for api, kind in _CONVERTERS)
