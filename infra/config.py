@@ -12,6 +12,7 @@ from typing import Any
 from infra.names import physical_name, stack_name
 from nodescale.config import validate
 from nodescale.config.documents import read_documents
+from nodescale.config.loader import config_kinds
 from nodescale.config.strict import misspelled_kind
 from nodescale.settings import SettingsError
 from nodescale.usecases.cluster_budget import parse_limits
@@ -59,7 +60,8 @@ _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # The retention periods CloudWatch Logs accepts.
 _RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
                    2922, 3288, 3653)
-_NODEPOOL_KINDS = ("NodePool", "EC2NodeClass", "Provisioner", "AWSNodeTemplate")
+# The kinds the functions read from an SSM parameter (NodeOverlays and CapacityBuffers too), as the layer says.
+_NODEPOOL_KINDS = config_kinds()
 _SSM_ADVANCED_LIMIT = 8192
 # The functions whose memory and timeout a deployer may set (infra/functions.FUNCTION_SPECS' names;
 # tests/cdk checks the two agree), and Lambda's bounds for them. The handlers keep a margin of up to
@@ -480,6 +482,8 @@ def _check_nodepools(files: tuple[NodePoolFile, ...]) -> None:
 def _mentions_windows(documents: list[Any]) -> bool:
     """A NodePool asking for kubernetes.io/os=windows, or a node class with a Windows AMI family or alias."""
     for doc in documents:
+        if doc.get("kind") not in ("NodePool", "Provisioner", "EC2NodeClass", "AWSNodeTemplate"):
+            continue  # a NodeOverlay for Windows types changes prices, it asks for no Windows node
         spec = doc.get("spec") or {}
         family = str(spec.get("amiFamily", ""))
         aliases = [str(term.get("alias", "")) for term in spec.get("amiSelectorTerms") or [] if isinstance(term, dict)]

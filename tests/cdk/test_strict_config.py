@@ -100,6 +100,40 @@ def test_a_key_given_twice_fails_the_synth_naming_it(tmp_path: Path) -> None:
         _config(tmp_path, text)
 
 
+_OVERLAY = """apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata:
+  name: cheap-m5
+spec:
+  requirements:
+    - {{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}}
+  {setting}
+"""
+
+
+def test_two_overlays_of_one_name_fail_the_synth_naming_both(tmp_path: Path) -> None:
+    """#29.5: the synth check never collected NodeOverlays, so both passed and were dropped at run time."""
+    text = _fixture("default.yaml") + "---\n" + _OVERLAY.format(setting="price: '0.01'") + "---\n" \
+        + _OVERLAY.format(setting="priceAdjustment: -10%")
+    assert _config(tmp_path, _fixture("default.yaml") + "---\n" + _OVERLAY.format(setting="price: '0.01'"))
+    with pytest.raises(ConfigError) as error:
+        _config(tmp_path, text)
+    file = tmp_path / "pools.yaml"
+    assert str(error.value) == (
+        f'nodePoolFiles: {file}#3: metadata.name: NodeOverlay "cheap-m5" is also defined at {file}#2; '
+        "a name may be defined once, so neither definition is used"
+    )
+
+
+def test_an_overlay_for_windows_types_asks_for_no_windows_nodes(tmp_path: Path) -> None:
+    """#29.5: NodeOverlays now reach the synth; one pricing Windows types is no Windows NodePool."""
+    windows = "requirements:\n    - {key: kubernetes.io/os, operator: In, values: [windows]}\n  price: '0.01'"
+    text = _fixture("default.yaml") + "---\n" + _OVERLAY.format(setting="weight: 1").replace(
+        "requirements:\n    - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}", windows)
+    assert "windows" in text
+    assert not _config(tmp_path, text).windows_nodes
+
+
 _NODE_CLASS = """apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
 metadata:

@@ -60,6 +60,11 @@ def is_config(doc: Mapping) -> bool:
     return is_karpenter_kind(doc.get("kind")) or doc.get("kind") in _BUFFER_KINDS
 
 
+def config_kinds() -> tuple[str, ...]:
+    """The configuration kinds the functions read from a NodePool source, each once."""
+    return tuple(dict.fromkeys(kind for _, kind in _CONVERTERS))
+
+
 def supported_kinds() -> str:
     """The configuration kinds and their apiVersions, for a message that says what is allowed."""
     return ", ".join(f"{kind} ({api})" for api, kind in _CONVERTERS)
@@ -93,52 +98,75 @@ def load(documents: Iterable[tuple[str, Mapping]], errors: Iterable[ConfigError]
     NodePool's ``nodeClassRef`` an EC2NodeClass; a pool whose node class is missing, invalid or
     ambiguous is rejected too.
     """
-    result = ConfigResult(errors=list(errors))
-    pools: list[NodePool] = []
-    classes: list[NodeClass] = []
-    overlay_list: list[NodeOverlay] = []
-    buffer_list: list[CapacityBuffer] = []
-    bad_classes: dict[tuple[str, str], str] = {}
-    seen: set[tuple[str, str]] = set()  # (kind, name) of every configuration document, valid or not
-    for source, doc in documents:
-        if not isinstance(doc, Mapping) or not is_config(doc):
-            result.others.append((source, doc))  # type: ignore[arg-type]
-            continue
-        converted, errs = convert_document(doc, source)
-        result.errors.extend(errs)
-        name = _doc_name(doc)
-        if name is not None:
-            seen.add((str(doc.get("kind")), name))
-        if isinstance(converted, NodePool):
-            pools.append(converted)
-        elif isinstance(converted, NodeClass):
-            classes.append(converted)
-        elif isinstance(converted, NodeOverlay):
-            overlay_list.append(converted)
-        elif isinstance(converted, CapacityBuffer):
-            buffer_list.append(converted)
-        elif doc.get("kind") in _CLASS_KINDS and name is not None:
-            bad_classes[(str(doc.get("kind")), name)] = source
-    unique_classes, dup_classes = _unique_by_kind(classes, result.errors)
-    unique_pools, _ = _unique_by_kind(pools, result.errors)
-    result.overlays = {name: o for (_, name), o in _unique_by_kind(overlay_list, result.errors)[0].items()}
-    result.buffers = _unique_buffers(buffer_list, result.errors)
-    keys = _class_keys(unique_classes, seen)
+    found = _read(documents, errors)
+    result = ConfigResult(errors=found.errors, others=found.others, buffers=found.buffers)
+    result.overlays = {name: o for (_, name), o in found.overlays.items()}
+    keys = _class_keys(found.classes, found.seen)
     result.nodeclasses = {keys[k]: replace(c, name=keys[k], object_name=c.name) if keys[k] != c.name else c
-                          for k, c in unique_classes.items()}
-    for (_kind, name), pool in unique_pools.items():
-        problem = _ref_problem(pool, unique_classes, dup_classes, bad_classes)
+                          for k, c in found.classes.items()}
+    for (_kind, name), pool in found.pools.items():
+        problem = _ref_problem(pool, found.classes, found.dup_classes, found.bad_classes)
         if problem:
             result.errors.append(ConfigError(pool.source, _ref_path(pool), problem))
             continue
         key = name
-        if pool.kind == PROVISIONER and ("NodePool", name) in seen:
+        if pool.kind == PROVISIONER and ("NodePool", name) in found.seen:
             key = qualified(PROVISIONER, name)
         node_class = keys[(pool.node_class_kind, pool.node_class)]
         if key != name or node_class != pool.node_class:
             pool = replace(pool, name=key, object_name=name, node_class=node_class)
         result.nodepools[key] = pool
     return result
+
+
+def validate(documents: Iterable[tuple[str, Mapping]]) -> list[ConfigError]:
+    """What the functions would refuse in these documents, as a deploy-time check of NodePool files: the
+    same pass as ``load`` (so whatever it refuses in a document, or as a name defined twice, this refuses
+    too), and a document that is no configuration kind is refused. References to node classes are not
+    resolved, since the class may come from another parameter or the cluster."""
+    found = _read(documents)
+    not_config = [not_config_error(s, d if isinstance(d, Mapping) else {}) for s, d in found.others]
+    return not_config + found.errors
+
+
+@dataclass
+class _Found:
+    """One pass over the documents: each kind's objects unique by name, and every error found so far."""
+
+    errors: list[ConfigError]
+    others: list[tuple[str, dict]] = field(default_factory=list)
+    pools: dict[tuple[str, str], NodePool] = field(default_factory=dict)
+    classes: dict[tuple[str, str], NodeClass] = field(default_factory=dict)
+    overlays: dict[tuple[str, str], NodeOverlay] = field(default_factory=dict)
+    buffers: dict[str, CapacityBuffer] = field(default_factory=dict)
+    dup_classes: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    bad_classes: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, name) -> source
+    seen: set[tuple[str, str]] = field(default_factory=set)  # (kind, name) of every config document, valid or not
+
+
+def _read(documents: Iterable[tuple[str, Mapping]], errors: Iterable[ConfigError] = ()) -> _Found:
+    """Classify and convert every document, and refuse a name defined twice by one kind: the checks that
+    need no other source, shared by ``load`` and ``validate`` so the two cannot drift apart (#29.5)."""
+    found = _Found(errors=list(errors))
+    converted_by_type: dict[type, list] = {NodePool: [], NodeClass: [], NodeOverlay: [], CapacityBuffer: []}
+    for source, doc in documents:
+        if not isinstance(doc, Mapping) or not is_config(doc):
+            found.others.append((source, doc))  # type: ignore[arg-type]
+            continue
+        converted, errs = convert_document(doc, source)
+        found.errors.extend(errs)
+        name = _doc_name(doc)
+        if name is not None:
+            found.seen.add((str(doc.get("kind")), name))
+        if converted is not None:
+            converted_by_type[type(converted)].append(converted)
+        elif doc.get("kind") in _CLASS_KINDS and name is not None:
+            found.bad_classes[(str(doc.get("kind")), name)] = source
+    found.classes, found.dup_classes = _unique_by_kind(converted_by_type[NodeClass], found.errors)
+    found.pools, _ = _unique_by_kind(converted_by_type[NodePool], found.errors)
+    found.overlays, _ = _unique_by_kind(converted_by_type[NodeOverlay], found.errors)
+    found.buffers = _unique_buffers(converted_by_type[CapacityBuffer], found.errors)
+    return found
 
 
 def _doc_name(doc: Mapping) -> str | None:
@@ -198,34 +226,6 @@ def convert_document(
 
 def _within(path: str, outer: str) -> bool:
     return path == outer or path.startswith((outer + ".", outer + "["))
-
-
-def validate(documents: Iterable[tuple[str, Mapping]]) -> list[ConfigError]:
-    """What the functions would refuse in these documents, as a deploy-time check of NodePool files: each
-    document must be configuration and valid on its own, and a name may be defined once. References to
-    node classes are not resolved, since the class may come from another parameter or the cluster."""
-    errors: list[ConfigError] = []
-    pools: list[NodePool] = []
-    classes: list[NodeClass] = []
-    overlay_list: list[NodeOverlay] = []
-    buffer_list: list[CapacityBuffer] = []
-    for source, doc in documents:
-        if not isinstance(doc, Mapping) or not is_config(doc):
-            errors.append(not_config_error(source, doc if isinstance(doc, Mapping) else {}))
-            continue
-        converted, errs = convert_document(doc, source)
-        errors.extend(errs)
-        if isinstance(converted, NodePool):
-            pools.append(converted)
-        elif isinstance(converted, NodeClass):
-            classes.append(converted)
-        elif isinstance(converted, CapacityBuffer):
-            buffer_list.append(converted)
-    _unique_by_kind(classes, errors)
-    _unique_by_kind(overlay_list, errors)
-    _unique_buffers(buffer_list, errors)
-    _unique_by_kind(pools, errors)
-    return errors
 
 
 def _unique_by_kind(objs: list, errors: list[ConfigError]) -> tuple[dict, dict[tuple[str, str], list[str]]]:
