@@ -18,3 +18,12 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.pop("AWS_PROFILE", None)
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """Every hypothesis property test is a `fuzz` test, so `make test-fast` leaves each new one out too."""
+    import pytest
+
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.fuzz)

@@ -17,6 +17,9 @@ from nodescale.model import resources as res
 from nodescale.model.instancetype import InstanceType, Offering
 from nodescale.model.nodepool import NodeClass, SelectorTerm
 
+# moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
+pytestmark = pytest.mark.adapter
+
 REGION = "us-east-1"
 V = "1.31"
 EKS = f"/aws/service/eks/optimized-ami/{V}"

@@ -12,6 +12,9 @@ from nodescale.aws.subnets import Subnet
 from nodescale.model import labels as wk
 from nodescale.model.instancetype import InstanceType, Offering
 
+# moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
+pytestmark = pytest.mark.adapter
+
 ZONES = ("us-east-1a", "us-east-1b")
 SUBNETS = {z: Subnet(f"subnet-{z[-1]}", z, f"use1-az{i}", "vpc-1", 200) for i, z in enumerate(ZONES)}
 

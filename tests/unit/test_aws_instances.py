@@ -11,6 +11,9 @@ from moto import mock_aws
 from nodescale.aws import instances
 from nodescale.aws import tags as tagging
 
+# moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
+pytestmark = pytest.mark.adapter
+
 CLUSTER = "demo-cluster"
 
 

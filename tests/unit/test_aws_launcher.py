@@ -27,6 +27,9 @@ from nodescale.model.nodepool import NodeClass, NodePool, SelectorTerm
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.model.taints import Taint
 
+# moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
+pytestmark = pytest.mark.adapter
+
 REGION = "us-east-1"
 CLUSTER = "demo-cluster"
 V = "1.31"

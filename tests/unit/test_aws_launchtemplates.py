@@ -15,6 +15,9 @@ from nodescale.aws import launchtemplates as lts
 from nodescale.aws import tags as tagging
 from nodescale.model.nodepool import NodeClass
 
+# moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
+pytestmark = pytest.mark.adapter
+
 REGION = "us-east-1"
 
 

@@ -15,6 +15,9 @@ from moto import mock_aws
 from nodescale import clock
 from nodescale.aws import leases
 
+# moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
+pytestmark = pytest.mark.adapter
+
 TABLE = "nodescale-leases-test"
 START = 1_700_000_000.0
 

@@ -9,6 +9,9 @@ from moto import mock_aws
 from nodescale.aws import offerings
 from nodescale.model.instancetype import InstanceType, Offering
 
+# moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
+pytestmark = pytest.mark.adapter
+
 TABLE = "nodescale-demo-cluster"
 NOW = 1_800_000_000.0
 

@@ -10,6 +10,9 @@ from nodescale.aws import securitygroups, subnets
 from nodescale.aws.selectors import SelectorError
 from nodescale.model.nodepool import SelectorTerm
 
+# moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
+pytestmark = pytest.mark.adapter
+
 REGION = "us-east-1"
 DISCOVERY = {"karpenter.sh/discovery": "demo-cluster"}
 

@@ -13,6 +13,9 @@ from botocore.exceptions import EndpointConnectionError
 
 from nodescale.aws import catalog, pricing
 
+# moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
+pytestmark = pytest.mark.adapter
+
 
 def _client(service: str):
     return boto3.client(service, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")

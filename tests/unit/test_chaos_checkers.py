@@ -12,6 +12,9 @@ import urllib3
 from sim.chaos import cutoff, final_checks
 from sim.chaos.checkers import DisruptionChecker, ForeignChecker, InstanceRecord, LimitsChecker
 
+# moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
+pytestmark = pytest.mark.adapter
+
 CLUSTER = "demo-cluster"
 OURS = {"nodescale.io/cluster": CLUSTER, "karpenter.sh/nodepool": "general"}
 PDB = {

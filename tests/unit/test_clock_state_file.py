@@ -12,6 +12,9 @@ import pytest
 from nodescale import clock
 from sim.clock import Clock
 
+# moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
+pytestmark = pytest.mark.adapter
+
 
 def test_the_product_reads_the_published_simulated_time_and_sees_an_advance_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

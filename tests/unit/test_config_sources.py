@@ -16,6 +16,9 @@ from nodescale.k8s.nodepool_objects import load_from_cluster, read_cluster_docum
 from nodescale.model import labels as wk
 from nodescale.usecases.nodepool_sources import load_all
 
+# moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
+pytestmark = pytest.mark.adapter
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "examples"
 
 

@@ -266,6 +266,7 @@ def test_validate_checks_documents_on_their_own_and_names_twice_defined_names():
     assert [e.path for e in validate([("d", {"apiVersion": "apps/v1", "kind": "Deployment"})])] == ["kind"]
 
 
+@pytest.mark.adapter  # moto's SSM
 def test_an_ssm_parameter_with_a_typo_is_an_error_of_its_own_and_the_good_ones_still_load():
     text = (EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml").read_text()
     typo = text.replace("name: default", "name: other").replace("ttlSecondsAfterEmpty", "ttlSecondAfterEmpty")

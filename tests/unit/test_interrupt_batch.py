@@ -27,6 +27,9 @@ from nodescale.usecases import interrupt as interrupting
 from nodescale.usecases import interrupt_batch
 from tests import fakes
 
+# moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
+pytestmark = pytest.mark.adapter
+
 EVENTS = Path(__file__).parent.parent / "fixtures" / "events"
 ACCOUNT = "123456789012"
 TABLE = "nodescale-demo-cluster"

@@ -11,6 +11,9 @@ import pytest
 from nodescale.aws import idempotency
 from tests import fakes
 
+# moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
+pytestmark = pytest.mark.adapter
+
 TABLE = "nodescale-demo-cluster"
 
 

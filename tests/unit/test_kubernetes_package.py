@@ -11,6 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
+pytestmark = pytest.mark.adapter
+
 ROOT = Path(__file__).resolve().parents[2]
 LAYER = ROOT / "layers" / "nodescale" / "python"
 

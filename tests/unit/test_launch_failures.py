@@ -12,6 +12,9 @@ from nodescale.aws import launchfailures
 from nodescale.aws.launchfailures import TTL_SECONDS, LaunchFailure
 from nodescale.names import TABLE_KEY, TABLE_TTL
 
+# moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
+pytestmark = pytest.mark.adapter
+
 DENIED = LaunchFailure("web", "AccessDenied", "role 'X': cannot list its instance profiles (AccessDenied)", 1000.0)
 
 

@@ -42,11 +42,14 @@ def dynamodb():
 
 
 @pytest.fixture(autouse=True)
-def _empty(dynamodb):
+def _empty(request: pytest.FixtureRequest):
     zonalshifts.clear_local()
     yield
-    for item in dynamodb.scan(TableName=TABLE)["Items"]:
-        dynamodb.delete_item(TableName=TABLE, Key={"pk": item["pk"]})
+    # Only a test that asked for the table starts moto: the others stay in `make test-fast`.
+    if "dynamodb" in request.fixturenames:
+        dynamodb = request.getfixturevalue("dynamodb")
+        for item in dynamodb.scan(TableName=TABLE)["Items"]:
+            dynamodb.delete_item(TableName=TABLE, Key={"pk": item["pk"]})
     zonalshifts.clear_local()
 
 
@@ -109,6 +112,7 @@ def test_a_manual_shift_applies_to_this_cluster_or_to_nothing_named_only() -> No
 # ------------------------------------------------------------------------------------------ the record
 
 
+@pytest.mark.adapter  # moto's DynamoDB
 @pytest.mark.parametrize("table", [TABLE, None], ids=["table", "in-process"])
 def test_a_shift_holds_until_its_end_event(dynamodb, table: str | None) -> None:
     assert zonalshifts.record(dynamodb, table, "use1-az2", "autoshift", True, NOW, NOW)
@@ -119,6 +123,7 @@ def test_a_shift_holds_until_its_end_event(dynamodb, table: str | None) -> None:
     assert zonalshifts.active(dynamodb, table, ["use1-az2"], NOW + 121) == {}
 
 
+@pytest.mark.adapter  # moto's DynamoDB
 @pytest.mark.parametrize("table", [TABLE, None], ids=["table", "in-process"])
 def test_an_end_delivered_before_its_start_still_wins(dynamodb, table: str | None) -> None:
     """EventBridge delivers at least once and in no set order: the older event changes nothing."""
@@ -129,6 +134,7 @@ def test_an_end_delivered_before_its_start_still_wins(dynamodb, table: str | Non
     assert zonalshifts.record(dynamodb, table, "use1-az2", "manual", False, NOW + 300, NOW + 304)
 
 
+@pytest.mark.adapter  # moto's DynamoDB
 def test_each_kind_ends_on_its_own_and_a_shift_without_end_lapses_after_three_days(dynamodb) -> None:
     zonalshifts.record(dynamodb, TABLE, "use1-az2", "autoshift", True, NOW, NOW)
     zonalshifts.record(dynamodb, TABLE, "use1-az2", "manual", True, NOW + 10, NOW + 10)
