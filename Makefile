@@ -43,7 +43,7 @@ unit: setup
 # The pure core's unit tests only: no moto, sim/, local server or subprocess (marker `adapter`) and no hypothesis
 # property test (marker `fuzz`, set by tests/conftest.py); `make test` still runs them all. Wall time on this
 # 2-core machine, shared with a CI run (1242 tests): 42-49 s with 2 workers, 41 s with TEST_WORKERS=1.
-# The other unit suites, 2 workers: `-m adapter` (134 tests) 75 s.
+# The other unit suites, 2 workers: `-m adapter` (134 tests) 75 s, `-m fuzz` (10 hypothesis tests) 60 s.
 test-fast: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) -q tests/unit -m "not adapter and not fuzz"
 
