@@ -31,8 +31,8 @@ from nodescale.model.buffers import (
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement
 from nodescale.scheduling import ExistingNode, solve
-from tests.unit.test_disruption_planner import fits_elsewhere, inputs, node, since
-from tests.unit.test_disruption_planner import pool as disruption_pool
+from tests.builders import fits_elsewhere, inputs, node, since
+from tests.builders import pool as disruption_pool
 from tests.unit.test_scheduling import GIB, SMALL, pods, pool
 
 TEMPLATE = {

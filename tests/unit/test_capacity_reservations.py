@@ -363,8 +363,8 @@ def test_consolidation_does_not_replace_a_reserved_node_with_a_cheaper_spot_node
 def test_the_nodes_of_a_capacity_block_are_drained_40_minutes_before_it_ends():
     # "should delete nodeclaims associated with expiring capacity-block reservations"
     from nodescale.disruption import planner
-    from tests.unit.test_disruption_planner import NOW as PLAN_NOW
-    from tests.unit.test_disruption_planner import inputs, node, pod
+    from tests.builders import NOW as PLAN_NOW
+    from tests.builders import inputs, node, pod
 
     end = PLAN_NOW + timedelta(minutes=30)
     block = reservation("cr-block", kind=cr.TYPE_CAPACITY_BLOCK, end=end)
@@ -384,7 +384,7 @@ def test_a_capacity_block_outside_its_last_40_minutes_drains_nothing():
     # "should not delete nodeclaims associated with standard capacity reservations within the capacity block
     # expiration window": only what the disruption run computes as expiring is drained.
     from nodescale.disruption import planner
-    from tests.unit.test_disruption_planner import inputs, node, pod
+    from tests.builders import inputs, node, pod
 
     views = [node("in-block", [pod("p")], capacity_type="reserved", labels={wk.CAPACITY_RESERVATION_ID: "cr-block"})]
     assert [d for d in planner.plan(inputs(views)).decisions if d.reason == "CapacityBlockExpiring"] == []

@@ -20,7 +20,7 @@ from nodescale.disruption import planner
 from nodescale.disruption.balanced import Totals, eviction_cost, score_move
 from nodescale.disruption.consolidation import Replacement, Simulation
 from nodescale.disruption.nodes import PODS_CHANGED, NodeView
-from tests.unit.test_disruption_planner import NOW, fits_elsewhere, inputs, node, pod, pool
+from tests.builders import NOW, fits_elsewhere, inputs, node, pod, pool
 
 
 def recorded(v: NodeView, ago_s: float, digest: str | None = None) -> NodeView:

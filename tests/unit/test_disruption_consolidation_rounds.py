@@ -17,7 +17,7 @@ from nodescale.disruption import planner
 from nodescale.disruption.consolidation import MAX_MULTI_NODE, Replacement, Simulation
 from nodescale.disruption.nodes import NodeView
 from nodescale.model.nodepool import Budget
-from tests.unit.test_disruption_planner import fits_elsewhere, inputs, node, pod, pool, since
+from tests.builders import fits_elsewhere, inputs, node, pod, pool, since
 
 
 def spare_room(slots: int):  # noqa: ANN201 - a simulator factory

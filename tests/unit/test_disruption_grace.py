@@ -18,7 +18,7 @@ from nodescale.model.nodepool import Budget
 from nodescale.model.pod import Pod
 from nodescale.usecases.disrupt_run import FORCEFUL
 from tests import fakes
-from tests.unit.test_disruption_planner import NOW, inputs, node, pod, pool
+from tests.builders import NOW, inputs, node, pod, pool
 
 PDB_AT_ZERO = {"metadata": {"name": "web", "namespace": "default"},
                "spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {"disruptionsAllowed": 0}}

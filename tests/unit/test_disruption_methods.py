@@ -21,7 +21,7 @@ from nodescale.disruption.methods import (
 )
 from nodescale.disruption.nodes import NodeView
 from nodescale.model.pod import do_not_disrupt
-from tests.unit.test_disruption_planner import NOW, fits_elsewhere, inputs, node, pod, pool, since
+from tests.builders import NOW, fits_elsewhere, inputs, node, pod, pool, since
 
 
 class Wants(Method):

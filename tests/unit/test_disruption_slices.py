@@ -11,7 +11,7 @@ from nodescale.disruption.slices import MAX_SLICES, plan_slices
 from nodescale.model.nodepool import Budget
 from nodescale.settings import DISRUPTION_SLICE_NODES, Settings, SettingsError
 from nodescale.usecases.disrupt_slices import Slice, SliceError
-from tests.unit.test_disruption_planner import inputs, node, pool, since
+from tests.builders import inputs, node, pool, since
 
 
 def test_a_cluster_within_the_threshold_is_one_slice_of_every_pool() -> None:

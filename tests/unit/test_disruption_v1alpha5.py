@@ -16,7 +16,7 @@ from nodescale.config.nodepools import convert_nodepool, convert_provisioner
 from nodescale.disruption import planner
 from nodescale.disruption.decisions import Blocker
 from nodescale.model.nodepool import NodePool
-from tests.unit.test_disruption_planner import fits_elsewhere, inputs, node, pod, pool, since
+from tests.builders import fits_elsewhere, inputs, node, pod, pool, since
 
 TWENTY = range(20)
 

@@ -8,20 +8,18 @@ replaced elsewhere, paced by the pool's budget.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from nodescale.clock import format_timestamp
 from nodescale.disruption import planner
-from nodescale.disruption.consolidation import Simulation
 from nodescale.disruption.decisions import Action, Blocker, Reason
 from nodescale.disruption.drift import DriftKind
 from nodescale.disruption.nodes import EMPTY_SINCE, NodeView
 from nodescale.model.nodepool import Budget, Disruption, NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
+from tests.builders import NOW, fits_elsewhere, pod
 
-NOW = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
 SHIFTED = frozenset({"us-east-1c"})
 REPLACE = {"nodescale.io/zonal-shift": "replace"}
 
@@ -36,15 +34,6 @@ def pool(annotations: dict | None = None, budget: str = "100%", **disruption: ob
     )
 
 
-def pod(name: str) -> Pod:
-    return Pod.from_dict({
-        "metadata": {"name": name, "namespace": "default",
-                     "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "controller": True}]},
-        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}], "nodeName": "x"},
-        "status": {"phase": "Running", "startTime": format_timestamp(NOW - timedelta(hours=1))},
-    })
-
-
 def node(name: str, zone: str, pods: list[Pod] | None = None, annotations: dict | None = None) -> NodeView:
     raw = {
         "metadata": {"name": name, "annotations": annotations or {},
@@ -57,10 +46,6 @@ def node(name: str, zone: str, pods: list[Pod] | None = None, annotations: dict 
                    "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "29"}},
     }
     return NodeView.from_node(raw, pods or [], 0.1)
-
-
-def fits_elsewhere(nodes: Sequence[NodeView]) -> Simulation:
-    return Simulation()
 
 
 def plan(views: list[NodeView], p: NodePool, shifted: frozenset[str] = SHIFTED) -> planner.Outcome:

@@ -14,7 +14,7 @@ from nodescale.disruption import planner
 from nodescale.disruption.nodes import NodeView
 from nodescale.model.instancetype import InstanceType, Offering
 from nodescale.scheduling.static import static_claim
-from tests.unit.test_disruption_planner import NOW, fits_elsewhere, inputs, node, pod, pool
+from tests.builders import NOW, fits_elsewhere, inputs, node, pod, pool
 
 
 def v1(spec_extra: dict) -> dict:

@@ -9,7 +9,7 @@ import dataclasses
 from nodescale.disruption import planner
 from nodescale.disruption.decisions import Action, Blocker, Reason
 from nodescale.model.nodepool import Budget
-from tests.unit.test_disruption_planner import fits_elsewhere, inputs, node, pod, pool
+from tests.builders import fits_elsewhere, inputs, node, pod, pool
 
 
 def static(replicas: int):
