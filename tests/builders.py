@@ -1,22 +1,28 @@
 """Builders the unit tests share (#29.7): one definition each, imported where a module needs them.
 
 The disruption planner's inputs: a NodePool with a budget and consolidateAfter, a running pod owned by a
-ReplicaSet, a node's view with its pods, and the planner's Inputs at ``NOW``.
+ReplicaSet, a node's view with its pods, and the planner's Inputs at ``NOW``. The bin-packer's: instance
+types on three zones, an on-demand NodePool (``scheduling_pool``), n alike pods, a DaemonSet pod, an existing
+node, and ``plan_for`` that solves them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from nodescale.clock import format_timestamp
 from nodescale.disruption import planner
 from nodescale.disruption.consolidation import Simulation
 from nodescale.disruption.nodes import EMPTY_SINCE, NodeView
+from nodescale.model import labels as wk
+from nodescale.model.instancetype import InstanceType, Offering
 from nodescale.model.nodepool import Budget, Disruption, NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.model.taints import Taint
+from nodescale.scheduling import ExistingNode, Plan, solve
 
 NOW = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)  # a Monday
 
@@ -79,3 +85,72 @@ def nowhere(nodes: Sequence[NodeView]) -> Simulation:
 
 def since(seconds: float) -> dict[str, str]:
     return {EMPTY_SINCE: format_timestamp(NOW - timedelta(seconds=seconds))}
+
+
+# -- the bin-packer -------------------------------------------------------------------------------------
+
+
+GIB = 2**30
+ZONES = ("zone-a", "zone-b", "zone-c")
+
+
+def itype(name: str, cpu: int, mem_gib: int, price: float, *, arch: str = "amd64", family: str = "m",
+          spot: float | None = None, gpu: int = 0, oses: frozenset[str] = frozenset({"linux"}),
+          zones: tuple[str, ...] = ZONES, pods: int = 110) -> InstanceType:
+    offerings = [Offering(z, wk.CAPACITY_ON_DEMAND, price) for z in zones]
+    if spot is not None:
+        offerings += [Offering(z, wk.CAPACITY_SPOT, spot) for z in zones]
+    labels = {wk.INSTANCE_TYPE: name, wk.ARCH: arch, wk.OS: "linux", wk.INSTANCE_FAMILY: family,
+              wk.INSTANCE_CPU: str(cpu)}
+    capacity = {"cpu": cpu * 1000, "memory": mem_gib * GIB, "pods": pods}
+    if gpu:
+        capacity["nvidia.com/gpu"] = gpu
+        labels[wk.INSTANCE_GPU_COUNT] = str(gpu)
+    return InstanceType(name, labels, capacity, {}, tuple(offerings), operating_systems=oses)
+
+
+SMALL = itype("small", 2, 4, 0.10, spot=0.03)
+MEDIUM = itype("medium", 4, 8, 0.20, spot=0.06)
+LARGE = itype("large", 8, 16, 0.40, spot=0.12)
+ARM = itype("arm-medium", 4, 8, 0.16, arch="arm64", family="m7g")
+GPU = itype("gpu", 8, 32, 1.00, gpu=1, family="p3")
+C_SMALL = itype("c-small", 2, 2, 0.09, family="c")
+TYPES = [SMALL, MEDIUM, LARGE, ARM, GPU]
+
+
+def scheduling_pool(name: str = "default", *reqs: Requirement, weight: int = 0, taints: tuple[Taint, ...] = (),
+         startup: tuple[Taint, ...] = (), limits: dict | None = None, labels: dict | None = None) -> NodePool:
+    base = [Requirement.create(wk.CAPACITY_TYPE, "In", ["on-demand"])]
+    if any(r.key == wk.CAPACITY_TYPE for r in reqs):
+        base = []
+    return NodePool(name=name, requirements=Requirements([*base, *reqs]), node_class="default", weight=weight,
+                    taints=taints, startup_taints=startup, limits=limits or {}, labels=labels or {})
+
+
+def pods(n: int, name: str = "app", cpu: str = "1", memory: str = "1Gi", labels: dict | None = None,
+         **spec: object) -> list[Pod]:
+    resources = {"requests": {"cpu": cpu, "memory": memory}}
+    if "limits" in spec:
+        resources["limits"] = spec.pop("limits")
+    body = {"containers": [{"name": "c", "resources": resources}], **spec}
+    first = Pod.from_dict({"metadata": {"name": f"{name}-0", "namespace": "default",
+                                        "labels": labels or {"app": name}}, "spec": body})
+    return [first] + [replace(first, name=f"{name}-{i}") for i in range(1, n)]
+
+
+def plan_for(workload: list[Pod], pools: list[NodePool] | None = None, types: list[InstanceType] | None = None,
+             **kwargs: object) -> Plan:
+    pools = pools or [scheduling_pool()]
+    return solve(workload, pools, {p.name: types or TYPES for p in pools}, **kwargs)
+
+
+def daemon(cpu: str, **spec: object) -> Pod:
+    body = {"containers": [{"name": "d", "resources": {"requests": {"cpu": cpu}}}], **spec}
+    return Pod.from_dict({"metadata": {"name": "ds", "namespace": "kube-system",
+                                       "ownerReferences": [{"kind": "DaemonSet", "name": "ds", "controller": True}]},
+                          "spec": body})
+
+
+def existing_node(name: str, cpu: int = 4, zone: str = "zone-a", **kw: object) -> ExistingNode:
+    labels = {wk.ZONE: zone, wk.ARCH: "amd64", wk.OS: "linux", wk.HOSTNAME: name, **kw.pop("labels", {})}
+    return ExistingNode(name, labels, {"cpu": cpu * 1000, "memory": 64 * GIB, "pods": 110}, **kw)

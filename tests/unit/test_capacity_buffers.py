@@ -31,9 +31,9 @@ from nodescale.model.buffers import (
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement
 from nodescale.scheduling import ExistingNode, solve
-from tests.builders import fits_elsewhere, inputs, node, since
+from tests.builders import GIB, SMALL, fits_elsewhere, inputs, node, pods, since
 from tests.builders import pool as disruption_pool
-from tests.unit.test_scheduling import GIB, SMALL, pods, pool
+from tests.builders import scheduling_pool as pool
 
 TEMPLATE = {
     "apiVersion": "v1",

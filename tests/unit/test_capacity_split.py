@@ -19,9 +19,9 @@ from nodescale.model import labels as wk
 from nodescale.model.requirements import Requirement
 from nodescale.scheduling import ExistingNode, solve
 from nodescale.scheduling.capacity_split import removal_breaks_split, required_on_demand
-from tests.builders import inputs, node, since
+from tests.builders import MEDIUM, inputs, node, pods, since
 from tests.builders import pool as disruption_pool
-from tests.unit.test_scheduling import MEDIUM, pods, pool
+from tests.builders import scheduling_pool as pool
 
 BOTH = Requirement.create(wk.CAPACITY_TYPE, "In", [wk.CAPACITY_SPOT, wk.CAPACITY_ON_DEMAND])
 

@@ -2,71 +2,29 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from nodescale.model import labels as wk
-from nodescale.model.instancetype import InstanceType, Offering
-from nodescale.model.nodepool import NodePool
-from nodescale.model.pod import Pod
-from nodescale.model.requirements import Requirement, Requirements
+from nodescale.model.instancetype import InstanceType
+from nodescale.model.requirements import Requirement
 from nodescale.model.taints import Taint
 from nodescale.scheduling import ExistingNode, Plan, solve
 from nodescale.scheduling.groups import group_pods, relaxation_levels
-
-GIB = 2**30
-ZONES = ("zone-a", "zone-b", "zone-c")
-
-
-def itype(name: str, cpu: int, mem_gib: int, price: float, *, arch: str = "amd64", family: str = "m",
-          spot: float | None = None, gpu: int = 0, oses: frozenset[str] = frozenset({"linux"}),
-          zones: tuple[str, ...] = ZONES, pods: int = 110) -> InstanceType:
-    offerings = [Offering(z, wk.CAPACITY_ON_DEMAND, price) for z in zones]
-    if spot is not None:
-        offerings += [Offering(z, wk.CAPACITY_SPOT, spot) for z in zones]
-    labels = {wk.INSTANCE_TYPE: name, wk.ARCH: arch, wk.OS: "linux", wk.INSTANCE_FAMILY: family,
-              wk.INSTANCE_CPU: str(cpu)}
-    capacity = {"cpu": cpu * 1000, "memory": mem_gib * GIB, "pods": pods}
-    if gpu:
-        capacity["nvidia.com/gpu"] = gpu
-        labels[wk.INSTANCE_GPU_COUNT] = str(gpu)
-    return InstanceType(name, labels, capacity, {}, tuple(offerings), operating_systems=oses)
-
-
-SMALL = itype("small", 2, 4, 0.10, spot=0.03)
-MEDIUM = itype("medium", 4, 8, 0.20, spot=0.06)
-LARGE = itype("large", 8, 16, 0.40, spot=0.12)
-ARM = itype("arm-medium", 4, 8, 0.16, arch="arm64", family="m7g")
-GPU = itype("gpu", 8, 32, 1.00, gpu=1, family="p3")
-C_SMALL = itype("c-small", 2, 2, 0.09, family="c")
-TYPES = [SMALL, MEDIUM, LARGE, ARM, GPU]
-
-
-def pool(name: str = "default", *reqs: Requirement, weight: int = 0, taints: tuple[Taint, ...] = (),
-         startup: tuple[Taint, ...] = (), limits: dict | None = None, labels: dict | None = None) -> NodePool:
-    base = [Requirement.create(wk.CAPACITY_TYPE, "In", ["on-demand"])]
-    if any(r.key == wk.CAPACITY_TYPE for r in reqs):
-        base = []
-    return NodePool(name=name, requirements=Requirements([*base, *reqs]), node_class="default", weight=weight,
-                    taints=taints, startup_taints=startup, limits=limits or {}, labels=labels or {})
-
-
-def pods(n: int, name: str = "app", cpu: str = "1", memory: str = "1Gi", labels: dict | None = None,
-         **spec: object) -> list[Pod]:
-    resources = {"requests": {"cpu": cpu, "memory": memory}}
-    if "limits" in spec:
-        resources["limits"] = spec.pop("limits")
-    body = {"containers": [{"name": "c", "resources": resources}], **spec}
-    first = Pod.from_dict({"metadata": {"name": f"{name}-0", "namespace": "default",
-                                        "labels": labels or {"app": name}}, "spec": body})
-    return [first] + [replace(first, name=f"{name}-{i}") for i in range(1, n)]
-
-
-def plan_for(workload: list[Pod], pools: list[NodePool] | None = None, types: list[InstanceType] | None = None,
-             **kwargs: object) -> Plan:
-    pools = pools or [pool()]
-    return solve(workload, pools, {p.name: types or TYPES for p in pools}, **kwargs)
+from tests.builders import (
+    C_SMALL,
+    GIB,
+    LARGE,
+    MEDIUM,
+    SMALL,
+    TYPES,
+    ZONES,
+    itype,
+    plan_for,
+    pods,
+)
+from tests.builders import daemon as _daemon
+from tests.builders import existing_node as _node
+from tests.builders import scheduling_pool as pool
 
 
 def by_type() -> dict[str, InstanceType]:
@@ -322,13 +280,6 @@ def test_linux_pods_stay_off_windows_pools():
 # -- daemon overhead -----------------------------------------------------------------------------------------
 
 
-def _daemon(cpu: str, **spec: object) -> Pod:
-    body = {"containers": [{"name": "d", "resources": {"requests": {"cpu": cpu}}}], **spec}
-    return Pod.from_dict({"metadata": {"name": "ds", "namespace": "kube-system",
-                                       "ownerReferences": [{"kind": "DaemonSet", "name": "ds", "controller": True}]},
-                          "spec": body})
-
-
 def test_daemonset_overhead_is_reserved_on_each_new_node():
     plan = plan_for(pods(1, cpu="1500m", memory="1Gi"), types=[SMALL, MEDIUM], daemonset_pods=[_daemon("1")])
     # 1.5 + 1 CPU of daemon does not fit small (2 CPU).
@@ -347,11 +298,6 @@ def test_daemons_that_would_not_run_on_the_pool_add_nothing():
 
 
 # -- existing nodes ------------------------------------------------------------------------------------------
-
-
-def _node(name: str, cpu: int = 4, zone: str = "zone-a", **kw: object) -> ExistingNode:
-    labels = {wk.ZONE: zone, wk.ARCH: "amd64", wk.OS: "linux", wk.HOSTNAME: name, **kw.pop("labels", {})}
-    return ExistingNode(name, labels, {"cpu": cpu * 1000, "memory": 64 * GIB, "pods": 110}, **kw)
 
 
 def test_existing_nodes_with_room_are_filled_before_launching():

@@ -7,7 +7,9 @@ from nodescale.model import labels as wk
 from nodescale.model import resources as res
 from nodescale.model.pod import Pod
 from nodescale.scheduling.plan import UnschedulableKind
-from tests.unit.test_scheduling import LARGE, MEDIUM, _daemon, _node, plan_for, pods
+from tests.builders import LARGE, MEDIUM, plan_for, pods
+from tests.builders import daemon as _daemon
+from tests.builders import existing_node as _node
 
 
 def _ports(*entries: dict) -> dict:
@@ -79,7 +81,8 @@ def test_consolidation_does_not_move_a_pod_onto_a_node_holding_its_port() -> Non
     # Node a's agent fits on b by its requests, but b's agent holds the port: deleting a needs a new node.
     from nodescale.disruption.nodes import NodeView
     from nodescale.disruption.simulator import bin_packing_simulator
-    from tests.unit.test_scheduling import TYPES, pool
+    from tests.builders import TYPES
+    from tests.builders import scheduling_pool as pool
 
     agents = {name: port_pods(1, f"agent-{name}", {"containerPort": 8126, "hostPort": 8126}) for name in "ab"}
     free = {name: port_pods(1, f"free-{name}", {"containerPort": 9000 + i, "hostPort": 9000 + i})

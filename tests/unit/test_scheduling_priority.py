@@ -10,7 +10,8 @@ from nodescale.cli import main
 from nodescale.model.pod import Pod
 from nodescale.usecases.explain import _outranked_at_a_limit
 from nodescale.usecases.provision_launch import Launch, LaunchOutcome
-from tests.unit.test_scheduling import SMALL, plan_for, pods, pool
+from tests.builders import SMALL, plan_for, pods
+from tests.builders import scheduling_pool as pool
 
 
 def _pod(name: str, cpu: str, **spec: object) -> Pod:

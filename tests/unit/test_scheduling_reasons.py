@@ -8,7 +8,8 @@ from nodescale.model import labels as wk
 from nodescale.model.requirements import Requirement
 from nodescale.model.taints import Taint
 from nodescale.scheduling import ExistingNode, Plan, UnschedulableKind, solve
-from tests.unit.test_scheduling import GIB, LARGE, MEDIUM, SMALL, itype, plan_for, pods, pool
+from tests.builders import GIB, LARGE, MEDIUM, SMALL, itype, plan_for, pods
+from tests.builders import scheduling_pool as pool
 
 Kind = UnschedulableKind
 
