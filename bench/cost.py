@@ -64,9 +64,9 @@ class Prices:
 MEMORY_MB = {"provisioner": 1024, "disruption": 1024, "interruption": 1024}
 WATCH_SECONDS_DEPLOYED = 50.0
 TICKS_PER_MONTH = 730 * 60  # a one-minute schedule over AWS's 730-hour month
-# infra/dashboard.py: one errors alarm per function (3), dead letters, pods pending, limit reached,
-# configuration errors (the price alarm is optional and left out); one dashboard.
-ALARMS = 7
+# infra/dashboard.py: one errors alarm per function (3), dead letters, interruption queue age, pods pending,
+# launch failing, limit reached, configuration errors (the price alarm is optional and left out); one dashboard.
+ALARMS = 9
 DASHBOARDS = 1
 # Assumed: 100 on-demand nodes, a tenth of them replaced a day, two state-change events each
 # (shutting-down, terminated) that the interruption function is started for.
