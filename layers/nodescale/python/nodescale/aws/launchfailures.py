@@ -22,12 +22,12 @@ from typing import Any
 
 from .. import clock
 from ..names import TABLE_KEY, TABLE_TTL
+from .stateitems import get_items
 
 PREFIX = "launchfailure#"
 # Several provisioner passes: a failure that is still happening is refreshed long before, and one nobody
 # retried (no pod asks for the pool any more) stops being reported.
 TTL_SECONDS = 15 * 60.0
-_BATCH_GET = 100  # BatchGetItem's limit
 _MESSAGE_LIMIT = 1000  # EC2's messages are short; a user data or selector error may quote a document
 
 _LOCAL: dict[str, LaunchFailure] = {}
@@ -95,14 +95,7 @@ def failing(dynamodb: Any, table: str | None, nodepools: Iterable[str], now: flo
         with _LOCAL_LOCK:
             found = [_LOCAL[p] for p in wanted if p in _LOCAL]
     else:
-        found = []
-        for start in range(0, len(wanted), _BATCH_GET):
-            keys = [{TABLE_KEY: {"S": item_key(p)}} for p in wanted[start : start + _BATCH_GET]]
-            request: dict[str, Any] = {table: {"Keys": keys, "ConsistentRead": True}}
-            while request:
-                out = dynamodb.batch_get_item(RequestItems=request)
-                found += [_from_item(item) for item in out.get("Responses", {}).get(table, [])]
-                request = out.get("UnprocessedKeys") or {}
+        found = [_from_item(item) for item in get_items(dynamodb, table, [item_key(p) for p in wanted])]
     return {f.nodepool: f for f in found if f.at + TTL_SECONDS > now}
 
 

@@ -26,11 +26,11 @@ from botocore.exceptions import ClientError
 from .. import clock
 from ..model.zonalshift import ActiveShift
 from ..names import TABLE_KEY, TABLE_TTL
+from .stateitems import get_items
 
 PREFIX = "zonalshift#"
 KINDS = ("autoshift", "fis-autoshift", "manual")
 MAX_SHIFT_SECONDS = 3 * 24 * 3600.0
-_BATCH_GET = 100  # BatchGetItem's limit
 
 # zone id -> kind -> (event time, until)
 _LOCAL: dict[str, dict[str, tuple[float, float]]] = {}
@@ -100,15 +100,9 @@ def active(dynamodb: Any, table: str | None, zone_ids: Iterable[str], now: float
             found = {z: {k: until for k, (_, until) in _LOCAL.get(z, {}).items()} for z in wanted}
         return _active(found, now)
     found: dict[str, dict[str, float]] = {}
-    for start in range(0, len(wanted), _BATCH_GET):
-        keys = [{TABLE_KEY: {"S": item_key(z)}} for z in wanted[start : start + _BATCH_GET]]
-        request: dict[str, Any] = {table: {"Keys": keys, "ConsistentRead": True}}
-        while request:
-            out = dynamodb.batch_get_item(RequestItems=request)
-            for item in out.get("Responses", {}).get(table, []):
-                zone = item.get("zoneId", {}).get("S") or item[TABLE_KEY]["S"][len(PREFIX) :]
-                found[zone] = {k: float(item[f"{_attr(k)}Until"]["N"]) for k in KINDS if f"{_attr(k)}Until" in item}
-            request = out.get("UnprocessedKeys") or {}
+    for item in get_items(dynamodb, table, [item_key(z) for z in wanted]):
+        zone = item.get("zoneId", {}).get("S") or item[TABLE_KEY]["S"][len(PREFIX) :]
+        found[zone] = {k: float(item[f"{_attr(k)}Until"]["N"]) for k in KINDS if f"{_attr(k)}Until" in item}
     return _active(found, now)
 
 
