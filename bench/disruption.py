@@ -51,7 +51,7 @@ spec:
 CHILD = """
 import json, os, resource, sys, time
 started = time.perf_counter()
-from nodescale.usecases import disrupt
+from nodescale.usecases.disrupt import run as disrupt
 from nodescale.runtime import Runtime
 summary = disrupt.disrupt_once(Runtime.from_settings())
 print(json.dumps({"seconds": time.perf_counter() - started, "decisions": summary["decisions"],

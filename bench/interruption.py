@@ -49,7 +49,8 @@ def measure() -> dict[str, list[float]]:
     from nodescale.k8s.raw import request_json
     from nodescale.runtime import Runtime
     from nodescale.settings import Settings
-    from nodescale.usecases import interrupt, provision
+    from nodescale.usecases.interrupt import handle as interrupt
+    from nodescale.usecases.provision import provisioner as provision
     from nodescale.usecases.world import catalog
     from sim.environment import Environment
 

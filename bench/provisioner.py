@@ -39,7 +39,7 @@ def measure() -> dict[str, Any]:
     from nodescale.k8s.raw import request_json
     from nodescale.runtime import Runtime
     from nodescale.settings import Settings
-    from nodescale.usecases import provision
+    from nodescale.usecases.provision import provisioner as provision
     from nodescale.usecases.world import catalog
     from sim.environment import Environment
 

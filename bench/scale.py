@@ -198,7 +198,8 @@ def scale_out_and_in(env: Any, rt: Any, replicas: int, spread: bool, cap: float,
     """Create inflate with ``replicas`` pods, provision until all run, scale to 0, disrupt until no
     managed node is left. ``env`` is a running sim Environment whose clock the process reads."""
     from nodescale.k8s.raw import MERGE_PATCH, request_json
-    from nodescale.usecases import disrupt, provision
+    from nodescale.usecases.disrupt import run as disrupt
+    from nodescale.usecases.provision import provisioner as provision
 
     api = env.kube_api_client()
     run = ScaleRun(replicas, spread)

@@ -15,7 +15,7 @@ Phases:
    decides nothing and nothing is under way ("quiet").
 
 Every disruption invocation is the scheduled one; when the cluster is larger than the split threshold
-it fans out one asynchronous invocation per slice of NodePools (`usecases/disrupt_slices.py`). On sim
+it fans out one asynchronous invocation per slice of NodePools (`usecases/disrupt/slices.py`). On sim
 those Invoke calls are authorized (lambda:InvokeFunction on the function's ARN) and queued by sim's Lambda
 (`sim/aws/lambda_service.py`); the slice events are taken from there and run through the handler side by side, each
 in a container of its own (as Lambda runs asynchronous invocations), each measured as its own invocation.

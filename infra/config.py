@@ -15,7 +15,7 @@ from nodescale.config.documents import read_documents
 from nodescale.config.loader import config_kinds
 from nodescale.config.strict import misspelled_kind
 from nodescale.settings import SettingsError
-from nodescale.usecases.cluster_budget import parse_limits
+from nodescale.usecases.provision.cluster_budget import parse_limits
 
 CONTEXT_KEYS = (
     "clusterName",

@@ -61,7 +61,7 @@ PROVISIONER = FunctionSpec("provisioner", "Launches capacity for pending pods", 
 INTERRUPTION = FunctionSpec("interruption", "Reacts to spot interruptions, rebalance, state and health events",
                             1024, 150)
 # The disruption function runs once a minute, plus one invocation per slice when a large cluster's pass is
-# split (usecases/disrupt_slices.py): its concurrency is the scheduled run and MAX_SLICES slices; the
+# split (usecases/disrupt/slices.py): its concurrency is the scheduled run and MAX_SLICES slices; the
 # NodePool leases, not the concurrency, keep two runs off the same pool.
 DISRUPTION = FunctionSpec("disruption", "Consolidates, expires, repairs and replaces drifted nodes", 1024, 300,
                           MAX_SLICES + 1)

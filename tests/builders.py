@@ -13,8 +13,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from nodescale.clock import format_timestamp
-from nodescale.disruption import planner
 from nodescale.disruption.consolidation import Simulation
+from nodescale.disruption.context import Inputs
 from nodescale.disruption.nodes import EMPTY_SINCE, NodeView
 from nodescale.model import labels as wk
 from nodescale.model.instancetype import InstanceType, Offering
@@ -70,9 +70,9 @@ def node(name: str, pods: list[Pod] | None = None, *, ready: bool = True, age_h:
     return NodeView.from_node(raw, pods or [], price)
 
 
-def inputs(views: list[NodeView], pools: list[NodePool] | None = None, **kw: object) -> planner.Inputs:
+def inputs(views: list[NodeView], pools: list[NodePool] | None = None, **kw: object) -> Inputs:
     pools = pools or [pool()]
-    return planner.Inputs(now=NOW, nodepools={p.name: p for p in pools}, views=views, **kw)  # type: ignore[arg-type]
+    return Inputs(now=NOW, nodepools={p.name: p for p in pools}, views=views, **kw)  # type: ignore[arg-type]
 
 
 def fits_elsewhere(nodes: Sequence[NodeView]) -> Simulation:

@@ -5,7 +5,7 @@ makes this minute's disruption decisions; it stops starting new work a margin be
 time runs out, and the nodes' taints and annotations tell the next run where to carry on. A cluster
 larger than ``NODESCALE_DISRUPTION_SLICE_NODES`` is split: the scheduled run invokes this function
 asynchronously once per slice of NodePools, with ``{"slice": {"pools": [...], "index": i, "of": n}}``
-(usecases/disrupt_slices.py); each invocation holds its pools' leases, so no pool is in two runs at
+(usecases/disrupt/slices.py); each invocation holds its pools' leases, so no pool is in two runs at
 once. An event may say ``{"dryRun": true}``.
 """
 
@@ -17,8 +17,9 @@ from typing import Any
 from nodescale import lambda_support, telemetry
 from nodescale.aws import fan_out
 from nodescale.runtime import Runtime
-from nodescale.usecases import disrupt
-from nodescale.usecases.disrupt_slices import Slice, SliceError
+from nodescale.usecases.disrupt import run as disrupt
+from nodescale.usecases.disrupt.slices import Slice, SliceError
+from nodescale.usecases.disrupt.state import DEFAULT_RUN_SECONDS
 
 logger = telemetry.logger()
 metrics = telemetry.metrics()
@@ -48,4 +49,4 @@ def handler(event: dict[str, Any], context: Any, rt: Runtime) -> dict[str, Any]:
 def run_deadline(context: Any, now: float | None = None) -> float:
     """A ``time.monotonic()`` deadline: the invocation's remaining time less the margin."""
     left = lambda_support.seconds_left(context, MARGIN_SECONDS)
-    return lambda_support.deadline_in(disrupt.DEFAULT_RUN_SECONDS if left is None else left, now)
+    return lambda_support.deadline_in(DEFAULT_RUN_SECONDS if left is None else left, now)

@@ -22,7 +22,7 @@ from typing import Any
 
 from nodescale import lambda_support, runtime, telemetry
 from nodescale.settings import Settings
-from nodescale.usecases import interrupt
+from nodescale.usecases.interrupt import handle as interrupt
 
 logger = telemetry.logger()
 metrics = telemetry.metrics()

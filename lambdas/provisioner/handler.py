@@ -11,7 +11,7 @@ from typing import Any
 
 from nodescale import lambda_support, telemetry
 from nodescale.runtime import Runtime
-from nodescale.usecases import provision
+from nodescale.usecases.provision import provisioner as provision
 
 logger = telemetry.logger()
 metrics = telemetry.metrics()

@@ -16,7 +16,7 @@ import pytest
 from nodescale.k8s import podcache
 from nodescale.k8s.listing import PENDING_FIELD_SELECTOR
 from nodescale.k8s.raw import request_json
-from nodescale.usecases import provision as provisioning
+from nodescale.usecases.provision import provisioner as provisioning
 from nodescale.usecases.world import read_world
 from sim.environment import Environment
 from tests.integration import helpers

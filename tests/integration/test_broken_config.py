@@ -16,9 +16,9 @@ import pytest
 
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
-from nodescale.usecases import disrupt as disrupting
-from nodescale.usecases import interrupt as interrupting
-from nodescale.usecases import provision as provisioning
+from nodescale.usecases.disrupt import run as disrupting
+from nodescale.usecases.interrupt import handle as interrupting
+from nodescale.usecases.provision import provisioner as provisioning
 from nodescale.usecases.world import read_world
 from sim.environment import Environment
 from tests.integration import helpers

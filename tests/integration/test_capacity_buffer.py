@@ -17,9 +17,9 @@ from nodescale.commands import explain as explain_cmd
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
-from nodescale.usecases import disrupt as disrupting
-from nodescale.usecases import explain as explaining
-from nodescale.usecases import provision as provisioning
+from nodescale.usecases.disrupt import run as disrupting
+from nodescale.usecases.provision import explain as explaining
+from nodescale.usecases.provision import provisioner as provisioning
 from sim.environment import Environment
 from sim.kube.crds import capacity_buffer_crd
 from tests.integration import helpers

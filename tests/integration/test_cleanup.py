@@ -17,7 +17,7 @@ from nodescale import runtime
 from nodescale.aws import clients
 from nodescale.k8s.raw import request_json
 from nodescale.usecases import cleanup
-from nodescale.usecases import provision as provisioning
+from nodescale.usecases.provision import provisioner as provisioning
 from sim.aws.constants import FUNCTION_CREDENTIALS
 from sim.environment import Environment
 from tests.integration import helpers

@@ -18,8 +18,8 @@ import yaml
 from nodescale import cli
 from nodescale.k8s.raw import MERGE_PATCH, request_json
 from nodescale.runtime import Runtime
-from nodescale.usecases import disrupt as disrupting
-from nodescale.usecases import provision as provisioning
+from nodescale.usecases.disrupt import run as disrupting
+from nodescale.usecases.provision import provisioner as provisioning
 from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.helpers import (

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from nodescale.k8s.raw import request_json
-from nodescale.usecases import disrupt as disrupting
+from nodescale.usecases.disrupt import run as disrupting
 from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.helpers import (

@@ -15,7 +15,7 @@ import pytest
 from nodescale.aws import tags as tagging
 from nodescale.model import labels as wk
 from nodescale.runtime import Runtime
-from nodescale.usecases import disrupt as disrupting
+from nodescale.usecases.disrupt import run as disrupting
 from nodescale.usecases.world import read_world
 from sim.environment import Environment
 from tests.integration import helpers

@@ -30,9 +30,9 @@ from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.names import physical_name
 from nodescale.runtime import Runtime
-from nodescale.usecases import interrupt as interrupting
-from nodescale.usecases import interrupt_batch
-from nodescale.usecases import provision as provisioning
+from nodescale.usecases.interrupt import batch as interrupt_batch
+from nodescale.usecases.interrupt import handle as interrupting
+from nodescale.usecases.provision import provisioner as provisioning
 from sim import invoke
 from sim.environment import Environment
 from tests.integration import helpers
@@ -740,7 +740,7 @@ def test_an_impostor_node_naming_a_managed_instance_never_gets_it_terminated(
     disruption pass does not terminate the instance through it, the real node's pod keeps running, and the
     impostor carries a Warning event. Before, the last Node naming an instance won: the impostor, named to sort
     after the real Node, was drained empty and the instance terminated (fails on 34bff55)."""
-    from nodescale.usecases import disrupt as disrupting
+    from nodescale.usecases.disrupt import run as disrupting
 
     deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1})
     (real,) = nodes_of(provision(sim, rt, ns, 1))

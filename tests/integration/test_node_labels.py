@@ -20,9 +20,10 @@ import pytest
 from nodescale.k8s.raw import MERGE_PATCH, request_json
 from nodescale.model import labels as wk
 from nodescale.runtime import Runtime
-from nodescale.usecases import explain as explaining
-from nodescale.usecases import provision as provisioning
-from nodescale.usecases import status, unmet
+from nodescale.usecases import status
+from nodescale.usecases.provision import explain as explaining
+from nodescale.usecases.provision import provisioner as provisioning
+from nodescale.usecases.provision import unmet
 from nodescale.usecases.world import read_world
 from sim.environment import Environment
 from tests.integration import helpers

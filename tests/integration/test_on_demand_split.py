@@ -15,9 +15,9 @@ from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
 from nodescale.scheduling.capacity_split import required_on_demand
-from nodescale.usecases import disrupt as disrupting
-from nodescale.usecases import interrupt as interrupting
-from nodescale.usecases import provision as provisioning
+from nodescale.usecases.disrupt import run as disrupting
+from nodescale.usecases.interrupt import handle as interrupting
+from nodescale.usecases.provision import provisioner as provisioning
 from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.helpers import instance_ids, managed_nodes, put_pool, wait_for

@@ -16,7 +16,7 @@ from nodescale.aws import nodecost
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
-from nodescale.usecases import provision as provisioning
+from nodescale.usecases.provision import provisioner as provisioning
 from nodescale.usecases.status import read_status
 from nodescale.usecases.world import read_world
 from sim.environment import Environment

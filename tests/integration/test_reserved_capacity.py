@@ -18,7 +18,7 @@ import pytest
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
-from nodescale.usecases import provision as provisioning
+from nodescale.usecases.provision import provisioner as provisioning
 from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.helpers import node_of, pods, put_pool, wait_for
@@ -165,7 +165,7 @@ def test_a_capacity_block_node_is_replaced_40_minutes_before_the_block_ends(sim:
     # expiring capacity-block reservations" (40 minutes before the block's end).
     from datetime import UTC, datetime, timedelta
 
-    from nodescale.usecases import disrupt as disrupting
+    from nodescale.usecases.disrupt import run as disrupting
 
     def runtime() -> Runtime:
         # moto stamps launch times with the real clock while the simulated one moves ahead.

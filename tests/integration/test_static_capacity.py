@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from nodescale.runtime import Runtime
-from nodescale.usecases import disrupt as disrupting
-from nodescale.usecases import provision as provisioning
+from nodescale.usecases.disrupt import run as disrupting
+from nodescale.usecases.provision import provisioner as provisioning
 from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.helpers import instance_ids, managed_nodes, put_pool, wait_for

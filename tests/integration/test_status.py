@@ -25,8 +25,8 @@ from nodescale.k8s import nodes as k8s_nodes
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
-from nodescale.usecases import explain as explaining
-from nodescale.usecases import provision as provisioning
+from nodescale.usecases.provision import explain as explaining
+from nodescale.usecases.provision import provisioner as provisioning
 from nodescale.usecases.status import DISRUPTION_REASON_ANNOTATION, read_status
 from sim.environment import Environment
 from tests.integration.helpers import runtime_for, wait_for

@@ -22,10 +22,10 @@ from nodescale import clock
 from nodescale.commands import status as status_cmd
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
-from nodescale.usecases import disrupt as disrupting
-from nodescale.usecases import interrupt as interrupting
-from nodescale.usecases import provision as provisioning
 from nodescale.usecases import status
+from nodescale.usecases.disrupt import run as disrupting
+from nodescale.usecases.interrupt import handle as interrupting
+from nodescale.usecases.provision import provisioner as provisioning
 from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.helpers import ROOT, pods, put_pool, wait_for

@@ -16,7 +16,7 @@ from nodescale.config import load, parse_documents
 from nodescale.disruption.consolidation import evaluate
 from nodescale.disruption.decisions import Decision, Refusal
 from nodescale.model.buffers import CapacityBuffer, resolve
-from nodescale.usecases.disrupt_read import buffer_placement, node_views, simulator
+from nodescale.usecases.disrupt.read import buffer_placement, node_views, simulator
 from nodescale.usecases.world import World
 
 POOL = """

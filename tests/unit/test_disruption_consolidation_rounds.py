@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from nodescale.disruption import planner
 from nodescale.disruption.consolidation import MAX_MULTI_NODE, Replacement, Simulation
+from nodescale.disruption.decisions import Blocker
 from nodescale.disruption.nodes import NodeView
 from nodescale.model.nodepool import Budget
 from tests.builders import fits_elsewhere, inputs, node, pod, pool, since
@@ -59,7 +60,7 @@ def test_a_later_consolidation_counts_the_room_the_earlier_ones_took() -> None:
     out = planner.plan(inputs(busy(250)), spare_room(150))
     assert [len(d.nodes) for d in out.decisions] == [MAX_MULTI_NODE, 50]
     assert len({n for d in out.decisions for n in d.nodes}) == 150
-    assert not any(r.kind == planner.NOT_CONSOLIDATABLE for r in out.refusals)
+    assert not any(r.kind == Blocker.NOT_CONSOLIDATABLE for r in out.refusals)
 
 
 def test_a_replacement_ends_the_pass_s_consolidations() -> None:
@@ -84,7 +85,7 @@ def test_an_empty_node_removed_this_pass_is_no_destination_for_consolidated_pods
 
     out = planner.plan(inputs([empty, full]), only_on_e)
     assert [(d.reason, d.nodes) for d in out.decisions] == [("Empty", ["e"])]
-    [r] = [r for r in out.refusals if r.kind == planner.NOT_CONSOLIDATABLE]
+    [r] = [r for r in out.refusals if r.kind == Blocker.NOT_CONSOLIDATABLE]
     assert r.nodes == ["a"] and "default/x would have nowhere to go: no room left" in r.why
 
 

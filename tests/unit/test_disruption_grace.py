@@ -11,12 +11,13 @@ from datetime import datetime, timedelta
 
 from nodescale.clock import format_timestamp
 from nodescale.disruption import planner
+from nodescale.disruption.decisions import Blocker
 from nodescale.disruption.drift import Drifted, DriftKind
 from nodescale.disruption.guards import pod_blocks
 from nodescale.k8s import drain
 from nodescale.model.nodepool import Budget
 from nodescale.model.pod import Pod
-from nodescale.usecases.disrupt_run import FORCEFUL
+from nodescale.usecases.disrupt.state import FORCEFUL
 from tests import fakes
 from tests.builders import NOW, inputs, node, pod, pool
 
@@ -48,12 +49,12 @@ def test_with_a_termination_grace_period_drift_goes_past_do_not_disrupt_and_pdbs
     assert {d.reason for d in out.decisions} == {"Drifted"}
     # Without one, both stay (Pod-Level Controls: "conditionally excluded from Drift").
     out = planner.plan(inputs(views, [pool()], cloud_drift=drift, pdbs=[PDB_AT_ZERO]))
-    assert out.decisions == [] and {r.kind for r in out.refusals} == {planner.BLOCKED_BY_DO_NOT_DISRUPT,
-                                                                      planner.BLOCKED_BY_PDB}
+    assert out.decisions == [] and {r.kind for r in out.refusals} == {Blocker.DO_NOT_DISRUPT,
+                                                                      Blocker.PDB}
     # Drift stays graceful: the budget still holds it.
     held = pool(termination_grace_period_seconds=3600.0, budgets=(Budget(nodes="0"),))
     out = planner.plan(inputs(views, [held], cloud_drift=drift))
-    assert out.decisions == [] and {r.kind for r in out.refusals} == {planner.BLOCKED_BY_BUDGET}
+    assert out.decisions == [] and {r.kind for r in out.refusals} == {Blocker.BUDGET}
 
 
 def test_a_pod_is_deleted_its_own_grace_before_the_nodes_deadline() -> None:

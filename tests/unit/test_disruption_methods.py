@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from nodescale.disruption import planner
 from nodescale.disruption.context import Context
-from nodescale.disruption.decisions import Action, Decision, Reason
+from nodescale.disruption.decisions import Action, Blocker, Decision, Reason
 from nodescale.disruption.methods import (
     CapacityBlockExpiry,
     Consolidation,
@@ -89,7 +89,7 @@ def test_reversing_the_methods_changes_who_wins() -> None:
 
 def test_reasons_and_guards_are_their_old_strings() -> None:
     assert (Reason.EMPTY, Reason.ORPHANED, Action.REPLACE) == ("Empty", "Orphaned", "replace")
-    assert f"{Reason.UNHEALTHY}: x" == "Unhealthy: x" and str(planner.BLOCKED_BY_BUDGET) == "budget"
+    assert f"{Reason.UNHEALTHY}: x" == "Unhealthy: x" and str(Blocker.BUDGET) == "budget"
 
 
 def test_one_do_not_disrupt_rule_with_and_without_a_clock() -> None:

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from nodescale.disruption import planner
 from nodescale.disruption.consolidation import Replacement, Simulation
+from nodescale.disruption.decisions import Blocker
 from nodescale.disruption.drift import Drifted, DriftKind
 from nodescale.disruption.nodes import NodeView
 from nodescale.model.nodepool import Budget
@@ -41,7 +42,7 @@ def test_node_do_not_disrupt_and_legacy_do_not_consolidate_hold_an_empty_node() 
     for key in ("karpenter.sh/do-not-disrupt", "karpenter.sh/do-not-consolidate"):
         out = planner.plan(inputs([node("a", annotations={**since(100), key: "true"})]))
         [r] = out.refusals
-        assert out.decisions == [] and r.kind == planner.BLOCKED_BY_DO_NOT_DISRUPT
+        assert out.decisions == [] and r.kind == Blocker.DO_NOT_DISRUPT
         assert r.message == f"not removed (empty): node a has {key}"
 
 
@@ -53,7 +54,7 @@ def test_budget_caps_emptiness_per_run_and_says_why() -> None:
     out = planner.plan(inputs(views, [pool(budgets=(Budget(nodes="50%"),))]))
     assert [d.nodes for d in out.decisions] == [["a"], ["b"]]
     assert [r.nodes for r in out.refusals] == [["c"], ["d"]]
-    assert all(r.kind == planner.BLOCKED_BY_BUDGET and "budget nodes=50%" in r.why for r in out.refusals)
+    assert all(r.kind == Blocker.BUDGET and "budget nodes=50%" in r.why for r in out.refusals)
 
 
 def test_nodes_already_disrupting_use_up_the_budget() -> None:
@@ -68,7 +69,7 @@ def test_zero_budget_in_its_cron_window_blocks_drift_but_not_outside() -> None:
     drifted = node("a", [pod("p")], labels={"team": "b"})
     inside = planner.plan(inputs([drifted], [pool(budgets=window)]))
     [r] = inside.refusals
-    assert inside.decisions == [] and r.reason == "Drifted" and r.kind == planner.BLOCKED_BY_BUDGET
+    assert inside.decisions == [] and r.reason == "Drifted" and r.kind == Blocker.BUDGET
     assert r.message.startswith("not replaced (drifted): budget nodes=0 (schedule '0 9 * * mon-fri' for 8h)")
     outside = planner.plan(dataclasses.replace(inputs([drifted], [pool(budgets=window)]), now=NOW + timedelta(hours=8)))
     assert [d.reason for d in outside.decisions] == ["Drifted"]
@@ -92,7 +93,7 @@ def test_older_api_expiry_is_held_by_budgets_and_do_not_disrupt() -> None:
                                                                "karpenter.sh/do-not-disrupt"
     p = pool(api="karpenter.sh/v1beta1", expire_after_seconds=3600.0, budgets=(Budget(nodes="0"),))
     out = planner.plan(inputs([node("a", [pod("p")])], [p]))
-    assert out.decisions == [] and out.refusals[0].kind == planner.BLOCKED_BY_BUDGET
+    assert out.decisions == [] and out.refusals[0].kind == Blocker.BUDGET
 
 
 # -- repair ---------------------------------------------------------------------------------------------------
@@ -117,7 +118,7 @@ def test_more_than_a_fifth_of_a_pool_unhealthy_repairs_nothing_and_says_why() ->
     views = [node(n, [pod(n)], ready=False, ready_for_s=900) for n in ("a", "b")] + [node("c", [pod("c")])]
     out = planner.plan(inputs(views))
     assert out.decisions == []
-    assert {r.kind for r in out.refusals} == {planner.BLOCKED_BY_HEALTH}
+    assert {r.kind for r in out.refusals} == {Blocker.HEALTH}
     assert "2 of 3 nodes of NodePool default are unhealthy (more than 20%)" in out.notes[0]
 
 
@@ -138,7 +139,7 @@ def test_a_pdb_with_no_disruptions_left_holds_drift() -> None:
            "status": {"disruptionsAllowed": 0}}
     views = [node("a", [pod("p", labels={"app": "web"})])]
     out = planner.plan(inputs(views, cloud_drift={"a": Drifted(DriftKind.NODE_CLASS, "changed")}, pdbs=[pdb]))
-    assert out.decisions == [] and out.refusals[0].kind == planner.BLOCKED_BY_PDB
+    assert out.decisions == [] and out.refusals[0].kind == Blocker.PDB
     assert "PodDisruptionBudget default/web (0 disruptions allowed)" in out.refusals[0].why
 
 
@@ -206,7 +207,7 @@ def test_pods_with_nowhere_to_go_block_consolidation() -> None:
 def test_zero_underutilized_budget_holds_consolidation_and_notes_it() -> None:
     p = pool(budgets=(Budget(nodes="0", reasons=("Underutilized",)),))
     out = planner.plan(inputs([node("a", [pod("x")])], [p]), fits_elsewhere)
-    assert out.decisions == [] and out.refusals[0].kind == planner.BLOCKED_BY_BUDGET
+    assert out.decisions == [] and out.refusals[0].kind == Blocker.BUDGET
     assert out.notes == ["consolidation of NodePool default held: budget nodes=0 allows 0 of 1 node(s), "
                          "0 already disrupting"]
 

@@ -164,7 +164,7 @@ def test_the_budget_caps_each_pass_in_its_own_order() -> None:
 
 
 def test_the_run_summary_lists_every_new_node_of_a_repack() -> None:
-    from nodescale.usecases.disrupt_act import _decision_entry
+    from nodescale.usecases.disrupt.act import _decision_entry
 
     nodes = [view(n, "m5.4xlarge", 0.768, pods=10) for n in "ab"]
     sim = c.Simulation(replacements=[replacement(("c5.xlarge", 0.17)), replacement(("r5.xlarge", 0.252))])

@@ -10,7 +10,7 @@ from nodescale.disruption import planner
 from nodescale.disruption.slices import MAX_SLICES, plan_slices
 from nodescale.model.nodepool import Budget
 from nodescale.settings import DISRUPTION_SLICE_NODES, Settings, SettingsError
-from nodescale.usecases.disrupt_slices import Slice, SliceError
+from nodescale.usecases.disrupt.slices import Slice, SliceError
 from tests.builders import inputs, node, pool, since
 
 

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from nodescale.clock import format_timestamp
 from nodescale.disruption import planner
+from nodescale.disruption.context import Inputs, Outcome
 from nodescale.disruption.decisions import Action, Blocker, Reason
 from nodescale.disruption.drift import DriftKind
 from nodescale.disruption.nodes import EMPTY_SINCE, NodeView
@@ -48,8 +49,8 @@ def node(name: str, zone: str, pods: list[Pod] | None = None, annotations: dict 
     return NodeView.from_node(raw, pods or [], 0.1)
 
 
-def plan(views: list[NodeView], p: NodePool, shifted: frozenset[str] = SHIFTED) -> planner.Outcome:
-    inputs = planner.Inputs(now=NOW, nodepools={"default": p}, views=views, shifted_zones=shifted)
+def plan(views: list[NodeView], p: NodePool, shifted: frozenset[str] = SHIFTED) -> Outcome:
+    inputs = Inputs(now=NOW, nodepools={"default": p}, views=views, shifted_zones=shifted)
     return planner.plan(inputs, fits_elsewhere)
 
 

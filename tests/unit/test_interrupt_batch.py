@@ -23,8 +23,8 @@ from nodescale.aws.clients import AwsClients
 from nodescale.aws.idempotency import once_per_event
 from nodescale.runtime import Runtime
 from nodescale.settings import Settings
-from nodescale.usecases import interrupt as interrupting
-from nodescale.usecases import interrupt_batch
+from nodescale.usecases.interrupt import batch as interrupt_batch
+from nodescale.usecases.interrupt import handle as interrupting
 from tests import fakes
 
 # moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.

@@ -12,7 +12,8 @@ from nodescale.interruption import events as ev
 from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirements
-from nodescale.usecases import interrupt as interrupting
+from nodescale.usecases.interrupt import actions as interrupt_actions
+from nodescale.usecases.interrupt import handle as interrupting
 from nodescale.usecases.world import World
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,20 +36,20 @@ def test_only_pods_a_drain_evicts_are_replaced_and_they_are_planned_as_pending()
         pod("leaving", meta={"deletionTimestamp": "2026-11-20T10:00:00Z"}),
     ]
     world = World(now=T0, cluster="c", pods_by_node={"n1": pods})
-    moved = interrupting.pods_to_move(world, "n1")
+    moved = interrupt_actions.pods_to_move(world, "n1")
     # do-not-disrupt pods go too: the instance is going away regardless
     assert [p.name for p in moved] == ["web", "guarded"]
     assert all(p.node_name == "" and p.phase == "Pending" for p in moved)
 
 
-def _work(node_annotations: dict[str, str], pool_annotations: dict[str, str]) -> tuple[World, interrupting._Work]:
+def _work(node_annotations: dict[str, str], pool_annotations: dict[str, str]) -> tuple[World, interrupt_actions.Work]:
     pool = NodePool("spot", Requirements(), "default", annotations=pool_annotations)
     world = World(now=T0, cluster="c", nodepools={"spot": pool})
     node = {"metadata": {"name": "n1", "labels": {"karpenter.sh/nodepool": "spot"}, "annotations": node_annotations},
             "spec": {}}
     intent = ev.Intent("i-0a1b2c3d4e5f60718", ev.REBALANCE_RISK, "RebalanceRecommendation", "e1", T0)
     owned = OwnedInstance("i-0a1b2c3d4e5f60718", "m5.large", "us-east-1a", "spot", "running", "spot")
-    return world, interrupting._Work(intent, owned, node, interrupting.InstanceReport(owned.instance_id, intent.kind))
+    return world, interrupt_actions.Work(intent, owned, node, interrupt_actions.InstanceReport(owned.instance_id, intent.kind))
 
 
 def test_rebalance_is_acted_on_only_where_the_nodepool_or_node_opts_in() -> None:

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nodescale.interruption import events as ev
-from nodescale.usecases import interrupt as interrupting
+from nodescale.usecases.interrupt import handle as interrupting
 from tests import fakes
 
 EVENTS = Path(__file__).parent.parent / "fixtures" / "events"

@@ -13,8 +13,9 @@ from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.instances import ManagedInstance
 from nodescale.commands.plan import plan_paths
 from nodescale.config import load, parse_documents
+from nodescale.disruption.simulator import replacement_from_claim
 from nodescale.model.requirements import Requirement, Requirements
-from nodescale.usecases.disrupt_read import node_views, replacement_from_claim
+from nodescale.usecases.disrupt.read import node_views
 from nodescale.usecases.world import World, _prepare_types
 
 CATALOG = {it.name: it for it in bundled_catalog("us-east-1")}

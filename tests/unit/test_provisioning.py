@@ -19,9 +19,9 @@ from nodescale.config import load, parse_documents
 from nodescale.model.pod import Pod
 from nodescale.scheduling import Plan, Unschedulable, UnschedulableKind
 from nodescale.settings import Settings, SettingsError
-from nodescale.usecases import provision as provisioning
-from nodescale.usecases import provision_launch
-from nodescale.usecases.cluster_budget import ClusterBudget, parse_limits
+from nodescale.usecases.provision import launch as provision_launch
+from nodescale.usecases.provision import provisioner as provisioning
+from nodescale.usecases.provision.cluster_budget import ClusterBudget, parse_limits
 from nodescale.usecases.world import World
 
 POOL = """
@@ -155,7 +155,7 @@ def test_the_launch_key_depends_on_the_pool_and_pods_not_their_order() -> None:
     now = 1_800_000_000.0
 
     def key_of(pool: str, pods: list) -> str:
-        return provisioning.launch_key(SimpleNamespace(nodepool=pool, pods=pods), now=now)
+        return provision_launch.launch_key(SimpleNamespace(nodepool=pool, pods=pods), now=now)
 
     key = key_of("default", [a, b])
     assert key == key_of("default", [b, a])
@@ -170,9 +170,9 @@ def test_the_same_pods_launched_again_later_get_a_new_client_token() -> None:
     a, b = _pod("a", "1"), _pod("b", "1")
     claim = SimpleNamespace(nodepool="default", pods=[a, b])
     first = 1_800_000_000.0
-    assert provisioning.launch_key(claim, now=first) == provisioning.launch_key(claim, now=first + 60)
+    assert provision_launch.launch_key(claim, now=first) == provision_launch.launch_key(claim, now=first + 60)
     later = first + provision_launch.TOKEN_WINDOW_SECONDS
-    assert provisioning.launch_key(claim, now=first) != provisioning.launch_key(claim, now=later)
+    assert provision_launch.launch_key(claim, now=first) != provision_launch.launch_key(claim, now=later)
 
 
 def test_a_node_being_replaced_still_counts_against_its_nodepool_limit(recorder: FakeRecorder) -> None:
@@ -336,7 +336,7 @@ def test_pools_at_their_limits_come_from_the_typed_reason_not_its_wording() -> N
         Unschedulable(pod, "incompatible with nodepool x: it would exceed the nodepool's limits",
                       UnschedulableKind.TOO_LARGE),
     ], 2)
-    outcome = provisioning.LaunchOutcome()
+    outcome = provision_launch.LaunchOutcome()
     provisioning._note_pool_limits(plan, outcome)
     assert outcome.limits == [
         {"scope": "nodepool", "nodePool": "batch", "reason": "held back"},

@@ -8,8 +8,8 @@ import pytest
 
 from nodescale.cli import main
 from nodescale.model.pod import Pod
-from nodescale.usecases.explain import _outranked_at_a_limit
-from nodescale.usecases.provision_launch import Launch, LaunchOutcome
+from nodescale.usecases.provision.explain import _outranked_at_a_limit
+from nodescale.usecases.provision.launch import Launch, LaunchOutcome
 from tests.builders import SMALL, plan_for, pods
 from tests.builders import scheduling_pool as pool
 

@@ -19,7 +19,7 @@ from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirements
 from nodescale.settings import Settings, SettingsError
-from nodescale.usecases.explain import NOT_PROVISIONABLE, why_not_provisionable
+from nodescale.usecases.provision.explain import NOT_PROVISIONABLE, why_not_provisionable
 from nodescale.usecases.status import DISRUPTION_REASON_ANNOTATION, read_status
 from nodescale.usecases.world import World
 
@@ -278,18 +278,19 @@ def test_bad_pod_names_exit_2_with_one_line(given: str, namespace: str | None, w
 
 
 def test_each_pod_gets_the_verdict_of_the_dry_plan(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nodescale.usecases import explain as explaining
-    from nodescale.usecases import provision as provisioning
+    from nodescale.usecases.provision import explain as explaining
+    from nodescale.usecases.provision import launch as provision_launch
+    from nodescale.usecases.provision import provisioner as provisioning
 
     pods = [Pod.from_dict(pod(n, phase="Pending", status__conditions=UNSCHEDULABLE)) for n in "abcdef"]
-    outcome = provisioning.LaunchOutcome(dry_run=True)
-    outcome.launches.append(provisioning.Launch("default", "", "m5.large", "us-east-1a,us-east-1b", "spot", 0.04,
+    outcome = provision_launch.LaunchOutcome(dry_run=True)
+    outcome.launches.append(provision_launch.Launch("default", "", "m5.large", "us-east-1a,us-east-1b", "spot", 0.04,
                                                 ["apps/a"], ["m5.large", "c5.large"]))
     outcome.waiting = {"in-flight/i-0abc": ["apps/b"], "ip-10-0-0-9.ec2.internal": ["apps/c"]}
     outcome.unschedulable = [("apps/d", "incompatible with nodepool default: did not tolerate x=y:NoSchedule")]
     seen: dict[str, Any] = {}
 
-    def dry(rt: Any, world: Any, given: list[Pod], **kwargs: Any) -> provisioning.LaunchOutcome:
+    def dry(rt: Any, world: Any, given: list[Pod], **kwargs: Any) -> provision_launch.LaunchOutcome:
         seen.update(kwargs, pods=[p.key for p in given])
         return outcome
 

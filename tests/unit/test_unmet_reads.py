@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from nodescale.model.pod import Pod
-from nodescale.usecases import unmet
+from nodescale.usecases.provision import unmet
 
 
 def waiting_pod(name: str, minute: int) -> Pod:

@@ -19,7 +19,7 @@ from nodescale.interruption.actions import zone_shift_ignored
 from nodescale.interruption.intents import ShiftKind, ZoneShift
 from nodescale.model import zonalshift
 from nodescale.model.instancetype import InstanceType, Offering
-from nodescale.usecases import interrupt as interrupting
+from nodescale.usecases.interrupt import handle as interrupting
 from tests import fakes
 
 EVENTS = Path(__file__).parent.parent / "fixtures" / "events"

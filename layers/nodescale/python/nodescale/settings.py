@@ -33,7 +33,7 @@ REGISTRATION_TIMEOUT = "NODESCALE_REGISTRATION_TIMEOUT_SECONDS"
 REPAIR_THRESHOLD = "NODESCALE_REPAIR_THRESHOLD_SECONDS"
 UNAVAILABLE_OFFERING_TTL = "NODESCALE_UNAVAILABLE_OFFERING_TTL_SECONDS"
 # Above this many nodes (and with two NodePools or more) a disruption pass is split into slices of
-# NodePools run by parallel invocations (usecases/disrupt_slices.py); 0 never splits.
+# NodePools run by parallel invocations (usecases/disrupt/slices.py); 0 never splits.
 DISRUPTION_SLICE_NODES = "NODESCALE_DISRUPTION_SLICE_NODES"
 DEFAULT_DISRUPTION_SLICE_NODES = 2000
 KUBECONFIG = "KUBECONFIG"

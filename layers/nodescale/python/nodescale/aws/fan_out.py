@@ -1,6 +1,6 @@
 """Start another invocation of a function without waiting for it (Lambda's asynchronous Invoke).
 
-The disruption function uses it to run the slices of a pass in parallel (usecases/disrupt_slices.py).
+The disruption function uses it to run the slices of a pass in parallel (usecases/disrupt/slices.py).
 An asynchronous invocation is queued by Lambda and retried by it; the answer here only says it was
 accepted (202).
 """

@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = common.streams(out, err)
     common.quiet_metrics()
-    from ..usecases import disrupt
+    from ..usecases.disrupt import run as disrupt
 
     rt = common.runtime_from_settings(COMMAND, err, mutating=not args.dry_run, no_lease=args.no_lease)
     if rt is None:

@@ -60,13 +60,13 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
     def read() -> Any:
         from ..runtime import Runtime
-        from ..usecases.explain import explain
+        from ..usecases.provision.explain import explain
 
         rt = Runtime.from_settings()
         # The message's prices ("from $0.0416/h") are in the region's currency.
         return {**explain(rt, namespace, name).to_dict(), "currency": currency_of(rt.settings.region)}
 
-    from ..usecases.explain import PodNotFound
+    from ..usecases.provision.explain import PodNotFound
 
     data, code = guarded("explain", read, err, (PodNotFound,))
     if data is None:

@@ -29,7 +29,7 @@ from ..aws import clients
 from ..model.currency import USD, currency_of, money
 from ..runtime import Runtime
 from ..settings import Settings, SettingsError
-from ..usecases import interrupt
+from ..usecases.interrupt import handle as interrupt
 from . import common
 
 

@@ -13,17 +13,7 @@ from collections.abc import Sequence
 
 from .consolidation import Simulator
 from .context import Context, Inputs, Outcome
-from .decisions import Blocked, Blocker
-from .guards import pdb_blocks
 from .methods import Method, default_methods
-from .methods.consolidation import settled_since
-
-# The guard kinds under the names callers have used.
-BLOCKED_BY_BUDGET = Blocker.BUDGET
-BLOCKED_BY_DO_NOT_DISRUPT = Blocker.DO_NOT_DISRUPT
-BLOCKED_BY_PDB = Blocker.PDB
-BLOCKED_BY_HEALTH = Blocker.HEALTH
-NOT_CONSOLIDATABLE = Blocker.NOT_CONSOLIDATABLE
 
 
 def plan(inputs: Inputs, simulate: Simulator | None = None, methods: Sequence[Method] | None = None) -> Outcome:
@@ -38,17 +28,3 @@ def plan(inputs: Inputs, simulate: Simulator | None = None, methods: Sequence[Me
         method.compute([v for v in remaining if method.should_disrupt(v, ctx)], ctx)
     return ctx.out
 
-
-__all__ = [
-    "BLOCKED_BY_BUDGET",
-    "BLOCKED_BY_DO_NOT_DISRUPT",
-    "BLOCKED_BY_HEALTH",
-    "BLOCKED_BY_PDB",
-    "NOT_CONSOLIDATABLE",
-    "Blocked",
-    "Inputs",
-    "Outcome",
-    "pdb_blocks",
-    "plan",
-    "settled_since",
-]

@@ -5,5 +5,5 @@
     intents     Intent / Ignored and their enums (what an event asks, per instance)
     actions     action_for(intent, node, pool) -> Action: the whole policy, and the summary's words
 
-The use-case that carries the actions out is ``usecases/interrupt.py`` (with ``interrupt_actions.py``).
+The use-case that carries the actions out is ``usecases/interrupt/handle.py`` (with ``interrupt_actions.py``).
 """

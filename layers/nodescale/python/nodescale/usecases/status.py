@@ -23,15 +23,15 @@ from ..model.currency import USD, currency_of
 from ..model.nodelabels import pool_key
 from ..model.pod import Pod
 from ..scheduling.plan import ExistingNode
-from . import cluster_budget as cluster_limits
-from .explain import PodFate, pending_fates
+from .provision import cluster_budget as cluster_limits
+from .provision.explain import PodFate, pending_fates
 from .terminate import INTERRUPTION_ANNOTATION
 from .world import World, in_flight_instance, pool_usage, read_world
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
 
-# Written by the disruption function on a node it is taking away (see nodescale.usecases.disrupt).
+# Written by the disruption function on a node it is taking away (see nodescale.usecases.disrupt.run).
 DISRUPTION_REASON_ANNOTATION = "nodescale.io/disruption-reason"
 # Managed node groups label capacity this way; Karpenter-style nodes use karpenter.sh/capacity-type.
 EKS_CAPACITY_TYPE = "eks.amazonaws.com/capacityType"

@@ -18,18 +18,18 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from .. import clock, telemetry
-from ..aws.ownership import OwnedInstance
-from ..interruption.actions import NODE_EVENT_REASONS, Outcome, Reason
-from ..interruption.intents import Intent
-from ..k8s import drain as k8s_drain
-from ..k8s import nodes as k8s_nodes
-from ..k8s.events import WARNING, EventRecorder
-from ..model import labels as wk
-from ..model.pod import Pod
-from ..runtime import Runtime
-from . import terminate
-from .world import World
+from ... import clock, telemetry
+from ...aws.ownership import OwnedInstance
+from ...interruption.actions import NODE_EVENT_REASONS, Outcome, Reason
+from ...interruption.intents import Intent
+from ...k8s import drain as k8s_drain
+from ...k8s import nodes as k8s_nodes
+from ...k8s.events import WARNING, EventRecorder
+from ...model import labels as wk
+from ...model.pod import Pod
+from ...runtime import Runtime
+from .. import terminate
+from ..world import World
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,9 @@ def _replace_one(rt: Runtime, world: World, item: Work) -> None:
 
 
 def _replace_together(rt: Runtime, world: World, items: list[Work], moving: dict[str, list[Pod]]) -> None:
-    from .provision import launch_capacity  # the provisioner's module pulls in the watch machinery
+    from ..provision.provisioner import (
+        launch_capacity,  # the provisioner's module pulls in the watch machinery
+    )
 
     keys = {p.key for item in items for p in moving[item.name]}
     pods = [*[p for p in world.pending if p.key not in keys], *[p for item in items for p in moving[item.name]]]
@@ -207,7 +209,9 @@ def _replace_together(rt: Runtime, world: World, items: list[Work], moving: dict
 
 
 def replace(rt: Runtime, world: World, item: Work) -> None:
-    from .provision import launch_capacity  # the provisioner's module pulls in the watch machinery
+    from ..provision.provisioner import (
+        launch_capacity,  # the provisioner's module pulls in the watch machinery
+    )
 
     moving = pods_to_move(world, item.name)
     if not moving:

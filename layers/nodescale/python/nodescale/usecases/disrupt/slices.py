@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..aws import leases
-from ..disruption.slices import MAX_SLICES, plan_slices
-from ..runtime import Runtime
+from ...aws import leases
+from ...disruption.slices import MAX_SLICES, plan_slices
+from ...runtime import Runtime
 
 LEASE_PREFIX = "disruption-pool#"
 # A slice waits this long for a pool's lease: a previous pass of the pool that is still running will

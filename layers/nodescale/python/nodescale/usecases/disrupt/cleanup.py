@@ -6,13 +6,13 @@ Each part writes what it removed (or, in a dry run, would remove) into the run's
 
 from __future__ import annotations
 
-from .. import telemetry
-from ..aws import instances as ec2_instances
-from ..aws import launchtemplates
-from ..aws.ownership import GONE_STATES, classify
-from ..disruption.decisions import ORPHANED
-from ..k8s import nodes as k8s_nodes
-from .disrupt_run import RunState, node_name, pool_label
+from ... import telemetry
+from ...aws import instances as ec2_instances
+from ...aws import launchtemplates
+from ...aws.ownership import GONE_STATES, classify
+from ...disruption.decisions import ORPHANED
+from ...k8s import nodes as k8s_nodes
+from .state import RunState, node_name, pool_label
 
 # Launch templates younger than this are kept: another function may be launching with one.
 TEMPLATE_MIN_AGE_SECONDS = 600.0

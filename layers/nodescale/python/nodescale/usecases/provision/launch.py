@@ -21,18 +21,18 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
-from .. import clock, telemetry
-from ..aws import instances as ec2_instances
-from ..aws import launchfailures
-from ..aws.fleet import LaunchResult
-from ..aws.launchfailures import LaunchFailure
-from ..k8s import events as k8s_events
-from ..model.instancetype import InstanceType
-from ..model.pod import Pod
-from ..runtime import Runtime
-from ..scheduling import NodeClaim
-from ..settings import SettingsError
-from .world import World
+from ... import clock, telemetry
+from ...aws import instances as ec2_instances
+from ...aws import launchfailures
+from ...aws.fleet import LaunchResult
+from ...aws.launchfailures import LaunchFailure
+from ...k8s import events as k8s_events
+from ...model.instancetype import InstanceType
+from ...model.pod import Pod
+from ...runtime import Runtime
+from ...scheduling import NodeClaim
+from ...settings import SettingsError
+from ..world import World
 
 log = logging.getLogger(__name__)
 

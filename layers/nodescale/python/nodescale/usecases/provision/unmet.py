@@ -27,18 +27,18 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.exceptions import ApiException
 
-from .. import telemetry
-from ..k8s import events as k8s_events
-from ..k8s import nodes as k8s_nodes
-from ..k8s.raw import path_segment, request_json
-from ..model.pod import Pod
-from ..model.taints import Taint, TaintError, tolerates_all
-from ..scheduling.templates import daemon_requirements, labels_satisfy
-from .provision_launch import NOMINATED, pending_since
-from .world import TRANSIENT_TAINT_KEYS, World
+from ... import telemetry
+from ...k8s import events as k8s_events
+from ...k8s import nodes as k8s_nodes
+from ...k8s.raw import path_segment, request_json
+from ...model.pod import Pod
+from ...model.taints import Taint, TaintError, tolerates_all
+from ...scheduling.templates import daemon_requirements, labels_satisfy
+from ..world import TRANSIENT_TAINT_KEYS, World
+from .launch import NOMINATED, pending_since
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
+    from ...runtime import Runtime
 
 log = logging.getLogger(__name__)
 

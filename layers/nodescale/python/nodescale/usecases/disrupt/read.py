@@ -10,22 +10,19 @@ from datetime import datetime
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .. import clock, telemetry
-from ..aws import instances as ec2_instances
-from ..disruption.consolidation import Simulator
-from ..disruption.drift import Drifted
-from ..disruption.gauges import cluster_gauges
-from ..disruption.nodes import NodeView
-from ..disruption.simulator import bin_packing_simulator
-
-# Re-exported: callers have long imported it from here.
-from ..disruption.simulator import replacement_from_claim as replacement_from_claim
-from ..model import labels as wk
-from ..model import resources as res
-from ..model.pod import Pod
-from ..scheduling import solve
-from .disrupt_run import IMPAIRED_SINCE, RunState, node_name, pool_label
-from .world import World
+from ... import clock, telemetry
+from ...aws import instances as ec2_instances
+from ...disruption.consolidation import Simulator
+from ...disruption.drift import Drifted
+from ...disruption.gauges import cluster_gauges
+from ...disruption.nodes import NodeView
+from ...disruption.simulator import bin_packing_simulator
+from ...model import labels as wk
+from ...model import resources as res
+from ...model.pod import Pod
+from ...scheduling import solve
+from ..world import World
+from .state import IMPAIRED_SINCE, RunState, node_name, pool_label
 
 
 def buffer_placement(world: World, exclude: Iterable[str] = ()) -> dict[str, list[Pod]]:

@@ -37,14 +37,15 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 
-from .. import telemetry
-from ..aws import queue_retry
-from ..aws.idempotency import EventRecords
-from ..interruption import events, queue
-from ..runtime import Runtime
-from ..settings import Settings
-from . import interrupt, zonal_shift
-from .world import World
+from ... import telemetry
+from ...aws import queue_retry
+from ...aws.idempotency import EventRecords
+from ...interruption import events, queue
+from ...runtime import Runtime
+from ...settings import Settings
+from ..world import World
+from . import handle as interrupt
+from . import zonal_shift
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +222,3 @@ def _act_together(
         except Exception:
             # Acted on already: a repeat would do no harm (a tainted node is not marked again), so not a failure.
             log.exception("saving an event's summary failed", extra={"message_id": record.message_id})
-
-
-__all__ = ["EVENTS", "FAILURES", "process_batch"]

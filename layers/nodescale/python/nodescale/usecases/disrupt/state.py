@@ -16,18 +16,18 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from .. import clock, telemetry
-from ..disruption.decisions import UNHEALTHY
-from ..k8s import events as k8s_events
-from ..k8s import nodes as k8s_nodes
-from ..model.currency import USD, currency_of
-from ..model.nodelabels import pool_key
-from ..model.pod import Pod
-from ..runtime import Runtime
-from .terminate import TerminationBatch, TerminationStep
-from .world import World
+from ... import clock, telemetry
+from ...disruption.decisions import UNHEALTHY
+from ...k8s import events as k8s_events
+from ...k8s import nodes as k8s_nodes
+from ...model.currency import USD, currency_of
+from ...model.nodelabels import pool_key
+from ...model.pod import Pod
+from ...runtime import Runtime
+from ..terminate import TerminationBatch, TerminationStep
+from ..world import World
 
-log = logging.getLogger("nodescale.usecases.disrupt")
+log = logging.getLogger("nodescale.usecases.disrupt.run")
 
 # Written on a node being disrupted: why, since when, and the instances replacing it.
 REASON_ANNOTATION = "nodescale.io/disruption-reason"

@@ -23,38 +23,32 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import telemetry
-from ..aws import catalog as catalogs
-from ..aws import instances as ec2_instances
-from ..aws import leases
-from ..k8s import events as k8s_events
-from ..k8s import podcache
-from ..k8s.watch import watch_pending_pods
-from ..model import resources as res
-from ..model.instancetype import InstanceType
-from ..model.pod import Pod
-from ..runtime import Runtime
-from ..scheduling import ExistingNode, NodeClaim, Plan, solve
-from ..scheduling.static import static_claim
-from . import node_registration
+from ... import telemetry
+from ...aws import catalog as catalogs
+from ...aws import instances as ec2_instances
+from ...aws import leases
+from ...k8s import events as k8s_events
+from ...k8s import podcache
+from ...k8s.watch import watch_pending_pods
+from ...model import resources as res
+from ...model.instancetype import InstanceType
+from ...model.pod import Pod
+from ...runtime import Runtime
+from ...scheduling import ExistingNode, NodeClaim, Plan, solve
+from ...scheduling.static import static_claim
+from ..world import World, read_world
+from . import registration as node_registration
 from .cluster_budget import ClusterBudget
-from .provision_launch import (
-    FAILED_SCHEDULING,
-    MAX_FLEET_COUNT,
-    NOMINATED,
-    Launch,
+from .launch import (
     LaunchOutcome,
     Retry,
     launch_admitted,
-    launch_key,
     merge,
-    nomination_message,
     pending_since,
     planned_launch,
     warn_unschedulable,
 )
 from .unmet import report_unmet, unmet_pods
-from .world import World, in_flight_instance, read_world
 
 log = logging.getLogger(__name__)
 
@@ -551,20 +545,3 @@ def _static(rt: Runtime, world: World, summary: Summary, dry_run: bool) -> None:
     for code, n in outcome.errors.items():
         summary.data["errors"][code] = summary.data["errors"].get(code, 0) + n
     summary.add_failing(outcome)
-
-
-__all__ = [
-    "FAILED_SCHEDULING",
-    "MAX_FLEET_COUNT",
-    "NOMINATED",
-    "Launch",
-    "LaunchOutcome",
-    "in_flight_instance",
-    "launch_capacity",
-    "keep_static_capacity",
-    "launch_key",
-    "nomination_message",
-    "pending_since",
-    "provision_once",
-    "provision_watch",
-]

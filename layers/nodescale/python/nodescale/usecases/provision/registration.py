@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.exceptions import ApiException
 
-from ..k8s import nodes as k8s_nodes
-from ..model import labels as wk
-from ..model.instancetype import InstanceType
-from ..model.nodepool import NodePool
-from .world import TRANSIENT_TAINT_KEYS, World
+from ...k8s import nodes as k8s_nodes
+from ...model import labels as wk
+from ...model.instancetype import InstanceType
+from ...model.nodepool import NodePool
+from ..world import TRANSIENT_TAINT_KEYS, World
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
+    from ...runtime import Runtime
 
 log = logging.getLogger(__name__)
 

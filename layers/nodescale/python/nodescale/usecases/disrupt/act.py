@@ -17,15 +17,18 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
-from .. import clock, telemetry
-from ..disruption.consolidation import Replacement
-from ..disruption.decisions import Action, Blocked, Blocker, Decision
-from ..disruption.nodes import NodeView
-from ..k8s import events as k8s_events
-from ..k8s import nodes as k8s_nodes
-from ..model.currency import localize
-from ..model.nodelabels import pool_key
-from .disrupt_run import (
+from ... import clock, telemetry
+from ...disruption.consolidation import Replacement
+from ...disruption.decisions import Action, Blocked, Blocker, Decision
+from ...disruption.nodes import NodeView
+from ...k8s import events as k8s_events
+from ...k8s import nodes as k8s_nodes
+from ...model.currency import localize
+from ...model.nodelabels import pool_key
+from ..provision.provisioner import launch_capacity
+from ..terminate import TERMINATING, TerminationStep, continue_termination
+from ..world import in_flight_instance
+from .state import (
     EVENT_BLOCKED,
     EVENT_DECISION,
     EVENT_REPLACEMENT_FAILED,
@@ -42,9 +45,6 @@ from .disrupt_run import (
     node_name,
     replacement_ids,
 )
-from .provision import launch_capacity
-from .terminate import TERMINATING, TerminationStep, continue_termination
-from .world import in_flight_instance
 
 # -- what is under way ----------------------------------------------------------------------------------------
 

@@ -22,17 +22,17 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.exceptions import ApiException
 
-from ..k8s.raw import path_segment, request_json
-from ..model.pod import DEFAULT_SCHEDULER, Pod
-from ..model.quantity import QuantityError
-from ..model.requirements import RequirementError
-from ..model.taints import TaintError
-from . import provision
-from .provision_launch import LaunchOutcome
-from .world import World, in_flight_instance, read_world
+from ...k8s.raw import path_segment, request_json
+from ...model.pod import DEFAULT_SCHEDULER, Pod
+from ...model.quantity import QuantityError
+from ...model.requirements import RequirementError
+from ...model.taints import TaintError
+from ..world import World, in_flight_instance, read_world
+from . import provisioner as provision
+from .launch import LaunchOutcome
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
+    from ...runtime import Runtime
 
 # Verdicts, from "nothing to do" to "nodescale cannot help".
 BOUND = "bound"

@@ -23,48 +23,35 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from .. import clock, telemetry
-from ..disruption import planner
-from ..disruption.gauges import cluster_gauges
-from ..disruption.nodes import EMPTY_SINCE, PODS_CHANGED, NodeView
-from ..k8s import events as k8s_events
-from ..model.currency import localize
-from ..model.pod import DO_NOT_DISRUPT, Pod, invalid_do_not_disrupt
-from ..runtime import Runtime
-from . import disrupt_slices
-from .disrupt_act import act, drain, finish_under_way, flush_terminations, refused
-from .disrupt_cleanup import TEMPLATE_MIN_AGE_SECONDS, clean_up
-from .disrupt_read import (
+from ... import clock, telemetry
+from ...disruption import planner
+from ...disruption.context import Inputs, Outcome
+from ...disruption.gauges import cluster_gauges
+from ...disruption.nodes import EMPTY_SINCE, PODS_CHANGED, NodeView
+from ...k8s import events as k8s_events
+from ...model.currency import localize
+from ...model.pod import DO_NOT_DISRUPT, Pod, invalid_do_not_disrupt
+from ...runtime import Runtime
+from ..world import read_world
+from . import slices as disrupt_slices
+from .act import act, drain, finish_under_way, flush_terminations, refused
+from .cleanup import clean_up
+from .read import (
     buffer_placement,
     cloud_drift,
     emit_gauges,
     impaired_since,
     node_views,
-    replacement_from_claim,
     simulator,
 )
-from .disrupt_run import (
+from .slices import FanOut, Slice
+from .state import (
     DEFAULT_RUN_SECONDS,
-    EVENT_BLOCKED,
-    EVENT_DECISION,
     EVENT_INVALID_DO_NOT_DISRUPT,
-    EVENT_REPLACEMENT_FAILED,
-    EVENT_REPLACING,
-    EVENT_TERMINATED,
-    EVENT_WINDOW_SECONDS,
-    FORCEFUL,
-    IMPAIRED_SINCE,
     MAX_ANNOTATION_EVENTS,
     MAX_REFUSAL_EVENTS,
-    REASON_ANNOTATION,
-    REPLACEMENT_ANNOTATION,
-    STARTED_ANNOTATION,
-    Report,
     RunState,
-    replacement_ids,
 )
-from .disrupt_slices import FanOut, Slice
-from .world import read_world
 
 # Single-node consolidation stops trying after this share of the run's time.
 CONSOLIDATION_SHARE = 0.25
@@ -81,7 +68,7 @@ def decide(run: RunState, in_progress: set[str], protected: set[str], pools: fro
     run.report.gauges = cluster_gauges(views, capacities, world.nodepools).to_dict()
     emit_gauges(views, capacities, world)
     skip = in_progress | protected
-    inputs = planner.Inputs(
+    inputs = Inputs(
         now=world.now,
         nodepools=world.nodepools,
         views=views,
@@ -126,7 +113,7 @@ def warn_invalid_annotations(run: RunState, views: Iterable[NodeView], pools: fr
         run.log.warning(note)
 
 
-def apply(run: RunState, outcome: planner.Outcome, views: Mapping[str, NodeView]) -> None:
+def apply(run: RunState, outcome: Outcome, views: Mapping[str, NodeView]) -> None:
     """The outcome's bookkeeping (empty-since and pod-set marks), notes and refusals, then its decisions, in that order."""
     for name in outcome.mark_empty:
         run.annotate(name, {EMPTY_SINCE: clock.format_timestamp(run.world.now)})
@@ -224,30 +211,3 @@ def _summary(run: RunState) -> dict[str, Any]:
     summary = run.report.to_dict()
     telemetry.logger().info("disruption summary", extra={"summary": summary})
     return summary
-
-
-__all__ = [
-    "CONSOLIDATION_SHARE",
-    "DEFAULT_RUN_SECONDS",
-    "EVENT_BLOCKED",
-    "EVENT_DECISION",
-    "EVENT_INVALID_DO_NOT_DISRUPT",
-    "EVENT_REPLACEMENT_FAILED",
-    "EVENT_REPLACING",
-    "EVENT_TERMINATED",
-    "EVENT_WINDOW_SECONDS",
-    "FORCEFUL",
-    "IMPAIRED_SINCE",
-    "MAX_ANNOTATION_EVENTS",
-    "MAX_REFUSAL_EVENTS",
-    "REASON_ANNOTATION",
-    "REPLACEMENT_ANNOTATION",
-    "STARTED_ANNOTATION",
-    "TEMPLATE_MIN_AGE_SECONDS",
-    "Report",
-    "RunState",
-    "decide",
-    "disrupt_once",
-    "replacement_from_claim",
-    "replacement_ids",
-]

@@ -18,12 +18,12 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from .. import clock, telemetry
-from ..aws import catalog as ec2_catalog
-from ..aws import zonalshifts
-from ..interruption.actions import zone_shift_ignored
-from ..interruption.intents import Ignored, ZoneShift
-from ..runtime import Runtime
+from ... import clock, telemetry
+from ...aws import catalog as ec2_catalog
+from ...aws import zonalshifts
+from ...interruption.actions import zone_shift_ignored
+from ...interruption.intents import Ignored, ZoneShift
+from ...runtime import Runtime
 
 log = logging.getLogger(__name__)
 

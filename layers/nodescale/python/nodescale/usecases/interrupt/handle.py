@@ -41,22 +41,23 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .. import clock, telemetry
-from ..aws.idempotency import once_per_event
-from ..aws.ownership import OwnedInstance, classify
-from ..interruption import actions, events, queue
-from ..interruption.actions import Outcome, Reason, Step, action_for
-from ..k8s import listing
-from ..k8s import nodes as k8s_nodes
-from ..k8s.events import EventRecorder
-from ..model.node import trust_nodes
-from ..model.nodepool import NodePool
-from ..runtime import Runtime
-from ..settings import Settings
-from . import interrupt_actions as act
-from . import terminate, zonal_shift
-from .interrupt_actions import InstanceReport, Work, pods_to_move
-from .world import World, read_nodes_and_pods, read_world
+from ... import clock, telemetry
+from ...aws.idempotency import once_per_event
+from ...aws.ownership import OwnedInstance, classify
+from ...interruption import actions, events, queue
+from ...interruption.actions import Outcome, Reason, Step, action_for
+from ...k8s import listing
+from ...k8s import nodes as k8s_nodes
+from ...k8s.events import EventRecorder
+from ...model.node import trust_nodes
+from ...model.nodepool import NodePool
+from ...runtime import Runtime
+from ...settings import Settings
+from .. import terminate
+from ..world import World, read_nodes_and_pods, read_world
+from . import actions as act
+from . import zonal_shift
+from .actions import InstanceReport, Work
 
 
 def read_world_cached(rt: Runtime) -> World:
@@ -79,7 +80,6 @@ RECORDED = Outcome.RECORDED
 NOTHING = Outcome.NOTHING
 IGNORED = Outcome.IGNORED
 
-_Work = Work  # the name this module's callers and tests have used
 
 
 # ------------------------------------------------------------------------------------------ entry points
@@ -100,7 +100,7 @@ def process(
     ``runtime`` is only called for an event worth acting on, so bad input needs no clients at all.
     """
     if queue.is_batch(event):
-        from .interrupt_batch import process_batch  # it builds on this module
+        from .batch import process_batch  # it builds on this module
 
         return process_batch(event, settings, runtime, account=account,  # type: ignore[arg-type]
                              deadline_monotonic=deadline_monotonic, lambda_context=lambda_context)
@@ -339,21 +339,3 @@ def _pool(world: World, item: Work) -> NodePool | None:
 
 def _rebalance_opted_in(world: World, item: Work) -> bool:
     return actions.rebalance_opted_in(item.node, _pool(world, item))
-
-
-__all__ = [
-    "DEFAULT_DRAIN_SECONDS",
-    "DRAINED",
-    "DRAINING",
-    "IGNORED",
-    "NOTHING",
-    "RECORDED",
-    "REBALANCE_ANNOTATION",
-    "REBALANCE_INTERRUPT",
-    "InstanceReport",
-    "handle_event",
-    "handle_events",
-    "ignored_summary",
-    "pods_to_move",
-    "process",
-]

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..model import resources as res
-from ..model.quantity import QuantityError, format_bytes, format_cpu, to_int, to_milli
-from ..scheduling.plan import ExistingNode
-from ..settings import CLUSTER_LIMITS, SettingsError
+from ...model import resources as res
+from ...model.quantity import QuantityError, format_bytes, format_cpu, to_int, to_milli
+from ...scheduling.plan import ExistingNode
+from ...settings import CLUSTER_LIMITS, SettingsError
 
 PRICE = "pricePerHour"
 NODES = "nodes"
