@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "layers" / "nodescale" / "python"))
 
-from nodescale.aws.catalog_facts import FIELDS, TypeFacts, facts_from_describe  # noqa: E402
+from nodescale.model.catalog_facts import FIELDS, TypeFacts, facts_from_describe  # noqa: E402
 
 DATA = ROOT / "layers" / "nodescale" / "python" / "nodescale" / "data"
 PRICES = DATA / "ec2-on-demand-prices.json"

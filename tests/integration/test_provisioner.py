@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nodescale.aws import nodecost
+from nodescale.aws import pricing
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
+from nodescale.model import nodecost
 from nodescale.runtime import Runtime
 from nodescale.usecases.provision import provisioner as provisioning
 from nodescale.usecases.status import read_status
@@ -272,7 +273,7 @@ def test_a_windows_node_is_priced_with_its_license(sim: Environment, rt: Runtime
     linux = next(it for it in world.catalog if it.name == labels["node.kubernetes.io/instance-type"])
     [offering] = [o for o in linux.offerings
                   if o.zone == labels["topology.kubernetes.io/zone"] and o.capacity_type == "on-demand"]
-    volumes = nodecost.volumes_per_hour(data["BlockDeviceMappings"], rt.settings.region)
+    volumes = nodecost.volumes_per_hour(data["BlockDeviceMappings"], pricing.ebs_prices(rt.settings.region))
     # AWS's Windows Server charge per vCPU-hour, as bundled (tests/unit/test_pricing.py checks its source).
     license_charge = int(linux.labels["karpenter.k8s.aws/instance-cpu"]) * 0.046
     [node] = [n for n in read_status(rt, world).nodes if n.nodepool == "windows2022"]

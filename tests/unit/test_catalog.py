@@ -11,9 +11,9 @@ import moto
 import pytest
 
 from nodescale.aws import catalog, pricing
-from nodescale.aws.catalog_facts import TypeFacts, facts_from_describe
 from nodescale.model import labels as wk
 from nodescale.model import resources as res
+from nodescale.model.catalog_facts import TypeFacts, facts_from_describe
 from nodescale.model.instancetype import WindowsFamilyError, windows_build
 from nodescale.model.nodepool import KubeletSettings
 from nodescale.model.requirements import Requirement, Requirements

@@ -6,7 +6,14 @@ import importlib.util
 from pathlib import Path
 
 from nodescale.commands import disrupt
-from nodescale.disruption.drift import Drifted, DriftKind, template_drift
+from nodescale.disruption.drift import (
+    Drifted,
+    DriftKind,
+    LaunchedWith,
+    NodeClassNow,
+    cloud_drift,
+    template_drift,
+)
 from nodescale.disruption.gauges import cluster_gauges
 from nodescale.disruption.nodes import NodeView
 from nodescale.model.nodepool import NodePool
@@ -141,3 +148,28 @@ def test_text_shows_savings_in_the_regions_currency() -> None:
                               "detail": "empty for 31s"}]}
     text = disrupt.to_text(summary)
     assert "a: delete (Empty, saves ¥1.5000/h)" in text and text.endswith("Would save ¥1.5000/h in total\n")
+
+
+NOW = NodeClassNow(frozenset({"ami-new"}), frozenset({"subnet-a"}), frozenset({"sg-b", "sg-a"}))
+
+
+def test_cloud_drift_checks_image_then_subnet_then_the_settings_hash_in_karpenters_order():
+    """#29.4: the cloud drift decision, moved from Launcher.drift into the core, decides without AWS;
+    the templates' hashes are asked for only when image and subnet still match."""
+    asked: list[bool] = []
+
+    def hashes() -> set[str]:
+        asked.append(True)
+        return {"h-now"}
+
+    both = LaunchedWith("ami-old", "subnet-gone", "h-old", ("sg-a",))
+    assert cloud_drift(both, NOW, hashes).kind is DriftKind.AMI and not asked
+    moved = LaunchedWith("ami-new", "subnet-gone", "h-old", ("sg-a",))
+    assert cloud_drift(moved, NOW, hashes).kind is DriftKind.SUBNET and not asked
+    groups = LaunchedWith("ami-new", "subnet-a", "h-old", ("sg-a",))
+    assert cloud_drift(groups, NOW, hashes) == Drifted(
+        DriftKind.SECURITY_GROUP, "security groups sg-a are no longer the selected ones (sg-a, sg-b)")
+    same = LaunchedWith("ami-new", "subnet-a", "h-old", ("sg-b", "sg-a"))
+    assert cloud_drift(same, NOW, hashes).kind is DriftKind.NODE_CLASS
+    assert cloud_drift(LaunchedWith("ami-new", "subnet-a", "h-now", ()), NOW, hashes) is None
+    assert cloud_drift(LaunchedWith("", "", None, ()), NOW, hashes) is None and len(asked) == 3

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodescale.config.fields import FieldError, duration
-from nodescale.k8s import drain
+from nodescale.disruption import drain_policy
 from nodescale.model.durations import (
     MAX_NANOSECONDS,
     MIN_NANOSECONDS,
@@ -144,7 +144,7 @@ def test_a_pods_own_int64_grace_period_means_delete_now_at_the_nodes_deadline() 
     # OverflowError in the drain (deadline minus the pod's own grace).
     pod = {"metadata": {"name": "p", "namespace": "default"},
            "spec": {"terminationGracePeriodSeconds": 2**63 - 1}}
-    due = drain.pod_delete_time(pod, NOW)
+    due = drain_policy.pod_delete_time(pod, NOW)
     assert due is not None and due <= NOW
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from nodescale.k8s import drain, listing
+from nodescale.disruption import drain_policy
+from nodescale.k8s import listing
 from nodescale.k8s.compact import compact_pod
 from nodescale.model.pod import Pod, started_at
 
@@ -97,7 +98,7 @@ def test_every_decision_reads_the_same_pod_after_compaction(node: str | None) ->
     applied = raw["metadata"]["annotations"].pop("kubectl.kubernetes.io/last-applied-configuration")
     assert typed(kept) == typed(raw) and applied
     assert started_at(kept) == started_at(raw)
-    assert drain.skip_reason(kept) == drain.skip_reason(raw)
+    assert drain_policy.skip_reason(kept) == drain_policy.skip_reason(raw)
     assert listing.is_provisionable(kept) == listing.is_provisionable(raw)
     assert kept["spec"]["volumes"] == raw["spec"]["volumes"]
     assert kept["spec"]["containers"][0]["ports"] == raw["spec"]["containers"][0]["ports"]

@@ -1,4 +1,4 @@
-"""Pure rules of the Kubernetes adapter: which pods count, which pods a drain leaves, node facts, batching."""
+"""Pure rules of the Kubernetes adapter: which pods count, when a drain began, node facts, batching."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from nodescale.k8s.drain import DrainResult, drain_started_at, has_do_not_disrupt, skip_reason
+from nodescale.k8s.drain import drain_started_at
 from nodescale.k8s.events import ObjectRef, event_name
 from nodescale.k8s.listing import group_by_node, is_provisionable
 from nodescale.k8s.nodes import instance_id, parse_provider_id, provider_id, readiness
@@ -53,52 +53,6 @@ def test_group_by_node_leaves_unbound_pods_out():
     pods = [pending("a", spec__nodeName="n1"), pending("b", spec__nodeName="n1"), pending("c"), pending("d", spec__nodeName="n2")]
     grouped = group_by_node(pods)
     assert {k: [p["metadata"]["name"] for p in v] for k, v in grouped.items()} == {"n1": ["a", "b"], "n2": ["d"]}
-
-
-def running(name="r", **meta) -> dict:
-    return {
-        "metadata": {"name": name, "namespace": "default", **meta},
-        "spec": {"nodeName": "n1"},
-        "status": {"phase": "Running"},
-    }
-
-
-@pytest.mark.parametrize(
-    ("pod", "reason"),
-    [
-        ({**running(), "status": {"phase": "Succeeded"}}, "finished"),
-        (running(annotations={"kubernetes.io/config.mirror": "abc"}), "mirror"),
-        (running(ownerReferences=[{"kind": "DaemonSet", "name": "x"}]), "DaemonSet"),
-        (running(ownerReferences=[{"kind": "Node", "name": "n1"}]), "static"),
-        ({**running(), "spec": {"tolerations": [{"operator": "Exists"}]}}, "tolerates"),
-        ({**running(), "spec": {"tolerations": [{"key": "karpenter.sh/disrupted", "operator": "Exists"}]}}, "tolerates"),
-    ],
-)
-def test_pods_a_drain_leaves_on_the_node(pod, reason):
-    assert reason in (skip_reason(pod) or "")
-
-
-def test_pods_a_drain_removes():
-    assert skip_reason(running()) is None
-    other_toleration = {**running(), "spec": {"tolerations": [{"key": "other", "operator": "Exists"}]}}
-    assert skip_reason(other_toleration) is None
-
-
-def test_do_not_disrupt_annotations():
-    assert has_do_not_disrupt(running(annotations={"karpenter.sh/do-not-disrupt": "true"}))
-    assert has_do_not_disrupt(running(annotations={"karpenter.sh/do-not-evict": "true"}))
-    assert not has_do_not_disrupt(running(annotations={"karpenter.sh/do-not-disrupt": "false"}))
-    assert not has_do_not_disrupt(running())
-
-
-def test_drain_result_is_empty_only_when_nothing_is_left_to_wait_for():
-    assert DrainResult("n1").empty
-    assert not DrainResult("n1", evicted=["a"], in_flight=["a"]).empty
-    assert not DrainResult("n1", blocked_by_pdb=["a"]).empty
-    assert not DrainResult("n1", terminating=["a"]).empty
-    assert DrainResult("n1", skipped={"a": "DaemonSet pod"}).empty
-    total = DrainResult("n1", evicted=["a"], in_flight=["a"]).merge(DrainResult("n1"))
-    assert total.empty and total.evicted == ["a"]
 
 
 def test_drain_start_is_read_from_the_taint():

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from nodescale.aws import nodecost
+from nodescale.aws import pricing
 from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.instances import ManagedInstance
 from nodescale.commands.plan import plan_paths
 from nodescale.config import load, parse_documents
 from nodescale.disruption.simulator import replacement_from_claim
+from nodescale.model import nodecost
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.usecases.disrupt.read import node_views
 from nodescale.usecases.world import World, _prepare_types
@@ -138,8 +139,12 @@ def test_the_root_volume_size_and_type_change_a_nodes_price(tmp_path):
 
 def test_a_region_without_ebs_prices_borrows_us_east_1s():
     mappings = [{"Ebs": {"VolumeSize": 10, "VolumeType": "gp2"}}]
-    assert nodecost.volumes_per_hour(mappings, "eu-west-9") == nodecost.volumes_per_hour(mappings, "us-east-1")
-    assert nodecost.volumes_per_hour(mappings, "us-gov-west-1") > nodecost.volumes_per_hour(mappings, "us-east-1")
+
+    def volumes(region: str) -> float:
+        return nodecost.volumes_per_hour(mappings, pricing.ebs_prices(region))
+
+    assert volumes("eu-west-9") == volumes("us-east-1")
+    assert volumes("us-gov-west-1") > volumes("us-east-1")
 
 
 def test_consolidation_reads_the_price_planning_compares(tmp_path):
@@ -169,8 +174,8 @@ def test_consolidation_reads_the_price_planning_compares(tmp_path):
 def test_the_volume_price_keeps_every_other_field_of_an_offering() -> None:
     # A pod selecting topology.k8s.aws/zone-id matches the offering's zone id: adding the volume's price
     # must not lose it (it did, and such pods were never launched for).
-    from nodescale.aws.nodecost import with_node_cost
     from nodescale.model.instancetype import InstanceType, Offering
+    from nodescale.model.nodecost import with_node_cost
 
     it = InstanceType("m5.large", {}, {"cpu": 2000}, {}, (Offering("us-east-1a", "on-demand", 0.096, True, "use1-az6"),))
     (priced,) = with_node_cost([it], 0.002)

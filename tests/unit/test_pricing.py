@@ -10,7 +10,7 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from nodescale.aws import catalog, nodecost, pricing
+from nodescale.aws import catalog, pricing
 
 
 @pytest.fixture(autouse=True)
@@ -248,4 +248,4 @@ def test_cn_northwest_1_is_in_the_catalog_priced_from_cn_north_1_in_cny(caplog):
     }
     assert set(types) == {it.name for it in catalog.bundled_catalog("cn-north-1")}
     assert any("cn-northwest-1" in r.getMessage() and "cn-north-1 prices" in r.getMessage() for r in caplog.records)
-    assert nodecost.ebs_prices("cn-northwest-1") == nodecost.ebs_prices("cn-north-1")
+    assert pricing.ebs_prices("cn-northwest-1") == pricing.ebs_prices("cn-north-1")

@@ -28,12 +28,12 @@ from typing import Any
 
 from .. import clock
 from ..model import labels as wk
+from ..model import overhead as oh
 from ..model import resources as res
+from ..model.catalog_facts import TypeFacts, facts_from_describe, gpu_resource
 from ..model.instancetype import InstanceType, Offering, windows_build
 from ..model.nodepool import KubeletSettings
-from . import overhead as oh
 from . import pricing
-from .catalog_facts import TypeFacts, facts_from_describe, gpu_resource
 
 log = logging.getLogger(__name__)
 

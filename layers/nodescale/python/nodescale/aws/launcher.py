@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..disruption.drift import Drifted, DriftKind
+from ..disruption.drift import Drifted, LaunchedWith, NodeClassNow, cloud_drift
 from ..model import labels as wk
 from ..model.instancetype import InstanceType, windows_build
 from ..model.nodepool import NodeClass, NodePool
@@ -183,27 +183,16 @@ class Launcher:
         return {t.spec.name for t in self.templates(nodepool, node_class)}
 
     def drift(self, instance: ManagedInstance, nodepool: NodePool, node_class: NodeClass) -> Drifted | None:
-        """Why an instance no longer matches its node class, or None when it does: the checks and their order
-        are karpenter-provider-aws's ``IsDrifted`` (AMI, subnet, security groups, then the static fields).
-
-        Security groups are looked at only once the settings hash (which holds the resolved group ids) has
-        changed: EC2 answers with the groups an instance has, moto with its VPC's default group."""
+        """Why an instance no longer matches its node class, or None (``disruption.drift.cloud_drift``
+        decides; this reads what the node class resolves to, and renders its templates only if asked)."""
         res = self.resources(node_class)
-        if instance.image_id and instance.image_id not in res.amis.image_ids:
-            now = ", ".join(sorted(res.amis.image_ids))
-            return Drifted(DriftKind.AMI, f"image {instance.image_id} is no longer selected (now {now})")
-        if instance.subnet_id and instance.subnet_id not in {s.id for s in res.subnets}:
-            return Drifted(DriftKind.SUBNET, f"subnet {instance.subnet_id} is no longer selected")
-        if instance.config_hash and instance.config_hash not in self.current_config_hashes(nodepool, node_class):
-            # The resolved groups are part of the settings hash: a changed hash with other groups than the
-            # instance has is SecurityGroupDrift; any other change to it is the node class's (NodeClassDrift).
-            wanted = sorted({g.id for g in res.security_groups})
-            if instance.security_group_ids and sorted(set(instance.security_group_ids)) != wanted:
-                return Drifted(DriftKind.SECURITY_GROUP, f"security groups {', '.join(instance.security_group_ids)} "
-                               f"are no longer the selected ones ({', '.join(wanted)})")
-            return Drifted(DriftKind.NODE_CLASS, "launch configuration changed "
-                           "(user data, labels, taints, IMDS, block devices or tags)")
-        return None
+        launched = LaunchedWith(instance.image_id, instance.subnet_id, instance.config_hash, instance.security_group_ids)
+        now = NodeClassNow(
+            image_ids=res.amis.image_ids,
+            subnet_ids=frozenset(s.id for s in res.subnets),
+            security_group_ids=frozenset(g.id for g in res.security_groups),
+        )
+        return cloud_drift(launched, now, lambda: self.current_config_hashes(nodepool, node_class))
 
     def _ensure(self, spec: launchtemplates.LaunchTemplateSpec) -> launchtemplates.LaunchTemplateRef:
         ref = self._templates.get(spec.name)

@@ -11,11 +11,12 @@ from datetime import datetime
 
 from ..model import capacityreservation as reservations_model
 from ..model import labels as wk
+from ..model import nodecost
 from ..model.capacityreservation import CapacityReservation
 from ..model.instancetype import InstanceType, WindowsFamilyError, windows_build
 from ..model.nodepool import NodeClass, NodePool
 from ..model.overlays import NodeOverlay, apply_overlays
-from . import ami, nodecost
+from . import ami, pricing
 from .catalog import with_kubelet
 from .launchtemplates import LaunchTemplateError, block_device_mappings
 
@@ -96,7 +97,7 @@ def _volumes_per_hour(nc: NodeClass, family: str, region: str | None) -> float:
         mappings = block_device_mappings(nc, family)
     except LaunchTemplateError as exc:
         raise PoolTypesError(str(exc)) from None  # it names the node class's source
-    return nodecost.volumes_per_hour(mappings or nodecost.UNKNOWN_ROOT_VOLUME, region)
+    return nodecost.volumes_per_hour(mappings or nodecost.UNKNOWN_ROOT_VOLUME, pricing.ebs_prices(region))
 
 
 def _root_volume_bytes(nc: NodeClass) -> int | None:

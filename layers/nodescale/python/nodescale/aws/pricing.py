@@ -13,6 +13,8 @@
   descriptions of DescribeSpotPriceHistory, else the Linux spot price plus the license (spot discounts
   the compute, not the license). The China regions have no published rate: there Windows is priced as
   Linux, logged once.
+- EBS volumes: the bundled per-GB-month table ``data/ebs-volume-prices.json`` (``ebs_prices``); a region
+  it lacks borrows us-east-1's prices (cn-north-1's in China), logged once.
 - A price below ``PRICE_FLOOR`` is no price: moto answers 0.00001 for every spot price, and no real
   instance costs less than the floor, so such values are dropped and the fallback is used.
 
@@ -37,6 +39,8 @@ log = logging.getLogger(__name__)
 PRICE_FLOOR = 0.0005
 SPOT_ESTIMATE_FRACTION = 0.4
 PRICES_FILE = "ec2-on-demand-prices.json"
+# Per-GB-month EBS prices by region and volume type; the file says its source and date.
+EBS_PRICES_FILE = "ebs-volume-prices.json"
 # The Price List API is served from these regions only; us-east-1 answers for every region but China.
 PRICING_API_REGIONS = ("us-east-1", "ap-south-1")
 LINUX = "linux"
@@ -104,6 +108,32 @@ def bundled_on_demand(region: str) -> dict[str, float]:
         )
         prices = regions[estimate_region(region)]
     return {k: float(v) for k, v in prices.items() if float(v) >= PRICE_FLOOR}
+
+
+@functools.cache
+def _ebs_table() -> dict[str, Any]:
+    return json.loads(read_data_file(EBS_PRICES_FILE))
+
+
+def ebs_source() -> str:
+    """Where the bundled EBS prices come from, and as of when."""
+    return str(_ebs_table().get("source", ""))
+
+
+def ebs_prices(region: str | None) -> dict[str, float]:
+    """Per-GB-month prices by volume type for a region (us-east-1's, or cn-north-1's for a China region,
+    where the table has none; logged once). ``model.nodecost.volumes_per_hour`` prices volumes with them."""
+    regions = _ebs_table()["regions"]
+    prices = regions.get(region or "")
+    if prices is None:
+        warn_once(
+            f"no-ebs:{region}",
+            "no bundled EBS prices for region %s; estimating from %s prices",
+            region,
+            estimate_region(region),
+        )
+        prices = regions[estimate_region(region)]
+    return {k: float(v) for k, v in prices.items()}
 
 
 def windows_license_source() -> str:

@@ -1,13 +1,15 @@
 """Drift a node shows against its NodePool's template: requirements, labels and taints.
 
-What the cloud side changes (image, subnets, security groups, user data, tags) is the launcher's
-business (``Launcher.drift``); this module compares the Node with what the pool would make today, and
-names every kind of drift (``DriftKind``) as Karpenter does.
+This module compares the Node with what the pool would make today (``template_drift``), and an
+instance with what its node class resolves to today (``cloud_drift``: image, subnets, security
+groups, the launch settings' hash); ``Launcher.drift`` only reads what the latter needs. It names every
+kind of drift (``DriftKind``) as Karpenter does.
 Weight, limits and disruption settings are not looked at: changing them changes no node.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -67,4 +69,50 @@ def template_drift(node: NodeView, pool: NodePool) -> Drifted | None:
     for taint in pool.taints:
         if (taint.key, taint.value, taint.effect) not in present:
             return Drifted(DriftKind.NODE_POOL, f"NodePool taint {taint} is missing on the node")
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchedWith:
+    """What an instance was launched with, as EC2 describes it ("", None or () where it says nothing)."""
+
+    image_id: str
+    subnet_id: str
+    config_hash: str | None
+    security_group_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClassNow:
+    """What the instance's node class resolves to in the account right now."""
+
+    image_ids: frozenset[str]
+    subnet_ids: frozenset[str]
+    security_group_ids: frozenset[str]
+
+
+def cloud_drift(
+    launched: LaunchedWith, now: NodeClassNow, current_hashes: Callable[[], Collection[str]]
+) -> Drifted | None:
+    """Why an instance no longer matches its node class, or None when it does: the checks and their order
+    are karpenter-provider-aws's ``IsDrifted`` (AMI, subnet, security groups, then the static fields).
+
+    ``current_hashes`` (the settings hashes the pool's templates carry today) is asked only when the
+    instance has a hash and neither image nor subnet drifted: rendering them is the costly part.
+    Security groups are looked at only once the settings hash (which holds the resolved group ids) has
+    changed: EC2 answers with the groups an instance has, moto with its VPC's default group."""
+    if launched.image_id and launched.image_id not in now.image_ids:
+        selected = ", ".join(sorted(now.image_ids))
+        return Drifted(DriftKind.AMI, f"image {launched.image_id} is no longer selected (now {selected})")
+    if launched.subnet_id and launched.subnet_id not in now.subnet_ids:
+        return Drifted(DriftKind.SUBNET, f"subnet {launched.subnet_id} is no longer selected")
+    if launched.config_hash and launched.config_hash not in current_hashes():
+        # The resolved groups are part of the settings hash: a changed hash with other groups than the
+        # instance has is SecurityGroupDrift; any other change to it is the node class's (NodeClassDrift).
+        wanted = sorted(now.security_group_ids)
+        if launched.security_group_ids and sorted(set(launched.security_group_ids)) != wanted:
+            return Drifted(DriftKind.SECURITY_GROUP, f"security groups {', '.join(launched.security_group_ids)} "
+                           f"are no longer the selected ones ({', '.join(wanted)})")
+        return Drifted(DriftKind.NODE_CLASS, "launch configuration changed "
+                       "(user data, labels, taints, IMDS, block devices or tags)")
     return None

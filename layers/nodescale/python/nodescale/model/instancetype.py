@@ -83,7 +83,7 @@ class InstanceType:
     operating_systems: frozenset[str] = frozenset({"linux"})
     _requirements: Requirements | None = field(default=None, repr=False)
     _allocatable: res.Resources | None = field(default=None, repr=False)
-    # What the provider built it from (nodescale.aws.catalog_facts.TypeFacts for EC2 types), so the
+    # What the provider built it from (nodescale.model.catalog_facts.TypeFacts for EC2 types), so the
     # capacity can be recomputed for other kubelet settings; None for kwok and benchmark types.
     facts: object | None = field(default=None, repr=False, compare=False)
     # What NodeOverlays changed on it for its pool ("price set by NodeOverlay half (-50%)"), for plan/explain.

@@ -39,6 +39,7 @@ from kubernetes.client.exceptions import ApiException
 from .. import clock
 from ..aws import instances as ec2_instances
 from ..aws.ownership import GONE_STATES, NOT_RUNNING_STATES, classify
+from ..disruption import drain_policy
 from ..k8s import drain as k8s_drain
 from ..k8s import nodes as k8s_nodes
 from ..k8s.events import WARNING, EventRecorder
@@ -72,7 +73,7 @@ class TerminationStep:
     state: str
     instance_id: str | None = None
     reason: str = ""
-    drain: k8s_drain.DrainResult | None = None
+    drain: drain_policy.DrainResult | None = None
     instance_terminated: bool = False  # this call terminated it
     node_deleted: bool = False  # the Node is gone (this call deleted it, or it already was)
     involuntary: bool = False
@@ -202,7 +203,7 @@ def continue_termination(
 
 def _drain(
     rt: Runtime, world: World, node: dict[str, Any], step: TerminationStep, pool_name: str | None
-) -> tuple[k8s_drain.DrainResult, bool]:
+) -> tuple[drain_policy.DrainResult, bool]:
     """One drain round for the step's node; also whether the pool's terminationGracePeriod is over, past
     which the node goes whatever is left on it (Karpenter v1)."""
     name = step.node
@@ -263,7 +264,7 @@ class TerminationBatch:
         return steps
 
 
-def _say_blocked(rt: Runtime, node: str, result: k8s_drain.DrainResult) -> None:
+def _say_blocked(rt: Runtime, node: str, result: drain_policy.DrainResult) -> None:
     """Warning events for the pods this round could not evict and for their node: a PodDisruptionBudget
     refusal says so as a do-not-disrupt one does, where `kubectl describe` shows it."""
     recorder = EventRecorder(rt.api)

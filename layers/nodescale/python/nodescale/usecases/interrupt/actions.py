@@ -20,9 +20,9 @@ from kubernetes.client.exceptions import ApiException
 
 from ... import clock, telemetry
 from ...aws.ownership import OwnedInstance
+from ...disruption import drain_policy
 from ...interruption.actions import NODE_EVENT_REASONS, Outcome, Reason
 from ...interruption.intents import Intent
-from ...k8s import drain as k8s_drain
 from ...k8s import nodes as k8s_nodes
 from ...k8s.events import WARNING, EventRecorder
 from ...model import labels as wk
@@ -142,7 +142,7 @@ def pods_to_move(world: World, node_name: str) -> list[Pod]:
     """The node's pods a drain will evict, as pending pods for the bin-packer."""
     out = []
     for pod in world.pods_by_node.get(node_name, []):
-        if pod.deleting or k8s_drain.skip_reason(pod.raw) is not None:
+        if pod.deleting or drain_policy.skip_reason(pod.raw) is not None:
             continue
         out.append(dataclasses.replace(pod, node_name="", phase="Pending"))
     return out
@@ -309,7 +309,7 @@ def _settle(active: dict[str, Work], item: Work, step: terminate.TerminationStep
         del active[item.name]
 
 
-def _note_drain(report: InstanceReport, result: k8s_drain.DrainResult) -> None:
+def _note_drain(report: InstanceReport, result: drain_policy.DrainResult) -> None:
     report.evicted = list(dict.fromkeys([*report.evicted, *result.evicted]))
     report.blocked_by_pdb = list(result.blocked_by_pdb)
     report.blocked_total += len(result.blocked_by_pdb)

@@ -6,26 +6,22 @@ node. The solver compares those prices, ``plan`` prints them, and consolidation 
 and its replacements' from the same types, so planning and consolidation agree on what a node costs.
 
 - Volumes: each EBS mapping of the node class (or the AMI family's default root volume), size x the
-  region's per-GB-month price for its volume type (``data/ebs-volume-prices.json``, which says its
-  source and date) / 730 hours a month. A region the table lacks borrows us-east-1's prices (logged once).
+  region's per-GB-month price for its volume type / 730 hours a month. The prices are the caller's: the
+  bundled table (``aws.pricing.ebs_prices``) is read by the adapter, so this module stays pure.
 - Burstable (T) types are used only when a pool names them (see ``names_burstable``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..model import labels as wk
-from ..model.instancetype import InstanceType
-from ..model.requirements import Requirements
-from . import pricing
+from . import labels as wk
+from .instancetype import InstanceType
+from .requirements import Requirements
 
-EBS_PRICES_FILE = "ebs-volume-prices.json"
 HOURS_PER_MONTH = 730  # AWS bills GB-months; its own calculators convert them at 730 hours
 DEFAULT_VOLUME_TYPE = "gp3"  # what EC2 gives a mapping without a VolumeType in a launch template
 # A Custom AMI brings its own mappings, which nodescale cannot see: it is priced like the common
@@ -44,35 +40,9 @@ _BURSTABLE_NAME = re.compile(r"^t[0-9]")
 _NAMING_KEYS = (wk.INSTANCE_TYPE, wk.INSTANCE_FAMILY, wk.INSTANCE_CATEGORY)
 
 
-@functools.cache
-def _ebs_table() -> dict[str, Any]:
-    return json.loads(pricing.read_data_file(EBS_PRICES_FILE))
-
-
-def ebs_source() -> str:
-    """Where the bundled EBS prices come from, and as of when."""
-    return str(_ebs_table().get("source", ""))
-
-
-def ebs_prices(region: str | None) -> dict[str, float]:
-    """Per-GB-month prices by volume type for a region (us-east-1's, or cn-north-1's for a China region,
-    where the table has none)."""
-    regions = _ebs_table()["regions"]
-    prices = regions.get(region or "")
-    if prices is None:
-        pricing.warn_once(
-            f"no-ebs:{region}",
-            "no bundled EBS prices for region %s; estimating from %s prices",
-            region,
-            pricing.estimate_region(region),
-        )
-        prices = regions[pricing.estimate_region(region)]
-    return {k: float(v) for k, v in prices.items()}
-
-
-def volumes_per_hour(mappings: Iterable[Mapping[str, Any]], region: str | None) -> float:
-    """What a node's EBS volumes cost per hour: each mapping's GiB at its type's price, over 730 hours."""
-    prices = ebs_prices(region)
+def volumes_per_hour(mappings: Iterable[Mapping[str, Any]], prices: Mapping[str, float]) -> float:
+    """What a node's EBS volumes cost per hour: each mapping's GiB at its type's per-GB-month price in
+    ``prices`` (by volume type), over 730 hours."""
     total = 0.0
     for mapping in mappings:
         ebs = mapping.get("Ebs") or {}

@@ -1,0 +1,188 @@
+"""The drain policy: which pods a drain evicts, leaves, waits for or deletes, with what grace, and how
+long to wait between rounds. Pure: the Kubernetes adapter (``k8s/drain``) lists pods, sends the
+evictions and deletes, and sleeps; both the interruption and the disruption use-cases drain through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..model.pod import do_not_disrupt, started_at
+from ..model.taints import Taint, Toleration
+from ..model.timestamps import shifted
+from .nodes import DISRUPTED_TAINT_KEY
+
+DEFAULT_POD_GRACE_SECONDS = 30  # Kubernetes' terminationGracePeriodSeconds when a pod sets none
+DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, "NoSchedule")
+# Backoff between rounds while pods are blocked: doubling from the first, up to the cap.
+FIRST_BACKOFF_SECONDS = 0.5
+MAX_BACKOFF_SECONDS = 8.0
+# Evictions just accepted need only a moment to finish.
+SETTLE_SECONDS = 0.25
+
+
+@dataclass
+class DrainResult:
+    node: str
+    evicted: list[str] = field(default_factory=list)  # eviction accepted (or pod deleted) this round
+    deleted: list[str] = field(default_factory=list)  # deleted directly: the forced part of `evicted`
+    blocked_by_pdb: list[str] = field(default_factory=list)
+    blocked_by_do_not_disrupt: list[str] = field(default_factory=list)
+    terminating: list[str] = field(default_factory=list)  # already shutting down; waited for, not evicted again
+    in_flight: list[str] = field(default_factory=list)  # evicted in the latest round, not seen gone yet
+    failed: dict[str, str] = field(default_factory=dict)  # pod -> error message, retried next round
+    skipped: dict[str, str] = field(default_factory=dict)  # pod -> why it is left on the node
+    retry_after: float = 0.0  # a server's Retry-After hint from a 429, seconds
+
+    @property
+    def remaining(self) -> list[str]:
+        """Pods that still have to leave the node after this round."""
+        return [
+            *self.blocked_by_pdb,
+            *self.blocked_by_do_not_disrupt,
+            *self.terminating,
+            *self.failed,
+            *self.in_flight,
+        ]
+
+    @property
+    def empty(self) -> bool:
+        """True when the round found nothing left to remove: the node can be deleted."""
+        return not self.remaining
+
+    def merge(self, later: DrainResult) -> DrainResult:
+        """Totals over several rounds: what was evicted ever, what blocks as of the later round."""
+        return DrainResult(
+            node=self.node,
+            evicted=_union(self.evicted, later.evicted),
+            deleted=_union(self.deleted, later.deleted),
+            blocked_by_pdb=later.blocked_by_pdb,
+            blocked_by_do_not_disrupt=later.blocked_by_do_not_disrupt,
+            terminating=later.terminating,
+            in_flight=later.in_flight,
+            failed=later.failed,
+            skipped=later.skipped,
+            retry_after=later.retry_after,
+        )
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "evicted": len(self.evicted),
+            "deleted": len(self.deleted),
+            "blockedByPdb": sorted(self.blocked_by_pdb),
+            "blockedByDoNotDisrupt": sorted(self.blocked_by_do_not_disrupt),
+            "terminating": len(self.terminating),
+            "failed": dict(self.failed),
+            "empty": self.empty,
+        }
+
+
+def _union(a: Iterable[str], b: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys([*a, *b]))
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+def skip_reason(pod: Mapping[str, Any]) -> str | None:
+    """Why a drain leaves this pod alone, or None when it has to go."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    phase = (pod.get("status") or {}).get("phase")
+    if phase in ("Succeeded", "Failed"):
+        return f"finished ({phase})"
+    if "kubernetes.io/config.mirror" in (meta.get("annotations") or {}):
+        return "mirror (static) pod"
+    owners = meta.get("ownerReferences") or []
+    if any(o.get("kind") == "DaemonSet" for o in owners):
+        return "DaemonSet pod"
+    if any(o.get("kind") == "Node" for o in owners):
+        return "static pod"
+    if any(Toleration.from_dict(t).tolerates(DISRUPTED_TAINT) for t in spec.get("tolerations") or []):
+        return f"tolerates {DISRUPTED_TAINT}"
+    return None
+
+
+def has_do_not_disrupt(pod: Mapping[str, Any], now: datetime | None = None) -> bool:
+    """Whether a drain leaves the pod in place for its do-not-disrupt annotation (see do_not_disrupt).
+
+    With ``now`` a duration ("30m") counts from the pod's start, as the planner counts it, so a pod whose
+    protection ran out is drained like any other; without, a duration counts as still running.
+    """
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    if now is None:
+        return do_not_disrupt(annotations) is not None
+    return do_not_disrupt(annotations, started_at(pod), now) is not None
+
+
+def pod_delete_time(pod: Mapping[str, Any], grace_deadline: datetime | None) -> datetime | None:
+    """When a drain bounded by the node's terminationGracePeriod deletes the pod outright, or None.
+
+    Karpenter v1 (``podDeleteTimeWithGracePeriod``): at the node's deadline minus the pod's own
+    terminationGracePeriodSeconds (30 s when unset, Kubernetes' default), so the pod still gets its full
+    shutdown time before the node goes; a pod asking for more than is left is deleted at once.
+    """
+    if grace_deadline is None:
+        return None
+    own = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    # A pod's own grace is any int64 the API server took: far past the deadline it is just "now".
+    return shifted(grace_deadline, -(int(own) if own is not None else DEFAULT_POD_GRACE_SECONDS))
+
+
+def sort_pods(
+    result: DrainResult,
+    candidates: Iterable[Mapping[str, Any]],
+    involuntary: bool,
+    grace_deadline: datetime | None,
+    now: datetime,
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """(pods to evict, pods whose grace-period delete time has come); the rest go into ``result``.
+    Pods to evict include do-not-disrupt ones when ``involuntary``."""
+    to_evict: list[Mapping[str, Any]] = []
+    to_delete: list[Mapping[str, Any]] = []
+    for pod in candidates:
+        key = pod_key(pod)
+        reason = skip_reason(pod)
+        due = pod_delete_time(pod, grace_deadline)
+        if reason:
+            result.skipped[key] = reason
+        elif (pod.get("metadata") or {}).get("deletionTimestamp"):
+            result.terminating.append(key)
+        elif due is not None and now >= due:
+            to_delete.append(pod)
+        elif has_do_not_disrupt(pod, now) and not involuntary:
+            result.blocked_by_do_not_disrupt.append(key)
+        else:
+            to_evict.append(pod)
+    return to_evict, to_delete
+
+
+def delete_grace_cap(grace_period_seconds: int | None, grace_deadline: datetime | None, now: datetime) -> int | None:
+    """The most termination grace a forced delete gives a pod: the caller's cap and what is left before
+    the node's grace deadline, whichever is smaller (None: no cap)."""
+    left = None if grace_deadline is None else max(0, int((grace_deadline - now).total_seconds()))
+    caps = [c for c in (grace_period_seconds, left) if c is not None]
+    return min(caps) if caps else None
+
+
+def pod_grace(pod: Mapping[str, Any], cap: int | None) -> int | None:
+    """The grace period to send with a pod's eviction or delete: its own, held to ``cap``."""
+    if cap is None:
+        return None
+    own = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return min(int(own), cap) if own is not None else cap
+
+
+def backoff(result: DrainResult, delay: float) -> tuple[float, float]:
+    """(the pause before the next round, before jitter; the delay after it) given the round's result and
+    the current delay: blocked pods need the budget to recover, accepted evictions only a moment; a
+    server's Retry-After is a floor."""
+    blocked = result.blocked_by_pdb or result.failed or result.blocked_by_do_not_disrupt
+    pause = max(result.retry_after, delay if blocked else SETTLE_SECONDS)
+    return pause, (min(delay * 2, MAX_BACKOFF_SECONDS) if blocked else FIRST_BACKOFF_SECONDS)
