@@ -42,7 +42,7 @@ from bench import print_lines
 from bench.scheduling import HOST_ANTI, HOST_SPREAD, ZONE_AFFINITY, ZONE_SPREAD, _pod, karpenter_mix
 from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.catalog_kwok import benchmark_types
-from nodescale.aws.pooltypes import pool_types
+from nodescale.aws.pricing import ebs_prices
 from nodescale.model import labels as wk
 from nodescale.model import resources as res
 from nodescale.model.instancetype import InstanceType
@@ -50,6 +50,7 @@ from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.scheduling import Plan, solve
+from nodescale.scheduling.pooltypes import pool_types
 from nodescale.scheduling.templates import type_satisfies
 
 DIMS = (res.CPU, res.MEMORY, res.PODS)
@@ -411,7 +412,7 @@ def compare(name: str, pods: list[Pod], pool: NodePool, types: list[InstanceType
 
 def workload_a() -> Comparison:
     pool = on_demand_pool()
-    types_by_pool, _labels = pool_types([pool], {}, bundled_catalog("us-east-1"))
+    types_by_pool, _labels = pool_types([pool], {}, bundled_catalog("us-east-1"), ebs_prices("us-east-1"))
     return compare("(a) 50 deployments + 5 DaemonSets, us-east-1 on-demand", mixed_deployments(), pool,
                    types_by_pool[pool.name], daemonsets())
 

@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from bench import print_lines
 from bench.bound import daemonsets, groups_of, lp_bound, mixed_deployments, on_demand_pool, type_rows
 from nodescale.aws.catalog import bundled_catalog
-from nodescale.aws.pooltypes import pool_types
+from nodescale.aws.pricing import ebs_prices
 from nodescale.disruption import planner
 from nodescale.disruption.context import Inputs
 from nodescale.disruption.decisions import Action
@@ -44,6 +44,7 @@ from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.timestamps import format_timestamp
 from nodescale.scheduling import ExistingNode, NodeClaim, solve
+from nodescale.scheduling.pooltypes import pool_types
 
 TARGET = 1.10
 MAX_RUNS = 400
@@ -227,7 +228,7 @@ def converge(cluster: Cluster, max_runs: int = MAX_RUNS) -> Convergence:
 def scaled_down_cluster(seed: int = SEED) -> tuple[Cluster, int]:
     """Workload (a)'s plan as a running cluster, then scaled down; (cluster, pods removed)."""
     pool = consolidating_pool()
-    types_by_pool, _labels = pool_types([pool], {}, bundled_catalog("us-east-1"))
+    types_by_pool, _labels = pool_types([pool], {}, bundled_catalog("us-east-1"), ebs_prices("us-east-1"))
     types = types_by_pool[pool.name]
     daemons = daemonsets()
     plan = solve(mixed_deployments(), [pool], {pool.name: types}, daemonset_pods=daemons)

@@ -14,6 +14,7 @@ from moto.core.utils import utcnow
 from nodescale.aws import ami
 from nodescale.model import labels as wk
 from nodescale.model import resources as res
+from nodescale.model.amifamily import AmiError
 from nodescale.model.instancetype import InstanceType, Offering
 from nodescale.model.nodepool import NodeClass, SelectorTerm
 
@@ -186,19 +187,19 @@ def test_default_family_without_selectors_is_al2(aws):
 
 def test_unknown_release_names_the_missing_parameter(aws):
     ssm, ec2 = aws
-    with pytest.raises(ami.AmiError, match="amazon-eks-node-1.31-v19990101"):
+    with pytest.raises(AmiError, match="amazon-eks-node-1.31-v19990101"):
         ami.resolve(alias_class("al2@v19990101"), ssm, ec2, V)
-    with pytest.raises(ami.AmiError, match="Kubernetes 1.99"):
+    with pytest.raises(AmiError, match="Kubernetes 1.99"):
         ami.resolve(alias_class("al2023@latest"), ssm, ec2, "1.99")
 
 
 def test_bad_aliases_are_refused_with_the_allowed_values(aws):
     ssm, ec2 = aws
-    with pytest.raises(ami.AmiError, match="allowed are al2, al2023, bottlerocket"):
+    with pytest.raises(AmiError, match="allowed are al2, al2023, bottlerocket"):
         ami.resolve(alias_class("ubuntu@latest"), ssm, ec2, V)
-    with pytest.raises(ami.AmiError, match="only be selected @latest"):
+    with pytest.raises(AmiError, match="only be selected @latest"):
         ami.resolve(alias_class("windows2022@2024.11.13"), ssm, ec2, V)
-    with pytest.raises(ami.AmiError, match="amiFamily: 'Flatcar' is not allowed"):
+    with pytest.raises(AmiError, match="amiFamily: 'Flatcar' is not allowed"):
         ami.resolve(family_class("Flatcar"), ssm, ec2, V)
 
 
@@ -234,13 +235,13 @@ def test_selector_by_id_name_and_owner(aws):
 def test_selector_matching_nothing_is_a_clear_error(aws):
     ssm, ec2 = aws
     node_class = NodeClass("x", "AL2", ami_selector_terms=(SelectorTerm(tags={"team": "nobody"}),), source="ssm:/p#0")
-    with pytest.raises(ami.AmiError, match=r"ssm:/p#0: amiSelectorTerms: no available"):
+    with pytest.raises(AmiError, match=r"ssm:/p#0: amiSelectorTerms: no available"):
         ami.resolve(node_class, ssm, ec2, V)
 
 
 def test_custom_family_requires_selector_terms(aws):
     ssm, ec2 = aws
-    with pytest.raises(ami.AmiError, match="Custom needs amiSelectorTerms"):
+    with pytest.raises(AmiError, match="Custom needs amiSelectorTerms"):
         ami.resolve(family_class("Custom"), ssm, ec2, V)
 
 

@@ -13,6 +13,7 @@ from moto import mock_aws
 
 from nodescale.aws import launchtemplates as lts
 from nodescale.aws import tags as tagging
+from nodescale.model import blockdevices
 from nodescale.model.nodepool import NodeClass
 
 # moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
@@ -37,7 +38,7 @@ def spec(**changes) -> lts.LaunchTemplateSpec:
         security_group_ids=("sg-2", "sg-1"),
         instance_profile="KarpenterNodeInstanceProfile-demo-cluster",
         metadata_options={"HttpTokens": "required", "HttpPutResponseHopLimit": 1},
-        block_device_mappings=tuple(lts.default_block_devices("AL2023")),
+        block_device_mappings=tuple(blockdevices.default_block_devices("AL2023")),
         tags=tagging.resource_tags(cluster, "default", "default", {"team": "platform"}),
     )
     base.update(changes)
@@ -56,7 +57,7 @@ def test_same_configuration_same_name_and_any_node_change_a_new_one():
         {"security_group_ids": ("sg-1",)},
         {"instance_profile": "other"},
         {"metadata_options": {"HttpTokens": "optional"}},
-        {"block_device_mappings": tuple(lts.default_block_devices("Bottlerocket"))},
+        {"block_device_mappings": tuple(blockdevices.default_block_devices("Bottlerocket"))},
         {"tags": {"team": "other"}},
         {"detailed_monitoring": True},
         {"associate_public_ip": False},
@@ -129,7 +130,7 @@ def test_node_class_metadata_and_block_devices_become_ec2_shapes():
         "HttpPutResponseHopLimit": 2,
         "HttpTokens": "required",
     }
-    assert lts.block_device_mappings(node_class, "AL2") == [
+    assert blockdevices.block_device_mappings(node_class, "AL2") == [
         {
             "DeviceName": "/dev/xvda",
             "Ebs": {"DeleteOnTermination": True, "VolumeSize": 100, "VolumeType": "gp3", "Encrypted": True},
@@ -141,8 +142,8 @@ def test_node_class_metadata_and_block_devices_become_ec2_shapes():
 def test_bad_node_class_fields_are_named():
     with pytest.raises(lts.LaunchTemplateError, match="metadataOptions.httpFoo is not known"):
         lts.metadata_options(NodeClass("x", "AL2", metadata_options={"httpFoo": "1"}))
-    with pytest.raises(lts.LaunchTemplateError, match=r"blockDeviceMappings\[0\].ebs.volumeSize"):
-        lts.block_device_mappings(
+    with pytest.raises(blockdevices.BlockDeviceError, match=r"blockDeviceMappings\[0\].ebs.volumeSize"):
+        blockdevices.block_device_mappings(
             NodeClass("x", "AL2", block_device_mappings=({"deviceName": "/dev/xvda", "ebs": {"volumeSize": "big"}},)),
             "AL2",
         )

@@ -12,6 +12,7 @@ import pytest
 
 from nodescale.aws import catalog, pricing
 from nodescale.model import labels as wk
+from nodescale.model import nodecapacity
 from nodescale.model import resources as res
 from nodescale.model.catalog_facts import TypeFacts, facts_from_describe
 from nodescale.model.instancetype import WindowsFamilyError, windows_build
@@ -216,22 +217,22 @@ def test_windows_build_is_a_property_of_the_ami_family():
 class TestWithKubelet:
     def test_no_settings_returns_the_same_types(self, us_east_1):
         types = [us_east_1["m5.large"]]
-        assert catalog.with_kubelet(types, None, None)[0] is types[0]
+        assert nodecapacity.with_kubelet(types, None, None)[0] is types[0]
 
     def test_max_pods_keeps_eni_memory_reservation_on_al2(self, us_east_1):
-        m5 = catalog.with_kubelet([us_east_1["m5.large"]], KubeletSettings(max_pods=110), None, "AL2")[0]
+        m5 = nodecapacity.with_kubelet([us_east_1["m5.large"]], KubeletSettings(max_pods=110), None, "AL2")[0]
         assert m5.capacity[res.PODS] == 110
         # AL2's bootstrap reserves memory for the ENI-limited 29 pods whatever maxPods says.
         assert m5.allocatable[res.MEMORY] == 6903 * MIB
 
     def test_max_pods_drives_memory_reservation_on_bottlerocket(self, us_east_1):
-        m5 = catalog.with_kubelet(
+        m5 = nodecapacity.with_kubelet(
             [us_east_1["m5.large"]], KubeletSettings(max_pods=110), None, "Bottlerocket"
         )[0]
         assert m5.allocatable[res.MEMORY] == (7577 - (11 * 110 + 255) - 100) * MIB
 
     def test_pods_per_core(self, us_east_1):
-        m5 = catalog.with_kubelet([us_east_1["m5.large"]], KubeletSettings(pods_per_core=4), None)[0]
+        m5 = nodecapacity.with_kubelet([us_east_1["m5.large"]], KubeletSettings(pods_per_core=4), None)[0]
         assert m5.capacity[res.PODS] == 8
 
     def test_reservations_and_eviction(self, us_east_1):
@@ -240,7 +241,7 @@ class TestWithKubelet:
             kube_reserved={res.CPU: 200},
             eviction_hard={"memory.available": "10%", "nodefs.available": "15%"},
         )
-        m5 = catalog.with_kubelet([us_east_1["m5.large"]], kubelet, 100 * GIB)[0]
+        m5 = nodecapacity.with_kubelet([us_east_1["m5.large"]], kubelet, 100 * GIB)[0]
         assert m5.capacity[res.EPHEMERAL_STORAGE] == 100 * GIB
         assert m5.allocatable[res.CPU] == 2000 - 200 - 100
         evict = -(-7577 * MIB // 10)  # ceil(10 % of the memory capacity)
@@ -249,17 +250,17 @@ class TestWithKubelet:
 
     def test_eviction_soft_is_ignored_by_bottlerocket(self, us_east_1):
         kubelet = KubeletSettings(eviction_soft={"memory.available": "1Gi"})
-        al2 = catalog.with_kubelet([us_east_1["m5.large"]], kubelet, None, "AL2")[0]
-        br = catalog.with_kubelet([us_east_1["m5.large"]], kubelet, None, "Bottlerocket")[0]
+        al2 = nodecapacity.with_kubelet([us_east_1["m5.large"]], kubelet, None, "AL2")[0]
+        br = nodecapacity.with_kubelet([us_east_1["m5.large"]], kubelet, None, "Bottlerocket")[0]
         assert al2.overhead[res.MEMORY] - br.overhead[res.MEMORY] == GIB - 100 * MIB
 
     def test_bad_eviction_threshold_names_the_field(self, us_east_1):
         kubelet = KubeletSettings(eviction_hard={"memory.available": "lots"})
         with pytest.raises(ValueError, match=r"kubelet\.evictionHard\.memory\.available: 'lots'"):
-            catalog.with_kubelet([us_east_1["m5.large"]], kubelet, None)
+            nodecapacity.with_kubelet([us_east_1["m5.large"]], kubelet, None)
 
     def test_windows_family(self, us_east_1):
-        m5, m6g = catalog.with_kubelet(
+        m5, m6g = nodecapacity.with_kubelet(
             [us_east_1["m5.large"], us_east_1["m6g.16xlarge"]], None, None, "Windows2022"
         )
         assert m5.labels[wk.OS] == "windows"
@@ -276,12 +277,12 @@ class TestWithKubelet:
 
 
     def test_linux_nodes_advertise_no_private_ipv4_addresses(self, us_east_1):
-        (m5,) = catalog.with_kubelet([us_east_1["m5.large"]], None, None, "AL2023")
+        (m5,) = nodecapacity.with_kubelet([us_east_1["m5.large"]], None, None, "AL2023")
         assert res.PRIVATE_IPV4 not in m5.capacity
         assert m5.capacity[res.PODS] == 29  # 3 ENIs x (10 - 1) + 2
 
     def test_windows_max_pods_setting_still_wins(self, us_east_1):
-        (m5,) = catalog.with_kubelet([us_east_1["m5.large"]], KubeletSettings(max_pods=5), None, "Windows2022")
+        (m5,) = nodecapacity.with_kubelet([us_east_1["m5.large"]], KubeletSettings(max_pods=5), None, "Windows2022")
         assert m5.capacity[res.PODS] == 5
         assert m5.capacity[res.PRIVATE_IPV4] == 9
 

@@ -11,6 +11,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from nodescale.aws import catalog, pricing
+from nodescale.model import nodecapacity
 
 
 @pytest.fixture(autouse=True)
@@ -163,8 +164,8 @@ def test_a_windows_node_class_pays_the_license_per_vcpu_on_every_offering():
     """#28.3: a Windows AMI family prices each offering as Linux plus 0.046 USD per vCPU-hour, on-demand
     and (estimated) spot alike; a Linux family keeps the Linux prices."""
     types = [it for it in catalog.bundled_catalog("us-east-1") if it.name in ("m5.large", "m5.4xlarge", "c6g.large")]
-    linux = {it.name: it for it in catalog.with_kubelet(types, None, None, "AL2023")}
-    windows = {it.name: it for it in catalog.with_kubelet(types, None, None, "Windows2022")}
+    linux = {it.name: it for it in nodecapacity.with_kubelet(types, None, None, "AL2023")}
+    windows = {it.name: it for it in nodecapacity.with_kubelet(types, None, None, "Windows2022")}
     for name, vcpus in (("m5.large", 2), ("m5.4xlarge", 16)):
         base, licensed = _by_offering(linux[name]), _by_offering(windows[name])
         assert set(base) == set(licensed) and {c for _, c in base} == {"on-demand", "spot"}
@@ -183,7 +184,7 @@ def test_live_windows_spot_and_on_demand_prices_win_over_the_estimate():
         [facts], "us-east-1", {"m5.large": ["us-east-1a", "us-east-1b"]}, {"m5.large": 0.096},
         {("m5.large", "us-east-1a"): 0.035}, windows=windows,
     )
-    [win] = catalog.with_kubelet([it], None, None, "Windows2019")
+    [win] = nodecapacity.with_kubelet([it], None, None, "Windows2019")
     assert _by_offering(win) == {
         ("us-east-1a", "on-demand"): 0.2,
         ("us-east-1b", "on-demand"): 0.2,
@@ -230,7 +231,7 @@ def test_china_has_no_published_windows_rate_and_says_so(caplog):
     with caplog.at_level(logging.WARNING, logger="nodescale.aws.pricing"):
         assert pricing.windows_license_per_vcpu("cn-north-1") is None
         types = [it for it in catalog.bundled_catalog("cn-north-1") if it.name == "m5.large"]
-        [win] = catalog.with_kubelet(types, None, None, "Windows2022")
+        [win] = nodecapacity.with_kubelet(types, None, None, "Windows2022")
     assert _by_offering(win) == _by_offering(types[0])
     assert any("no Windows license rate in CNY" in r.getMessage() for r in caplog.records)
 

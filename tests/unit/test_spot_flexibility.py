@@ -10,12 +10,13 @@ at least 15 types hold).
 from __future__ import annotations
 
 from nodescale.aws.catalog import bundled_catalog
-from nodescale.aws.pooltypes import pool_types
+from nodescale.aws.pricing import ebs_prices
 from nodescale.model import labels as wk
 from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.scheduling import MAX_INSTANCE_TYPES, solve
+from nodescale.scheduling.pooltypes import pool_types
 from nodescale.scheduling.templates import holds, type_satisfies
 
 SPOT_TO_SPOT_MINIMUM = 15
@@ -51,7 +52,7 @@ def deployments(replicas: int = 40) -> list[Pod]:
 
 def test_a_spot_claim_keeps_at_least_fifteen_types_and_costs_the_cheapest_offering() -> None:
     p = pool(["spot", "on-demand"])
-    types = pool_types([p], {}, bundled_catalog("us-east-1"))[0][p.name]
+    types = pool_types([p], {}, bundled_catalog("us-east-1"), ebs_prices("us-east-1"))[0][p.name]
     by_name = {t.name: t for t in types}
     plan = solve(deployments(150), [p], {p.name: types})
     assert not plan.unschedulable and len(plan.node_claims) > 1
@@ -79,7 +80,7 @@ def test_a_spot_claim_keeps_at_least_fifteen_types_and_costs_the_cheapest_offeri
 
 def test_an_on_demand_claim_is_not_held_to_the_spot_minimum_but_costs_the_cheapest_type() -> None:
     p = pool(["on-demand"])
-    types = pool_types([p], {}, bundled_catalog("us-east-1"))[0][p.name]
+    types = pool_types([p], {}, bundled_catalog("us-east-1"), ebs_prices("us-east-1"))[0][p.name]
     plan = solve(deployments(), [p], {p.name: types})
     by_name = {t.name: t for t in types}
     for claim in plan.node_claims:

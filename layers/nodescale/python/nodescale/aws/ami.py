@@ -18,21 +18,17 @@ The public parameter layout (per Kubernetes version ``<v>``):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..model import labels as wk
 from ..model import resources as res
+from ..model.amifamily import AmiError, family_of, parse_alias, where_of
 from ..model.instancetype import InstanceType
-from ..model.nodepool import AMI_ALIASES, WINDOWS_FAMILIES, NodeClass, SelectorTerm
+from ..model.nodepool import WINDOWS_FAMILIES, NodeClass, SelectorTerm
 from ..model.requirements import Requirement, Requirements
 from .selectors import tag_filters
-
-FAMILIES = ("AL2", "AL2023", "Bottlerocket", "Ubuntu", "Windows2019", "Windows2022", "Windows2025", "Custom")
-# Before karpenter.k8s.aws/v1 an AWSNodeTemplate / EC2NodeClass without amiFamily meant AL2.
-DEFAULT_FAMILY = "AL2"
 
 NVIDIA = "nvidia"
 NEURON = "neuron"
@@ -41,10 +37,6 @@ NONE = ""  # no accelerator
 
 _EC2_ARCH = {"x86_64": "amd64", "arm64": "arm64"}
 _SSM_BATCH = 10  # GetParameters' limit
-
-
-class AmiError(ValueError):
-    """No usable image: the message names the node class field and what was tried."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,39 +110,6 @@ def accelerator_of(instance_type: InstanceType) -> str:
     if manufacturer in (NVIDIA, AMD):
         return manufacturer
     return NONE
-
-
-def family_of(node_class: NodeClass) -> str:
-    """The family that decides the user data format: an alias's, else amiFamily, else AL2."""
-    alias = next((t.alias for t in node_class.ami_selector_terms if t.alias), None)
-    if alias:
-        return parse_alias(alias, _where(node_class))[0]
-    family = node_class.ami_family or DEFAULT_FAMILY
-    canonical = {f.lower(): f for f in FAMILIES}.get(family.lower())
-    if canonical is None:
-        raise AmiError(f"{_where(node_class)}amiFamily: {family!r} is not allowed; allowed are {', '.join(FAMILIES)}")
-    return canonical
-
-
-def parse_alias(alias: str, where: str = "") -> tuple[str, str]:
-    """``al2023@latest`` -> ("AL2023", "latest"); ``bottlerocket@v1.26.2`` -> ("Bottlerocket", "v1.26.2").
-
-    ``where`` prefixes error messages (e.g. "ssm:/nodescale/demo/nodepools/a#1: ").
-    """
-    name, _, version = alias.partition("@")
-    family = AMI_ALIASES.get(name.strip().lower())
-    prefix = where
-    if family is None:
-        raise AmiError(
-            f"{prefix}amiSelectorTerms alias {alias!r}: family {name!r} is not allowed; "
-            f"allowed are {', '.join(sorted(AMI_ALIASES))} followed by @latest or @<version>"
-        )
-    version = version.strip() or "latest"
-    if family in WINDOWS_FAMILIES and version != "latest":
-        raise AmiError(f"{prefix}amiSelectorTerms alias {alias!r}: Windows images can only be selected @latest")
-    if version != "latest" and not re.fullmatch(r"v?[0-9][0-9A-Za-z.\-]*", version):
-        raise AmiError(f"{prefix}amiSelectorTerms alias {alias!r}: version {version!r} is not a release name")
-    return family, version
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,7 +290,7 @@ def resolve(node_class: NodeClass, ssm: Any, ec2: Any, k8s_version: str) -> Reso
     family = family_of(node_class)
     terms = node_class.ami_selector_terms
     aliases = [t for t in terms if t.alias]
-    where = _where(node_class)
+    where = where_of(node_class)
     if aliases:
         if len(terms) > 1:
             raise AmiError(f"{where}amiSelectorTerms: an alias term cannot be combined with other terms")
@@ -344,6 +303,3 @@ def resolve(node_class: NodeClass, ssm: Any, ec2: Any, k8s_version: str) -> Reso
     return ResolvedAmis(family, tuple(resolve_family(ssm, family, k8s_version, "latest", where)))
 
 
-def _where(node_class: NodeClass) -> str:
-    label = node_class.source or f"node class {node_class.name}"
-    return f"{label}: "

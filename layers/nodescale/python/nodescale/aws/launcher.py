@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..disruption.drift import Drifted, LaunchedWith, NodeClassNow, cloud_drift
+from ..model import blockdevices
 from ..model import labels as wk
 from ..model.instancetype import InstanceType, windows_build
 from ..model.nodepool import NodeClass, NodePool
@@ -147,7 +148,7 @@ class Launcher:
             security_group_ids=tuple(sorted(g.id for g in res.security_groups)),
             instance_profile=res.instance_profile,
             metadata_options=launchtemplates.metadata_options(node_class),
-            block_device_mappings=tuple(launchtemplates.block_device_mappings(node_class, res.family)),
+            block_device_mappings=tuple(blockdevices.block_device_mappings(node_class, res.family)),
             tags=tagging.resource_tags(self.cluster_name, nodepool.real_name, node_class.real_name, node_class.tags,
                                       nodepool.label_key),
             detailed_monitoring=node_class.detailed_monitoring,

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TextIO
 
+from ..aws import pricing
 from ..aws.catalog import CatalogError, bundled_catalog
 from ..aws.catalog_kwok import KwokFormatError, load_kwok_instance_types
-from ..aws.pooltypes import PoolTypesError, pool_types
 from ..config import load
 from ..config.documents import read_documents
 from ..config.errors import ConfigError
@@ -33,6 +33,7 @@ from ..model.instancetype import InstanceType
 from ..scheduling import Plan, solve
 from ..scheduling.buffers import buffer_report
 from ..scheduling.plan import NodeClaim
+from ..scheduling.pooltypes import PoolTypesError, catalog_region, pool_types
 from ..scheduling.workloads import WorkloadError, read_workloads
 from ..settings import DEFAULT_REGION, REGION
 from . import common
@@ -135,7 +136,8 @@ def plan_paths(
     catalog = _catalog(instance_types, region)
     try:
         types_by_pool, labels_by_pool = pool_types(
-            config.nodepools.values(), config.nodeclasses, catalog, None if instance_types else region,
+            config.nodepools.values(), config.nodeclasses, catalog,
+            pricing.ebs_prices((None if instance_types else region) or catalog_region(catalog)),
             overlays=config.overlays.values(),
         )
     except PoolTypesError as exc:

@@ -20,12 +20,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
 from .. import clock, telemetry
-from ..aws import capacityreservations, launchfailures, zonalshifts
+from ..aws import capacityreservations, launchfailures, pricing, zonalshifts
 from ..aws import catalog as catalogs
 from ..aws import instances as ec2_instances
 from ..aws.instances import ManagedInstance
 from ..aws.launchfailures import LaunchFailure
-from ..aws.pooltypes import PoolTypesError, pool_types
 from ..config import ConfigError
 from ..k8s import listing, podcache
 from ..k8s import nodes as k8s_nodes
@@ -48,6 +47,7 @@ from ..model.requirements import RequirementError
 from ..model.taints import Taint, TaintError, tolerates_all
 from ..model.zonalshift import ActiveShift
 from ..scheduling.plan import ExistingNode
+from ..scheduling.pooltypes import PoolTypesError, catalog_region, pool_types
 from ..scheduling.templates import daemon_requirements, labels_satisfy
 from ..scheduling.workloads import WorkloadError, read_workloads
 from ..scheduling.workloads import node as node_from_doc
@@ -566,9 +566,10 @@ def _sort_pods(raw_pods: list[dict[str, Any]]) -> tuple[dict[str, list[Pod]], li
 
 def _prepare_types(world: World) -> None:
     usable: dict[str, NodePool] = {}
+    ebs = pricing.ebs_prices(catalog_region(world.catalog))
     for name, pool in world.nodepools.items():
         try:
-            types, labels = pool_types([pool], world.nodeclasses, world.catalog, overlays=world.overlays.values(),
+            types, labels = pool_types([pool], world.nodeclasses, world.catalog, ebs, overlays=world.overlays.values(),
                                        reservations=world.reservations, now=world.now)
         except PoolTypesError as exc:
             world.config_errors.append(str(exc))

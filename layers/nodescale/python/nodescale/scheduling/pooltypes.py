@@ -12,13 +12,13 @@ from datetime import datetime
 from ..model import capacityreservation as reservations_model
 from ..model import labels as wk
 from ..model import nodecost
+from ..model.amifamily import AmiError, family_of
+from ..model.blockdevices import BlockDeviceError, block_device_mappings
 from ..model.capacityreservation import CapacityReservation
 from ..model.instancetype import InstanceType, WindowsFamilyError, windows_build
+from ..model.nodecapacity import with_kubelet
 from ..model.nodepool import NodeClass, NodePool
 from ..model.overlays import NodeOverlay, apply_overlays
-from . import ami, pricing
-from .catalog import with_kubelet
-from .launchtemplates import LaunchTemplateError, block_device_mappings
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +35,13 @@ def pool_types(
     pools: Iterable[NodePool],
     classes: Mapping[str, NodeClass],
     catalog: list[InstanceType],
-    region: str | None = None,
+    ebs_prices: Mapping[str, float],
     overlays: Iterable[NodeOverlay] = (),
     reservations: Mapping[str, Sequence[CapacityReservation]] | None = None,
     now: datetime | None = None,
 ) -> tuple[dict[str, list[InstanceType]], dict[str, dict[str, str]]]:
     """Each pool's instance types under its node class (kubelet, root volume, AMI family), each offering
-    priced with the node class's EBS volumes in ``region`` (by default the catalog's), with the
+    priced with the node class's EBS volumes at ``ebs_prices`` (per GB-month by volume type), with the
     NodeOverlays applied (an overlay prices the instance; the volumes still count; one that conflicts
     with another of its weight is logged and not applied), and the labels the node class gives its
     nodes (the OS, and the Windows build). ``reservations`` (node class name -> its capacity reservations)
@@ -51,7 +51,6 @@ def pool_types(
     types: dict[str, list[InstanceType]] = {}
     labels: dict[str, dict[str, str]] = {}
     cache: dict[tuple, list[InstanceType]] = {}
-    region = region or _catalog_region(catalog)
     for pool in pools:
         nc = classes.get(pool.node_class)
         family = None
@@ -61,12 +60,12 @@ def pool_types(
         if nc is not None:
             where = f"{nc.source or nc.name}: "
             try:
-                family = ami.family_of(nc)
+                family = family_of(nc)
                 build = windows_build(family)
-            except (ami.AmiError, WindowsFamilyError) as exc:
+            except (AmiError, WindowsFamilyError) as exc:
                 raise PoolTypesError(f"{where}{exc}") from None
             storage = _root_volume_bytes(nc)
-            volumes = _volumes_per_hour(nc, family, region)
+            volumes = _volumes_per_hour(nc, family, ebs_prices)
             kubelet = kubelet or nc.kubelet
             # The AMI decides the OS: a Linux AMI on a Windows-capable type still makes a Linux node.
             labels[pool.name] = {wk.OS: "windows", wk.WINDOWS_BUILD: build} if build else {wk.OS: "linux"}
@@ -87,17 +86,18 @@ def pool_types(
     return types, labels
 
 
-def _catalog_region(catalog: list[InstanceType]) -> str | None:
+def catalog_region(catalog: list[InstanceType]) -> str | None:
+    """The region the catalog's offerings are in (its types' region label), if any says."""
     return next((r for it in catalog if (r := it.labels.get(wk.REGION))), None)
 
 
-def _volumes_per_hour(nc: NodeClass, family: str, region: str | None) -> float:
+def _volumes_per_hour(nc: NodeClass, family: str, ebs_prices: Mapping[str, float]) -> float:
     """What the EBS volumes the launcher gives each node of this class cost per hour."""
     try:
         mappings = block_device_mappings(nc, family)
-    except LaunchTemplateError as exc:
+    except BlockDeviceError as exc:
         raise PoolTypesError(str(exc)) from None  # it names the node class's source
-    return nodecost.volumes_per_hour(mappings or nodecost.UNKNOWN_ROOT_VOLUME, pricing.ebs_prices(region))
+    return nodecost.volumes_per_hour(mappings or nodecost.UNKNOWN_ROOT_VOLUME, ebs_prices)
 
 
 def _root_volume_bytes(nc: NodeClass) -> int | None:
