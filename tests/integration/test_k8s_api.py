@@ -178,6 +178,28 @@ def test_events_are_created_then_folded(sim):
     assert event["involvedObject"]["uid"] == target["metadata"]["uid"]
 
 
+def test_a_refolded_event_carries_the_related_object_of_its_new_message(sim):
+    """#29.3: an event's ``related`` object (what a reader takes it to be about) is written with the event
+    and replaced with its message when a later fold rewrites it, so the two never disagree."""
+    store, _, api, admin = sim
+    ns = new_namespace(admin)
+    target = create_pod(admin, pod(ns, "p", unschedulable=True))
+    now = [time.time()]
+    recorder = events.EventRecorder(api, dedupe_seconds=60, clock=lambda: now[0])
+    ref = events.ObjectRef.of(target, kind="Pod")
+    first = events.ObjectRef("Instance", "i-0123456789abcdef0", api_version="nodescale.io/v1")
+    assert recorder.record(ref, "Nominated", "instance one", related=first) == events.CREATED
+    now[0] += 120
+    second = events.ObjectRef("Instance", "i-0123456789abcdef1", api_version="nodescale.io/v1")
+    assert recorder.record(ref, "Nominated", "instance two", related=second) == events.COUNTED
+    [event] = [e for e in store.snapshot("v1/events", ns) if e["involvedObject"]["name"] == "p"]
+    assert (event["message"], event["related"]) == ("instance two", second.to_dict())
+    now[0] += 120
+    assert recorder.record(ref, "Nominated", "no instance") == events.COUNTED
+    [event] = [e for e in store.snapshot("v1/events", ns) if e["involvedObject"]["name"] == "p"]
+    assert event["message"] == "no instance" and "related" not in event
+
+
 def test_recorder_limit_drops_events_past_it_per_reason(sim):
     """A recorder writes at most `limit_per_reason` events per reason and drops the rest, as client-go's
     recorder drops what overflows its queue: the other reason keeps its own allowance."""

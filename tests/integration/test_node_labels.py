@@ -148,3 +148,30 @@ def test_a_pod_the_launched_node_cannot_take_is_not_launched_for_again(sim: Envi
     assert fate.verdict == explaining.UNSCHEDULABLE and "cannot take it" in fate.message
     [pending] = [f for f in status.read_status(runtime_for(sim)).to_dict()["pending"] if f["pod"] == f"{ns}/p"]
     assert "cannot take it" in pending["message"]
+
+
+def test_the_nomination_is_read_from_the_event_data_not_its_text(sim: Environment, rt: Runtime, ns: str) -> None:
+    """#29.3: the Nominated event names its instance in ``related``; a tenant who rewrites the event's
+    message (events in their namespace are theirs to write) changes nothing: the pod the launched node
+    cannot take is still not launched for again. On the old code the instance came from the message."""
+    start(sim, ns, V1, {})
+    before = fleet_calls(sim)
+    [launch] = provisioning.provision_once(rt)["launches"]
+    admin = sim.kube_api_client()
+    events = request_json(admin, "GET", f"/api/v1/namespaces/{ns}/events")["items"]
+    [nominated] = [e for e in events if e["reason"] == "Nominated"]
+    assert nominated["related"] == {"kind": "Instance", "name": launch["instanceId"], "apiVersion": "nodescale.io/v1"}
+    request_json(admin, "PATCH", f"/api/v1/namespaces/{ns}/events/{nominated['metadata']['name']}",
+                 body={"message": "edited by the tenant"}, content_type=MERGE_PATCH)
+    node = node_of(sim, launch["instanceId"])
+    request_json(admin, "PATCH", f"/api/v1/nodes/{node['metadata']['name']}", body={
+        "spec": {"taints": [*(node["spec"].get("taints") or []),
+                            {"key": "example.com/dedicated", "value": "other", "effect": "NoSchedule"}]}},
+        content_type=MERGE_PATCH)
+    sim.advance(unmet.GRACE_SECONDS + 5)
+
+    summary = provisioning.provision_once(runtime_for(sim))
+
+    assert fleet_calls(sim) == before + 1 and not summary["launches"]
+    [why] = summary["unschedulable"]
+    assert launch["instanceId"] in why["reason"]

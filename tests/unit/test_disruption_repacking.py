@@ -15,6 +15,7 @@ from nodescale.disruption import repacking
 from nodescale.disruption.decisions import Action, Decision, Refusal
 from nodescale.disruption.nodes import NodeView
 from nodescale.model.pod import Pod
+from nodescale.usecases.disrupt.state import DecisionEntry
 
 
 def pod(name: str, cpu: str = "100m", memory: str = "128Mi") -> Pod:
@@ -164,12 +165,10 @@ def test_the_budget_caps_each_pass_in_its_own_order() -> None:
 
 
 def test_the_run_summary_lists_every_new_node_of_a_repack() -> None:
-    from nodescale.usecases.disrupt.act import _decision_entry
-
     nodes = [view(n, "m5.4xlarge", 0.768, pods=10) for n in "ab"]
     sim = c.Simulation(replacements=[replacement(("c5.xlarge", 0.17)), replacement(("r5.xlarge", 0.252))])
     d = repacking.evaluate_repack(nodes, sim)
     assert isinstance(d, Decision)
-    entry = _decision_entry(d, "USD")
+    entry = DecisionEntry.of(d, d.detail).to_json()
     assert [r["instanceType"] for r in entry["replacements"]] == ["c5.xlarge", "r5.xlarge"]
     assert entry["action"] == "replace" and entry["pods"] == 20

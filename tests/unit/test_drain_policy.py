@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from nodescale.disruption.drain_policy import DrainResult, backoff, has_do_not_disrupt, skip_reason
+from nodescale.disruption.drain_policy import (
+    DrainResult,
+    EvictionOutcome,
+    EvictionResult,
+    backoff,
+    has_do_not_disrupt,
+    skip_reason,
+)
 
 
 def running(name="r", **meta) -> dict:
@@ -61,3 +68,23 @@ def test_backoff_doubles_while_blocked_up_to_its_cap_and_settles_briefly_after_e
     assert backoff(DrainResult("n1", blocked_by_pdb=["a"], retry_after=20.0), 1.0) == (20.0, 2.0)
     assert backoff(DrainResult("n1", evicted=["a"], in_flight=["a"]), 4.0) == (0.25, 0.5)
     assert backoff(DrainResult("n1", failed={"a": "500: boom"}), 2.0) == (2.0, 4.0)
+
+
+def test_eviction_outcomes_are_counted_by_their_enum():
+    """#29.3: a drain round tallies typed eviction outcomes (EvictionResult), not the strings
+    "evicted"/"pdb"/"gone"/"failed"; a forced delete counts as evicted and deleted."""
+    result = DrainResult(node="n1")
+    result.record("ns/a", EvictionOutcome(EvictionResult.EVICTED), forced=False)
+    result.record("ns/b", EvictionOutcome(EvictionResult.EVICTED), forced=True)
+    result.record("ns/c", EvictionOutcome(EvictionResult.BLOCKED_BY_PDB, retry_after=3.0), forced=False)
+    result.record("ns/d", EvictionOutcome(EvictionResult.BLOCKED_BY_PDB, retry_after=1.0), forced=False)
+    result.record("ns/e", EvictionOutcome(EvictionResult.GONE), forced=False)
+    result.record("ns/f", EvictionOutcome(EvictionResult.FAILED, error="500: boom"), forced=False)
+    assert result.evicted == ["ns/a", "ns/b"]
+    assert result.deleted == ["ns/b"]
+    assert result.in_flight == ["ns/a", "ns/b"]
+    assert result.blocked_by_pdb == ["ns/c", "ns/d"]
+    assert result.retry_after == 3.0
+    assert result.failed == {"ns/f": "500: boom"}
+    assert "ns/e" not in result.remaining
+    assert str(EvictionResult.BLOCKED_BY_PDB) == "blocked by a PodDisruptionBudget"

@@ -80,9 +80,11 @@ class FakeRecorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, str, str, str]] = []
         self.dropped: dict[str, int] = {}  # as EventRecorder: events over its limit, by reason
+        self.related: dict[tuple[str, str], object] = {}  # (pod, reason) -> the event's related object
 
-    def pod(self, namespace, name, reason, message, type_="Normal", uid="") -> str:
+    def pod(self, namespace, name, reason, message, type_="Normal", uid="", related=None) -> str:
         self.events.append((f"{namespace}/{name}", reason, type_, message))
+        self.related[(f"{namespace}/{name}", reason)] = related
         return "created"
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ..model.nodepool import DEFAULT_BUDGETS, Budget, NodePool
-from .decisions import DRIFTED, EMPTY, UNDERUTILIZED
+from .decisions import DRIFTED, EMPTY, UNDERUTILIZED, Blocker, Hold
 from .nodes import NodeView
 
 # The reasons Karpenter's budgets name; a budget without reasons applies to all of them.
@@ -101,13 +101,14 @@ class Tally:
         if moves_pods:
             self.turn_taken.add(pool)
 
-    def wait_turn(self, pool: str) -> str | None:
+    def wait_turn(self, pool: str) -> Hold | None:
         """Why a disruption that moves pods must wait in a one-at-a-time pool, or None (its turn, or no such rule)."""
         if not self.pools[pool].disruption.one_at_a_time or pool not in self.turn_taken:
             return None
-        return (
+        return Hold(
+            Blocker.ONE_AT_A_TIME,
             f"Provisioner {pool} (v1alpha5) disrupts nodes with pods one at a time, as Karpenter v0.2x did, "
-            "and one is under way"
+            "and one is under way",
         )
 
 

@@ -13,7 +13,7 @@ from ..model.nodepool import NodePool
 from . import zonalshift
 from .budgets import Tally
 from .consolidation import SearchResult
-from .decisions import Blocked, Blocker, Decision, Reason
+from .decisions import Blocked, Blocker, Decision, Hold, Reason
 from .drift import Drifted
 from .guards import node_blocks, pdb_blocks
 from .nodes import NodeView
@@ -78,6 +78,10 @@ class Context:
     def refuse(self, nodes: list[str], reason: Reason, why: str, kind: Blocker) -> None:
         self.out.refusals.append(Blocked(nodes, reason, why, kind))
 
+    def hold(self, nodes: list[str], reason: Reason, hold: Hold) -> None:
+        """Refuses ``nodes`` for what a guard answered."""
+        self.refuse(nodes, reason, hold.why, hold.kind)
+
     def take(self, decision: Decision, pool: str) -> None:
         self.out.decisions.append(decision)
         self.decided.update(decision.nodes)
@@ -85,22 +89,17 @@ class Context:
 
     def guarded(self, v: NodeView, reason: Reason) -> bool:
         """Refuses (and says so) a node that do-not-disrupt or a PodDisruptionBudget at zero holds."""
-        why = node_blocks(v, self.now)
-        if why:
-            self.refuse([v.name], reason, why, Blocker.DO_NOT_DISRUPT)
-            return True
-        why = pdb_blocks(v.pods, self.inputs.pdbs)
-        if why:
-            self.refuse([v.name], reason, why, Blocker.PDB)
-            return True
-        return False
+        hold = node_blocks(v, self.now) or pdb_blocks(v.pods, self.inputs.pdbs)
+        if hold:
+            self.hold([v.name], reason, hold)
+        return hold is not None
 
     def zone_held(self, v: NodeView, reason: Reason) -> bool:
         """Refuses (and says so) a node in a zone under an ARC zonal shift, unless its pool opted in to replacing."""
-        why = zonalshift.held(v, self.pool(v), self.inputs.shifted_zones)
-        if why:
-            self.refuse([v.name], reason, why, Blocker.ZONAL_SHIFT)
-        return why is not None
+        hold = zonalshift.held(v, self.pool(v), self.inputs.shifted_zones)
+        if hold:
+            self.hold([v.name], reason, hold)
+        return hold is not None
 
     def voluntary_ok(self, v: NodeView, reason: Reason, guards: bool = True) -> bool:
         """Whether a voluntary disruption of ``v`` may go ahead: its zone not under a zonal shift, the guards
@@ -115,7 +114,7 @@ class Context:
 
     def wait_turn(self, v: NodeView, reason: Reason) -> bool:
         """Refuses (and says so) a node whose one-at-a-time pool (v1alpha5) has a disruption under way."""
-        why = self.budgets.wait_turn(v.nodepool)
-        if why:
-            self.refuse([v.name], reason, why, Blocker.ONE_AT_A_TIME)
-        return why is not None
+        hold = self.budgets.wait_turn(v.nodepool)
+        if hold:
+            self.hold([v.name], reason, hold)
+        return hold is not None

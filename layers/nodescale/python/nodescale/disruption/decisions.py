@@ -81,6 +81,17 @@ class Decision:
     replacements: list = field(default_factory=list)  # every Replacement, when several nodes replace several
 
 
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A guard's answer when it holds a voluntary disruption: which kind of guard, and why (the message)."""
+
+    kind: Blocker
+    why: str
+
+    def __str__(self) -> str:
+        return self.why
+
+
 @dataclass(slots=True)
 class Refusal:
     nodes: list[str]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import Enum
 from typing import Any
 
 from ..model.pod import do_not_disrupt, started_at
@@ -22,6 +23,25 @@ FIRST_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 8.0
 # Evictions just accepted need only a moment to finish.
 SETTLE_SECONDS = 0.25
+
+
+class EvictionResult(Enum):
+    """What one eviction or forced delete of a pod came to."""
+
+    EVICTED = "eviction accepted"  # or the pod deleted: it is on its way out
+    GONE = "pod already gone"  # 404, or 409 on the UID precondition: the name is someone else's now
+    BLOCKED_BY_PDB = "blocked by a PodDisruptionBudget"  # 429: retried next round
+    FAILED = "failed"  # any other error: retried next round
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class EvictionOutcome:
+    result: EvictionResult
+    retry_after: float = 0.0  # a 429's Retry-After hint, seconds
+    error: str = ""  # what failed, for FAILED
 
 
 @dataclass
@@ -52,6 +72,20 @@ class DrainResult:
     def empty(self) -> bool:
         """True when the round found nothing left to remove: the node can be deleted."""
         return not self.remaining
+
+    def record(self, key: str, outcome: EvictionOutcome, forced: bool) -> None:
+        """Count one pod's eviction (``forced``: a direct delete) into this round."""
+        if outcome.result is EvictionResult.EVICTED:
+            self.evicted.append(key)
+            self.in_flight.append(key)
+            if forced:
+                self.deleted.append(key)
+        elif outcome.result is EvictionResult.BLOCKED_BY_PDB:
+            self.blocked_by_pdb.append(key)
+            self.retry_after = max(self.retry_after, outcome.retry_after)
+        elif outcome.result is EvictionResult.FAILED:
+            self.failed[key] = outcome.error
+        # GONE: nothing left to do for it
 
     def merge(self, later: DrainResult) -> DrainResult:
         """Totals over several rounds: what was evicted ever, what blocks as of the later round."""

@@ -1,6 +1,6 @@
 """What holds a voluntary disruption: do-not-disrupt on pods or nodes, and PodDisruptionBudgets at zero.
 
-Each guard answers with why (for the refusal's message) or None; the do-not-disrupt rule itself is
+Each guard answers with a ``Hold`` (the kind of guard and why, for the refusal) or None; the do-not-disrupt rule itself is
 ``model.pod.do_not_disrupt``, shared with the drain.
 """
 
@@ -10,32 +10,33 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from ..model.pod import DO_NOT_DISRUPT, LEGACY_DO_NOT_CONSOLIDATE, LabelSelector, Pod, do_not_disrupt
+from .decisions import Blocker, Hold
 from .nodes import NodeView
 
 
-def pod_blocks(pod: Pod, now: datetime) -> str | None:
+def pod_blocks(pod: Pod, now: datetime) -> Hold | None:
     """Why this pod blocks a voluntary disruption of its node, or None (a duration counts from its start)."""
     # Without a clock the rule only protects more, so most pods (no annotation) need no start time parsed.
     if do_not_disrupt(pod.annotations) is None:
         return None
     held_by = do_not_disrupt(pod.annotations, pod.started, now)
-    return None if held_by is None else f"pod {pod.key} has {held_by}"
+    return None if held_by is None else Hold(Blocker.DO_NOT_DISRUPT, f"pod {pod.key} has {held_by}")
 
 
-def node_blocks(node: NodeView, now: datetime) -> str | None:
+def node_blocks(node: NodeView, now: datetime) -> Hold | None:
     """Why the node (its own annotations, then each of its pods) blocks a voluntary disruption, or None."""
     # On a node only "true" counts: Karpenter gives node annotations no duration.
     for key in (DO_NOT_DISRUPT, LEGACY_DO_NOT_CONSOLIDATE):
         if node.annotations.get(key) == "true":
-            return f"node {node.name} has {key}"
+            return Hold(Blocker.DO_NOT_DISRUPT, f"node {node.name} has {key}")
     for pod in node.pods:
-        why = pod_blocks(pod, now)
-        if why:
-            return why
+        hold = pod_blocks(pod, now)
+        if hold:
+            return hold
     return None
 
 
-def pdb_blocks(pods: Iterable[Pod], pdbs: Sequence[Mapping]) -> str | None:
+def pdb_blocks(pods: Iterable[Pod], pdbs: Sequence[Mapping]) -> Hold | None:
     """A pod whose PodDisruptionBudget allows no eviction now: a voluntary drain would stall on it."""
     for pod in pods:
         for pdb in pdbs:
@@ -46,8 +47,8 @@ def pdb_blocks(pods: Iterable[Pod], pdbs: Sequence[Mapping]) -> str | None:
             if allowed is None or int(allowed) > 0:
                 continue
             if _selects(pdb, pod):
-                return f"pod {pod.key} is protected by PodDisruptionBudget {pod.namespace}/{meta.get('name')} " \
-                       f"(0 disruptions allowed)"
+                return Hold(Blocker.PDB, f"pod {pod.key} is protected by PodDisruptionBudget "
+                                         f"{pod.namespace}/{meta.get('name')} (0 disruptions allowed)")
     return None
 
 

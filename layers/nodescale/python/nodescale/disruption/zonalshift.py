@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Container
 
 from ..model.nodepool import NodePool
+from .decisions import Blocker, Hold
 from .drift import Drifted, DriftKind
 from .nodes import NodeView
 
@@ -30,12 +31,13 @@ def replaces(pool: NodePool) -> bool:
     return pool.annotations.get(ZONAL_SHIFT_ANNOTATION) == REPLACE
 
 
-def held(node: NodeView, pool: NodePool, shifted: Container[str]) -> str | None:
+def held(node: NodeView, pool: NodePool, shifted: Container[str]) -> Hold | None:
     """Why a voluntary disruption of ``node`` waits (its zone is shifted and its pool keeps it), or None."""
     if not node.zone or node.zone not in shifted or replaces(pool):
         return None
-    return (f"zone {node.zone} is under an ARC zonal shift: its nodes are not voluntarily disrupted until the shift "
-            f"ends (set {ZONAL_SHIFT_ANNOTATION}: {REPLACE} on the NodePool to replace them elsewhere)")
+    return Hold(Blocker.ZONAL_SHIFT,
+                f"zone {node.zone} is under an ARC zonal shift: its nodes are not voluntarily disrupted until the "
+                f"shift ends (set {ZONAL_SHIFT_ANNOTATION}: {REPLACE} on the NodePool to replace them elsewhere)")
 
 
 def drifted(node: NodeView, pool: NodePool, shifted: Container[str]) -> Drifted | None:

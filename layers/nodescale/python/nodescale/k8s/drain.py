@@ -25,6 +25,8 @@ from .. import clock
 from ..disruption.drain_policy import (
     FIRST_BACKOFF_SECONDS,
     DrainResult,
+    EvictionOutcome,
+    EvictionResult,
     backoff,
     delete_grace_cap,
     has_do_not_disrupt,
@@ -40,6 +42,8 @@ log = logging.getLogger(__name__)
 
 # Evictions are independent calls; a few at once keeps a 100-pod node to a second or two.
 EVICTION_WORKERS = 4
+_EVICTED = EvictionOutcome(EvictionResult.EVICTED)
+_GONE = EvictionOutcome(EvictionResult.GONE)
 
 
 def drain_started_at(node: Mapping[str, Any]) -> datetime | None:
@@ -90,19 +94,8 @@ def drain_round(
     workers = min(EVICTION_WORKERS, len(jobs))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nodescale-evict") as pool:
         outcomes = list(pool.map(lambda job: job[1](api, job[0], job[2]), jobs))
-    for (pod, action, _), (outcome, detail) in zip(jobs, outcomes, strict=True):
-        key = pod_key(pod)
-        if outcome == "evicted":
-            result.evicted.append(key)
-            result.in_flight.append(key)
-            if action is _delete:
-                result.deleted.append(key)
-        elif outcome == "pdb":
-            result.blocked_by_pdb.append(key)
-            result.retry_after = max(result.retry_after, float(detail or 0))
-        elif outcome == "failed":
-            result.failed[key] = str(detail)
-        # "gone": nothing left to do for it
+    for (pod, action, _), outcome in zip(jobs, outcomes, strict=True):
+        result.record(pod_key(pod), outcome, forced=action is _delete)
     if result.deleted:
         log.warning(
             "grace period over: deleted pods directly instead of evicting",
@@ -111,7 +104,7 @@ def drain_round(
     return result
 
 
-def _evict(api: k8s.ApiClient, pod: Mapping[str, Any], grace: int | None) -> tuple[str, Any]:
+def _evict(api: k8s.ApiClient, pod: Mapping[str, Any], grace: int | None) -> EvictionOutcome:
     meta = pod.get("metadata") or {}
     name, namespace = meta.get("name") or "", meta.get("namespace") or "default"
     options = k8s.V1DeleteOptions(
@@ -121,21 +114,21 @@ def _evict(api: k8s.ApiClient, pod: Mapping[str, Any], grace: int | None) -> tup
     body = k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name=name, namespace=namespace), delete_options=options)
     try:
         k8s.CoreV1Api(api).create_namespaced_pod_eviction(name, namespace, body)
-        return "evicted", None
+        return _EVICTED
     except ApiException as exc:
         if exc.status == 404:
-            return "gone", None
+            return _GONE
         if exc.status == 409:
             # The UID precondition failed: the name now belongs to a new pod, the old one is gone.
-            return "gone", None
+            return _GONE
         if exc.status == 429:
-            return "pdb", _retry_after(exc)
-        return "failed", f"{exc.status}: {status_message(exc)}"
+            return EvictionOutcome(EvictionResult.BLOCKED_BY_PDB, retry_after=_retry_after(exc))
+        return EvictionOutcome(EvictionResult.FAILED, error=f"{exc.status}: {status_message(exc)}")
     except Exception as exc:  # noqa: BLE001 - one pod's transport error must not end the round for the others
-        return "failed", f"{type(exc).__name__}: {exc}"
+        return EvictionOutcome(EvictionResult.FAILED, error=f"{type(exc).__name__}: {exc}")
 
 
-def _delete(api: k8s.ApiClient, pod: Mapping[str, Any], grace: int | None) -> tuple[str, Any]:
+def _delete(api: k8s.ApiClient, pod: Mapping[str, Any], grace: int | None) -> EvictionOutcome:
     meta = pod.get("metadata") or {}
     name, namespace = meta.get("name") or "", meta.get("namespace") or "default"
     path = f"/api/v1/namespaces/{path_segment(namespace)}/pods/{path_segment(name)}"
@@ -147,13 +140,13 @@ def _delete(api: k8s.ApiClient, pod: Mapping[str, Any], grace: int | None) -> tu
         body["preconditions"] = {"uid": meta["uid"]}
     try:
         request_json(api, "DELETE", path, body=body)
-        return "evicted", None
+        return _EVICTED
     except ApiException as exc:
         if exc.status in (404, 409):
-            return "gone", None
-        return "failed", f"{exc.status}: {status_message(exc)}"
+            return _GONE
+        return EvictionOutcome(EvictionResult.FAILED, error=f"{exc.status}: {status_message(exc)}")
     except Exception as exc:  # noqa: BLE001 - see _evict
-        return "failed", f"{type(exc).__name__}: {exc}"
+        return EvictionOutcome(EvictionResult.FAILED, error=f"{type(exc).__name__}: {exc}")
 
 
 def _retry_after(exc: ApiException) -> float:

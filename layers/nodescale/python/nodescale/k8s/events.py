@@ -113,8 +113,14 @@ class EventRecorder:
         self.instance = instance or os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or socket.gethostname()
         self.clock = clock
 
-    def record(self, ref: ObjectRef, reason: str, message: str, type_: str = NORMAL, action: str = "") -> str:
-        """Create or fold the event; returns "created", "counted", "skipped" or "dropped" (over the limit)."""
+    def record(
+        self, ref: ObjectRef, reason: str, message: str, type_: str = NORMAL, action: str = "",
+        related: ObjectRef | None = None,
+    ) -> str:
+        """Create or fold the event; returns "created", "counted", "skipped" or "dropped" (over the limit).
+
+        ``related`` is the event's secondary object (core/v1 ``related``): what a reader takes the event to
+        be about, so none has to parse it out of the message."""
         if type_ not in (NORMAL, WARNING):
             raise ValueError(f"event type {type_!r}: allowed are {NORMAL!r} and {WARNING!r}")
         if self.limit_per_reason is not None and self.written.get(reason, 0) >= self.limit_per_reason:
@@ -141,6 +147,8 @@ class EventRecorder:
             "reportingInstance": self.instance[:128],
             "action": action or reason,
         }
+        if related is not None:
+            body["related"] = related.to_dict()
         base = f"/api/v1/namespaces/{path_segment(namespace)}/events"
         try:
             request_json(self.api, "POST", base, body=body)
@@ -167,14 +175,20 @@ class EventRecorder:
         if not recent:
             patch["message"] = body["message"]
             patch["type"] = body["type"]
+            # The secondary object goes with the message it explains (null clears one no longer meant).
+            if "related" in body or existing.get("related"):
+                patch["related"] = body.get("related")
         request_json(self.api, "PATCH", path, body=patch, content_type=MERGE_PATCH)
         return COUNTED
 
     def node(self, name: str, reason: str, message: str, type_: str = NORMAL, uid: str = "") -> str:
         return self.record(ObjectRef.node(name, uid), reason, message, type_)
 
-    def pod(self, namespace: str, name: str, reason: str, message: str, type_: str = NORMAL, uid: str = "") -> str:
-        return self.record(ObjectRef.pod(namespace, name, uid), reason, message, type_)
+    def pod(
+        self, namespace: str, name: str, reason: str, message: str, type_: str = NORMAL, uid: str = "",
+        related: ObjectRef | None = None,
+    ) -> str:
+        return self.record(ObjectRef.pod(namespace, name, uid), reason, message, type_, related=related)
 
     def _timestamp(self) -> str:
         return datetime.fromtimestamp(self.clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from ...model.nodepool import NodePool
 from ...scheduling.capacity_split import split_refusal
 from ..context import Context
-from ..decisions import Blocker, Decision, Reason
+from ..decisions import Blocker, Decision, Hold, Reason
 from ..nodes import NodeView
 from .base import Method
 
@@ -55,9 +55,9 @@ class Emptiness(Method):
             if d is None:
                 continue
             ctx.decided.add(v.name)
-            why = _split_blocks(v, ctx)
-            if why:
-                ctx.refuse([v.name], Reason.EMPTY, why, Blocker.CAPACITY_SPLIT)
+            hold = _split_blocks(v, ctx)
+            if hold:
+                ctx.hold([v.name], Reason.EMPTY, hold)
                 continue
             if ctx.voluntary_ok(v, Reason.EMPTY):
                 d.saving_per_hour = v.price
@@ -66,7 +66,7 @@ class Emptiness(Method):
         return taken
 
 
-def _split_blocks(v: NodeView, ctx: Context) -> str | None:
+def _split_blocks(v: NodeView, ctx: Context) -> Hold | None:
     """Why removing ``v`` would take its pool under its on-demand minimum, counting this run's removals."""
     pool = ctx.pool(v)
     if not pool.on_demand_min_percent:
@@ -74,4 +74,5 @@ def _split_blocks(v: NodeView, ctx: Context) -> str | None:
     gone = {n for d in ctx.out.decisions for n in d.nodes} | set(ctx.inputs.in_progress)
     before = [x.capacity_type for x in ctx.by_pool.get(v.nodepool, []) if x.name not in gone]
     after = [x.capacity_type for x in ctx.by_pool.get(v.nodepool, []) if x.name not in gone and x.name != v.name]
-    return split_refusal(pool, before, after)
+    why = split_refusal(pool, before, after)
+    return Hold(Blocker.CAPACITY_SPLIT, why) if why else None

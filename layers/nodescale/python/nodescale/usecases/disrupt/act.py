@@ -18,7 +18,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
 from ... import clock, telemetry
-from ...disruption.consolidation import Replacement
 from ...disruption.decisions import Action, Blocked, Blocker, Decision
 from ...disruption.nodes import NodeView
 from ...k8s import events as k8s_events
@@ -39,6 +38,8 @@ from .state import (
     REASON_ANNOTATION,
     REPLACEMENT_ANNOTATION,
     STARTED_ANNOTATION,
+    DecisionEntry,
+    RefusalEntry,
     RunState,
     log,
     node_annotations,
@@ -202,7 +203,7 @@ EVENT_APPROVED = "ConsolidationApproved"  # Karpenter v1.14's event for an appro
 
 def refused(run: RunState, r: Blocked) -> None:
     message = localize(r.message, run.report.currency)
-    run.report.refused.append({"nodes": r.nodes, "reason": r.reason, "blockedBy": r.kind, "why": message})
+    run.report.refused.append(RefusalEntry.of(r, message))
     run.log.info(message, extra={"nodes": r.nodes, "reason": r.reason, "blocked_by": r.kind})
     if r.kind == Blocker.BUDGET:
         telemetry.count(telemetry.BUDGET_BLOCKED, len(r.nodes), **{telemetry.REASON_DIMENSION: r.reason})
@@ -220,9 +221,9 @@ def act(run: RunState, d: Decision, views: Mapping[str, NodeView]) -> list[dict[
     """Report the decision and, unless this is a dry run, start it: replacements first, else the taint.
     Returns the nodes tainted, for ``drain`` once every decision of the run is tainted (so the pods one
     drain evicts cannot land on a node another decision is about to drain)."""
-    entry = _decision_entry(d, run.report.currency)
+    entry = DecisionEntry.of(d, localize(d.detail, run.report.currency))
     run.report.decisions.append(entry)
-    message = f"{d.reason}: {entry['detail']}"
+    message = f"{d.reason}: {entry.detail}"
     run.log.info(f"disrupting {', '.join(d.nodes)}: {message}",
                  extra={"nodes": d.nodes, "reason": d.reason, "action": d.action, "dry_run": run.dry_run})
     if run.dry_run:
@@ -239,7 +240,7 @@ def act(run: RunState, d: Decision, views: Mapping[str, NodeView]) -> list[dict[
         if launched is None:
             return []
         replacements = launched
-        entry["replacementInstances"] = replacements
+        entry.replacement_instances = replacements
     return _start(run, d, message, replacements)
 
 
@@ -257,27 +258,8 @@ def _approved(run: RunState, d: Decision) -> None:
         run.event(node, EVENT_APPROVED, d.detail)
 
 
-def _decision_entry(d: Decision, currency: str) -> dict[str, Any]:
-    """The decision in the report; the prices in its detail are shown in the region's ``currency``."""
-    entry: dict[str, Any] = {
-        "nodes": d.nodes, "reason": d.reason, "action": d.action, "detail": localize(d.detail, currency),
-        "savingPerHour": round(d.saving_per_hour, 6), "pods": len(d.pods),
-    }
-    if d.score is not None:
-        entry["score"] = round(d.score, 4)
-    if d.drift is not None:
-        entry["drift"] = d.drift
-    if isinstance(d.replacement, Replacement):
-        entry["replacement"] = {"nodePool": d.replacement.nodepool, "instanceType": d.replacement.instance_type,
-                                "pricePerHour": d.replacement.price}
-    if len(d.replacements) > 1:  # a repacking consolidation: every new node, cheapest type of each
-        entry["replacements"] = [{"nodePool": r.nodepool, "instanceType": r.instance_type, "pricePerHour": r.price}
-                                 for r in d.replacements]
-    return entry
-
-
 def _launch_replacement(
-    run: RunState, d: Decision, views: Mapping[str, NodeView], entry: dict[str, Any]
+    run: RunState, d: Decision, views: Mapping[str, NodeView], entry: DecisionEntry
 ) -> list[str] | None:
     """The instance ids replacing ``d``'s nodes, or None (said in the report and on the nodes) when none launched."""
     pods = [p for name in d.nodes for p in (views[name].pods if name in views else [])]
@@ -285,8 +267,7 @@ def _launch_replacement(
                                reason=f"replacement for {d.reason.lower()} node(s) {', '.join(d.nodes)}")
     if launched.unschedulable or (launched.planned and not launched.launches):
         why = launched.unschedulable[0][1] if launched.unschedulable else "; ".join(launched.error_messages)
-        entry["action"] = Action.NONE
-        entry["error"] = f"replacement could not be launched: {why}"
+        entry.replacement_failed(why)
         for node in d.nodes:
             run.event(node, EVENT_BLOCKED, f"{d.reason}: replacement could not be launched: {why}", k8s_events.WARNING)
         run.report.errors.append(f"{', '.join(d.nodes)}: replacement could not be launched: {why}")

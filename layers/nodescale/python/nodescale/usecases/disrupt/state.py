@@ -17,7 +17,9 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from ... import clock, telemetry
-from ...disruption.decisions import UNHEALTHY
+from ...disruption.consolidation import Replacement
+from ...disruption.decisions import UNHEALTHY, Action, Blocked, Blocker, Decision, Reason
+from ...disruption.drift import DriftKind
 from ...k8s import events as k8s_events
 from ...k8s import nodes as k8s_nodes
 from ...model.currency import USD, currency_of
@@ -57,11 +59,84 @@ FORCEFUL = frozenset({UNHEALTHY})
 DEFAULT_RUN_SECONDS = 240.0
 
 
+def _replacement_json(r: Replacement) -> dict[str, Any]:
+    return {"nodePool": r.nodepool, "instanceType": r.instance_type, "pricePerHour": r.price}
+
+
+@dataclass
+class DecisionEntry:
+    """A decision as the report gives it (``to_json``: the summary's camelCase shape)."""
+
+    nodes: list[str]
+    reason: Reason
+    action: Action
+    detail: str  # its prices shown in the report's currency
+    saving_per_hour: float
+    pods: int
+    score: float | None = None
+    drift: DriftKind | None = None
+    replacement: Replacement | None = None
+    replacements: list[Replacement] = field(default_factory=list)  # a repacking's every new node (two or more)
+    replacement_instances: list[str] | None = None  # once launched
+    error: str | None = None  # why the replacement could not be launched (action is then NONE)
+
+    @classmethod
+    def of(cls, d: Decision, detail: str) -> DecisionEntry:
+        return cls(
+            nodes=d.nodes, reason=d.reason, action=d.action, detail=detail,
+            saving_per_hour=round(d.saving_per_hour, 6), pods=len(d.pods),
+            score=None if d.score is None else round(d.score, 4), drift=d.drift,
+            replacement=d.replacement if isinstance(d.replacement, Replacement) else None,
+            replacements=list(d.replacements) if len(d.replacements) > 1 else [],
+        )
+
+    def replacement_failed(self, why: str) -> None:
+        """Decided, but its replacement could not be launched: nothing is done."""
+        self.action = Action.NONE
+        self.error = f"replacement could not be launched: {why}"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "nodes": self.nodes, "reason": self.reason, "action": self.action, "detail": self.detail,
+            "savingPerHour": self.saving_per_hour, "pods": self.pods,
+        }
+        if self.score is not None:
+            out["score"] = self.score
+        if self.drift is not None:
+            out["drift"] = self.drift
+        if self.replacement is not None:
+            out["replacement"] = _replacement_json(self.replacement)
+        if self.replacements:
+            out["replacements"] = [_replacement_json(r) for r in self.replacements]
+        if self.replacement_instances is not None:
+            out["replacementInstances"] = self.replacement_instances
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+@dataclass(frozen=True)
+class RefusalEntry:
+    """A refusal as the report gives it."""
+
+    nodes: list[str]
+    reason: Reason
+    blocked_by: Blocker
+    why: str  # its prices shown in the report's currency
+
+    @classmethod
+    def of(cls, r: Blocked, why: str) -> RefusalEntry:
+        return cls(r.nodes, r.reason, r.kind, why)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nodes": self.nodes, "reason": self.reason, "blockedBy": self.blocked_by, "why": self.why}
+
+
 @dataclass
 class Report:
     dry_run: bool
-    decisions: list[dict[str, Any]] = field(default_factory=list)
-    refused: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[DecisionEntry] = field(default_factory=list)
+    refused: list[RefusalEntry] = field(default_factory=list)
     terminations: list[dict[str, Any]] = field(default_factory=list)
     waiting: list[dict[str, Any]] = field(default_factory=list)
     cleanup: dict[str, list[str]] = field(
@@ -78,11 +153,11 @@ class Report:
     slices: list[list[str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        saving = sum(d.get("savingPerHour", 0.0) for d in self.decisions)
+        saving = sum(d.saving_per_hour for d in self.decisions)
         return {
             "dryRun": self.dry_run,
-            "decisions": self.decisions,
-            "refused": self.refused,
+            "decisions": [d.to_json() for d in self.decisions],
+            "refused": [r.to_json() for r in self.refused],
             "terminations": self.terminations,
             "waitingForReplacement": self.waiting,
             "cleanup": self.cleanup,

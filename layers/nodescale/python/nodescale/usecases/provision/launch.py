@@ -10,10 +10,11 @@ orchestration (plan, cluster budget, retry, the passes) is in ``provision.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -26,6 +27,7 @@ from ...aws import instances as ec2_instances
 from ...aws import launchfailures
 from ...aws.fleet import LaunchResult
 from ...aws.launchfailures import LaunchFailure
+from ...interruption.parsers.base import instance_id
 from ...k8s import events as k8s_events
 from ...model.instancetype import InstanceType
 from ...model.pod import Pod
@@ -38,6 +40,9 @@ log = logging.getLogger(__name__)
 
 NOMINATED = "Nominated"
 FAILED_SCHEDULING = "FailedScheduling"
+# The Nominated event's ``related`` object names the launched instance (nodescale's own reference kind: the
+# node has no name yet), so the provisioner reads the nomination back as data, never from the message.
+NOMINATED_INSTANCE = k8s_events.ObjectRef("Instance", "", api_version="nodescale.io/v1")
 
 @dataclass
 class Launch:
@@ -340,8 +345,28 @@ def nomination_message(launch: Launch) -> str:
 
 def nominate(recorder: k8s_events.EventRecorder, pods: Iterable[Pod], launch: Launch) -> None:
     message = nomination_message(launch)
+    related = dataclasses.replace(NOMINATED_INSTANCE, name=launch.instance_id)
     for p in pods:
-        _record(recorder, p, NOMINATED, message, k8s_events.NORMAL)
+        _record(recorder, p, NOMINATED, message, k8s_events.NORMAL, related)
+
+
+def nominated_instance_of(event: Mapping[str, Any], pod: Pod) -> str | None:
+    """The instance a Nominated event of ``pod`` names in its ``related`` object, or None.
+
+    Pods' events are writable by whoever may write events in the pod's namespace: anything that is not a
+    nomination of this very pod (reason, uid) to a well-formed instance id of our reference kind counts as
+    no nomination, and the pod is planned as usual.
+    """
+    if not isinstance(event, Mapping) or event.get("reason") != NOMINATED:
+        return None
+    involved = event.get("involvedObject")
+    if not isinstance(involved, Mapping) or (pod.uid and involved.get("uid") != pod.uid):
+        return None
+    related = event.get("related")
+    if not isinstance(related, Mapping) or related.get("kind") != NOMINATED_INSTANCE.kind \
+            or related.get("apiVersion") != NOMINATED_INSTANCE.api_version:
+        return None
+    return instance_id(related.get("name"))
 
 
 def warn_unschedulable(recorder: k8s_events.EventRecorder, items: Iterable[tuple[Pod, str]]) -> None:
@@ -349,9 +374,12 @@ def warn_unschedulable(recorder: k8s_events.EventRecorder, items: Iterable[tuple
         _record(recorder, p, FAILED_SCHEDULING, f"nodescale cannot place the pod: {why}", k8s_events.WARNING)
 
 
-def _record(recorder: k8s_events.EventRecorder, pod: Pod, reason: str, message: str, type_: str) -> None:
+def _record(
+    recorder: k8s_events.EventRecorder, pod: Pod, reason: str, message: str, type_: str,
+    related: k8s_events.ObjectRef | None = None,
+) -> None:
     try:
-        recorder.pod(pod.namespace, pod.name, reason, message, type_, uid=pod.uid)
+        recorder.pod(pod.namespace, pod.name, reason, message, type_, uid=pod.uid, related=related)
     except (ApiException, OSError, ValueError) as exc:
         # An event is information; failing to write one must not undo a launch.
         log.warning("could not record a pod event", extra={"pod": pod.key, "reason": reason, "error": str(exc)})

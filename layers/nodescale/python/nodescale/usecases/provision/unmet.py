@@ -3,7 +3,7 @@
     unmet_pods(rt, world, pods) -> dict[pod key, why]
     report_unmet(recorder, pods, unmet)                   a Warning event on each, and a metric
 
-A launch nominates its pods (the ``Nominated`` event, whose message names the instance). When that
+A launch nominates its pods (the ``Nominated`` event, whose ``related`` object names the instance). When that
 instance's Node has registered and the pod still waits, unscheduled, while the node does not match
 the pod's nodeSelector, required node affinity or tolerations, launching again would only repeat the
 mismatch (a label the plan expected and the node lacks, a taint nobody planned): nodescale holds the
@@ -19,7 +19,6 @@ of them a pass, those that have waited longest (the rest are planned as usual, a
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,7 +34,7 @@ from ...model.pod import Pod
 from ...model.taints import Taint, TaintError, tolerates_all
 from ...scheduling.templates import daemon_requirements, labels_satisfy
 from ..world import TRANSIENT_TAINT_KEYS, World
-from .launch import NOMINATED, pending_since
+from .launch import NOMINATED, nominated_instance_of, pending_since
 
 if TYPE_CHECKING:
     from ...runtime import Runtime
@@ -50,7 +49,6 @@ GRACE_SECONDS = 30.0
 # (provision.EVENTS_PER_REASON), so most pods of a big scale-up have none to read anyway.
 READS_PER_PASS = 200
 REASON = "LaunchedNodeMismatch"
-_INSTANCE = re.compile(r"\binstance (i-[0-9a-zA-Z]+)\b")
 
 
 def nominated_instance(rt: Runtime, pod: Pod) -> str | None:
@@ -63,8 +61,7 @@ def nominated_instance(rt: Runtime, pod: Pod) -> str | None:
         if exc.status != 404:
             log.warning("could not read a pod's nomination", extra={"pod": pod.key, "error": str(exc)})
         return None
-    found = _INSTANCE.search(str(event.get("message") or ""))
-    return found.group(1) if found else None
+    return nominated_instance_of(event, pod)
 
 
 def why_node_refuses(node: Mapping[str, Any], pod: Pod, startup_keys: Iterable[str] = ()) -> str | None:
