@@ -94,10 +94,12 @@ def test_a_document_loads_or_is_refused_by_name_in_a_second_and_never_stops_the_
     parts = [document, GOOD] if first else [GOOD, document]
     hostile_index = 0 if first else GOOD_DOCUMENTS
     text = "---\n" + parts[0].rstrip("\n") + "\n---\n" + parts[1]
-    start = time.monotonic()
+    # CPU time, not wall time: the bound is on the work a document costs, which other processes on a
+    # busy machine (pytest's other worker, a build) do not change.
+    start = time.process_time()
     documents, errors = read_documents(text, SOURCE)
     config = load(documents, errors)
-    elapsed = time.monotonic() - start
+    elapsed = time.process_time() - start
     assert elapsed < 1, f"{elapsed:.2f} s"
     assert "default" in config.nodepools and "default" in config.nodeclasses, config.errors
     for error in config.errors:
