@@ -31,6 +31,7 @@ from nodescale.k8s.raw import request_json
 from nodescale.names import physical_name
 from nodescale.runtime import Runtime
 from nodescale.usecases.interrupt import batch as interrupt_batch
+from nodescale.usecases.interrupt import entry
 from nodescale.usecases.interrupt import handle as interrupting
 from nodescale.usecases.provision import provisioner as provisioning
 from sim import invoke
@@ -154,7 +155,7 @@ def sim_now(sim: Environment) -> Any:
 
 
 def replay(rt: Runtime, ev: dict, seconds: float = 60.0) -> dict:
-    return interrupting.process(ev, rt.settings, lambda: rt, account=ACCOUNT,
+    return entry.process(ev, rt.settings, lambda: rt, account=ACCOUNT,
                                 deadline_monotonic=time.monotonic() + seconds)
 
 

@@ -29,6 +29,7 @@ from ...model import labels as wk
 from ...model.pod import Pod
 from ...runtime import Runtime
 from .. import terminate
+from ..provision.provisioner import launch_capacity
 from ..world import World
 
 log = logging.getLogger(__name__)
@@ -173,10 +174,6 @@ def _replace_one(rt: Runtime, world: World, item: Work) -> None:
 
 
 def _replace_together(rt: Runtime, world: World, items: list[Work], moving: dict[str, list[Pod]]) -> None:
-    from ..provision.provisioner import (
-        launch_capacity,  # the provisioner's module pulls in the watch machinery
-    )
-
     keys = {p.key for item in items for p in moving[item.name]}
     pods = [*[p for p in world.pending if p.key not in keys], *[p for item in items for p in moving[item.name]]]
     unavailable = {(item.instance.instance_type, item.instance.zone, wk.CAPACITY_SPOT)
@@ -209,10 +206,6 @@ def _replace_together(rt: Runtime, world: World, items: list[Work], moving: dict
 
 
 def replace(rt: Runtime, world: World, item: Work) -> None:
-    from ..provision.provisioner import (
-        launch_capacity,  # the provisioner's module pulls in the watch machinery
-    )
-
     moving = pods_to_move(world, item.name)
     if not moving:
         item.report.replacement = {"launched": [], "reason": "no pods to move"}
