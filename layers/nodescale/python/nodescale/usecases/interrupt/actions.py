@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,6 +21,7 @@ from ...aws.ownership import OwnedInstance
 from ...disruption import drain_policy
 from ...interruption.actions import NODE_EVENT_REASONS, Outcome, Reason
 from ...interruption.intents import Intent
+from ...k8s import drain as k8s_drain
 from ...k8s import nodes as k8s_nodes
 from ...k8s.events import WARNING, EventRecorder
 from ...model import labels as wk
@@ -34,6 +33,7 @@ from ..world import World
 
 log = logging.getLogger(__name__)
 
+# The drain backoff's cap here: a spot notice is two minutes, so a budget that frees up is retried soon.
 MAX_BACKOFF_SECONDS = 4.0
 
 
@@ -239,28 +239,22 @@ def replace(rt: Runtime, world: World, item: Work) -> None:
 def drain(rt: Runtime, world: World, work: list[Work], deadline: float, sleep: Callable[[float], None]) -> None:
     """Drain rounds over every node being taken out, until all are gone or time runs out."""
     active = {item.name: item for item in work}
-    delay = 0.5
-    while active:
-        retry_after, blocked = _drain_round(rt, world, active, deadline)
-        if not active:
-            return
-        # Evictions just accepted need a moment; a blocked budget needs replacements to become Ready.
-        pause = max(retry_after, delay if blocked else 0.25) * random.uniform(0.8, 1.2)
-        if time.monotonic() + pause >= deadline:
-            for item in active.values():
-                item.report.reason = Reason.OUT_OF_TIME
-            return
-        sleep(pause)
-        delay = min(delay * 2, MAX_BACKOFF_SECONDS) if blocked else 0.5
+    done = k8s_drain.drain_rounds(lambda: _drain_round(rt, world, active, deadline), until=deadline,
+                                  max_delay=MAX_BACKOFF_SECONDS, sleep=sleep)
+    if not done:
+        for item in active.values():
+            item.report.reason = Reason.OUT_OF_TIME
 
 
-def _drain_round(rt: Runtime, world: World, active: dict[str, Work], deadline: float) -> tuple[float, bool]:
-    """One termination step per node still active (finished ones leave ``active``): the longest
-    retry-after the API server asked for, and whether any eviction was refused. The instances of the nodes
-    the round empties are terminated together at its end (one ownership check and TerminateInstances call
-    per hundred, not two calls a node: a batch of 100 interrupted nodes spent most of its drain on them)."""
-    retry_after = 0.0
-    blocked = False
+def _drain_round(
+    rt: Runtime, world: World, active: dict[str, Work], deadline: float
+) -> drain_policy.DrainResult | None:
+    """One termination step per node still active (finished ones leave ``active``); None once none is left,
+    else what blocks the nodes still there and the longest retry-after the API server asked for. The
+    instances of the nodes the round empties are terminated together at its end (one ownership check and
+    TerminateInstances call per hundred, not two calls a node: a batch of 100 interrupted nodes spent most
+    of its drain on them)."""
+    blocking = drain_policy.DrainResult(node=",".join(active))
     batch = terminate.TerminationBatch(rt)
     waiting: dict[str, Work] = {}  # node -> its work, while its instance waits in the batch
     for name, item in list(active.items()):
@@ -277,15 +271,16 @@ def _drain_round(rt: Runtime, world: World, active: dict[str, Work], deadline: f
         result = step.drain
         if result is not None:
             _note_drain(item.report, result)
-            retry_after = max(retry_after, result.retry_after)
-            blocked = blocked or bool(result.blocked_by_pdb or result.failed)
+            blocking.retry_after = max(blocking.retry_after, result.retry_after)
+            blocking.blocked_by_pdb += result.blocked_by_pdb
+            blocking.failed.update(result.failed)
         if step.state == terminate.TERMINATING:
             waiting[name] = item
             continue
         _settle(active, item, step)
     for step in batch.flush():
         _settle(active, waiting[step.node], step)
-    return retry_after, blocked
+    return blocking if active else None
 
 
 def _settle(active: dict[str, Work], item: Work, step: terminate.TerminationStep) -> None:
