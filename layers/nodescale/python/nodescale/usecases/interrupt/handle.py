@@ -249,7 +249,7 @@ def _act(
     for item in rebalances:
         if _act_on_rebalance(rt, recorder, world, item):
             work.append(item)
-    act.replace_all(rt, world, work)
+    act.replace(rt, world, work)
     act.drain(rt, world, work, deadline, sleep)
 
 
