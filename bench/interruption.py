@@ -2,7 +2,7 @@
 
 On a fresh `sim/` environment with the default spot NodePool, each round starts 4 pods (on a node the
 provisioner launches for them, or on an earlier round's replacement), waits until they run, then hands a spot interruption warning for that
-node's instance to the handler's code path (`interrupt.process`, idempotency record included). The
+node's instance to the handler's code path (`entry.process`, idempotency record included). The
 clock starts when the handler is called; the cordon is the moment the taint write returns, the launch
 the moment the replacement's EC2 CreateFleet call is sent. The catalog is warmed first, as a warm
 Lambda container has it. Targets: cordon under 1 s, replacement launch under 5 s.
@@ -49,7 +49,7 @@ def measure() -> dict[str, list[float]]:
     from nodescale.k8s.raw import request_json
     from nodescale.runtime import Runtime
     from nodescale.settings import Settings
-    from nodescale.usecases.interrupt import handle as interrupt
+    from nodescale.usecases.interrupt import entry
     from nodescale.usecases.provision import provisioner as provision
     from nodescale.usecases.world import catalog
     from sim.environment import Environment
@@ -107,8 +107,8 @@ def measure() -> dict[str, list[float]]:
                 fleets.clear()
                 started = time.time()
                 event["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
-                interrupt.process(event, settings, lambda: rt, account=None,
-                                     deadline_monotonic=time.monotonic() + 30)
+                entry.process(event, settings, lambda: rt, account=None,
+                              deadline_monotonic=time.monotonic() + 30)
                 if cordoned:
                     out["cordon"].append(cordoned[0] - started)
                 if fleets:

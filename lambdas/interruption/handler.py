@@ -22,7 +22,7 @@ from typing import Any
 
 from nodescale import lambda_support, runtime, telemetry
 from nodescale.settings import Settings
-from nodescale.usecases.interrupt import handle as interrupt
+from nodescale.usecases.interrupt import entry
 
 logger = telemetry.logger()
 metrics = telemetry.metrics()
@@ -34,7 +34,7 @@ MARGIN_SECONDS = 10.0
 @logger.inject_lambda_context(log_event=False)
 @metrics.log_metrics
 def handler(event: Any, context: Any) -> dict[str, Any]:
-    return interrupt.process(
+    return entry.process(
         event,
         Settings.from_env(),
         runtime.shared,

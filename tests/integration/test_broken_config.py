@@ -17,6 +17,7 @@ import pytest
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
 from nodescale.usecases.disrupt import run as disrupting
+from nodescale.usecases.interrupt import entry
 from nodescale.usecases.interrupt import handle as interrupting
 from nodescale.usecases.provision import provisioner as provisioning
 from nodescale.usecases.world import read_world
@@ -142,7 +143,7 @@ def test_an_interruption_of_a_good_pools_node_is_handled_in_full(sim: Environmen
     running = provision(sim, rt, ns, 2)
     (victim,) = nodes_of(running)
     instance_id = instance_of(node(sim, victim))
-    summary = interrupting.process(event("spot-interruption-warning.json", instance_id, sim), rt.settings,
+    summary = entry.process(event("spot-interruption-warning.json", instance_id, sim), rt.settings,
                                    lambda: rt, account=ACCOUNT, deadline_monotonic=time.monotonic() + 60)
     (report,) = summary["instances"]
     assert report["action"] == interrupting.DRAINED and report["podsEvicted"] == 2, report

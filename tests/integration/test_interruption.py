@@ -31,6 +31,7 @@ from nodescale.k8s.raw import request_json
 from nodescale.names import physical_name
 from nodescale.runtime import Runtime
 from nodescale.usecases.interrupt import batch as interrupt_batch
+from nodescale.usecases.interrupt import entry
 from nodescale.usecases.interrupt import handle as interrupting
 from nodescale.usecases.provision import provisioner as provisioning
 from sim import invoke
@@ -43,6 +44,7 @@ from tests.integration.helpers import (
     fresh_clients,
     instance_state,
     load_handler,
+    new_namespace,
     put_pool,
     use_settings,
     wait_for,
@@ -154,7 +156,7 @@ def sim_now(sim: Environment) -> Any:
 
 
 def replay(rt: Runtime, ev: dict, seconds: float = 60.0) -> dict:
-    return interrupting.process(ev, rt.settings, lambda: rt, account=ACCOUNT,
+    return entry.process(ev, rt.settings, lambda: rt, account=ACCOUNT,
                                 deadline_monotonic=time.monotonic() + seconds)
 
 
@@ -372,6 +374,23 @@ def test_a_pdb_refusal_is_a_warning_event_on_the_pod_and_the_node(sim: Environme
 
 
 @pytest.mark.filterwarnings("ignore:No application metrics to publish")
+def test_a_nodes_replacement_report_names_only_what_its_own_pods_got(sim: Environment, rt: Runtime, ns: str) -> None:
+    """#29.2: deliberate change: one interrupted node's replacement report, as several nodes' always did, names
+    only what the joint plan did with its own pods; another pending pod planned alongside (here one no
+    NodePool can take) is not reported as this node's."""
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1})
+    (victim,) = nodes_of(provision(sim, rt, ns, 1))
+    other = new_namespace(sim.kube_api_client())
+    deploy(sim, other, "inflate.yaml", inflate={"replicas": 1, "nodeSelector": {"example.com/no-pool": "x"}})
+    wait_for("the other pod unschedulable", lambda: any(is_provisionable(p) for p in pods(sim, other)))
+
+    summary = replay(rt, event("spot-interruption-warning.json", instance_of(node(sim, victim)), sim), seconds=5)
+
+    (report,) = summary["instances"]
+    assert len(report["replacement"]["launched"]) == 1, report
+    assert report["replacement"]["unschedulable"] == [], report
+
+
 def test_repeats_and_a_late_state_change_make_one_replacement_and_one_drain(
     sim: Environment, rt: Runtime, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

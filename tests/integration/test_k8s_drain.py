@@ -8,8 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from nodescale.disruption.drain_policy import DrainResult
 from nodescale.k8s import drain, nodes
 from nodescale.k8s.raw import request_json
+from nodescale.usecases import cleanup
 from tests.integration import helpers
 from tests.integration.helpers import create_pod
 
@@ -147,12 +149,25 @@ def test_a_spot_notice_caps_each_pods_grace(env):
     assert names(store, ns, node=node) == []
 
 
+def drain_node(api, node: str, until: float) -> DrainResult:
+    """One node drained by the drain loop (``drain_rounds``), voluntarily: its totals over the rounds."""
+    totals: list[DrainResult] = []
+
+    def round_() -> DrainResult | None:
+        result = drain.drain_round(api, node, involuntary=False)
+        totals[:] = [totals[0].merge(result) if totals else result]
+        return None if result.empty else result
+
+    drain.drain_rounds(round_, until=until)
+    return totals[0]
+
+
 def test_drain_loops_until_empty_within_its_deadline(env):
     store, api, ns, node, admin = env
     for i in range(6):
         run_pod(admin, ns, f"p{i}", node)
     start = time.monotonic()
-    total = drain.drain(api, node, involuntary=False, until=time.monotonic() + 5)
+    total = drain_node(api, node, until=time.monotonic() + 5)
     assert total.empty and len(total.evicted) == 6
     assert time.monotonic() - start < 3
 
@@ -162,7 +177,27 @@ def test_drain_gives_up_at_its_deadline_and_leaves_the_taint(env):
     run_pod(admin, ns, "guarded", node, labels={"app": "g"})
     pdb(admin, ns, "g", minAvailable=1)
     start = time.monotonic()
-    total = drain.drain(api, node, involuntary=False, until=time.monotonic() + 1.0)
+    total = drain_node(api, node, until=time.monotonic() + 1.0)
     assert time.monotonic() - start < 2
     assert total.blocked_by_pdb == [f"{ns}/guarded"] and not total.empty
     assert nodes.has_taint(nodes.get_node(api, node))
+
+
+def test_cleanup_drains_with_the_drain_loops_backoff_then_deletes_what_is_left(env):
+    """#29.2: deliberate change: the destroy-time cleanup drains through the one drain loop, so its pauses
+    back off as the other drains' do (0.5 s doubling while a budget blocks; it slept 1 s flat before), and
+    when its drain period is over a last round deletes the pods still there."""
+    store, api, ns, node, admin = env
+    run_pod(admin, ns, "guarded", node, labels={"app": "g"})
+    pdb(admin, ns, "g", minAvailable=1)
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        time.sleep(seconds)
+
+    summary = cleanup.CleanupSummary("c", retained=False)
+    cleanup._drain(api, [node], summary, 2.5, sleep)
+    assert pauses and pauses[0] <= 0.5 * 1.2, pauses
+    assert len(pauses) >= 2 and pauses[1] >= 1.0 * 0.8 and pauses[1] > pauses[0], pauses
+    assert names(store, ns, node=node) == [] and summary.pods_evicted == 1

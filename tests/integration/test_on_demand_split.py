@@ -16,7 +16,7 @@ from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
 from nodescale.scheduling.capacity_split import required_on_demand
 from nodescale.usecases.disrupt import run as disrupting
-from nodescale.usecases.interrupt import handle as interrupting
+from nodescale.usecases.interrupt import entry
 from nodescale.usecases.provision import provisioner as provisioning
 from sim.environment import Environment
 from tests.integration import helpers
@@ -133,7 +133,7 @@ def _event(sim: Environment, sample: str, instance_id: str) -> dict:
 
 
 def _replacement(rt: Runtime, ev: dict) -> dict:
-    summary = interrupting.process(ev, rt.settings, lambda: rt, account="123456789012",
+    summary = entry.process(ev, rt.settings, lambda: rt, account="123456789012",
                                    deadline_monotonic=time.monotonic() + 60)
     (report,) = summary["instances"]
     launched = report["replacement"]["launched"]

@@ -24,7 +24,7 @@ from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
 from nodescale.usecases import status
 from nodescale.usecases.disrupt import run as disrupting
-from nodescale.usecases.interrupt import handle as interrupting
+from nodescale.usecases.interrupt import entry
 from nodescale.usecases.provision import provisioner as provisioning
 from sim.environment import Environment
 from tests.integration import helpers
@@ -74,7 +74,7 @@ class Events:
 
 
 def replay(rt: Runtime, event: dict[str, Any]) -> dict[str, Any]:
-    return interrupting.process(event, rt.settings, lambda: rt, account=ACCOUNT,
+    return entry.process(event, rt.settings, lambda: rt, account=ACCOUNT,
                                 deadline_monotonic=time.monotonic() + 30)
 
 

@@ -24,6 +24,7 @@ from nodescale.aws.idempotency import once_per_event
 from nodescale.runtime import Runtime
 from nodescale.settings import Settings
 from nodescale.usecases.interrupt import batch as interrupt_batch
+from nodescale.usecases.interrupt import entry
 from nodescale.usecases.interrupt import handle as interrupting
 from tests import fakes
 
@@ -83,7 +84,7 @@ def run(rt: Runtime | None, sqs_batch: dict[str, Any]) -> dict[str, Any]:
 
     settings = rt.settings if rt else Settings(cluster_name=fakes.CLUSTER, region=fakes.REGION, table_name=None)
     # Through the use-case's entry point, as the handler calls it: an SQS batch is recognised by its shape.
-    response = interrupting.process(sqs_batch, settings, runtime, account=ACCOUNT, deadline_monotonic=0.0)
+    response = entry.process(sqs_batch, settings, runtime, account=ACCOUNT, deadline_monotonic=0.0)
     json.dumps(response)  # plain JSON, as Lambda returns it
     return response
 

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nodescale.interruption import events as ev
+from nodescale.usecases.interrupt import entry
 from nodescale.usecases.interrupt import handle as interrupting
 from tests import fakes
 
@@ -41,7 +42,7 @@ def _process(rt: Any, event: Any) -> dict:
         called.append(True)
         return rt
 
-    summary = interrupting.process(event, rt.settings, runtime, account=ACCOUNT, deadline_monotonic=0.0)
+    summary = entry.process(event, rt.settings, runtime, account=ACCOUNT, deadline_monotonic=0.0)
     json.dumps(summary)  # a summary is always plain JSON
     return summary
 

@@ -19,7 +19,7 @@ from nodescale.interruption.actions import zone_shift_ignored
 from nodescale.interruption.intents import ShiftKind, ZoneShift
 from nodescale.model import zonalshift
 from nodescale.model.instancetype import InstanceType, Offering
-from nodescale.usecases.interrupt import handle as interrupting
+from nodescale.usecases.interrupt import entry
 from tests import fakes
 
 EVENTS = Path(__file__).parent.parent / "fixtures" / "events"
@@ -173,7 +173,7 @@ def test_the_shifted_zones_offerings_are_unavailable_and_the_others_untouched() 
 
 
 def _process(rt: Any, event: Any) -> dict[str, Any]:
-    summary = interrupting.process(event, rt.settings, lambda: rt, account="123456789012")
+    summary = entry.process(event, rt.settings, lambda: rt, account="123456789012")
     json.dumps(summary)
     return summary
 

@@ -29,6 +29,7 @@ from ..aws import clients
 from ..model.currency import USD, currency_of, money
 from ..runtime import Runtime
 from ..settings import Settings, SettingsError
+from ..usecases.interrupt import entry
 from ..usecases.interrupt import handle as interrupt
 from . import common
 
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     status = 0
     for source, event in recorded:
         try:
-            summary = interrupt.process(
+            summary = entry.process(
                 event, settings, runtime, account=account, deadline_monotonic=time.monotonic() + args.seconds
             )
         except Exception as exc:  # noqa: BLE001 - reported per event; the Lambda would retry it

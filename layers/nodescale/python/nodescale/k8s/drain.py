@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from .. import clock
 from ..disruption.drain_policy import (
     FIRST_BACKOFF_SECONDS,
+    MAX_BACKOFF_SECONDS,
     DrainResult,
     EvictionOutcome,
     EvictionResult,
@@ -156,32 +157,30 @@ def _retry_after(exc: ApiException) -> float:
         return 0.0
 
 
-def drain(
-    api: k8s.ApiClient,
-    node_name: str,
+def drain_rounds(
+    round_: Callable[[], DrainResult | None],
     *,
-    involuntary: bool,
     until: float,
-    delete_after: datetime | None = None,
-    grace_period_seconds: int | None = None,
+    max_delay: float = MAX_BACKOFF_SECONDS,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> DrainResult:
-    """Rounds until the node is empty or `until` (a `clock()` time) passes, backing off while blocked.
+) -> bool:
+    """The one drain loop: ``round_`` (one round over one node or many) until it returns None (nothing
+    left to drain), pausing between rounds as the core's ``backoff`` says (the delay held to
+    ``max_delay``), with jitter. Gives up, False, rather than pause past ``until`` (a ``clock()`` time):
+    the nodes keep their taint and a later run carries on.
 
-    Returns the totals; a node that is not empty yet keeps its taint and a later run carries on.
+    A round's result stands for every node it drained: what blocks (PodDisruptionBudgets, failures) and
+    the longest Retry-After asked for.
     """
-    total: DrainResult | None = None
     delay = FIRST_BACKOFF_SECONDS
     while True:
-        result = drain_round(
-            api, node_name, involuntary=involuntary, delete_after=delete_after, grace_period_seconds=grace_period_seconds
-        )
-        total = result if total is None else total.merge(result)
-        if result.empty:
-            return total
+        result = round_()
+        if result is None:
+            return True
         pause, delay = backoff(result, delay)
+        delay = min(delay, max_delay)
         pause *= random.uniform(0.8, 1.2)
         if clock() + pause >= until:
-            return total
+            return False
         sleep(pause)

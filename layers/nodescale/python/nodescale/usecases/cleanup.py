@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from kubernetes.client import ApiClient
@@ -28,6 +28,7 @@ from .. import clock
 from ..aws import instances as ec2_instances
 from ..aws import launchtemplates
 from ..aws.clients import AwsClients
+from ..disruption.drain_policy import DrainResult
 from ..k8s import drain as k8s_drain
 from ..k8s import listing
 from ..k8s import nodes as k8s_nodes
@@ -128,7 +129,8 @@ def _run(
 
 def _drain(api: ApiClient, names: list[str], summary: CleanupSummary, seconds: float,
            sleep: Callable[[float], None]) -> None:
-    """Cordon and taint every node, then drain them together until empty or the time is up."""
+    """Cordon and taint every node, then drain them together until empty or the time is up (the drain
+    loop's backoff between rounds); what is left then is deleted by a last round."""
     for name in names:
         try:
             k8s_nodes.mark_disrupted(api, name)
@@ -136,22 +138,29 @@ def _drain(api: ApiClient, names: list[str], summary: CleanupSummary, seconds: f
             continue
         except (ApiException, HTTPError, OSError) as exc:
             summary.errors.append(f"node {name} not cordoned: {exc}")
-    until = time.monotonic() + seconds
-    force_at = clock.now() + timedelta(seconds=seconds)
     left = list(names)
     remaining: dict[str, list[str]] = {}
-    while left:
+
+    def round_(delete_after: datetime) -> DrainResult | None:
+        nonlocal left
+        blocking = DrainResult(node=",".join(left))
         for name in left:
             try:
-                result = k8s_drain.drain_round(api, name, involuntary=True, delete_after=force_at, now=clock.now)
+                result = k8s_drain.drain_round(api, name, involuntary=True, delete_after=delete_after, now=clock.now)
             except (ApiException, HTTPError, OSError) as exc:
                 summary.errors.append(f"node {name} not drained: {exc}")
                 remaining.pop(name, None)
                 continue
             summary.pods_evicted += len(result.evicted)
             remaining[name] = result.remaining
+            blocking.blocked_by_pdb += result.blocked_by_pdb
+            blocking.failed.update(result.failed)
+            blocking.retry_after = max(blocking.retry_after, result.retry_after)
         left = [n for n in left if remaining.get(n)]
-        if not left or time.monotonic() >= until:
-            break
-        sleep(1.0)
+        return blocking if left else None
+
+    force_at = clock.now() + timedelta(seconds=seconds)
+    if not k8s_drain.drain_rounds(lambda: round_(force_at), until=time.monotonic() + seconds, sleep=sleep):
+        # The drain period is over: one last round deletes what is still there rather than evicting it.
+        round_(clock.now())
     summary.pods_left = sorted(p for n in left for p in remaining.get(n, []))

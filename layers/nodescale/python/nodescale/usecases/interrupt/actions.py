@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,16 +21,20 @@ from ...aws.ownership import OwnedInstance
 from ...disruption import drain_policy
 from ...interruption.actions import NODE_EVENT_REASONS, Outcome, Reason
 from ...interruption.intents import Intent
+from ...k8s import drain as k8s_drain
 from ...k8s import nodes as k8s_nodes
 from ...k8s.events import WARNING, EventRecorder
 from ...model import labels as wk
 from ...model.pod import Pod
 from ...runtime import Runtime
 from .. import terminate
+from ..provision.launch import LaunchOutcome
+from ..provision.provisioner import launch_capacity
 from ..world import World
 
 log = logging.getLogger(__name__)
 
+# The drain backoff's cap here: a spot notice is two minutes, so a budget that frees up is retried soon.
 MAX_BACKOFF_SECONDS = 4.0
 
 
@@ -148,126 +150,76 @@ def pods_to_move(world: World, node_name: str) -> list[Pod]:
     return out
 
 
-def replace_all(rt: Runtime, world: World, work: list[Work]) -> None:
-    """Launch replacements for the pods of every node in ``work``. Several nodes with pods (a batch of events,
-    or one event naming several instances) are planned together in one pass: planned one at a time, the second
-    node's pods would count on the in-flight node launched for the first node's pods, which has no room for
-    them (the plan does not know what the first launch is for)."""
+def replace(rt: Runtime, world: World, work: list[Work]) -> None:
+    """Launch replacements for the pods of every node in ``work``, planned together in one pass: planned one
+    node at a time, the second node's pods would count on the in-flight node launched for the first node's
+    pods, which has no room for them (the plan does not know what the first launch is for). Each node's
+    report names what the plan did with its own pods."""
     moving = {item.name: pods_to_move(world, item.name) for item in work}
-    with_pods = [item for item in work if moving[item.name]]
+    items = [item for item in work if moving[item.name]]
     for item in work:
         if not moving[item.name]:
             item.report.replacement = {"launched": [], "reason": "no pods to move"}
-    if len(with_pods) == 1:
-        _replace_one(rt, world, with_pods[0])
-    elif with_pods:
-        _replace_together(rt, world, with_pods, moving)
-
-
-def _replace_one(rt: Runtime, world: World, item: Work) -> None:
-    try:
-        replace(rt, world, item)
-    except Exception as exc:  # one failed replacement never keeps a node from being drained
-        log.exception("replacement failed", extra={"node": item.name})
-        item.report.replacement = {"launched": [], "reason": f"replacement failed: {exc}"}
-
-
-def _replace_together(rt: Runtime, world: World, items: list[Work], moving: dict[str, list[Pod]]) -> None:
-    from ..provision.provisioner import (
-        launch_capacity,  # the provisioner's module pulls in the watch machinery
-    )
-
+    if not items:
+        return
+    # Pods already waiting (e.g. evicted by an earlier interruption) are planned alongside, so capacity on
+    # its way for them is not promised to these nodes' pods too.
     keys = {p.key for item in items for p in moving[item.name]}
     pods = [*[p for p in world.pending if p.key not in keys], *[p for item in items for p in moving[item.name]]]
     unavailable = {(item.instance.instance_type, item.instance.zone, wk.CAPACITY_SPOT)
                    for item in items if item.instance.capacity_type == wk.CAPACITY_SPOT}
     exclude = {name for item in items for name in (item.name, item.instance.instance_id)}
+    reason = (f"replacing {items[0].name} ({items[0].intent.kind})" if len(items) == 1
+              else f"replacing {len(items)} interrupted nodes")
     try:
         outcome = launch_capacity(rt, world, pods, exclude_nodes=exclude, extra_unavailable=sorted(unavailable),
-                                  reason=f"replacing {len(items)} interrupted nodes")
+                                  reason=reason)
     except Exception as exc:  # a failed replacement never keeps the nodes from being drained
         log.exception("replacement failed", extra={"nodes": [item.name for item in items]})
         for item in items:
             item.report.replacement = {"launched": [], "reason": f"replacement failed: {exc}"}
         return
     for item in items:
-        mine = {p.key for p in moving[item.name]}
-        launched = [launch for launch in outcome.launches if mine & set(launch.pods)]
-        waiting = sorted(node for node, on in outcome.waiting.items() if mine & set(on))
-        unschedulable = [{"pod": p, "reason": why} for p, why in outcome.unschedulable if p in mine]
-        elsewhere = {p for launch in launched for p in launch.pods} | {
-            p for node in waiting for p in outcome.waiting[node]} | {u["pod"] for u in unschedulable}
-        item.report.replacement = {
-            "launched": [launch.to_dict() for launch in launched],
-            "waitingOnInFlight": waiting,
-            "placedOnExisting": len(mine - elsewhere),  # this node's pods the plan put on registered nodes
-            "unschedulable": unschedulable,
-            "errors": dict(outcome.errors),
-        }
-        if launched and item.intent.event_time is not None:
-            telemetry.seconds(telemetry.EVENT_TO_REPLACEMENT, since(item.intent.event_time))
+        _report_replacement(item, {p.key for p in moving[item.name]}, outcome)
 
 
-def replace(rt: Runtime, world: World, item: Work) -> None:
-    from ..provision.provisioner import (
-        launch_capacity,  # the provisioner's module pulls in the watch machinery
-    )
-
-    moving = pods_to_move(world, item.name)
-    if not moving:
-        item.report.replacement = {"launched": [], "reason": "no pods to move"}
-        return
-    # Pods already waiting (e.g. evicted by an earlier interruption) are planned alongside, so
-    # capacity on its way for them is not promised to this node's pods too.
-    keys = {p.key for p in moving}
-    pods = [*[p for p in world.pending if p.key not in keys], *moving]
-    unavailable = []
-    if item.instance.capacity_type == wk.CAPACITY_SPOT:
-        unavailable.append((item.instance.instance_type, item.instance.zone, wk.CAPACITY_SPOT))
-    outcome = launch_capacity(
-        rt,
-        world,
-        pods,
-        exclude_nodes={item.name, item.instance.instance_id},
-        extra_unavailable=unavailable,
-        reason=f"replacing {item.name} ({item.intent.kind})",
-    )
+def _report_replacement(item: Work, mine: set[str], outcome: LaunchOutcome) -> None:
+    """The node's share of the joint plan: the launches, in-flight nodes and refusals its pods got."""
+    launched = [launch for launch in outcome.launches if mine & set(launch.pods)]
+    waiting = sorted(node for node, on in outcome.waiting.items() if mine & set(on))
+    unschedulable = [{"pod": p, "reason": why} for p, why in outcome.unschedulable if p in mine]
+    elsewhere = {p for launch in launched for p in launch.pods} | {
+        p for node in waiting for p in outcome.waiting[node]} | {u["pod"] for u in unschedulable}
     item.report.replacement = {
-        "launched": [launch.to_dict() for launch in outcome.launches],
-        "waitingOnInFlight": sorted(outcome.waiting),
-        "placedOnExisting": outcome.placed_existing,
-        "unschedulable": [{"pod": p, "reason": why} for p, why in outcome.unschedulable],
+        "launched": [launch.to_dict() for launch in launched],
+        "waitingOnInFlight": waiting,
+        "placedOnExisting": len(mine - elsewhere),  # this node's pods the plan put on registered nodes
+        "unschedulable": unschedulable,
         "errors": dict(outcome.errors),
     }
-    if outcome.launches and item.intent.event_time is not None:
+    if launched and item.intent.event_time is not None:
         telemetry.seconds(telemetry.EVENT_TO_REPLACEMENT, since(item.intent.event_time))
 
 
 def drain(rt: Runtime, world: World, work: list[Work], deadline: float, sleep: Callable[[float], None]) -> None:
     """Drain rounds over every node being taken out, until all are gone or time runs out."""
     active = {item.name: item for item in work}
-    delay = 0.5
-    while active:
-        retry_after, blocked = _drain_round(rt, world, active, deadline)
-        if not active:
-            return
-        # Evictions just accepted need a moment; a blocked budget needs replacements to become Ready.
-        pause = max(retry_after, delay if blocked else 0.25) * random.uniform(0.8, 1.2)
-        if time.monotonic() + pause >= deadline:
-            for item in active.values():
-                item.report.reason = Reason.OUT_OF_TIME
-            return
-        sleep(pause)
-        delay = min(delay * 2, MAX_BACKOFF_SECONDS) if blocked else 0.5
+    done = k8s_drain.drain_rounds(lambda: _drain_round(rt, world, active, deadline), until=deadline,
+                                  max_delay=MAX_BACKOFF_SECONDS, sleep=sleep)
+    if not done:
+        for item in active.values():
+            item.report.reason = Reason.OUT_OF_TIME
 
 
-def _drain_round(rt: Runtime, world: World, active: dict[str, Work], deadline: float) -> tuple[float, bool]:
-    """One termination step per node still active (finished ones leave ``active``): the longest
-    retry-after the API server asked for, and whether any eviction was refused. The instances of the nodes
-    the round empties are terminated together at its end (one ownership check and TerminateInstances call
-    per hundred, not two calls a node: a batch of 100 interrupted nodes spent most of its drain on them)."""
-    retry_after = 0.0
-    blocked = False
+def _drain_round(
+    rt: Runtime, world: World, active: dict[str, Work], deadline: float
+) -> drain_policy.DrainResult | None:
+    """One termination step per node still active (finished ones leave ``active``); None once none is left,
+    else what blocks the nodes still there and the longest retry-after the API server asked for. The
+    instances of the nodes the round empties are terminated together at its end (one ownership check and
+    TerminateInstances call per hundred, not two calls a node: a batch of 100 interrupted nodes spent most
+    of its drain on them)."""
+    blocking = drain_policy.DrainResult(node=",".join(active))
     batch = terminate.TerminationBatch(rt)
     waiting: dict[str, Work] = {}  # node -> its work, while its instance waits in the batch
     for name, item in list(active.items()):
@@ -284,15 +236,16 @@ def _drain_round(rt: Runtime, world: World, active: dict[str, Work], deadline: f
         result = step.drain
         if result is not None:
             _note_drain(item.report, result)
-            retry_after = max(retry_after, result.retry_after)
-            blocked = blocked or bool(result.blocked_by_pdb or result.failed)
+            blocking.retry_after = max(blocking.retry_after, result.retry_after)
+            blocking.blocked_by_pdb += result.blocked_by_pdb
+            blocking.failed.update(result.failed)
         if step.state == terminate.TERMINATING:
             waiting[name] = item
             continue
         _settle(active, item, step)
     for step in batch.flush():
         _settle(active, waiting[step.node], step)
-    return retry_after, blocked
+    return blocking if active else None
 
 
 def _settle(active: dict[str, Work], item: Work, step: terminate.TerminationStep) -> None:

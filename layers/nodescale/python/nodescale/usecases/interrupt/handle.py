@@ -1,8 +1,8 @@
 """The interruption use-case: an EventBridge event about EC2 instances, acted on safely.
 
-    process(event, settings, runtime, account=..., deadline_monotonic=...) -> summary
-        parse, ignore what is not ours (logged, counted), else handle each event id once; an SQS batch
-        goes to ``interrupt_batch.process_batch`` (a partial batch response)
+    process_event(event, settings, runtime, account=..., deadline_monotonic=...) -> summary
+        parse, ignore what is not ours (logged, counted), else handle the event id once (the function's
+        front door, ``entry.process``, sends an SQS batch to ``batch.process_batch`` instead)
     handle_event(rt, event, ...) -> summary     the same without the idempotency record
     handle_events(rt, [(parsed, intents)], ...) -> summaries    several events acted on together
 
@@ -44,7 +44,7 @@ from typing import Any
 from ... import clock, telemetry
 from ...aws.idempotency import once_per_event
 from ...aws.ownership import OwnedInstance, classify
-from ...interruption import actions, events, queue
+from ...interruption import actions, events
 from ...interruption.actions import Outcome, Reason, Step, action_for
 from ...k8s import listing
 from ...k8s import nodes as k8s_nodes
@@ -85,7 +85,7 @@ IGNORED = Outcome.IGNORED
 # ------------------------------------------------------------------------------------------ entry points
 
 
-def process(
+def process_event(
     event: object,
     settings: Settings,
     runtime: Callable[[], Runtime],
@@ -94,16 +94,10 @@ def process(
     deadline_monotonic: float | None = None,
     lambda_context: Any = None,
 ) -> dict[str, Any]:
-    """What the Lambda handler and ``nodescale replay`` run for one event, or for an SQS batch of them
-    (the interruption queue's event source mapping: see ``interrupt_batch``).
+    """One EventBridge event, handled once (``entry.process`` sends an SQS batch to ``batch`` instead).
 
     ``runtime`` is only called for an event worth acting on, so bad input needs no clients at all.
     """
-    if queue.is_batch(event):
-        from .batch import process_batch  # it builds on this module
-
-        return process_batch(event, settings, runtime, account=account,  # type: ignore[arg-type]
-                             deadline_monotonic=deadline_monotonic, lambda_context=lambda_context)
     parsed = events.read(event, account, settings.region)
     if isinstance(parsed.result, events.Ignored):
         return ignored_summary(event, parsed.result, parsed.detail_type)
@@ -255,7 +249,7 @@ def _act(
     for item in rebalances:
         if _act_on_rebalance(rt, recorder, world, item):
             work.append(item)
-    act.replace_all(rt, world, work)
+    act.replace(rt, world, work)
     act.drain(rt, world, work, deadline, sleep)
 
 

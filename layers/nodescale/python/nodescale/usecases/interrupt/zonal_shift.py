@@ -2,7 +2,7 @@
 
     handle_shift(rt, shift, detail_type) -> summary
 
-The interruption function receives the event (``interrupt.process``); this records it in the shared
+The interruption function receives the event (``entry.process``); this records it in the shared
 table (``aws/zonalshifts``), where every function's next read of the world finds it and takes that
 zone's offerings out of what it may launch (``world.read_world``). Nothing is drained here: the nodes
 in the zone keep running (ARC moves traffic, not capacity); a NodePool may ask for them to be replaced
