@@ -71,7 +71,6 @@ REBALANCE_ANNOTATION = actions.REBALANCE_ANNOTATION
 REBALANCE_INTERRUPT = actions.REBALANCE_INTERRUPT
 # Without a caller's deadline (CLI, tests), a drain keeps trying this long.
 DEFAULT_DRAIN_SECONDS = 120.0
-MAX_BACKOFF_SECONDS = act.MAX_BACKOFF_SECONDS
 
 # Actions reported per instance (the summary's "action").
 DRAINED = Outcome.DRAINED
