@@ -11,11 +11,11 @@ from datetime import UTC, datetime
 import pytest
 
 from nodescale.aws.catalog import bundled_catalog
-from nodescale.aws.instances import ManagedInstance
 from nodescale.config import load, parse_documents
 from nodescale.disruption.consolidation import evaluate
 from nodescale.disruption.decisions import Decision, Refusal
 from nodescale.model.buffers import CapacityBuffer, resolve
+from nodescale.model.instance import ManagedInstance
 from nodescale.usecases.disrupt.read import buffer_placement, node_views, simulator
 from nodescale.usecases.world import World
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from nodescale.aws.instances import ManagedInstance
+from nodescale.model.instance import ManagedInstance
 from nodescale.model.node import ClusterNode
 from nodescale.usecases.world import World
 

@@ -10,11 +10,11 @@ import pytest
 
 from nodescale.aws import pricing
 from nodescale.aws.catalog import bundled_catalog
-from nodescale.aws.instances import ManagedInstance
 from nodescale.commands.plan import plan_paths
 from nodescale.config import load, parse_documents
 from nodescale.disruption.simulator import replacement_from_claim
 from nodescale.model import nodecost
+from nodescale.model.instance import ManagedInstance
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.usecases.disrupt.read import node_views
 from nodescale.usecases.world import World, _prepare_types

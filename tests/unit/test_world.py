@@ -7,10 +7,11 @@ from datetime import UTC, datetime
 import pytest
 
 from nodescale.aws.catalog import bundled_catalog
-from nodescale.aws.instances import ManagedInstance
 from nodescale.config import load, parse_documents
+from nodescale.model.instance import ManagedInstance
 from nodescale.model.pod import Pod
-from nodescale.usecases.world import IN_FLIGHT_PREFIX, World, pool_usage
+from nodescale.scheduling.inflight import IN_FLIGHT_PREFIX
+from nodescale.usecases.world import World, pool_usage
 
 POOL = """
 apiVersion: karpenter.sh/v1

@@ -7,7 +7,6 @@ and decides from that snapshot, so the three functions agree on what "in flight"
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -23,7 +22,6 @@ from .. import clock, telemetry
 from ..aws import capacityreservations, launchfailures, zonalshifts
 from ..aws import catalog as catalogs
 from ..aws import instances as ec2_instances
-from ..aws.instances import ManagedInstance
 from ..aws.launchfailures import LaunchFailure
 from ..aws.pooltypes import PoolTypesError, pool_types
 from ..config import ConfigError
@@ -33,24 +31,25 @@ from ..k8s.buffer_templates import read_buffer_sources
 from ..k8s.events import WARNING, EventRecorder, ObjectRef
 from ..k8s.nodepool_objects import CLUSTER_KINDS
 from ..model import capacityreservation as reservations_model
-from ..model import labels as wk
 from ..model import nodelabels, zonalshift
 from ..model import resources as res
 from ..model.buffers import CapacityBuffer, ResolvedBuffer, resolve
 from ..model.capacityreservation import CapacityReservation
+from ..model.instance import ManagedInstance
 from ..model.instancetype import InstanceType
 from ..model.node import ClusterNode, trust_nodes
+from ..model.nodecost import instance_price
 from ..model.nodepool import NodeClass, NodePool
 from ..model.overlays import NodeOverlay
 from ..model.pod import Pod
 from ..model.quantity import QuantityError
 from ..model.requirements import RequirementError
-from ..model.taints import Taint, TaintError, tolerates_all
+from ..model.taints import TaintError
 from ..model.zonalshift import ActiveShift
+from ..scheduling import existing, inflight
+from ..scheduling.inflight import in_flight_instance
 from ..scheduling.plan import ExistingNode
-from ..scheduling.templates import daemon_requirements, labels_satisfy
 from ..scheduling.workloads import WorkloadError, read_workloads
-from ..scheduling.workloads import node as node_from_doc
 from .nodepool_sources import load_all
 
 if TYPE_CHECKING:
@@ -58,31 +57,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Taints a node carries only while it comes up: a pod that waits for the node need not tolerate them.
-TRANSIENT_TAINT_KEYS = frozenset(
-    {
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
-        "node.kubernetes.io/network-unavailable",
-        "node.cloudprovider.kubernetes.io/uninitialized",
-        "karpenter.sh/unregistered",
-    }
-)
 # The live catalog costs several EC2 calls; a warm Lambda container reuses it for this long.
 CATALOG_TTL_SECONDS = 900.0
-# Name prefix of the stand-in node for an instance whose Node has not registered yet.
-IN_FLIGHT_PREFIX = "in-flight/"
-
-
-def in_flight_name(instance_id: str) -> str:
-    """The stand-in node name of an instance launched and not registered yet."""
-    return f"{IN_FLIGHT_PREFIX}{instance_id}"
-
-
-def in_flight_instance(node_name: str) -> str | None:
-    """The instance id behind an in-flight stand-in node's name; None for a registered node's name."""
-    return node_name[len(IN_FLIGHT_PREFIX) :] if node_name.startswith(IN_FLIGHT_PREFIX) else None
-
 
 _CATALOG_LOCK = threading.Lock()
 _CATALOG: dict[str, tuple[float, list[InstanceType]]] = {}
@@ -190,13 +166,7 @@ class World:
 
     def unregistered_instances(self) -> list[ManagedInstance]:
         """This cluster's pending/running instances that no Node names yet (launched, not joined)."""
-        return [
-            i
-            for i in self.instances
-            # Named by any Node, trusted or not: an instance is never expired as "never joined" because its
-            # Node's name is not the one expected (a custom hostname); the untrusted Node is warned about.
-            if i.state in ("pending", "running") and i.instance_id not in self._claimed
-        ]
+        return inflight.unregistered(self.instances, self._claimed)
 
     def instance_types(self, pool_name: str) -> list[InstanceType]:
         """The catalog for the pool's node class (kubelet, root volume, AMI family), with the offerings
@@ -215,11 +185,8 @@ class World:
 
     def expected_labels(self, inst: ManagedInstance, pool: NodePool, it: InstanceType) -> dict[str, str]:
         """The labels the instance's node carries once registered, as the solver planned it (nodelabels)."""
-        return nodelabels.node_labels(
-            pool, it.labels, zone=inst.zone, capacity_type=inst.capacity_type, zone_id=self.zone_id(inst.zone),
-            class_labels=self.node_labels(pool.name), reservation_id=inst.capacity_reservation_id,
-            reservation_type=inst.capacity_reservation_type,
-        )
+        return inflight.expected_labels(inst, pool, it, zone_id=self.zone_id(inst.zone),
+                                        class_labels=self.node_labels(pool.name))
 
     def shifted_zones(self) -> frozenset[str]:
         """The names of the zones under an ARC zonal shift (their ids mapped through the catalog's offerings)."""
@@ -255,55 +222,35 @@ class World:
     # -- what the bin-packer sees ----------------------------------------------------------------------------
 
     def existing_nodes(self, exclude: Iterable[str] = ()) -> list[ExistingNode]:
-        """Registered nodes (Ready or not) with their pods, plus in-flight instances without a Node.
-
-        ``exclude`` holds node names or instance ids to leave out (a node being replaced, an instance
-        about to be terminated). Nodes not yet Ready, and instances not yet registered, are marked in
-        flight; the taints they carry only while starting are dropped, since pods will not wait for them.
-        """
-        skip = set(exclude)
-        out: list[ExistingNode] = []
-        for raw in self.nodes:
-            name = _name(raw)
-            iid = k8s_nodes.instance_id(raw)
-            if name in skip or (iid and iid in skip):
-                continue
-            try:
-                node = node_from_doc(raw, f"Node {name}")
-            except WorkloadError as exc:
-                log.warning("node left out of planning", extra={"node": name, "reason": str(exc)})
-                continue
-            node.pods = list(self.pods_by_node.get(name, []))
-            node.pool = nodelabels.pool_key(node.labels, self.nodepools)
-            ready = k8s_nodes.readiness(raw).ready
-            if not ready:
-                node.in_flight = True
-                node.taints = tuple(t for t in node.taints if t.key not in self._startup_keys(node.nodepool))
-            trusted = self.trusted_instance_id(raw)
-            inst = self._instance_by_id.get(trusted) if trusted else None
+        """Registered nodes (Ready or not) with their pods, plus in-flight instances without a Node
+        (``scheduling.existing.existing_nodes``); ``exclude`` holds node names or instance ids to leave out."""
+        trusted: dict[str, ManagedInstance] = {}
+        for view in self._views.values():
+            iid = self.trusted_instance_id(view.raw)
+            inst = self._instance_by_id.get(iid) if iid else None
             if inst is not None:
-                node.price = self.price_of(inst)
-                # Registered before the provisioner synced its labels: the instance says what it is (as for
-                # capacity in flight), which a pool's on-demand minimum counts.
-                if inst.capacity_type and wk.CAPACITY_TYPE not in node.labels:
-                    node.labels[wk.CAPACITY_TYPE] = inst.capacity_type
-            if (raw.get("metadata") or {}).get("deletionTimestamp"):
-                node.unschedulable = True
-            out.append(node)
-        for inst in self.unregistered_instances():
-            if inst.instance_id in skip:
-                continue
-            stand_in = self._in_flight_node(inst)
-            if stand_in is not None:
-                out.append(stand_in)
-        return out
+                trusted[view.name] = inst
+        prices = {i.instance_id: self.price_of(i) for i in trusted.values()}
+        nodes, unreadable = existing.existing_nodes(
+            self.node_views(), self.pods_by_node, self.nodepools, trusted, prices, self._stand_ins(), exclude)
+        for name, why in unreadable.items():
+            log.warning("node left out of planning", extra={"node": name, "reason": why})
+        return nodes
 
-    def _startup_keys(self, pool_name: str) -> set[str]:
-        pool = self.nodepools.get(pool_name)
-        keys = set(TRANSIENT_TAINT_KEYS)
-        if pool is not None:
-            keys.update(t.key for t in pool.startup_taints)
-        return keys
+    def _stand_ins(self) -> list[ExistingNode]:
+        out = []
+        for inst in self.unregistered_instances():
+            it = self.instance_type(inst.instance_type, inst.nodepool)
+            if it is None:
+                log.warning("in-flight instance of an unknown type", extra={"instance_id": inst.instance_id,
+                                                                           "instance_type": inst.instance_type})
+                continue
+            pool = self.nodepools.get(inst.nodepool or "")
+            out.append(inflight.stand_in(
+                inst, pool, it, price=self.price_of(inst), daemon_pods=self.daemonset_pods(),
+                zone_id=self.zone_id(inst.zone) if pool is not None else "",
+                class_labels=self.node_labels(pool.name) if pool is not None else None))
+        return out
 
     def instance_type(self, name: str, pool_name: str | None = None) -> InstanceType | None:
         """The type as the pool would launch it, else as the plain catalog knows it."""
@@ -314,66 +261,13 @@ class World:
 
     def price_of(self, inst: ManagedInstance) -> float:
         """The instance's offering price per hour (0 when the catalog does not know it)."""
-        it = self.instance_type(inst.instance_type, inst.nodepool)
-        if it is None:
-            return 0.0
-        for o in it.offerings:
-            if o.zone == inst.zone and o.capacity_type == inst.capacity_type and (
-                o.reservation_id == inst.capacity_reservation_id
-            ):
-                return o.price
-        if inst.capacity_type == wk.CAPACITY_RESERVED:
-            # Its reservation is no longer selected: EC2 bills it as on-demand from now on.
-            for o in it.offerings:
-                if o.zone == inst.zone and o.capacity_type == wk.CAPACITY_ON_DEMAND:
-                    return o.price
-        return 0.0
+        return instance_price(inst, self.instance_type(inst.instance_type, inst.nodepool))
 
     def note_reserved_launch(self, reservation_id: str, count: int = 1) -> None:
         """``count`` instances launched into the reservation: every pool plans with that many fewer free
         (Karpenter's MarkLaunched), until the next run reads the count from EC2 again."""
         for name, types in self._types.items():
             self._types[name] = reservations_model.consume(types, reservation_id, count)
-
-    def _in_flight_node(self, inst: ManagedInstance) -> ExistingNode | None:
-        """A stand-in for an instance that has not registered: what its Node will look like."""
-        pool = self.nodepools.get(inst.nodepool or "")
-        it = self.instance_type(inst.instance_type, inst.nodepool)
-        if it is None:
-            log.warning("in-flight instance of an unknown type", extra={"instance_id": inst.instance_id,
-                                                                       "instance_type": inst.instance_type})
-            return None
-        name = in_flight_name(inst.instance_id)
-        if pool is not None:
-            # What the node will carry once registered (the registration step syncs the same labels).
-            labels = self.expected_labels(inst, pool, it)
-        else:
-            named = {k: v for k, v in inst.tags.items() if k in (wk.NODEPOOL, wk.LEGACY_PROVISIONER)}
-            labels = {**it.labels, **(named or {wk.NODEPOOL: inst.nodepool or ""}), wk.ZONE: inst.zone,
-                      wk.CAPACITY_TYPE: inst.capacity_type}
-            if inst.capacity_reservation_id:
-                labels[wk.CAPACITY_RESERVATION_ID] = inst.capacity_reservation_id
-                labels[wk.CAPACITY_RESERVATION_TYPE] = inst.capacity_reservation_type
-        labels[wk.INSTANCE_TYPE] = inst.instance_type
-        labels[wk.HOSTNAME] = inst.private_dns_name or name
-        taints: tuple[Taint, ...] = pool.taints if pool is not None else ()
-        node = ExistingNode(
-            name=name,
-            labels=labels,
-            allocatable=dict(it.allocatable),
-            taints=taints,
-            capacity=dict(it.capacity),
-            in_flight=True,
-            price=self.price_of(inst),
-            pool=inst.nodepool or "",
-        )
-        # The DaemonSets that will run there take their share before any pending pod does.
-        for d in self.daemonset_pods():
-            if tolerates_all(d.tolerations, taints) is not None:
-                continue
-            if any(labels_satisfy(labels, t) for t in daemon_requirements(d)):
-                node.pods.append(dataclasses.replace(d, name=f"{d.name}-{inst.instance_id}", node_name=name))
-        return node
 
 
 def _name(node: Mapping[str, Any]) -> str:

@@ -25,9 +25,9 @@ from ...k8s import events as k8s_events
 from ...k8s import nodes as k8s_nodes
 from ...model.currency import localize
 from ...model.nodelabels import pool_key
+from ...scheduling.inflight import in_flight_instance
 from ..provision.provisioner import launch_capacity
 from ..terminate import TERMINATING, TerminationStep, continue_termination
-from ..world import in_flight_instance
 from .state import (
     EVENT_BLOCKED,
     EVENT_DECISION,

@@ -25,7 +25,8 @@ from ...k8s import nodes as k8s_nodes
 from ...model import labels as wk
 from ...model.instancetype import InstanceType
 from ...model.nodepool import NodePool
-from ..world import TRANSIENT_TAINT_KEYS, World
+from ...scheduling.inflight import startup_keys
+from ..world import World
 
 if TYPE_CHECKING:
     from ...runtime import Runtime
@@ -62,7 +63,7 @@ def initialized(node: Mapping[str, Any], pool: NodePool, it: InstanceType) -> bo
     """Karpenter's test: Ready, no startup (or coming-up) taint left, every device resource advertised."""
     if not k8s_nodes.readiness(node).ready:
         return False
-    waiting = set(TRANSIENT_TAINT_KEYS) | {t.key for t in pool.startup_taints}
+    waiting = startup_keys(pool)
     if any(t.get("key") in waiting for t in k8s_nodes.taints_of(node)):
         return False
     allocatable = (node.get("status") or {}).get("allocatable") or {}

@@ -33,8 +33,9 @@ from ...k8s import nodes as k8s_nodes
 from ...k8s.raw import path_segment, request_json
 from ...model.pod import Pod
 from ...model.taints import Taint, TaintError, tolerates_all
+from ...scheduling.inflight import TRANSIENT_TAINT_KEYS
 from ...scheduling.templates import daemon_requirements, labels_satisfy
-from ..world import TRANSIENT_TAINT_KEYS, World
+from ..world import World
 from .launch import NOMINATED, pending_since
 
 if TYPE_CHECKING:
