@@ -11,6 +11,7 @@ from nodescale.config import load, parse_documents
 from nodescale.model.instance import ManagedInstance
 from nodescale.model.pod import Pod
 from nodescale.scheduling.inflight import IN_FLIGHT_PREFIX
+from nodescale.scheduling.workloads import read_daemonsets
 from nodescale.usecases.world import World, pool_usage
 
 POOL = """
@@ -86,7 +87,7 @@ def world() -> World:
             ]),
         ],
         pods_by_node={"booting": [bound]},
-        daemonsets=[_daemon()],
+        daemonsets=read_daemonsets([_daemon()])[0],
         instances=[_instance("i-ready", dns="ready"), _instance("i-boot", dns="booting"), _instance("i-new", "m5.xlarge")],
         catalog=types,
     )

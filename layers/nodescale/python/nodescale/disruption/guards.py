@@ -6,10 +6,11 @@ Each guard answers with why (for the refusal's message) or None; the do-not-disr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from ..model.pod import DO_NOT_DISRUPT, LEGACY_DO_NOT_CONSOLIDATE, LabelSelector, Pod, do_not_disrupt
+from ..model.pdb import PodDisruptionBudget
+from ..model.pod import DO_NOT_DISRUPT, LEGACY_DO_NOT_CONSOLIDATE, Pod, do_not_disrupt
 from .nodes import NodeView
 
 
@@ -35,24 +36,10 @@ def node_blocks(node: NodeView, now: datetime) -> str | None:
     return None
 
 
-def pdb_blocks(pods: Iterable[Pod], pdbs: Sequence[Mapping]) -> str | None:
+def pdb_blocks(pods: Iterable[Pod], pdbs: Sequence[PodDisruptionBudget]) -> str | None:
     """A pod whose PodDisruptionBudget allows no eviction now: a voluntary drain would stall on it."""
     for pod in pods:
         for pdb in pdbs:
-            meta = pdb.get("metadata") or {}
-            if (meta.get("namespace") or "default") != pod.namespace:
-                continue
-            allowed = (pdb.get("status") or {}).get("disruptionsAllowed")
-            if allowed is None or int(allowed) > 0:
-                continue
-            if _selects(pdb, pod):
-                return f"pod {pod.key} is protected by PodDisruptionBudget {pod.namespace}/{meta.get('name')} " \
-                       f"(0 disruptions allowed)"
+            if pdb.at_zero and pdb.selects(pod):
+                return f"pod {pod.key} is protected by PodDisruptionBudget {pdb.key} (0 disruptions allowed)"
     return None
-
-
-def _selects(pdb: Mapping, pod: Pod) -> bool:
-    selector = (pdb.get("spec") or {}).get("selector")
-    if selector is None:
-        return False
-    return LabelSelector.from_dict(selector).matches(pod.labels)

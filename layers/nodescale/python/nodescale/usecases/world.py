@@ -35,12 +35,14 @@ from ..model import nodelabels, zonalshift
 from ..model import resources as res
 from ..model.buffers import CapacityBuffer, ResolvedBuffer, resolve
 from ..model.capacityreservation import CapacityReservation
+from ..model.daemonset import DaemonSet
 from ..model.instance import ManagedInstance
 from ..model.instancetype import InstanceType
 from ..model.node import ClusterNode, trust_nodes
 from ..model.nodecost import instance_price
 from ..model.nodepool import NodeClass, NodePool
 from ..model.overlays import NodeOverlay
+from ..model.pdb import PodDisruptionBudget, read_pdbs
 from ..model.pod import Pod
 from ..model.quantity import QuantityError
 from ..model.requirements import RequirementError
@@ -49,7 +51,7 @@ from ..model.zonalshift import ActiveShift
 from ..scheduling import existing, inflight
 from ..scheduling.inflight import in_flight_instance
 from ..scheduling.plan import ExistingNode
-from ..scheduling.workloads import WorkloadError, read_workloads
+from ..scheduling.workloads import read_daemonsets
 from .nodepool_sources import load_all
 
 if TYPE_CHECKING:
@@ -81,8 +83,8 @@ class World:
     pods: list[dict[str, Any]] = field(default_factory=list)
     pods_by_node: dict[str, list[Pod]] = field(default_factory=dict)
     pending: list[Pod] = field(default_factory=list)
-    daemonsets: list[dict[str, Any]] = field(default_factory=list)
-    pdbs: list[dict[str, Any]] = field(default_factory=list)
+    daemonsets: list[DaemonSet] = field(default_factory=list)
+    pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     instances: list[ManagedInstance] = field(default_factory=list)
     catalog: list[InstanceType] = field(default_factory=list, repr=False)
     unavailable: dict[tuple[str, str, str], float] = field(default_factory=dict)
@@ -102,7 +104,6 @@ class World:
     _claimed: set[str] = field(default_factory=set, repr=False)  # instance ids any Node names
     _views: dict[str, ClusterNode] = field(default_factory=dict, repr=False)
     _instance_by_id: dict[str, ManagedInstance] = field(default_factory=dict, repr=False)
-    _daemon_pods: list[Pod] | None = field(default=None, repr=False)
     _zone_ids: dict[str, str] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -207,17 +208,7 @@ class World:
 
     def daemonset_pods(self) -> list[Pod]:
         """One template pod per DaemonSet: the overhead each node it runs on carries."""
-        if self._daemon_pods is None:
-            pods: list[Pod] = []
-            for ds in self.daemonsets:
-                meta = ds.get("metadata") or {}
-                source = f"DaemonSet {meta.get('namespace') or 'default'}/{meta.get('name')}"
-                try:
-                    pods.extend(read_workloads([(source, {"kind": "DaemonSet", **ds})]).daemons)
-                except WorkloadError as exc:
-                    log.warning("daemonset left out of the node overhead", extra={"reason": str(exc)})
-            self._daemon_pods = pods
-        return self._daemon_pods
+        return [d.pod for d in self.daemonsets]
 
     # -- what the bin-packer sees ----------------------------------------------------------------------------
 
@@ -306,8 +297,8 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     if include_pods:
         world.pods = read_pods_cached(rt) if pod_cache else listing.list_pods(rt.api).items
         world.pods_by_node, world.pending, world.pod_errors = _sort_pods(world.pods)
-    world.daemonsets = listing.list_daemonsets(rt.api).items
-    world.pdbs = listing.list_pdbs(rt.api).items
+    world.daemonsets = read_daemonsets_listed(rt)
+    world.pdbs = read_pdbs_listed(rt)
     world.instances = ec2_instances.list_instances(rt.aws.ec2, settings.cluster_name)
     world.unavailable = rt.launcher.offerings.snapshot()
     world.catalog = catalog(rt)
@@ -388,9 +379,25 @@ def read_nodes_and_pods(rt: Runtime) -> World:
     world.nodes = listing.list_nodes(rt.api).items
     world.pods = listing.list_pods(rt.api).items
     world.pods_by_node, world.pending, world.pod_errors = _sort_pods(world.pods)
-    world.pdbs = listing.list_pdbs(rt.api).items
+    world.pdbs = read_pdbs_listed(rt)
     world.index()
     return world
+
+
+def read_pdbs_listed(rt: Runtime) -> list[PodDisruptionBudget]:
+    """The cluster's PodDisruptionBudgets, typed; a malformed one is logged by name and left out."""
+    pdbs, errors = read_pdbs(listing.list_pdbs(rt.api).items)
+    for why in errors:
+        log.warning("PodDisruptionBudget left out: %s", why)
+    return pdbs
+
+
+def read_daemonsets_listed(rt: Runtime) -> list[DaemonSet]:
+    """The cluster's DaemonSets, typed; a malformed one is logged by name and left out of the node overhead."""
+    daemonsets, errors = read_daemonsets(listing.list_daemonsets(rt.api).items)
+    for why in errors:
+        log.warning("daemonset left out of the node overhead", extra={"reason": why})
+    return daemonsets
 
 
 # The apiVersion an event names a configuration object by (the newest its CRD serves).
