@@ -19,6 +19,7 @@ from nodescale.disruption.nodes import EMPTY_SINCE, NodeView
 from nodescale.model import labels as wk
 from nodescale.model.instance import ManagedInstance
 from nodescale.model.instancetype import InstanceType, Offering
+from nodescale.model.node import ClusterNode
 from nodescale.model.nodepool import Budget, Disruption, NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
@@ -161,3 +162,8 @@ def instance(iid: str, itype: str = "small", *, zone: str = "zone-a", capacity_t
              nodepool: str | None = "default", state: str = "running", **kw: object) -> ManagedInstance:
     """One of this cluster's EC2 instances as the snapshot holds it."""
     return ManagedInstance(iid, itype, zone, capacity_type, nodepool, state, NOW, **kw)  # type: ignore[arg-type]
+
+
+def cluster_nodes(*raws: dict) -> list[ClusterNode]:
+    """Nodes as the world snapshot holds them (typed once, as ``read_world`` does), from their API objects."""
+    return [ClusterNode.from_dict(raw) for raw in raws]

@@ -282,7 +282,7 @@ def group(nodes: Iterable[NodeStatus]) -> list[Group]:
 def drains(world: World) -> list[Drain]:
     """Nodes carrying the disruption taint, with the pods that still have to leave."""
     out = []
-    for raw in world.nodes:
+    for raw in (n.raw for n in world.nodes):
         if not k8s_nodes.has_taint(raw):
             continue
         meta = raw.get("metadata") or {}

@@ -26,7 +26,6 @@ from ..aws.launchfailures import LaunchFailure
 from ..aws.pooltypes import PoolTypesError, pool_types
 from ..config import ConfigError
 from ..k8s import listing, podcache
-from ..k8s import nodes as k8s_nodes
 from ..k8s.buffer_templates import read_buffer_sources
 from ..k8s.events import WARNING, EventRecorder, ObjectRef
 from ..k8s.nodepool_objects import CLUSTER_KINDS
@@ -79,7 +78,7 @@ class World:
     # The active buffers with their virtual pods (or why they have none), in name order.
     resolved_buffers: list[ResolvedBuffer] = field(default_factory=list)
     config_errors: list[ConfigError | str] = field(default_factory=list)
-    nodes: list[dict[str, Any]] = field(default_factory=list)
+    nodes: list[ClusterNode] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
     pods_by_node: dict[str, list[Pod]] = field(default_factory=dict)
     pending: list[Pod] = field(default_factory=list)
@@ -98,7 +97,7 @@ class World:
     pod_errors: list[tuple[str, str]] = field(default_factory=list)
     _types: dict[str, list[InstanceType]] = field(default_factory=dict, repr=False)
     _pool_labels: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
-    _node_by_instance: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _node_by_instance: dict[str, ClusterNode] = field(default_factory=dict, repr=False)
     # Nodes naming one of this cluster's instances without being trusted for it: name -> why (trust_nodes).
     untrusted: dict[str, str] = field(default_factory=dict, repr=False)
     _claimed: set[str] = field(default_factory=set, repr=False)  # instance ids any Node names
@@ -117,15 +116,15 @@ class World:
         self._instance_by_id = {i.instance_id: i for i in self.instances}
         self._views = {}
         self._claimed = set()
-        for raw in self.nodes:
-            view = ClusterNode.from_dict(raw)
+        for view in self.nodes:
             self._views[view.name] = view
             if view.instance_id:
                 self._claimed.add(view.instance_id)
         # The one mapping every use-case goes through (#27.5): a Node speaks for an instance only when its
         # name is the instance's and no other such Node claims it.
-        trust = trust_nodes(self.nodes, {i.instance_id: i.private_dns_name for i in self.instances})
-        self._node_by_instance = dict(trust.trusted)  # type: ignore[arg-type]
+        by_raw = {id(n.raw): n for n in self.nodes}
+        trust = trust_nodes([n.raw for n in self.nodes], {i.instance_id: i.private_dns_name for i in self.instances})
+        self._node_by_instance = {iid: by_raw[id(raw)] for iid, raw in trust.trusted.items()}
         self.untrusted = trust.untrusted
 
     def refresh_instances(self, ec2: Any, cluster: str) -> None:
@@ -135,7 +134,8 @@ class World:
 
     # -- lookups -------------------------------------------------------------------------------------------
 
-    def node_for_instance(self, instance_id: str) -> dict[str, Any] | None:
+    def node_for_instance(self, instance_id: str) -> ClusterNode | None:
+        """The Node trusted for the instance (#27.5), if it has registered."""
         return self._node_by_instance.get(instance_id)
 
     def node(self, name: str) -> ClusterNode | None:
@@ -146,18 +146,23 @@ class World:
         """Every registered Node of this snapshot, typed, in listing order."""
         return list(self._views.values())
 
-    def trusted_instance_id(self, node: Mapping[str, Any]) -> str | None:
+    def trusted_instance_id(self, node: ClusterNode) -> str | None:
         """The instance the Node speaks for: its providerID's, when it is that instance's trusted Node."""
-        iid = k8s_nodes.instance_id(node)
+        iid = node.instance_id
         if not iid:
             return None
         trusted = self._node_by_instance.get(iid)
-        return iid if trusted is not None and _name(trusted) == _name(node) else None
+        return iid if trusted is not None and trusted.name == node.name else None
+
+    def without_nodes(self, names: Iterable[str]) -> World:
+        """This snapshot less the Nodes ``names`` (deleted since it was read)."""
+        gone = set(names)
+        return replace(self, nodes=[n for n in self.nodes if n.name not in gone])
 
     def instance_for_node(self, name: str) -> ManagedInstance | None:
         view = self._views.get(name)
         if view is not None:
-            iid = self.trusted_instance_id(view.raw)
+            iid = self.trusted_instance_id(view)
             return self._instance_by_id.get(iid) if iid else None
         iid = in_flight_instance(name)
         return self._instance_by_id.get(iid) if iid is not None else None
@@ -217,7 +222,7 @@ class World:
         (``scheduling.existing.existing_nodes``); ``exclude`` holds node names or instance ids to leave out."""
         trusted: dict[str, ManagedInstance] = {}
         for view in self._views.values():
-            iid = self.trusted_instance_id(view.raw)
+            iid = self.trusted_instance_id(view)
             inst = self._instance_by_id.get(iid) if iid else None
             if inst is not None:
                 trusted[view.name] = inst
@@ -261,10 +266,6 @@ class World:
             self._types[name] = reservations_model.consume(types, reservation_id, count)
 
 
-def _name(node: Mapping[str, Any]) -> str:
-    return str((node.get("metadata") or {}).get("name") or "")
-
-
 # ---------------------------------------------------------------------------------------------- reading
 
 
@@ -293,7 +294,7 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     if world.buffers:
         templates, scalables = read_buffer_sources(rt.api, world.buffers.values())
         resolve_buffers(world, templates, scalables)
-    world.nodes = listing.list_nodes(rt.api).items
+    world.nodes = [ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items]
     if include_pods:
         world.pods = read_pods_cached(rt) if pod_cache else listing.list_pods(rt.api).items
         world.pods_by_node, world.pending, world.pod_errors = _sort_pods(world.pods)
@@ -376,7 +377,7 @@ def read_pods_cached(rt: Runtime) -> list[dict[str, Any]]:
 def read_nodes_and_pods(rt: Runtime) -> World:
     """Nodes, pods and PDBs only: enough to drain when the rest (configuration, EC2) cannot be read."""
     world = World(now=clock.now(), cluster=rt.settings.cluster_name)
-    world.nodes = listing.list_nodes(rt.api).items
+    world.nodes = [ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items]
     world.pods = listing.list_pods(rt.api).items
     world.pods_by_node, world.pending, world.pod_errors = _sort_pods(world.pods)
     world.pdbs = read_pdbs_listed(rt)

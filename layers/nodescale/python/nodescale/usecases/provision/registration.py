@@ -24,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from ...k8s import nodes as k8s_nodes
 from ...model import labels as wk
 from ...model.instancetype import InstanceType
+from ...model.node import ClusterNode
 from ...model.nodepool import NodePool
 from ...scheduling.inflight import startup_keys
 from ..world import World
@@ -38,9 +39,10 @@ TRUE = "true"
 _DEVICE_PREFIXES = ("nvidia.com/", "amd.com/", "aws.amazon.com/", "habana.ai/")
 
 
-def labels_to_sync(world: World, node: Mapping[str, Any]) -> dict[str, str]:
-    """The labels to set on ``node`` now ({} when it is not ours or has nothing missing)."""
-    iid = world.trusted_instance_id(node)
+def labels_to_sync(world: World, view: ClusterNode) -> dict[str, str]:
+    """The labels to set on ``view`` now ({} when it is not ours or has nothing missing)."""
+    node = view.raw
+    iid = world.trusted_instance_id(view)
     inst = world.instance(iid) if iid else None
     if inst is None:
         return {}  # not launched by nodescale for this cluster: never touched
@@ -78,11 +80,11 @@ def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False) -> list[str]
     """Label this cluster's newly registered (and newly initialized) nodes; the world's copies follow,
     so the pass that called this plans with the labels the nodes now carry."""
     changed: list[str] = []
-    for node in world.nodes:
-        want = labels_to_sync(world, node)
+    for view in world.nodes:
+        want = labels_to_sync(world, view)
         if not want:
             continue
-        name = str((node.get("metadata") or {}).get("name") or "")
+        node, name = view.raw, view.name
         # A dry run changes nothing, but plans as the next pass will: with the labels synced.
         if not dry_run:
             try:
