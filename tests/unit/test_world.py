@@ -8,10 +8,12 @@ import pytest
 
 from nodescale.aws.catalog import bundled_catalog
 from nodescale.config import load, parse_documents
+from nodescale.model import labels as wk
 from nodescale.model.instance import ManagedInstance
 from nodescale.model.pod import Pod
 from nodescale.scheduling.inflight import IN_FLIGHT_PREFIX
 from nodescale.scheduling.workloads import read_daemonsets
+from nodescale.usecases.provision.registration import sync_nodes
 from nodescale.usecases.world import World, pool_usage
 from tests.builders import cluster_nodes
 
@@ -148,3 +150,15 @@ def test_without_nodes_is_a_new_snapshot_and_the_read_one_is_left_as_it_was(worl
     assert after.node_for_instance("i-ready") is None
     assert {i.instance_id for i in after.unregistered_instances()} == {"i-new", "i-ready"}
     assert [n.name for n in world.nodes] == ["ready", "booting"] and world.node_for_instance("i-ready") is not None
+
+
+def test_syncing_labels_gives_a_new_snapshot_with_them_and_leaves_the_read_one(world: World) -> None:
+    """#29.1: registration's labels reach the plan through a new snapshot (typed node, planned node and raw
+    object agree) instead of being written into the raw Node the read snapshot holds."""
+    synced = sync_nodes(None, world, dry_run=True)  # type: ignore[arg-type]  # a dry run writes nothing
+    assert synced is not world
+    assert synced.node("ready").labels[wk.REGISTERED] == "true"
+    assert synced.node("ready").raw["metadata"]["labels"][wk.REGISTERED] == "true"
+    assert next(n for n in synced.existing_nodes() if n.name == "ready").labels[wk.INSTANCE_TYPE] == "m5.large"
+    assert wk.REGISTERED not in world.node("ready").labels
+    assert wk.REGISTERED not in world.node("ready").raw["metadata"]["labels"]

@@ -154,6 +154,15 @@ class World:
         trusted = self._node_by_instance.get(iid)
         return iid if trusted is not None and trusted.name == node.name else None
 
+    def with_node_labels(self, labels: Mapping[str, Mapping[str, str]]) -> World:
+        """This snapshot with ``labels`` (node name -> labels) set on those Nodes (written since it was read)."""
+        def relabelled(node: ClusterNode) -> ClusterNode:
+            meta = node.raw.get("metadata") or {}
+            raw = {**node.raw, "metadata": {**meta, "labels": {**(meta.get("labels") or {}), **labels[node.name]}}}
+            return ClusterNode.from_dict(raw)
+
+        return replace(self, nodes=[relabelled(n) if n.name in labels else n for n in self.nodes])
+
     def without_nodes(self, names: Iterable[str]) -> World:
         """This snapshot less the Nodes ``names`` (deleted since it was read)."""
         gone = set(names)

@@ -1,6 +1,6 @@
 """Karpenter's registration and initialization, for the nodes of this cluster's instances.
 
-    sync_nodes(rt, world) -> list[str]   label newly registered nodes; returns the nodes changed
+    sync_nodes(rt, world) -> World   label newly registered nodes; returns the snapshot with their labels
 
 When a Node of an instance nodescale launched appears, it carries only what its kubelet may set
 (``--node-labels``, see ``aws/userdata.node_labels``). Karpenter copies its NodeClaim's labels onto the
@@ -76,15 +76,15 @@ def initialized(node: Mapping[str, Any], pool: NodePool, it: InstanceType) -> bo
     )
 
 
-def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False) -> list[str]:
-    """Label this cluster's newly registered (and newly initialized) nodes; the world's copies follow,
-    so the pass that called this plans with the labels the nodes now carry."""
-    changed: list[str] = []
+def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False) -> World:
+    """Label this cluster's newly registered (and newly initialized) nodes, and return the snapshot with the
+    labels they now carry (``world`` itself is left as read), which the pass that called this plans with."""
+    changed: dict[str, dict[str, str]] = {}
     for view in world.nodes:
         want = labels_to_sync(world, view)
         if not want:
             continue
-        node, name = view.raw, view.name
+        name = view.name
         # A dry run changes nothing, but plans as the next pass will: with the labels synced.
         if not dry_run:
             try:
@@ -93,7 +93,6 @@ def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False) -> list[str]
                 # The next pass tries again; planning goes on with the node as it is.
                 log.warning("could not label a registered node", extra={"node": name, "error": str(exc)})
                 continue
-        node.setdefault("metadata", {}).setdefault("labels", {}).update(want)
-        changed.append(name)
+        changed[name] = want
         log.info("node labels synced", extra={"node": name, "labels": sorted(want)})
-    return changed
+    return world.with_node_labels(changed) if changed else world
