@@ -17,7 +17,9 @@ from nodescale.disruption.consolidation import Simulation
 from nodescale.disruption.context import Inputs
 from nodescale.disruption.nodes import EMPTY_SINCE, NodeView
 from nodescale.model import labels as wk
+from nodescale.model.instance import ManagedInstance
 from nodescale.model.instancetype import InstanceType, Offering
+from nodescale.model.node import ClusterNode
 from nodescale.model.nodepool import Budget, Disruption, NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
@@ -154,3 +156,14 @@ def daemon(cpu: str, **spec: object) -> Pod:
 def existing_node(name: str, cpu: int = 4, zone: str = "zone-a", **kw: object) -> ExistingNode:
     labels = {wk.ZONE: zone, wk.ARCH: "amd64", wk.OS: "linux", wk.HOSTNAME: name, **kw.pop("labels", {})}
     return ExistingNode(name, labels, {"cpu": cpu * 1000, "memory": 64 * GIB, "pods": 110}, **kw)
+
+
+def instance(iid: str, itype: str = "small", *, zone: str = "zone-a", capacity_type: str = "on-demand",
+             nodepool: str | None = "default", state: str = "running", **kw: object) -> ManagedInstance:
+    """One of this cluster's EC2 instances as the snapshot holds it."""
+    return ManagedInstance(iid, itype, zone, capacity_type, nodepool, state, NOW, **kw)  # type: ignore[arg-type]
+
+
+def cluster_nodes(*raws: dict) -> list[ClusterNode]:
+    """Nodes as the world snapshot holds them (typed once, as ``read_world`` does), from their API objects."""
+    return [ClusterNode.from_dict(raw) for raw in raws]

@@ -311,8 +311,8 @@ spec:
 
 def _reserved_world():
     from nodescale.aws.catalog import bundled_catalog
-    from nodescale.aws.instances import ManagedInstance
     from nodescale.config import load, parse_documents
+    from nodescale.model.instance import ManagedInstance
     from nodescale.usecases import world as world_module
 
     config = load(parse_documents(RESERVED_POOL, "test"))

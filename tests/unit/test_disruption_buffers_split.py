@@ -11,13 +11,14 @@ from datetime import UTC, datetime
 import pytest
 
 from nodescale.aws.catalog import bundled_catalog
-from nodescale.aws.instances import ManagedInstance
 from nodescale.config import load, parse_documents
 from nodescale.disruption.consolidation import evaluate
 from nodescale.disruption.decisions import Decision, Refusal
 from nodescale.model.buffers import CapacityBuffer, resolve
+from nodescale.model.instance import ManagedInstance
 from nodescale.usecases.disrupt.read import buffer_placement, node_views, simulator
 from nodescale.usecases.world import World
+from tests.builders import cluster_nodes
 
 POOL = """
 apiVersion: karpenter.sh/v1
@@ -69,7 +70,7 @@ def world(buffer_pods: int) -> World:
     types = [t for t in everything if t.name == "m5.large"]
     w = World(
         now=NOW, cluster="demo", nodepools=dict(config.nodepools), nodeclasses=dict(config.nodeclasses),
-        nodes=[_node("od", "i-od", "on-demand"), _node("spot", "i-spot", "spot")],
+        nodes=cluster_nodes(_node("od", "i-od", "on-demand"), _node("spot", "i-spot", "spot")),
         instances=[ManagedInstance("i-od", "m5.xlarge", "us-east-1a", "on-demand", "web", "running", NOW,
                                    private_dns_name="od"),
                    ManagedInstance("i-spot", "m5.xlarge", "us-east-1a", "spot", "web", "running", NOW,

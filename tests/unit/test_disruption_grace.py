@@ -16,13 +16,15 @@ from nodescale.disruption.drift import Drifted, DriftKind
 from nodescale.disruption.guards import pod_blocks
 from nodescale.k8s import drain
 from nodescale.model.nodepool import Budget
+from nodescale.model.pdb import PodDisruptionBudget
 from nodescale.model.pod import Pod
 from nodescale.usecases.disrupt.state import FORCEFUL
 from tests import fakes
 from tests.builders import NOW, inputs, node, pod, pool
 
-PDB_AT_ZERO = {"metadata": {"name": "web", "namespace": "default"},
-               "spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {"disruptionsAllowed": 0}}
+PDB_AT_ZERO = PodDisruptionBudget.from_dict({"metadata": {"name": "web", "namespace": "default"},
+                                            "spec": {"selector": {"matchLabels": {"app": "web"}}},
+                                            "status": {"disruptionsAllowed": 0}})
 
 
 def raw_pod(name: str, annotations: dict | None = None, grace: int | None = None,

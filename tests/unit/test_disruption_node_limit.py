@@ -8,7 +8,7 @@ limit"): a node being replaced still counts until its instance is gone.
 
 from __future__ import annotations
 
-from nodescale.aws.instances import ManagedInstance
+from nodescale.model.instance import ManagedInstance
 from nodescale.usecases.provision import provisioner as provisioning
 from tests.unit.test_provisioning import (  # noqa: F401 - fixtures
     NOW,

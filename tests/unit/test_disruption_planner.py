@@ -12,6 +12,7 @@ from nodescale.disruption.decisions import Blocker
 from nodescale.disruption.drift import Drifted, DriftKind
 from nodescale.disruption.nodes import NodeView
 from nodescale.model.nodepool import Budget
+from nodescale.model.pdb import PodDisruptionBudget
 from tests.builders import NOW, fits_elsewhere, inputs, node, nowhere, pod, pool, since
 
 # -- emptiness ------------------------------------------------------------------------------------------------
@@ -135,8 +136,9 @@ def test_cloud_drift_and_template_drift_replace_nodes_with_pods_and_delete_empty
 
 
 def test_a_pdb_with_no_disruptions_left_holds_drift() -> None:
-    pdb = {"metadata": {"name": "web", "namespace": "default"}, "spec": {"selector": {"matchLabels": {"app": "web"}}},
-           "status": {"disruptionsAllowed": 0}}
+    pdb = PodDisruptionBudget.from_dict({"metadata": {"name": "web", "namespace": "default"},
+                                         "spec": {"selector": {"matchLabels": {"app": "web"}}},
+                                         "status": {"disruptionsAllowed": 0}})
     views = [node("a", [pod("p", labels={"app": "web"})])]
     out = planner.plan(inputs(views, cloud_drift={"a": Drifted(DriftKind.NODE_CLASS, "changed")}, pdbs=[pdb]))
     assert out.decisions == [] and out.refusals[0].kind == Blocker.PDB

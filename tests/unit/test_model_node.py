@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from nodescale.aws.instances import ManagedInstance
+from nodescale.model.instance import ManagedInstance
 from nodescale.model.node import ClusterNode
 from nodescale.usecases.world import World
+from tests.builders import cluster_nodes
 
 RAW = {
     "metadata": {
@@ -45,9 +46,9 @@ def test_a_node_without_an_ec2_provider_or_ready_condition() -> None:
 def test_the_world_looks_nodes_up_by_name_and_by_instance() -> None:
     inst = ManagedInstance("i-0123456789abcdef0", "m5.large", "us-east-1a", "spot", "default", "running", None,
                            private_dns_name="ip-10-0-1-4.ec2.internal")
-    world = World(now=datetime.now(UTC), cluster="c", nodes=[RAW], instances=[inst])
+    world = World(now=datetime.now(UTC), cluster="c", nodes=cluster_nodes(RAW), instances=[inst])
     view = world.node("ip-10-0-1-4.ec2.internal")
     assert view is not None and view.raw is RAW
     assert world.node("nope") is None
-    assert world.node_for_instance("i-0123456789abcdef0") is RAW
+    assert world.node_for_instance("i-0123456789abcdef0").raw is RAW
     assert [n.name for n in world.node_views()] == ["ip-10-0-1-4.ec2.internal"]

@@ -10,14 +10,15 @@ import pytest
 
 from nodescale.aws import pricing
 from nodescale.aws.catalog import bundled_catalog
-from nodescale.aws.instances import ManagedInstance
 from nodescale.commands.plan import plan_paths
 from nodescale.config import load, parse_documents
 from nodescale.disruption.simulator import replacement_from_claim
 from nodescale.model import nodecost
+from nodescale.model.instance import ManagedInstance
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.usecases.disrupt.read import node_views
 from nodescale.usecases.world import World, _prepare_types
+from tests.builders import cluster_nodes
 
 CATALOG = {it.name: it for it in bundled_catalog("us-east-1")}
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
@@ -159,7 +160,7 @@ def test_consolidation_reads_the_price_planning_compares(tmp_path):
         "status": {"capacity": {"cpu": "2"}, "allocatable": {"cpu": "1930m"}},
     }
     world = World(now=NOW, cluster="demo", nodepools=dict(config.nodepools), nodeclasses=dict(config.nodeclasses),
-                  nodes=[node], catalog=list(CATALOG.values()),
+                  nodes=cluster_nodes(node), catalog=list(CATALOG.values()),
                   instances=[ManagedInstance("i-1", "m5.large", "us-east-1a", "on-demand", "default", "running", NOW,
                                              private_dns_name="n1")])
     _prepare_types(world)

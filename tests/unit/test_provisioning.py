@@ -13,9 +13,9 @@ import pytest
 from nodescale import clock
 from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.fleet import LaunchedInstance, LaunchResult, OfferingError
-from nodescale.aws.instances import ManagedInstance
 from nodescale.commands.provision import to_text
 from nodescale.config import load, parse_documents
+from nodescale.model.instance import ManagedInstance
 from nodescale.model.pod import Pod
 from nodescale.scheduling import Plan, Unschedulable, UnschedulableKind
 from nodescale.settings import Settings, SettingsError

@@ -22,6 +22,7 @@ from nodescale.settings import Settings, SettingsError
 from nodescale.usecases.provision.explain import NOT_PROVISIONABLE, why_not_provisionable
 from nodescale.usecases.status import DISRUPTION_REASON_ANNOTATION, read_status
 from nodescale.usecases.world import World
+from tests.builders import cluster_nodes
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 GIB = 2**30
@@ -69,7 +70,8 @@ def world_of(nodes: list[dict], pods: list[dict], limits: dict[str, int] | None 
         if raw["spec"].get("nodeName"):
             by_node.setdefault(raw["spec"]["nodeName"], []).append(Pod.from_dict(raw))
     pool = NodePool("default", Requirements(), "default", limits=limits or {})
-    return World(now=NOW, cluster="demo", nodepools={"default": pool}, nodes=nodes, pods=pods, pods_by_node=by_node)
+    return World(now=NOW, cluster="demo", nodepools={"default": pool}, nodes=cluster_nodes(*nodes), pods=pods,
+                 pods_by_node=by_node)
 
 
 def runtime(cluster_limits: dict[str, str] | None = None) -> Any:

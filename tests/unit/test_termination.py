@@ -12,6 +12,7 @@ from nodescale.runtime import Runtime
 from nodescale.usecases import terminate as termination
 from nodescale.usecases.world import World
 from tests import fakes
+from tests.builders import cluster_nodes
 
 IID = "i-0a1b2c3d4e5f60718"
 OURS = {"nodescale.io/cluster": fakes.CLUSTER, "karpenter.sh/nodepool": "default"}
@@ -104,7 +105,7 @@ def empty_tainted_nodes(ids: list[str]) -> tuple[Runtime, list[dict]]:
 
 
 def queue(rt: Runtime, nodes: list[dict], batch: termination.TerminationBatch) -> list[termination.TerminationStep]:
-    world = World(now=T0, cluster=fakes.CLUSTER, nodepools={"default": pool(None)}, nodes=nodes,
+    world = World(now=T0, cluster=fakes.CLUSTER, nodepools={"default": pool(None)}, nodes=cluster_nodes(*nodes),
                   instances=ec2_instances.list_instances(rt.aws.ec2, fakes.CLUSTER))
     return [termination.continue_termination(rt, world, n, involuntary=False,
                                              deadline_monotonic=time.monotonic() + 60, batch=batch) for n in nodes]

@@ -7,10 +7,15 @@ from datetime import UTC, datetime
 import pytest
 
 from nodescale.aws.catalog import bundled_catalog
-from nodescale.aws.instances import ManagedInstance
 from nodescale.config import load, parse_documents
+from nodescale.model import labels as wk
+from nodescale.model.instance import ManagedInstance
 from nodescale.model.pod import Pod
-from nodescale.usecases.world import IN_FLIGHT_PREFIX, World, pool_usage
+from nodescale.scheduling.inflight import IN_FLIGHT_PREFIX
+from nodescale.scheduling.workloads import read_daemonsets
+from nodescale.usecases.provision.registration import sync_nodes
+from nodescale.usecases.world import World, pool_usage
+from tests.builders import cluster_nodes
 
 POOL = """
 apiVersion: karpenter.sh/v1
@@ -76,16 +81,16 @@ def world() -> World:
         cluster="demo",
         nodepools=dict(config.nodepools),
         nodeclasses=dict(config.nodeclasses),
-        nodes=[
+        nodes=cluster_nodes(
             _node("ready", "i-ready", True, [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}]),
             _node("booting", "i-boot", False, [
                 {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
                 {"key": "example.com/agent-not-ready", "effect": "NoSchedule"},
                 {"key": "dedicated", "value": "web", "effect": "NoSchedule"},
             ]),
-        ],
+        ),
         pods_by_node={"booting": [bound]},
-        daemonsets=[_daemon()],
+        daemonsets=read_daemonsets([_daemon()])[0],
         instances=[_instance("i-ready", dns="ready"), _instance("i-boot", dns="booting"), _instance("i-new", "m5.xlarge")],
         catalog=types,
     )
@@ -95,7 +100,7 @@ def world() -> World:
 
 def test_instances_without_a_node_are_unregistered(world: World) -> None:
     assert [i.instance_id for i in world.unregistered_instances()] == ["i-new"]
-    assert world.node_for_instance("i-ready")["metadata"]["name"] == "ready"
+    assert world.node_for_instance("i-ready").name == "ready"
     assert world.instance_for_node("booting").instance_id == "i-boot"
     assert world.instance_for_node(f"{IN_FLIGHT_PREFIX}i-new").instance_id == "i-new"
 
@@ -135,3 +140,25 @@ def test_pool_usage_counts_existing_and_in_flight_capacity(world: World) -> None
     usage = pool_usage(world.existing_nodes())
     assert usage["web"]["nodes"] == 3
     assert usage["web"]["cpu"] == 2000 + 2000 + 4000
+
+
+def test_without_nodes_is_a_new_snapshot_and_the_read_one_is_left_as_it_was(world: World) -> None:
+    """#29.1: cleanup's deleted Nodes leave a new snapshot (lookups rebuilt: the deleted Node's instance is
+    unregistered again there) instead of mutating the one read."""
+    after = world.without_nodes(["ready"])
+    assert [n.name for n in after.nodes] == ["booting"] and after.node("ready") is None
+    assert after.node_for_instance("i-ready") is None
+    assert {i.instance_id for i in after.unregistered_instances()} == {"i-new", "i-ready"}
+    assert [n.name for n in world.nodes] == ["ready", "booting"] and world.node_for_instance("i-ready") is not None
+
+
+def test_syncing_labels_gives_a_new_snapshot_with_them_and_leaves_the_read_one(world: World) -> None:
+    """#29.1: registration's labels reach the plan through a new snapshot (typed node, planned node and raw
+    object agree) instead of being written into the raw Node the read snapshot holds."""
+    synced = sync_nodes(None, world, dry_run=True)  # type: ignore[arg-type]  # a dry run writes nothing
+    assert synced is not world
+    assert synced.node("ready").labels[wk.REGISTERED] == "true"
+    assert synced.node("ready").raw["metadata"]["labels"][wk.REGISTERED] == "true"
+    assert next(n for n in synced.existing_nodes() if n.name == "ready").labels[wk.INSTANCE_TYPE] == "m5.large"
+    assert wk.REGISTERED not in world.node("ready").labels
+    assert wk.REGISTERED not in world.node("ready").raw["metadata"]["labels"]

@@ -12,6 +12,7 @@ from typing import Any
 from .. import clock
 from ..model import labels as wk
 from ..model import nodelabels
+from ..model.instance import ManagedInstance
 from . import tags as tagging
 
 log = logging.getLogger(__name__)
@@ -21,32 +22,6 @@ log = logging.getLogger(__name__)
 ACTIVE_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
 _PAGE = 1000  # DescribeInstances' MaxResults ceiling
 _CHUNK = 100  # ids per Describe*/Terminate call (the APIs accept more; smaller pages stay fast)
-
-
-@dataclass(frozen=True, slots=True)
-class ManagedInstance:
-    instance_id: str
-    instance_type: str
-    zone: str
-    capacity_type: str
-    nodepool: str | None
-    state: str
-    launch_time: datetime | None
-    image_id: str = ""
-    private_dns_name: str = ""
-    subnet_id: str = ""
-    launch_id: str | None = None
-    config_hash: str | None = None  # of the launch template it came from
-    security_group_ids: tuple[str, ...] = ()
-    tags: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
-    # The capacity reservation it runs in ("" for none) and that reservation's type (default | capacity-block).
-    capacity_reservation_id: str = ""
-    capacity_reservation_type: str = ""
-
-    @property
-    def provider_id(self) -> str:
-        """The Node's ``spec.providerID`` on EKS: ``aws:///<zone>/<instance id>``."""
-        return f"aws:///{self.zone}/{self.instance_id}"
 
 
 def instance_id_from_provider_id(provider_id: str) -> str | None:

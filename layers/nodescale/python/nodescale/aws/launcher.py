@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from ..disruption.drift import Drifted, LaunchedWith, NodeClassNow, cloud_drift
 from ..model import blockdevices
 from ..model import labels as wk
+from ..model.instance import ManagedInstance
 from ..model.instancetype import InstanceType, windows_build
 from ..model.nodepool import NodeClass, NodePool
 from ..model.requirements import Requirements
@@ -25,7 +26,6 @@ from . import cluster as clusters
 from . import fleet, instanceprofiles, launchtemplates, securitygroups, subnets, userdata
 from . import tags as tagging
 from .clients import AwsClients
-from .instances import ManagedInstance
 from .offerings import UnavailableOfferings
 
 log = logging.getLogger(__name__)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..model.nodepool import NodePool
+from ..model.pdb import PodDisruptionBudget
 from . import zonalshift
 from .budgets import Tally
 from .consolidation import SearchResult
@@ -28,7 +29,7 @@ class Inputs:
     protected: frozenset[str] = frozenset()  # replacements still coming up: never candidates
     cloud_drift: Mapping[str, Drifted] = field(default_factory=dict)  # node -> why (Launcher.drift)
     impaired_since: Mapping[str, datetime] = field(default_factory=dict)  # node -> failing status checks since
-    pdbs: Sequence[Mapping] = ()
+    pdbs: Sequence[PodDisruptionBudget] = ()
     repair_threshold_seconds: float = 600.0
     consolidation_seconds: float = 30.0
     shifted_zones: frozenset[str] = frozenset()  # zone names under an ARC zonal shift (disruption/zonalshift.py)

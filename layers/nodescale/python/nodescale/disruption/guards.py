@@ -6,10 +6,11 @@ Each guard answers with a ``Hold`` (the kind of guard and why, for the refusal) 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from ..model.pod import DO_NOT_DISRUPT, LEGACY_DO_NOT_CONSOLIDATE, LabelSelector, Pod, do_not_disrupt
+from ..model.pdb import PodDisruptionBudget
+from ..model.pod import DO_NOT_DISRUPT, LEGACY_DO_NOT_CONSOLIDATE, Pod, do_not_disrupt
 from .decisions import Blocker, Hold
 from .nodes import NodeView
 
@@ -36,24 +37,11 @@ def node_blocks(node: NodeView, now: datetime) -> Hold | None:
     return None
 
 
-def pdb_blocks(pods: Iterable[Pod], pdbs: Sequence[Mapping]) -> Hold | None:
+def pdb_blocks(pods: Iterable[Pod], pdbs: Sequence[PodDisruptionBudget]) -> Hold | None:
     """A pod whose PodDisruptionBudget allows no eviction now: a voluntary drain would stall on it."""
     for pod in pods:
         for pdb in pdbs:
-            meta = pdb.get("metadata") or {}
-            if (meta.get("namespace") or "default") != pod.namespace:
-                continue
-            allowed = (pdb.get("status") or {}).get("disruptionsAllowed")
-            if allowed is None or int(allowed) > 0:
-                continue
-            if _selects(pdb, pod):
-                return Hold(Blocker.PDB, f"pod {pod.key} is protected by PodDisruptionBudget "
-                                         f"{pod.namespace}/{meta.get('name')} (0 disruptions allowed)")
+            if pdb.at_zero and pdb.selects(pod):
+                return Hold(Blocker.PDB, f"pod {pod.key} is protected by PodDisruptionBudget {pdb.key} "
+                                         "(0 disruptions allowed)")
     return None
-
-
-def _selects(pdb: Mapping, pod: Pod) -> bool:
-    selector = (pdb.get("spec") or {}).get("selector")
-    if selector is None:
-        return False
-    return LabelSelector.from_dict(selector).matches(pod.labels)

@@ -55,6 +55,7 @@ class ClusterNode:
     instance_id: str | None
     zone: str | None
     raw: Mapping[str, Any] = field(repr=False, compare=False)
+    deleting: bool = False  # metadata.deletionTimestamp is set: the Node is going away
 
     @property
     def nodepool(self) -> str:
@@ -85,6 +86,7 @@ class ClusterNode:
             instance_id=parsed[1] if parsed else None,
             zone=parsed[0] if parsed else None,
             raw=raw,
+            deleting=bool(meta.get("deletionTimestamp")),
         )
 
 

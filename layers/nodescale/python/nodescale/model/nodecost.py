@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from . import labels as wk
+from .instance import ManagedInstance
 from .instancetype import InstanceType
 from .requirements import Requirements
 
@@ -96,3 +97,21 @@ def names_burstable(requirements: Requirements, it: InstanceType) -> bool:
 def usable_types(types: Sequence[InstanceType], requirements: Requirements) -> list[InstanceType]:
     """The types a pool may launch: burstable ones only where its requirements name them."""
     return [it for it in types if not is_burstable(it) or names_burstable(requirements, it)]
+
+
+def instance_price(inst: ManagedInstance, it: InstanceType | None) -> float:
+    """The running instance's price per hour: its offering's (zone, capacity type, reservation) in ``it``;
+    0 when the catalog does not know the type or the offering."""
+    if it is None:
+        return 0.0
+    for o in it.offerings:
+        if o.zone == inst.zone and o.capacity_type == inst.capacity_type and (
+            o.reservation_id == inst.capacity_reservation_id
+        ):
+            return o.price
+    if inst.capacity_type == wk.CAPACITY_RESERVED:
+        # Its reservation is no longer selected: EC2 bills it as on-demand from now on.
+        for o in it.offerings:
+            if o.zone == inst.zone and o.capacity_type == wk.CAPACITY_ON_DEMAND:
+                return o.price
+    return 0.0

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from ..model import resources as res
+from ..model.daemonset import DaemonSet
+from ..model.pdb import PdbError, PodDisruptionBudget
 from ..model.pod import Pod
 from ..model.quantity import QuantityError
 from ..model.requirements import RequirementError
@@ -53,7 +55,7 @@ class Workloads:
     pending: list[Pod] = field(default_factory=list)
     daemons: list[Pod] = field(default_factory=list)
     nodes: list[ExistingNode] = field(default_factory=list)
-    pdbs: list[dict] = field(default_factory=list)
+    pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     ignored: list[tuple[str, str]] = field(default_factory=list)  # (source, kind) of objects left aside
     # Namespace labels, for the namespaceSelector of pod (anti-)affinity terms.
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -82,7 +84,10 @@ def read_workloads(documents: Iterable[tuple[str, Mapping]]) -> Workloads:
         elif kind == "Node":
             out.nodes.append(node(doc, source))
         elif kind == "PodDisruptionBudget":
-            out.pdbs.append(dict(doc))
+            try:
+                out.pdbs.append(PodDisruptionBudget.from_dict(doc))
+            except PdbError as exc:
+                raise WorkloadError(source, "", str(exc)) from None
         elif kind == "Namespace":
             meta = doc.get("metadata") or {}
             name = str(meta.get("name") or "")
@@ -99,6 +104,27 @@ def read_workloads(documents: Iterable[tuple[str, Mapping]]) -> Workloads:
             raise WorkloadError(source, "spec.nodeName", f"node {pod.node_name!r} is not among the inputs")
         target.pods.append(pod)
     return out
+
+
+def read_daemonsets(docs: Iterable[Mapping]) -> tuple[list[DaemonSet], list[str]]:
+    """The DaemonSets (as listed by the API, without ``kind``) that can be read, and why each of the others
+    cannot: one line each, naming it. One bad DaemonSet never hides the others' overhead."""
+    out: list[DaemonSet] = []
+    errors: list[str] = []
+    for doc in docs:
+        meta = doc.get("metadata") if isinstance(doc, Mapping) else None
+        meta = meta if isinstance(meta, Mapping) else {}
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+        source = f"DaemonSet {namespace}/{name}"
+        try:
+            if not isinstance(doc, Mapping):
+                raise WorkloadError(source, "", f"expected a mapping, got {type(doc).__name__}")
+            if not name:
+                raise WorkloadError(source, "metadata.name", "a DaemonSet needs a name")
+            out.append(DaemonSet(namespace, name, _template_pod(doc, source, "DaemonSet", "-daemon")))
+        except WorkloadError as exc:
+            errors.append(str(exc))
+    return out, errors
 
 
 def _unknown_kind(kind: object) -> str:

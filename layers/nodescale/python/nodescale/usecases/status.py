@@ -22,11 +22,12 @@ from ..model import zonalshift
 from ..model.currency import USD, currency_of
 from ..model.nodelabels import pool_key
 from ..model.pod import Pod
+from ..scheduling.inflight import in_flight_instance
 from ..scheduling.plan import ExistingNode
 from .provision import cluster_budget as cluster_limits
 from .provision.explain import PodFate, pending_fates
 from .terminate import INTERRUPTION_ANNOTATION
-from .world import World, in_flight_instance, pool_usage, read_world
+from .world import World, pool_usage, read_world
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -281,7 +282,7 @@ def group(nodes: Iterable[NodeStatus]) -> list[Group]:
 def drains(world: World) -> list[Drain]:
     """Nodes carrying the disruption taint, with the pods that still have to leave."""
     out = []
-    for raw in world.nodes:
+    for raw in (n.raw for n in world.nodes):
         if not k8s_nodes.has_taint(raw):
             continue
         meta = raw.get("metadata") or {}

@@ -43,7 +43,7 @@ from ..disruption import drain_policy
 from ..k8s import drain as k8s_drain
 from ..k8s import nodes as k8s_nodes
 from ..k8s.events import WARNING, EventRecorder
-from ..model.node import name_matches_instance
+from ..model.node import ClusterNode, name_matches_instance
 from ..model.nodelabels import pool_key
 from ..model.pod import DO_NOT_DISRUPT
 from ..model.timestamps import shifted
@@ -164,7 +164,7 @@ def continue_termination(
     managed = world.instance(iid)
     if managed is not None:
         state, pool_name = managed.state, managed.nodepool
-        if world.trusted_instance_id(node) != iid:
+        if world.trusted_instance_id(ClusterNode.from_dict(node)) != iid:
             step.reason = world.untrusted.get(name) or f"node is not instance {iid}'s trusted Node"
             return step
     else:

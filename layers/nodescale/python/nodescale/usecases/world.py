@@ -7,7 +7,6 @@ and decides from that snapshot, so the three functions agree on what "in flight"
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -23,34 +22,35 @@ from .. import clock, telemetry
 from ..aws import capacityreservations, launchfailures, pricing, zonalshifts
 from ..aws import catalog as catalogs
 from ..aws import instances as ec2_instances
-from ..aws.instances import ManagedInstance
 from ..aws.launchfailures import LaunchFailure
 from ..config import ConfigError
 from ..k8s import listing, podcache
-from ..k8s import nodes as k8s_nodes
 from ..k8s.buffer_templates import read_buffer_sources
 from ..k8s.events import WARNING, EventRecorder, ObjectRef
 from ..k8s.nodepool_objects import CLUSTER_KINDS
 from ..model import capacityreservation as reservations_model
-from ..model import labels as wk
 from ..model import nodelabels, zonalshift
 from ..model import resources as res
 from ..model.buffers import CapacityBuffer, ResolvedBuffer, resolve
 from ..model.capacityreservation import CapacityReservation
+from ..model.daemonset import DaemonSet
+from ..model.instance import ManagedInstance
 from ..model.instancetype import InstanceType
 from ..model.node import ClusterNode, trust_nodes
+from ..model.nodecost import instance_price
 from ..model.nodepool import NodeClass, NodePool
 from ..model.overlays import NodeOverlay
+from ..model.pdb import PodDisruptionBudget, read_pdbs
 from ..model.pod import Pod
 from ..model.quantity import QuantityError
 from ..model.requirements import RequirementError
-from ..model.taints import Taint, TaintError, tolerates_all
+from ..model.taints import TaintError
 from ..model.zonalshift import ActiveShift
+from ..scheduling import existing, inflight
+from ..scheduling.inflight import in_flight_instance
 from ..scheduling.plan import ExistingNode
 from ..scheduling.pooltypes import PoolTypesError, catalog_region, pool_types
-from ..scheduling.templates import daemon_requirements, labels_satisfy
-from ..scheduling.workloads import WorkloadError, read_workloads
-from ..scheduling.workloads import node as node_from_doc
+from ..scheduling.workloads import read_daemonsets
 from .nodepool_sources import load_all
 
 if TYPE_CHECKING:
@@ -58,31 +58,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Taints a node carries only while it comes up: a pod that waits for the node need not tolerate them.
-TRANSIENT_TAINT_KEYS = frozenset(
-    {
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
-        "node.kubernetes.io/network-unavailable",
-        "node.cloudprovider.kubernetes.io/uninitialized",
-        "karpenter.sh/unregistered",
-    }
-)
 # The live catalog costs several EC2 calls; a warm Lambda container reuses it for this long.
 CATALOG_TTL_SECONDS = 900.0
-# Name prefix of the stand-in node for an instance whose Node has not registered yet.
-IN_FLIGHT_PREFIX = "in-flight/"
-
-
-def in_flight_name(instance_id: str) -> str:
-    """The stand-in node name of an instance launched and not registered yet."""
-    return f"{IN_FLIGHT_PREFIX}{instance_id}"
-
-
-def in_flight_instance(node_name: str) -> str | None:
-    """The instance id behind an in-flight stand-in node's name; None for a registered node's name."""
-    return node_name[len(IN_FLIGHT_PREFIX) :] if node_name.startswith(IN_FLIGHT_PREFIX) else None
-
 
 _CATALOG_LOCK = threading.Lock()
 _CATALOG: dict[str, tuple[float, list[InstanceType]]] = {}
@@ -101,12 +78,12 @@ class World:
     # The active buffers with their virtual pods (or why they have none), in name order.
     resolved_buffers: list[ResolvedBuffer] = field(default_factory=list)
     config_errors: list[ConfigError | str] = field(default_factory=list)
-    nodes: list[dict[str, Any]] = field(default_factory=list)
+    nodes: list[ClusterNode] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
     pods_by_node: dict[str, list[Pod]] = field(default_factory=dict)
     pending: list[Pod] = field(default_factory=list)
-    daemonsets: list[dict[str, Any]] = field(default_factory=list)
-    pdbs: list[dict[str, Any]] = field(default_factory=list)
+    daemonsets: list[DaemonSet] = field(default_factory=list)
+    pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     instances: list[ManagedInstance] = field(default_factory=list)
     catalog: list[InstanceType] = field(default_factory=list, repr=False)
     unavailable: dict[tuple[str, str, str], float] = field(default_factory=dict)
@@ -120,13 +97,12 @@ class World:
     pod_errors: list[tuple[str, str]] = field(default_factory=list)
     _types: dict[str, list[InstanceType]] = field(default_factory=dict, repr=False)
     _pool_labels: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
-    _node_by_instance: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _node_by_instance: dict[str, ClusterNode] = field(default_factory=dict, repr=False)
     # Nodes naming one of this cluster's instances without being trusted for it: name -> why (trust_nodes).
     untrusted: dict[str, str] = field(default_factory=dict, repr=False)
     _claimed: set[str] = field(default_factory=set, repr=False)  # instance ids any Node names
     _views: dict[str, ClusterNode] = field(default_factory=dict, repr=False)
     _instance_by_id: dict[str, ManagedInstance] = field(default_factory=dict, repr=False)
-    _daemon_pods: list[Pod] | None = field(default=None, repr=False)
     _zone_ids: dict[str, str] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -140,15 +116,15 @@ class World:
         self._instance_by_id = {i.instance_id: i for i in self.instances}
         self._views = {}
         self._claimed = set()
-        for raw in self.nodes:
-            view = ClusterNode.from_dict(raw)
+        for view in self.nodes:
             self._views[view.name] = view
             if view.instance_id:
                 self._claimed.add(view.instance_id)
         # The one mapping every use-case goes through (#27.5): a Node speaks for an instance only when its
         # name is the instance's and no other such Node claims it.
-        trust = trust_nodes(self.nodes, {i.instance_id: i.private_dns_name for i in self.instances})
-        self._node_by_instance = dict(trust.trusted)  # type: ignore[arg-type]
+        by_raw = {id(n.raw): n for n in self.nodes}
+        trust = trust_nodes([n.raw for n in self.nodes], {i.instance_id: i.private_dns_name for i in self.instances})
+        self._node_by_instance = {iid: by_raw[id(raw)] for iid, raw in trust.trusted.items()}
         self.untrusted = trust.untrusted
 
     def refresh_instances(self, ec2: Any, cluster: str) -> None:
@@ -158,7 +134,8 @@ class World:
 
     # -- lookups -------------------------------------------------------------------------------------------
 
-    def node_for_instance(self, instance_id: str) -> dict[str, Any] | None:
+    def node_for_instance(self, instance_id: str) -> ClusterNode | None:
+        """The Node trusted for the instance (#27.5), if it has registered."""
         return self._node_by_instance.get(instance_id)
 
     def node(self, name: str) -> ClusterNode | None:
@@ -169,18 +146,32 @@ class World:
         """Every registered Node of this snapshot, typed, in listing order."""
         return list(self._views.values())
 
-    def trusted_instance_id(self, node: Mapping[str, Any]) -> str | None:
+    def trusted_instance_id(self, node: ClusterNode) -> str | None:
         """The instance the Node speaks for: its providerID's, when it is that instance's trusted Node."""
-        iid = k8s_nodes.instance_id(node)
+        iid = node.instance_id
         if not iid:
             return None
         trusted = self._node_by_instance.get(iid)
-        return iid if trusted is not None and _name(trusted) == _name(node) else None
+        return iid if trusted is not None and trusted.name == node.name else None
+
+    def with_node_labels(self, labels: Mapping[str, Mapping[str, str]]) -> World:
+        """This snapshot with ``labels`` (node name -> labels) set on those Nodes (written since it was read)."""
+        def relabelled(node: ClusterNode) -> ClusterNode:
+            meta = node.raw.get("metadata") or {}
+            raw = {**node.raw, "metadata": {**meta, "labels": {**(meta.get("labels") or {}), **labels[node.name]}}}
+            return ClusterNode.from_dict(raw)
+
+        return replace(self, nodes=[relabelled(n) if n.name in labels else n for n in self.nodes])
+
+    def without_nodes(self, names: Iterable[str]) -> World:
+        """This snapshot less the Nodes ``names`` (deleted since it was read)."""
+        gone = set(names)
+        return replace(self, nodes=[n for n in self.nodes if n.name not in gone])
 
     def instance_for_node(self, name: str) -> ManagedInstance | None:
         view = self._views.get(name)
         if view is not None:
-            iid = self.trusted_instance_id(view.raw)
+            iid = self.trusted_instance_id(view)
             return self._instance_by_id.get(iid) if iid else None
         iid = in_flight_instance(name)
         return self._instance_by_id.get(iid) if iid is not None else None
@@ -190,13 +181,7 @@ class World:
 
     def unregistered_instances(self) -> list[ManagedInstance]:
         """This cluster's pending/running instances that no Node names yet (launched, not joined)."""
-        return [
-            i
-            for i in self.instances
-            # Named by any Node, trusted or not: an instance is never expired as "never joined" because its
-            # Node's name is not the one expected (a custom hostname); the untrusted Node is warned about.
-            if i.state in ("pending", "running") and i.instance_id not in self._claimed
-        ]
+        return inflight.unregistered(self.instances, self._claimed)
 
     def instance_types(self, pool_name: str) -> list[InstanceType]:
         """The catalog for the pool's node class (kubelet, root volume, AMI family), with the offerings
@@ -215,11 +200,8 @@ class World:
 
     def expected_labels(self, inst: ManagedInstance, pool: NodePool, it: InstanceType) -> dict[str, str]:
         """The labels the instance's node carries once registered, as the solver planned it (nodelabels)."""
-        return nodelabels.node_labels(
-            pool, it.labels, zone=inst.zone, capacity_type=inst.capacity_type, zone_id=self.zone_id(inst.zone),
-            class_labels=self.node_labels(pool.name), reservation_id=inst.capacity_reservation_id,
-            reservation_type=inst.capacity_reservation_type,
-        )
+        return inflight.expected_labels(inst, pool, it, zone_id=self.zone_id(inst.zone),
+                                        class_labels=self.node_labels(pool.name))
 
     def shifted_zones(self) -> frozenset[str]:
         """The names of the zones under an ARC zonal shift (their ids mapped through the catalog's offerings)."""
@@ -240,70 +222,40 @@ class World:
 
     def daemonset_pods(self) -> list[Pod]:
         """One template pod per DaemonSet: the overhead each node it runs on carries."""
-        if self._daemon_pods is None:
-            pods: list[Pod] = []
-            for ds in self.daemonsets:
-                meta = ds.get("metadata") or {}
-                source = f"DaemonSet {meta.get('namespace') or 'default'}/{meta.get('name')}"
-                try:
-                    pods.extend(read_workloads([(source, {"kind": "DaemonSet", **ds})]).daemons)
-                except WorkloadError as exc:
-                    log.warning("daemonset left out of the node overhead", extra={"reason": str(exc)})
-            self._daemon_pods = pods
-        return self._daemon_pods
+        return [d.pod for d in self.daemonsets]
 
     # -- what the bin-packer sees ----------------------------------------------------------------------------
 
     def existing_nodes(self, exclude: Iterable[str] = ()) -> list[ExistingNode]:
-        """Registered nodes (Ready or not) with their pods, plus in-flight instances without a Node.
-
-        ``exclude`` holds node names or instance ids to leave out (a node being replaced, an instance
-        about to be terminated). Nodes not yet Ready, and instances not yet registered, are marked in
-        flight; the taints they carry only while starting are dropped, since pods will not wait for them.
-        """
-        skip = set(exclude)
-        out: list[ExistingNode] = []
-        for raw in self.nodes:
-            name = _name(raw)
-            iid = k8s_nodes.instance_id(raw)
-            if name in skip or (iid and iid in skip):
-                continue
-            try:
-                node = node_from_doc(raw, f"Node {name}")
-            except WorkloadError as exc:
-                log.warning("node left out of planning", extra={"node": name, "reason": str(exc)})
-                continue
-            node.pods = list(self.pods_by_node.get(name, []))
-            node.pool = nodelabels.pool_key(node.labels, self.nodepools)
-            ready = k8s_nodes.readiness(raw).ready
-            if not ready:
-                node.in_flight = True
-                node.taints = tuple(t for t in node.taints if t.key not in self._startup_keys(node.nodepool))
-            trusted = self.trusted_instance_id(raw)
-            inst = self._instance_by_id.get(trusted) if trusted else None
+        """Registered nodes (Ready or not) with their pods, plus in-flight instances without a Node
+        (``scheduling.existing.existing_nodes``); ``exclude`` holds node names or instance ids to leave out."""
+        trusted: dict[str, ManagedInstance] = {}
+        for view in self._views.values():
+            iid = self.trusted_instance_id(view)
+            inst = self._instance_by_id.get(iid) if iid else None
             if inst is not None:
-                node.price = self.price_of(inst)
-                # Registered before the provisioner synced its labels: the instance says what it is (as for
-                # capacity in flight), which a pool's on-demand minimum counts.
-                if inst.capacity_type and wk.CAPACITY_TYPE not in node.labels:
-                    node.labels[wk.CAPACITY_TYPE] = inst.capacity_type
-            if (raw.get("metadata") or {}).get("deletionTimestamp"):
-                node.unschedulable = True
-            out.append(node)
-        for inst in self.unregistered_instances():
-            if inst.instance_id in skip:
-                continue
-            stand_in = self._in_flight_node(inst)
-            if stand_in is not None:
-                out.append(stand_in)
-        return out
+                trusted[view.name] = inst
+        prices = {i.instance_id: self.price_of(i) for i in trusted.values()}
+        nodes, unreadable = existing.existing_nodes(
+            self.node_views(), self.pods_by_node, self.nodepools, trusted, prices, self._stand_ins(), exclude)
+        for name, why in unreadable.items():
+            log.warning("node left out of planning", extra={"node": name, "reason": why})
+        return nodes
 
-    def _startup_keys(self, pool_name: str) -> set[str]:
-        pool = self.nodepools.get(pool_name)
-        keys = set(TRANSIENT_TAINT_KEYS)
-        if pool is not None:
-            keys.update(t.key for t in pool.startup_taints)
-        return keys
+    def _stand_ins(self) -> list[ExistingNode]:
+        out = []
+        for inst in self.unregistered_instances():
+            it = self.instance_type(inst.instance_type, inst.nodepool)
+            if it is None:
+                log.warning("in-flight instance of an unknown type", extra={"instance_id": inst.instance_id,
+                                                                           "instance_type": inst.instance_type})
+                continue
+            pool = self.nodepools.get(inst.nodepool or "")
+            out.append(inflight.stand_in(
+                inst, pool, it, price=self.price_of(inst), daemon_pods=self.daemonset_pods(),
+                zone_id=self.zone_id(inst.zone) if pool is not None else "",
+                class_labels=self.node_labels(pool.name) if pool is not None else None))
+        return out
 
     def instance_type(self, name: str, pool_name: str | None = None) -> InstanceType | None:
         """The type as the pool would launch it, else as the plain catalog knows it."""
@@ -314,70 +266,13 @@ class World:
 
     def price_of(self, inst: ManagedInstance) -> float:
         """The instance's offering price per hour (0 when the catalog does not know it)."""
-        it = self.instance_type(inst.instance_type, inst.nodepool)
-        if it is None:
-            return 0.0
-        for o in it.offerings:
-            if o.zone == inst.zone and o.capacity_type == inst.capacity_type and (
-                o.reservation_id == inst.capacity_reservation_id
-            ):
-                return o.price
-        if inst.capacity_type == wk.CAPACITY_RESERVED:
-            # Its reservation is no longer selected: EC2 bills it as on-demand from now on.
-            for o in it.offerings:
-                if o.zone == inst.zone and o.capacity_type == wk.CAPACITY_ON_DEMAND:
-                    return o.price
-        return 0.0
+        return instance_price(inst, self.instance_type(inst.instance_type, inst.nodepool))
 
     def note_reserved_launch(self, reservation_id: str, count: int = 1) -> None:
         """``count`` instances launched into the reservation: every pool plans with that many fewer free
         (Karpenter's MarkLaunched), until the next run reads the count from EC2 again."""
         for name, types in self._types.items():
             self._types[name] = reservations_model.consume(types, reservation_id, count)
-
-    def _in_flight_node(self, inst: ManagedInstance) -> ExistingNode | None:
-        """A stand-in for an instance that has not registered: what its Node will look like."""
-        pool = self.nodepools.get(inst.nodepool or "")
-        it = self.instance_type(inst.instance_type, inst.nodepool)
-        if it is None:
-            log.warning("in-flight instance of an unknown type", extra={"instance_id": inst.instance_id,
-                                                                       "instance_type": inst.instance_type})
-            return None
-        name = in_flight_name(inst.instance_id)
-        if pool is not None:
-            # What the node will carry once registered (the registration step syncs the same labels).
-            labels = self.expected_labels(inst, pool, it)
-        else:
-            named = {k: v for k, v in inst.tags.items() if k in (wk.NODEPOOL, wk.LEGACY_PROVISIONER)}
-            labels = {**it.labels, **(named or {wk.NODEPOOL: inst.nodepool or ""}), wk.ZONE: inst.zone,
-                      wk.CAPACITY_TYPE: inst.capacity_type}
-            if inst.capacity_reservation_id:
-                labels[wk.CAPACITY_RESERVATION_ID] = inst.capacity_reservation_id
-                labels[wk.CAPACITY_RESERVATION_TYPE] = inst.capacity_reservation_type
-        labels[wk.INSTANCE_TYPE] = inst.instance_type
-        labels[wk.HOSTNAME] = inst.private_dns_name or name
-        taints: tuple[Taint, ...] = pool.taints if pool is not None else ()
-        node = ExistingNode(
-            name=name,
-            labels=labels,
-            allocatable=dict(it.allocatable),
-            taints=taints,
-            capacity=dict(it.capacity),
-            in_flight=True,
-            price=self.price_of(inst),
-            pool=inst.nodepool or "",
-        )
-        # The DaemonSets that will run there take their share before any pending pod does.
-        for d in self.daemonset_pods():
-            if tolerates_all(d.tolerations, taints) is not None:
-                continue
-            if any(labels_satisfy(labels, t) for t in daemon_requirements(d)):
-                node.pods.append(dataclasses.replace(d, name=f"{d.name}-{inst.instance_id}", node_name=name))
-        return node
-
-
-def _name(node: Mapping[str, Any]) -> str:
-    return str((node.get("metadata") or {}).get("name") or "")
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -408,12 +303,12 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     if world.buffers:
         templates, scalables = read_buffer_sources(rt.api, world.buffers.values())
         resolve_buffers(world, templates, scalables)
-    world.nodes = listing.list_nodes(rt.api).items
+    world.nodes = [ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items]
     if include_pods:
         world.pods = read_pods_cached(rt) if pod_cache else listing.list_pods(rt.api).items
         world.pods_by_node, world.pending, world.pod_errors = _sort_pods(world.pods)
-    world.daemonsets = listing.list_daemonsets(rt.api).items
-    world.pdbs = listing.list_pdbs(rt.api).items
+    world.daemonsets = read_daemonsets_listed(rt)
+    world.pdbs = read_pdbs_listed(rt)
     world.instances = ec2_instances.list_instances(rt.aws.ec2, settings.cluster_name)
     world.unavailable = rt.launcher.offerings.snapshot()
     world.catalog = catalog(rt)
@@ -491,12 +386,28 @@ def read_pods_cached(rt: Runtime) -> list[dict[str, Any]]:
 def read_nodes_and_pods(rt: Runtime) -> World:
     """Nodes, pods and PDBs only: enough to drain when the rest (configuration, EC2) cannot be read."""
     world = World(now=clock.now(), cluster=rt.settings.cluster_name)
-    world.nodes = listing.list_nodes(rt.api).items
+    world.nodes = [ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items]
     world.pods = listing.list_pods(rt.api).items
     world.pods_by_node, world.pending, world.pod_errors = _sort_pods(world.pods)
-    world.pdbs = listing.list_pdbs(rt.api).items
+    world.pdbs = read_pdbs_listed(rt)
     world.index()
     return world
+
+
+def read_pdbs_listed(rt: Runtime) -> list[PodDisruptionBudget]:
+    """The cluster's PodDisruptionBudgets, typed; a malformed one is logged by name and left out."""
+    pdbs, errors = read_pdbs(listing.list_pdbs(rt.api).items)
+    for why in errors:
+        log.warning("PodDisruptionBudget left out: %s", why)
+    return pdbs
+
+
+def read_daemonsets_listed(rt: Runtime) -> list[DaemonSet]:
+    """The cluster's DaemonSets, typed; a malformed one is logged by name and left out of the node overhead."""
+    daemonsets, errors = read_daemonsets(listing.list_daemonsets(rt.api).items)
+    for why in errors:
+        log.warning("daemonset left out of the node overhead", extra={"reason": why})
+    return daemonsets
 
 
 # The apiVersion an event names a configuration object by (the newest its CRD serves).

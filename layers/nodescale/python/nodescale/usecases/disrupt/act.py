@@ -24,9 +24,9 @@ from ...k8s import events as k8s_events
 from ...k8s import nodes as k8s_nodes
 from ...model.currency import localize
 from ...model.nodelabels import pool_key
+from ...scheduling.inflight import in_flight_instance
 from ..provision.provisioner import launch_capacity
 from ..terminate import TERMINATING, TerminationStep, continue_termination
-from ..world import in_flight_instance
 from .state import (
     EVENT_BLOCKED,
     EVENT_DECISION,
@@ -55,8 +55,8 @@ def finish_under_way(run: RunState, pools: frozenset[str] | None = None) -> tupl
     pass), only those pools' nodes are moved on, and the others' are still reported as in progress."""
     in_progress: set[str] = set()
     protected: set[str] = set()
-    for raw in list(run.world.nodes):
-        name = node_name(raw)
+    for view in list(run.world.nodes):
+        raw, name = view.raw, view.name
         if name in run.world.untrusted:
             continue  # claims an instance it is not (#27.5): nothing is done to that instance through it
         if pools is not None and pool_key((raw.get("metadata") or {}).get("labels") or {}) not in pools:
@@ -77,7 +77,7 @@ def finish_under_way(run: RunState, pools: frozenset[str] | None = None) -> tupl
 
 
 def _nodes_of(run: RunState, instance_ids: list[str]) -> list[str]:
-    return [node_name(n) for n in map(run.world.node_for_instance, instance_ids) if n is not None]
+    return [n.name for n in map(run.world.node_for_instance, instance_ids) if n is not None]
 
 
 def continue_drain(run: RunState, raw: dict[str, Any]) -> None:
@@ -168,8 +168,8 @@ def _replacement_progress(run: RunState, raw: Mapping[str, Any], ids: list[str])
         node = run.world.node_for_instance(iid)
         inst = run.world.instance(iid)
         if node is not None:
-            protected.append(node_name(node))
-            if not k8s_nodes.readiness(node).ready:
+            protected.append(node.name)
+            if not node.ready:
                 waiting.append(iid)
         elif inst is None:
             failed.append(f"instance {iid} is gone")
@@ -301,5 +301,5 @@ def _instance_of(run: RunState, node: str) -> str | None:
     iid = in_flight_instance(node)
     if iid is not None:
         return iid
-    raw = run.raw_by_name.get(node)
-    return run.world.trusted_instance_id(raw) if raw else None
+    view = run.node_by_name.get(node)
+    return run.world.trusted_instance_id(view) if view else None

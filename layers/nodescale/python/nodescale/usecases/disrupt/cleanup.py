@@ -12,7 +12,8 @@ from ...aws import launchtemplates
 from ...aws.ownership import GONE_STATES, classify
 from ...disruption.decisions import ORPHANED
 from ...k8s import nodes as k8s_nodes
-from .state import RunState, node_name, pool_label
+from ...model.nodelabels import pool_key
+from .state import RunState
 
 # Launch templates younger than this are kept: another function may be launching with one.
 TEMPLATE_MIN_AGE_SECONDS = 600.0
@@ -47,22 +48,23 @@ def orphaned_nodes(run: RunState) -> None:
     """Delete Nodes of this system whose instance EC2 says is gone (or never knew)."""
     world = run.world
     suspects: dict[str, str] = {}
-    for raw in world.nodes:
-        iid = k8s_nodes.instance_id(raw)
+    for node in world.nodes:
+        iid = node.instance_id
         if not iid or world.instance(iid) is not None:
             continue
-        suspects[iid] = node_name(raw)
+        suspects[iid] = node.name
     if not suspects:
         return
     found = classify(run.rt.aws.ec2, suspects, run.rt.cluster)
     removed = []
     for iid, name in suspects.items():
-        raw = run.raw_by_name.get(name) or {}
+        view = run.node_by_name.get(name)
         owned = found.owned.get(iid)
         if owned is not None:
             if owned.state not in GONE_STATES:
                 continue  # stopped, not gone: repair looks after it
-        elif not (pool_label(raw, world.nodepools) in world.nodepools and found.missing(iid)):
+        elif not (view is not None and pool_key(view.labels, world.nodepools) in world.nodepools
+                  and found.missing(iid)):
             continue  # someone else's instance, or a node nodescale never made
         if not run.dry_run and not k8s_nodes.delete_node(run.rt.api, name):
             continue
@@ -72,8 +74,7 @@ def orphaned_nodes(run: RunState) -> None:
             extra={"node": name, "instance_id": iid, "decision": ORPHANED, "dry_run": run.dry_run},
         )
     # The decisions that follow must not see the deleted nodes.
-    world.nodes = [n for n in world.nodes if node_name(n) not in removed]
-    world.index()
+    run.world = world.without_nodes(removed)
     run.report.cleanup["orphanedNodes"] = removed
 
 

@@ -19,10 +19,11 @@ from ...disruption.nodes import NodeView
 from ...disruption.simulator import bin_packing_simulator
 from ...model import labels as wk
 from ...model import resources as res
+from ...model.nodelabels import pool_key
 from ...model.pod import Pod
 from ...scheduling import solve
 from ..world import World
-from .state import IMPAIRED_SINCE, RunState, node_name, pool_label
+from .state import IMPAIRED_SINCE, RunState
 
 
 def buffer_placement(world: World, exclude: Iterable[str] = ()) -> dict[str, list[Pod]]:
@@ -49,13 +50,13 @@ def node_views(
     ``held`` (from :func:`buffer_placement`) gives each node the CapacityBuffer pods it keeps room for."""
     out: list[NodeView] = []
     capacities: dict[str, Mapping[str, int]] = {}
-    for raw in world.nodes:
-        pool = pool_label(raw, world.nodepools)
-        iid = world.trusted_instance_id(raw)  # an untrusted Node (#27.5) is never a candidate
+    for node in world.nodes:
+        pool = pool_key(node.labels, world.nodepools)
+        iid = world.trusted_instance_id(node)  # an untrusted Node (#27.5) is never a candidate
         inst = world.instance(iid) if iid else None
         if pool not in world.nodepools or inst is None:
             continue
-        name = node_name(raw)
+        name, raw = node.name, node.raw
         view = NodeView.from_node(raw, world.pods_by_node.get(name, []), world.price_of(inst), world.nodepools)
         if not view.capacity_type:
             view.capacity_type = inst.capacity_type

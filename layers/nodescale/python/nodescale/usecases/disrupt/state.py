@@ -188,7 +188,7 @@ class RunState:
             rt.api, dedupe_seconds=EVENT_WINDOW_SECONDS, on_repeat="skip",
             clock=lambda: base + time.monotonic() - started,
         )
-        self.raw_by_name = {node_name(n): n for n in world.nodes}
+        self.node_by_name = {n.name: n for n in world.nodes}
         self.refusal_events = 0
         self.events_skipped = 0
         self.batch = TerminationBatch(rt)

@@ -27,7 +27,8 @@ from ...model.pod import DEFAULT_SCHEDULER, Pod
 from ...model.quantity import QuantityError
 from ...model.requirements import RequirementError
 from ...model.taints import TaintError
-from ..world import World, in_flight_instance, read_world
+from ...scheduling.inflight import in_flight_instance
+from ..world import World, read_world
 from . import provisioner as provision
 from .launch import LaunchOutcome
 

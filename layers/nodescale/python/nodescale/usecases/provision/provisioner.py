@@ -487,7 +487,7 @@ def _expire_unregistered(rt: Runtime, world: World, summary: Summary, dry_run: b
 def _pass(rt: Runtime, summary: Summary, dry_run: bool) -> LaunchOutcome:
     world = read_world(rt, pod_cache=True)
     summary.add_world(world)
-    node_registration.sync_nodes(rt, world, dry_run=dry_run)
+    world = node_registration.sync_nodes(rt, world, dry_run=dry_run)
     stale = _expire_unregistered(rt, world, summary, dry_run)
     pods = world.pending
     telemetry.gauge(telemetry.PENDING_PODS, len(pods), telemetry.Unit.Count)
@@ -532,7 +532,7 @@ def provision_watch(rt: Runtime, deadline: float, *, dry_run: bool = False) -> d
         # Keeps the warm container's pod cache within the server's watch window for the next run.
         podcache.shared(rt.api).sync(rt.api)
         summary.add_world(world)
-        node_registration.sync_nodes(rt, world, dry_run=dry_run)
+        world = node_registration.sync_nodes(rt, world, dry_run=dry_run)
         _expire_unregistered(rt, world, summary, dry_run)
         _static(rt, world, summary, dry_run)
     return summary.finish()

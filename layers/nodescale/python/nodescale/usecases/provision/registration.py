@@ -1,6 +1,6 @@
 """Karpenter's registration and initialization, for the nodes of this cluster's instances.
 
-    sync_nodes(rt, world) -> list[str]   label newly registered nodes; returns the nodes changed
+    sync_nodes(rt, world) -> World   label newly registered nodes; returns the snapshot with their labels
 
 When a Node of an instance nodescale launched appears, it carries only what its kubelet may set
 (``--node-labels``, see ``aws/userdata.node_labels``). Karpenter copies its NodeClaim's labels onto the
@@ -24,8 +24,10 @@ from kubernetes.client.exceptions import ApiException
 from ...k8s import nodes as k8s_nodes
 from ...model import labels as wk
 from ...model.instancetype import InstanceType
+from ...model.node import ClusterNode
 from ...model.nodepool import NodePool
-from ..world import TRANSIENT_TAINT_KEYS, World
+from ...scheduling.inflight import startup_keys
+from ..world import World
 
 if TYPE_CHECKING:
     from ...runtime import Runtime
@@ -37,9 +39,10 @@ TRUE = "true"
 _DEVICE_PREFIXES = ("nvidia.com/", "amd.com/", "aws.amazon.com/", "habana.ai/")
 
 
-def labels_to_sync(world: World, node: Mapping[str, Any]) -> dict[str, str]:
-    """The labels to set on ``node`` now ({} when it is not ours or has nothing missing)."""
-    iid = world.trusted_instance_id(node)
+def labels_to_sync(world: World, view: ClusterNode) -> dict[str, str]:
+    """The labels to set on ``view`` now ({} when it is not ours or has nothing missing)."""
+    node = view.raw
+    iid = world.trusted_instance_id(view)
     inst = world.instance(iid) if iid else None
     if inst is None:
         return {}  # not launched by nodescale for this cluster: never touched
@@ -62,7 +65,7 @@ def initialized(node: Mapping[str, Any], pool: NodePool, it: InstanceType) -> bo
     """Karpenter's test: Ready, no startup (or coming-up) taint left, every device resource advertised."""
     if not k8s_nodes.readiness(node).ready:
         return False
-    waiting = set(TRANSIENT_TAINT_KEYS) | {t.key for t in pool.startup_taints}
+    waiting = startup_keys(pool)
     if any(t.get("key") in waiting for t in k8s_nodes.taints_of(node)):
         return False
     allocatable = (node.get("status") or {}).get("allocatable") or {}
@@ -73,15 +76,15 @@ def initialized(node: Mapping[str, Any], pool: NodePool, it: InstanceType) -> bo
     )
 
 
-def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False) -> list[str]:
-    """Label this cluster's newly registered (and newly initialized) nodes; the world's copies follow,
-    so the pass that called this plans with the labels the nodes now carry."""
-    changed: list[str] = []
-    for node in world.nodes:
-        want = labels_to_sync(world, node)
+def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False) -> World:
+    """Label this cluster's newly registered (and newly initialized) nodes, and return the snapshot with the
+    labels they now carry (``world`` itself is left as read), which the pass that called this plans with."""
+    changed: dict[str, dict[str, str]] = {}
+    for view in world.nodes:
+        want = labels_to_sync(world, view)
         if not want:
             continue
-        name = str((node.get("metadata") or {}).get("name") or "")
+        name = view.name
         # A dry run changes nothing, but plans as the next pass will: with the labels synced.
         if not dry_run:
             try:
@@ -90,7 +93,6 @@ def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False) -> list[str]
                 # The next pass tries again; planning goes on with the node as it is.
                 log.warning("could not label a registered node", extra={"node": name, "error": str(exc)})
                 continue
-        node.setdefault("metadata", {}).setdefault("labels", {}).update(want)
-        changed.append(name)
+        changed[name] = want
         log.info("node labels synced", extra={"node": name, "labels": sorted(want)})
-    return changed
+    return world.with_node_labels(changed) if changed else world

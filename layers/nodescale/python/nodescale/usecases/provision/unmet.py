@@ -32,8 +32,9 @@ from ...k8s import nodes as k8s_nodes
 from ...k8s.raw import path_segment, request_json
 from ...model.pod import Pod
 from ...model.taints import Taint, TaintError, tolerates_all
+from ...scheduling.inflight import TRANSIENT_TAINT_KEYS
 from ...scheduling.templates import daemon_requirements, labels_satisfy
-from ..world import TRANSIENT_TAINT_KEYS, World
+from ..world import World
 from .launch import NOMINATED, nominated_instance_of, pending_since
 
 if TYPE_CHECKING:
@@ -115,7 +116,8 @@ def unmet_pods(rt: Runtime, world: World, pods: Iterable[Pod], exclude: Iterable
                  extra={"read": READS_PER_PASS, "waiting": len(waiting)})
     for _, pod in waiting[:READS_PER_PASS]:
         iid = nominated_instance(rt, pod)
-        node = world.node_for_instance(iid) if iid else None
+        view = world.node_for_instance(iid) if iid else None
+        node = view.raw if view is not None else None
         if node is None or _leaving(node, skip):
             continue  # never nominated, or that node is gone or going: a launch is in order
         inst = world.instance(iid or "")
@@ -140,8 +142,7 @@ def _leaving(node: Mapping[str, Any], exclude: set[str]) -> bool:
 
 def _newest_registration(world: World) -> datetime | None:
     """When the newest Node of this cluster's instances registered."""
-    times = [k8s_nodes.parse_time((n.get("metadata") or {}).get("creationTimestamp"))
-             for n in world.nodes if world.trusted_instance_id(n) is not None]
+    times = [n.created for n in world.nodes if world.trusted_instance_id(n) is not None]
     return max((t for t in times if t is not None), default=None)
 
 

@@ -1,0 +1,102 @@
+"""Capacity in flight: instances launched whose Node has not registered, and the stand-in node the
+bin-packer plans onto for each (what its Node will look like, its DaemonSets' pods already on it).
+
+The use-cases decide from one snapshot what "in flight" means through this module, so the provisioner,
+disruption and the status report agree; it takes plain inputs and does no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Iterable, Mapping, Sequence
+
+from ..model import labels as wk
+from ..model import nodelabels
+from ..model.instance import ManagedInstance
+from ..model.instancetype import InstanceType
+from ..model.nodepool import NodePool
+from ..model.pod import Pod
+from ..model.taints import Taint, tolerates_all
+from .plan import ExistingNode
+from .templates import daemon_requirements, labels_satisfy
+
+# Taints a node carries only while it comes up: a pod that waits for the node need not tolerate them.
+TRANSIENT_TAINT_KEYS = frozenset(
+    {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/network-unavailable",
+        "node.cloudprovider.kubernetes.io/uninitialized",
+        "karpenter.sh/unregistered",
+    }
+)
+# Name prefix of the stand-in node for an instance whose Node has not registered yet.
+IN_FLIGHT_PREFIX = "in-flight/"
+
+
+def in_flight_name(instance_id: str) -> str:
+    """The stand-in node name of an instance launched and not registered yet."""
+    return f"{IN_FLIGHT_PREFIX}{instance_id}"
+
+
+def in_flight_instance(node_name: str) -> str | None:
+    """The instance id behind an in-flight stand-in node's name; None for a registered node's name."""
+    return node_name[len(IN_FLIGHT_PREFIX) :] if node_name.startswith(IN_FLIGHT_PREFIX) else None
+
+
+def startup_keys(pool: NodePool | None) -> set[str]:
+    """The taint keys a node of ``pool`` (None: of no known pool) carries only while it starts."""
+    keys = set(TRANSIENT_TAINT_KEYS)
+    if pool is not None:
+        keys.update(t.key for t in pool.startup_taints)
+    return keys
+
+
+def unregistered(instances: Iterable[ManagedInstance], claimed: Collection[str]) -> list[ManagedInstance]:
+    """The pending/running instances that no Node names yet (``claimed``: the instance ids any Node names)."""
+    # Named by any Node, trusted or not: an instance is never expired as "never joined" because its Node's
+    # name is not the one expected (a custom hostname); the untrusted Node is warned about.
+    return [i for i in instances if i.state in ("pending", "running") and i.instance_id not in claimed]
+
+
+def expected_labels(inst: ManagedInstance, pool: NodePool, it: InstanceType, *, zone_id: str,
+                    class_labels: Mapping[str, str]) -> dict[str, str]:
+    """The labels the instance's node carries once registered, as the solver planned it (nodelabels)."""
+    return nodelabels.node_labels(
+        pool, it.labels, zone=inst.zone, capacity_type=inst.capacity_type, zone_id=zone_id,
+        class_labels=class_labels, reservation_id=inst.capacity_reservation_id,
+        reservation_type=inst.capacity_reservation_type,
+    )
+
+
+def stand_in(inst: ManagedInstance, pool: NodePool | None, it: InstanceType, *, price: float,
+             daemon_pods: Sequence[Pod], zone_id: str = "",
+             class_labels: Mapping[str, str] | None = None) -> ExistingNode:
+    """What the instance's Node will look like once registered, with the DaemonSets' pods that will run there.
+
+    ``pool`` is the instance's NodePool (None when it is no longer configured: its tags then name it);
+    ``zone_id`` and ``class_labels`` what its pool's node class gives its nodes.
+    """
+    name = in_flight_name(inst.instance_id)
+    if pool is not None:
+        # What the node will carry once registered (the registration step syncs the same labels).
+        labels = expected_labels(inst, pool, it, zone_id=zone_id, class_labels=class_labels or {})
+    else:
+        named = {k: v for k, v in inst.tags.items() if k in (wk.NODEPOOL, wk.LEGACY_PROVISIONER)}
+        labels = {**it.labels, **(named or {wk.NODEPOOL: inst.nodepool or ""}), wk.ZONE: inst.zone,
+                  wk.CAPACITY_TYPE: inst.capacity_type}
+        if inst.capacity_reservation_id:
+            labels[wk.CAPACITY_RESERVATION_ID] = inst.capacity_reservation_id
+            labels[wk.CAPACITY_RESERVATION_TYPE] = inst.capacity_reservation_type
+    labels[wk.INSTANCE_TYPE] = inst.instance_type
+    labels[wk.HOSTNAME] = inst.private_dns_name or name
+    taints: tuple[Taint, ...] = pool.taints if pool is not None else ()
+    node = ExistingNode(name=name, labels=labels, allocatable=dict(it.allocatable), taints=taints,
+                        capacity=dict(it.capacity), in_flight=True, price=price, pool=inst.nodepool or "")
+    # The DaemonSets that will run there take their share before any pending pod does.
+    for d in daemon_pods:
+        if tolerates_all(d.tolerations, taints) is not None:
+            continue
+        if any(labels_satisfy(labels, t) for t in daemon_requirements(d)):
+            node.pods.append(dataclasses.replace(d, name=f"{d.name}-{inst.instance_id}", node_name=name))
+    return node
