@@ -6,10 +6,12 @@ from nodescale.disruption import zonalshift
 from nodescale.disruption.budgets import Tally
 from nodescale.disruption.decisions import Blocker, Hold
 from nodescale.disruption.guards import node_blocks, pdb_blocks, pod_blocks
+from nodescale.model.pdb import PodDisruptionBudget
 from tests.builders import NOW, node, pod, pool
 
-PDB_AT_ZERO = {"metadata": {"name": "web", "namespace": "default"},
-               "spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {"disruptionsAllowed": 0}}
+PDB_AT_ZERO = PodDisruptionBudget.from_dict({"metadata": {"name": "web", "namespace": "default"},
+                                            "spec": {"selector": {"matchLabels": {"app": "web"}}},
+                                            "status": {"disruptionsAllowed": 0}})
 
 
 def test_do_not_disrupt_holds_are_typed_with_their_message():
