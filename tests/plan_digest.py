@@ -33,9 +33,15 @@ _GENERATED = re.compile(
     r"|\bi-[0-9a-f]{8,17}\b"  # EC2 instance id
     r"|\bip-\d+-\d+-\d+-\d+"  # EC2 private DNS host name
 )
-# Canonical forms of frozen dataclasses (pods, pools, offerings) by id, the object kept alive with it so its
-# id is never reused: the suite builds the same catalog and pods into thousands of calls.
-_FROZEN: dict[int, tuple[object, Any]] = {}
+# Canonical forms of frozen dataclasses (pods, pools, offerings) and instance types (never changed once a
+# catalog is built) by id, the object kept alive with it so its id is not reused: the suite hands the same
+# catalog and pods to thousands of calls. tests/plan_recorder.py empties it before each test.
+_CACHE: dict[int, tuple[object, Any]] = {}
+_CACHED_TYPES = frozenset({"InstanceType"})
+
+
+def forget() -> None:
+    _CACHE.clear()
 
 
 def _num(x: float) -> str:
@@ -105,12 +111,12 @@ def canon(x: Any) -> Any:
     if isinstance(x, timedelta):
         return _num(x.total_seconds())
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        if type(x).__dataclass_params__.frozen:
-            hit = _FROZEN.get(id(x))
+        if type(x).__dataclass_params__.frozen or type(x).__name__ in _CACHED_TYPES:
+            hit = _CACHE.get(id(x))
             if hit is not None and hit[0] is x:
                 return hit[1]
             value = _dataclass(x)
-            _FROZEN[id(x)] = (x, value)
+            _CACHE[id(x)] = (x, value)
             return value
         return _dataclass(x)
     if isinstance(x, Mapping):

@@ -118,6 +118,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
     if _RECORDER is not None:
         _RECORDER.test = item.nodeid
+        plan_digest.forget()
     return (yield)
 
 
