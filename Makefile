@@ -12,7 +12,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # pytest workers: the machines have 2 cores.
 TEST_WORKERS ?= 2
 
-.PHONY: setup browser demo test test-fast unit lint bench synth clean
+.PHONY: setup browser demo test test-fast unit lint bench synth clean plan-identity
 
 setup: $(STAMP) $(NPM_STAMP)
 
@@ -46,6 +46,11 @@ unit: setup
 # The other unit suites, 2 workers: `-m adapter` (134 tests) 75 s, `-m fuzz` (10 hypothesis tests) 60 s.
 test-fast: setup
 	$(PY) -m pytest -n $(TEST_WORKERS) -q tests/unit -m "not adapter and not fuzz"
+
+# Are the core's plans those recorded on the base commit of issue #29's refactor? The 400 random cases, then every
+# plan call of tests/unit and tests/integration (scripts/plan_identity.py; docs/status.md, "Plan identity").
+plan-identity: setup
+	$(PY) scripts/plan_identity.py -n $(TEST_WORKERS)
 
 # lint-imports reads the package from source: the layer's folder and the repo root (for sim/) on the path.
 lint: setup

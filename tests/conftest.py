@@ -7,7 +7,7 @@ import os
 
 # The sim/ fixtures (one environment per worker, started on first use) for every integration test, and the
 # check that every log line reached is emitted at DEBUG and formats (tests/logcheck.py).
-pytest_plugins = ["tests.integration.simfixtures", "tests.logcheck"]
+pytest_plugins = ["tests.integration.simfixtures", "tests.logcheck", "tests.plan_recorder"]
 
 # Powertools would print EMF lines into test output; the behaviour under test never depends on them.
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
