@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from nodescale.disruption.decisions import Blocker, Hold
 from nodescale.disruption.guards import pdb_blocks
 from nodescale.model.pdb import PdbError, PodDisruptionBudget, read_pdbs
 from nodescale.scheduling.workloads import read_daemonsets
@@ -25,8 +26,8 @@ def test_a_budget_at_zero_blocks_the_pods_it_selects_in_its_namespace_only() -> 
     at_zero = PodDisruptionBudget.from_dict(_pdb(selector=WEB))
     web, other, elsewhere = pod("w", labels={"app": "web"}), pod("o", labels={"app": "x"}), pod(
         "e", labels={"app": "web"}, ns="prod")
-    assert pdb_blocks([other, web], [at_zero]) == (
-        "pod default/w is protected by PodDisruptionBudget default/web (0 disruptions allowed)")
+    assert pdb_blocks([other, web], [at_zero]) == Hold(
+        Blocker.PDB, "pod default/w is protected by PodDisruptionBudget default/web (0 disruptions allowed)")
     assert pdb_blocks([other, elsewhere], [at_zero]) is None
     assert pdb_blocks([web], [PodDisruptionBudget.from_dict(_pdb(selector=WEB, allowed=1))]) is None
     assert pdb_blocks([web], [PodDisruptionBudget.from_dict(_pdb(selector=WEB, allowed=None))]) is None
