@@ -13,7 +13,7 @@ from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.instances import ManagedInstance
 from nodescale.commands.plan import plan_paths
 from nodescale.config import load, parse_documents
-from nodescale.disruption.simulator import replacement_from_claim
+from nodescale.disruption.replacement import replacement_from_claim
 from nodescale.model import nodecost
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.usecases.disrupt.read import node_views

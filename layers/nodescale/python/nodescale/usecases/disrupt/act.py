@@ -18,16 +18,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
 from ... import clock, telemetry
-from ...disruption.consolidation import Replacement
 from ...disruption.decisions import Action, Blocked, Blocker, Decision
-from ...disruption.nodes import NodeView
+from ...disruption.validation import Invalid, Invalidation
 from ...k8s import events as k8s_events
 from ...k8s import nodes as k8s_nodes
 from ...model.currency import localize
 from ...model.nodelabels import pool_key
-from ..provision.provisioner import launch_capacity
+from ..provision.provisioner import launch_claims
 from ..terminate import TERMINATING, TerminationStep, continue_termination
-from ..world import in_flight_instance
 from .state import (
     EVENT_BLOCKED,
     EVENT_DECISION,
@@ -216,8 +214,9 @@ def refused(run: RunState, r: Blocked) -> None:
         run.event(node, EVENT_BLOCKED, message)
 
 
-def act(run: RunState, d: Decision, views: Mapping[str, NodeView]) -> list[dict[str, Any]]:
+def act(run: RunState, d: Decision, invalid: Invalid | None = None) -> list[dict[str, Any]]:
     """Report the decision and, unless this is a dry run, start it: replacements first, else the taint.
+    ``invalid``: the validation before acting found the command no longer holds; it is reported, not acted on.
     Returns the nodes tainted, for ``drain`` once every decision of the run is tainted (so the pods one
     drain evicts cannot land on a node another decision is about to drain)."""
     entry = _decision_entry(d, run.report.currency)
@@ -227,6 +226,9 @@ def act(run: RunState, d: Decision, views: Mapping[str, NodeView]) -> list[dict[
                  extra={"nodes": d.nodes, "reason": d.reason, "action": d.action, "dry_run": run.dry_run})
     if run.dry_run:
         return []
+    if invalid is not None:
+        _dropped(run, d, entry, invalid)
+        return []
     telemetry.count(telemetry.DECISIONS, 1, **{telemetry.REASON_DIMENSION: d.reason})
     if d.saving_per_hour > 0:
         telemetry.gauge(telemetry.PRICE_SAVED, d.saving_per_hour, telemetry.Unit.NoUnit,
@@ -235,7 +237,7 @@ def act(run: RunState, d: Decision, views: Mapping[str, NodeView]) -> list[dict[
         _approved(run, d)
     replacements: list[str] = []
     if d.action == Action.REPLACE:
-        launched = _launch_replacement(run, d, views, entry)
+        launched = _launch_replacement(run, d, entry)
         if launched is None:
             return []
         replacements = launched
@@ -267,33 +269,52 @@ def _decision_entry(d: Decision, currency: str) -> dict[str, Any]:
         entry["score"] = round(d.score, 4)
     if d.drift is not None:
         entry["drift"] = d.drift
-    if isinstance(d.replacement, Replacement):
-        entry["replacement"] = {"nodePool": d.replacement.nodepool, "instanceType": d.replacement.instance_type,
-                                "pricePerHour": d.replacement.price}
+    if d.replacements:
+        first = d.replacements[0]
+        entry["replacement"] = {"nodePool": first.nodepool, "instanceType": first.instance_type,
+                                "pricePerHour": first.price}
     if len(d.replacements) > 1:  # a repacking consolidation: every new node, cheapest type of each
         entry["replacements"] = [{"nodePool": r.nodepool, "instanceType": r.instance_type, "pricePerHour": r.price}
                                  for r in d.replacements]
     return entry
 
 
-def _launch_replacement(
-    run: RunState, d: Decision, views: Mapping[str, NodeView], entry: dict[str, Any]
-) -> list[str] | None:
-    """The instance ids replacing ``d``'s nodes, or None (said in the report and on the nodes) when none launched."""
-    pods = [p for name in d.nodes for p in (views[name].pods if name in views else [])]
-    launched = launch_capacity(run.rt, run.world, pods, exclude_nodes=d.nodes,
-                               reason=f"replacement for {d.reason.lower()} node(s) {', '.join(d.nodes)}")
-    if launched.unschedulable or (launched.planned and not launched.launches):
+def _dropped(run: RunState, d: Decision, entry: dict[str, Any], invalid: Invalid) -> None:
+    """A command the validation refused: nothing launched or tainted, the reason in the report and on the nodes.
+    Pods with nowhere to go read as before: the replacement could not be launched."""
+    if invalid.kind == Invalidation.UNSCHEDULABLE and d.action == Action.REPLACE:
+        _not_launched(run, d, entry, invalid.why)
+        return
+    entry["action"] = Action.NONE
+    entry["error"] = invalid.message
+    run.report.notes.append(f"{', '.join(d.nodes)}: {d.reason} {invalid.message}; decided again next run")
+    run.log.info(invalid.message, extra={"nodes": d.nodes, "reason": d.reason, "invalid": invalid.kind})
+    for node in d.nodes:
+        run.event(node, EVENT_BLOCKED, f"{d.reason}: {invalid.message}")
+
+
+def _not_launched(run: RunState, d: Decision, entry: dict[str, Any], why: str) -> None:
+    entry["action"] = Action.NONE
+    entry["error"] = f"replacement could not be launched: {why}"
+    for node in d.nodes:
+        run.event(node, EVENT_BLOCKED, f"{d.reason}: replacement could not be launched: {why}", k8s_events.WARNING)
+    run.report.errors.append(f"{', '.join(d.nodes)}: replacement could not be launched: {why}")
+
+
+def _launch_replacement(run: RunState, d: Decision, entry: dict[str, Any]) -> list[str] | None:
+    """Launch exactly the command's replacement claims; their instance ids (none when the pods fit on other
+    nodes), or None (said in the report and on the nodes) when one could not be launched."""
+    if not d.replacements:
+        return []
+    claims = [r.launch_claim() for r in d.replacements]
+    launched = launch_claims(run.rt, run.world, claims, replacing=d.nodes,
+                             reason=f"replacement for {d.reason.lower()} node(s) {', '.join(d.nodes)}")
+    ids = [x.instance_id for x in launched.launches if x.instance_id]
+    if launched.unschedulable or len(ids) < len(claims):
         why = launched.unschedulable[0][1] if launched.unschedulable else "; ".join(launched.error_messages)
-        entry["action"] = Action.NONE
-        entry["error"] = f"replacement could not be launched: {why}"
-        for node in d.nodes:
-            run.event(node, EVENT_BLOCKED, f"{d.reason}: replacement could not be launched: {why}", k8s_events.WARNING)
-        run.report.errors.append(f"{', '.join(d.nodes)}: replacement could not be launched: {why}")
+        _not_launched(run, d, entry, why or "no instance was launched")
         return None
-    replacements = [x.instance_id for x in launched.launches if x.instance_id]
-    replacements += [i for i in (_instance_of(run, n) for n in launched.waiting) if i]
-    return replacements
+    return ids
 
 
 def _start(run: RunState, d: Decision, message: str, replacements: list[str]) -> list[dict[str, Any]]:
@@ -313,12 +334,3 @@ def _start(run: RunState, d: Decision, message: str, replacements: list[str]) ->
         run.event(node, EVENT_DECISION, message)
         tainted.append(k8s_nodes.mark_disrupted(run.rt.api, node).node)
     return tainted
-
-
-def _instance_of(run: RunState, node: str) -> str | None:
-    """The instance behind a node the launch is waiting for: in flight (no Node yet) or registered."""
-    iid = in_flight_instance(node)
-    if iid is not None:
-        return iid
-    raw = run.raw_by_name.get(node)
-    return run.world.trusted_instance_id(raw) if raw else None

@@ -294,6 +294,36 @@ def _note_pool_limits(plan: Plan, outcome: LaunchOutcome) -> None:
         telemetry.count(telemetry.LIMIT_REACHED, **{telemetry.NODEPOOL_DIMENSION: pool})
 
 
+def launch_claims(
+    rt: Runtime, world: World, claims: list[NodeClaim], *, reason: str, replacing: Iterable[str] = ()
+) -> LaunchOutcome:
+    """Launch exactly ``claims`` (a disruption command's replacements), planning nothing again: under the
+    launch lease, held to the cluster budget, their pods nominated. ``replacing`` names the nodes they
+    replace (part of the Fleet client token). A claim that gets no instance puts its pods in
+    ``unschedulable`` with why; there is no retry with other offerings: the next pass decides again."""
+    outcome = LaunchOutcome()
+    if not claims:
+        return outcome
+    try:
+        with leases.hold(rt.aws.dynamodb, rt.settings.table_name, "launch", wait_seconds=LEASE_WAIT_SECONDS) as lease:
+            unschedulable: list[tuple[Pod, str]] = []
+            admitted = _within_cluster_budget(rt, world.existing_nodes(), claims, world.types_by_pool(), outcome,
+                                              unschedulable)
+            launch_admitted(rt, world, admitted, outcome, unschedulable, reason=reason,
+                            recorder=_recorder(rt, world), may_retry=False, fence=lease.check, replacing=replacing)
+            outcome.unschedulable = [(p.key, why) for p, why in unschedulable]
+    except leases.LeaseBusy as exc:
+        outcome.count_error("LaunchInProgress", str(exc))
+        outcome.unschedulable = [(p.key, "another invocation is launching; decided again next run")
+                                 for c in claims for p in c.pods]
+    except leases.LeaseLost as exc:
+        _lost(outcome, exc)
+        launched = {key for launch in outcome.launches for key in launch.pods}
+        outcome.unschedulable = [(p.key, "the launch lease was lost before this pass launched for it")
+                                 for c in claims for p in c.pods if p.key not in launched]
+    return outcome
+
+
 # ------------------------------------------------------------------------------------- static capacity
 
 
