@@ -4,8 +4,9 @@ Under way: a node carrying the disruption taint is drained a round further and t
 (instances together, in one batch); a node waiting for its replacement is tainted once every
 replacement is Ready, or released when one failed. New decisions: a node whose pods need room gets
 its replacement launched first (the node is cordoned and annotated with the instance ids, and a later
-run goes on); any other is tainted and drained now. Every refusal and decision becomes a log line,
-a metric and (within limits) an event on the node.
+run goes on); any other is tainted and drained now. A command launches exactly the NodeClaims it
+carries (``launch_claims``), and only once the validation before acting let it through. Every refusal and
+decision becomes a log line, a metric and (within limits) an event on the node.
 """
 
 from __future__ import annotations

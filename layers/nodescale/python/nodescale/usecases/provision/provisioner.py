@@ -1,13 +1,15 @@
 """The provisioner use-case: from pending pods to EC2 Fleet launches.
 
     launch_capacity(rt, world, pods, ...) -> LaunchOutcome   plan pods against what exists and launch the rest
+    launch_claims(rt, world, claims, ...) -> LaunchOutcome    launch given NodeClaims as they are (disruption)
     provision_once(rt, dry_run=False) -> summary              one pass over every provisionable pod (poll mode)
     provision_watch(rt, deadline) -> summary                  batches of pending pods until the deadline (watch mode)
 
 Capacity on its way counts before anything new is launched: instances this cluster launched whose
 Node has not registered and Nodes not yet Ready are handed to the bin-packer as in-flight nodes, so
 pods that fit there are planned onto them and nothing is launched for them again. The interruption
-and disruption functions call :func:`launch_capacity` for replacement capacity.
+function calls :func:`launch_capacity` for replacement capacity; the disruption function launches the
+NodeClaims its commands carry with :func:`launch_claims`, planning nothing again.
 
 A pass of :func:`launch_capacity` is four steps: plan (the solver), the cluster budget (claims a
 cluster-wide limit holds back), launch (``provision_launch``: one Fleet per group of identical
