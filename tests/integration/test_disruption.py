@@ -640,3 +640,43 @@ def test_an_underused_spot_node_stays_when_fewer_than_fifteen_cheaper_spot_types
     summaries = [disrupting.disrupt_once(runtime_for(sim)) for _ in range(2)]
     assert [d for s in summaries for d in s["decisions"]] == []
     assert instance_ids(sim) == [old] and len(running(sim, ns)) == 1
+
+
+M5_TWO_SIZES = """\
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large, m5.xlarge]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}"""
+
+
+def instance_types_of(sim: Environment, ids: list[str]) -> dict[str, str]:
+    out = sim.boto3_client("ec2").describe_instances(InstanceIds=ids)
+    return {i["InstanceId"]: i["InstanceType"] for r in out["Reservations"] for i in r["Instances"]}
+
+
+def test_an_expired_node_is_replaced_by_exactly_the_claim_its_command_carries_not_by_a_new_plan(
+    sim: Environment, ns: str
+) -> None:
+    """#29.2: deliberate plan change. The expiry command carries the NodeClaim the simulation made: the
+    expiring node's pod and the pod pending beside it, together on one m5.xlarge (as Karpenter's
+    SimulateScheduling plans pending pods with the candidates'), and the act step launches exactly that.
+    Before, the act step planned again for the node's pod alone and launched an m5.large instead."""
+    put_pool(sim, v1_pool(policy="WhenEmpty", after="10m", expire="1h", requirements=M5_TWO_SIZES))
+    rt = runtime_for(sim)
+    deployment(sim, ns, "held", 1, "1500m")
+    provision_until_running(sim, rt, ns, 1)
+    [old] = instance_ids(sim)
+    assert instance_types_of(sim, [old]) == {old: "m5.large"}
+    deployment(sim, ns, "late", 1, "1500m")  # no room on the m5.large: pending, no provisioner run
+
+    def late_pending() -> bool:
+        return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+                   for p in pods(sim, ns) if p["metadata"]["name"].startswith("late-")
+                   for c in p["status"].get("conditions") or [])
+
+    wait_for("the late pod to be unschedulable", late_pending)
+    sim.advance(3601)
+    [decision] = disrupting.disrupt_once(runtime_for(sim))["decisions"]
+    assert decision["reason"] == "Expired" and decision["action"] == "replace", decision
+    [new] = decision["replacementInstances"]
+    assert instance_types_of(sim, [new]) == {new: "m5.xlarge"}, "one node for both pods, as decided"
+    assert decision["replacement"] == {"nodePool": "default", "instanceType": "m5.xlarge",
+                                       "pricePerHour": decision["replacement"]["pricePerHour"]}
