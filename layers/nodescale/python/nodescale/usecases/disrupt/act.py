@@ -286,12 +286,13 @@ def _dropped(run: RunState, d: Decision, entry: dict[str, Any], invalid: Invalid
     if invalid.kind == Invalidation.UNSCHEDULABLE and d.action == Action.REPLACE:
         _not_launched(run, d, entry, invalid.why)
         return
+    message = localize(invalid.message, run.report.currency)
     entry["action"] = Action.NONE
-    entry["error"] = invalid.message
-    run.report.notes.append(f"{', '.join(d.nodes)}: {d.reason} {invalid.message}; decided again next run")
-    run.log.info(invalid.message, extra={"nodes": d.nodes, "reason": d.reason, "invalid": invalid.kind})
+    entry["error"] = message
+    run.report.notes.append(f"{', '.join(d.nodes)}: {d.reason} {message}; decided again next run")
+    run.log.info(message, extra={"nodes": d.nodes, "reason": d.reason, "invalid": invalid.kind})
     for node in d.nodes:
-        run.event(node, EVENT_BLOCKED, f"{d.reason}: {invalid.message}")
+        run.event(node, EVENT_BLOCKED, f"{d.reason}: {message}")
 
 
 def _not_launched(run: RunState, d: Decision, entry: dict[str, Any], why: str) -> None:
