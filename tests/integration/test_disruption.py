@@ -19,7 +19,9 @@ from nodescale import cli
 from nodescale.k8s.raw import MERGE_PATCH, request_json
 from nodescale.runtime import Runtime
 from nodescale.usecases.disrupt import run as disrupting
+from nodescale.usecases.disrupt.state import RunState
 from nodescale.usecases.provision import provisioner as provisioning
+from nodescale.usecases.world import read_world
 from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.helpers import (
@@ -680,3 +682,31 @@ def test_an_expired_node_is_replaced_by_exactly_the_claim_its_command_carries_no
     assert instance_types_of(sim, [new]) == {new: "m5.xlarge"}, "one node for both pods, as decided"
     assert decision["replacement"] == {"nodePool": "default", "instanceType": "m5.xlarge",
                                        "pricePerHour": decision["replacement"]["pricePerHour"]}
+
+
+def test_a_command_whose_node_got_a_do_not_disrupt_pod_after_the_decision_is_dropped_before_acting(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """#29.2: the validation before acting reads the world again: a candidate's pod annotated do-not-disrupt
+    between the decision and the act drops the command (reported, evented); no node is tainted or drained."""
+    put_pool(sim, v1_pool())
+    placed = three_half_empty_nodes(sim, rt, ns)
+    run = RunState(rt, read_world(rt, pod_cache=True), False, time.monotonic() + 60)
+    outcome, views = disrupting.plan_run(run, set(), set())
+    [command] = outcome.decisions
+    assert command.reason == "Underutilized" and len(command.nodes) == 2
+    pod = next(p for p, n in placed.items() if n == command.nodes[0])
+    request_json(sim.kube_api_client(), "PATCH", f"/api/v1/namespaces/{ns}/pods/{pod}", content_type=MERGE_PATCH,
+                 body={"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}})
+
+    disrupting.apply(run, outcome, views)
+    [entry] = run.report.decisions
+    assert entry["nodes"] == command.nodes and entry["action"] == "none", entry
+    assert entry["error"] == (f"command no longer valid (do-not-disrupt): pod {ns}/{pod} has "
+                              "karpenter.sh/do-not-disrupt")
+    nodes = managed_nodes(sim)
+    assert len(nodes) == 3 and not any(t.get("key") == "karpenter.sh/disrupted"
+                                       for n in nodes for t in n["spec"].get("taints") or [])
+    assert any(e["reason"] == "DisruptionBlocked" and "no longer valid" in e["message"]
+               for e in node_events(sim, command.nodes[0]))
+    assert len(running(sim, ns)) == 3

@@ -64,6 +64,13 @@ LEASE_SLACK_SECONDS = 60.0
 
 def decide(run: RunState, in_progress: set[str], protected: set[str], pools: frozenset[str] | None = None) -> None:
     """Read what the planner needs, plan, and act on the outcome; with ``pools`` only their nodes are candidates."""
+    outcome, views = plan_run(run, in_progress, protected, pools)
+    apply(run, outcome, views, in_progress)
+
+
+def plan_run(run: RunState, in_progress: set[str], protected: set[str],
+             pools: frozenset[str] | None = None) -> tuple[Outcome, dict[str, NodeView]]:
+    """The planner's outcome for the run's world, and the node views it was given (by name)."""
     world = run.world
     held = buffer_placement(world, in_progress)
     views, capacities = node_views(world, held)
@@ -87,8 +94,7 @@ def decide(run: RunState, in_progress: set[str], protected: set[str], pools: fro
                                if r.end_date is not None and r.expiring(world.now)},
         candidate_pools=pools,
     )
-    outcome = planner.plan(inputs, simulator(world, in_progress, held))
-    apply(run, outcome, {v.name: v for v in views}, in_progress)
+    return planner.plan(inputs, simulator(world, in_progress, held)), {v.name: v for v in views}
 
 
 def warn_invalid_annotations(run: RunState, views: Iterable[NodeView], pools: frozenset[str] | None) -> None:
