@@ -13,9 +13,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from nodescale.clock import format_timestamp
-from nodescale.disruption.consolidation import Simulation
 from nodescale.disruption.context import Inputs
 from nodescale.disruption.nodes import EMPTY_SINCE, NodeView
+from nodescale.disruption.replacement import Replacement, Simulation
 from nodescale.model import labels as wk
 from nodescale.model.instance import ManagedInstance
 from nodescale.model.instancetype import InstanceType, Offering
@@ -24,7 +24,7 @@ from nodescale.model.nodepool import Budget, Disruption, NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.model.taints import Taint
-from nodescale.scheduling import ExistingNode, Plan, solve
+from nodescale.scheduling import ExistingNode, NodeClaim, Plan, solve
 
 NOW = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)  # a Monday
 
@@ -83,6 +83,15 @@ def fits_elsewhere(nodes: Sequence[NodeView]) -> Simulation:
 
 def nowhere(nodes: Sequence[NodeView]) -> Simulation:
     return Simulation(unschedulable=[(p.key, "no node has room") for n in nodes for p in n.pods])
+
+
+def replacement(nodepool: str, price: float, options: list[tuple[str, float, str]], capacity_types: list[str],
+                pods: Sequence[Pod] = (), zones: Sequence[str] = ("zone-a",)) -> Replacement:
+    """A simulated new node: a NodeClaim of the options' types, with its options priced (cheapest first)."""
+    types = list(dict.fromkeys(t for t, _, _ in options))
+    claim = NodeClaim(nodepool, types, list(capacity_types), list(zones), {}, (), (), Requirements(), list(pods),
+                      price, {})
+    return Replacement(claim, list(options), price)
 
 
 def since(seconds: float) -> dict[str, str]:

@@ -173,8 +173,11 @@ def replacement_view(r: Any) -> Any:
 def decision_view(d: Any) -> dict:
     return {
         "nodes": list(d.nodes), "reason": canon(d.reason), "detail": d.detail, "action": canon(d.action),
-        "saving": _num(d.saving_per_hour), "replacement": replacement_view(d.replacement), "pods": list(d.pods),
-        "score": canon(d.score), "drift": canon(d.drift), "replacements": [replacement_view(r) for r in d.replacements],
+        "saving": _num(d.saving_per_hour),
+        # #29.2: one list of replacements; viewed as the recording's "the first" plus "every one, when several"
+        "replacement": replacement_view(d.replacements[0]) if d.replacements else None, "pods": list(d.pods),
+        "score": canon(d.score), "drift": canon(d.drift),
+        "replacements": [replacement_view(r) for r in d.replacements] if len(d.replacements) > 1 else [],
     }
 
 
@@ -247,6 +250,6 @@ def summary(kind: str, result: Any) -> str:
         return f"claims {len(result.node_claims)} ({claims}) | bound {bound} | unschedulable {len(result.unschedulable)}"
     decisions = "; ".join(
         f"{d.reason}/{d.action} {','.join(d.nodes)}"
-        + (f" -> {d.replacement.nodepool}:{d.replacement.instance_type}" if d.replacement is not None else "")
+        + (f" -> {d.replacements[0].nodepool}:{d.replacements[0].instance_type}" if d.replacements else "")
         for d in result.decisions)
     return f"decisions [{decisions}] | refusals {len(result.refusals)} | empty +{len(result.mark_empty)}"

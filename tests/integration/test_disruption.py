@@ -19,7 +19,9 @@ from nodescale import cli
 from nodescale.k8s.raw import MERGE_PATCH, request_json
 from nodescale.runtime import Runtime
 from nodescale.usecases.disrupt import run as disrupting
+from nodescale.usecases.disrupt.state import RunState
 from nodescale.usecases.provision import provisioner as provisioning
+from nodescale.usecases.world import read_world
 from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.helpers import (
@@ -640,3 +642,71 @@ def test_an_underused_spot_node_stays_when_fewer_than_fifteen_cheaper_spot_types
     summaries = [disrupting.disrupt_once(runtime_for(sim)) for _ in range(2)]
     assert [d for s in summaries for d in s["decisions"]] == []
     assert instance_ids(sim) == [old] and len(running(sim, ns)) == 1
+
+
+M5_TWO_SIZES = """\
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large, m5.xlarge]}
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}"""
+
+
+def instance_types_of(sim: Environment, ids: list[str]) -> dict[str, str]:
+    out = sim.boto3_client("ec2").describe_instances(InstanceIds=ids)
+    return {i["InstanceId"]: i["InstanceType"] for r in out["Reservations"] for i in r["Instances"]}
+
+
+def test_an_expired_node_is_replaced_by_exactly_the_claim_its_command_carries_not_by_a_new_plan(
+    sim: Environment, ns: str
+) -> None:
+    """#29.2: deliberate plan change. The expiry command carries the NodeClaim the simulation made: the
+    expiring node's pod and the pod pending beside it, together on one m5.xlarge (as Karpenter's
+    SimulateScheduling plans pending pods with the candidates'), and the act step launches exactly that.
+    Before, the act step planned again for the node's pod alone and launched an m5.large instead."""
+    put_pool(sim, v1_pool(policy="WhenEmpty", after="10m", expire="1h", requirements=M5_TWO_SIZES))
+    rt = runtime_for(sim)
+    deployment(sim, ns, "held", 1, "1500m")
+    provision_until_running(sim, rt, ns, 1)
+    [old] = instance_ids(sim)
+    assert instance_types_of(sim, [old]) == {old: "m5.large"}
+    deployment(sim, ns, "late", 1, "1500m")  # no room on the m5.large: pending, no provisioner run
+
+    def late_pending() -> bool:
+        return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+                   for p in pods(sim, ns) if p["metadata"]["name"].startswith("late-")
+                   for c in p["status"].get("conditions") or [])
+
+    wait_for("the late pod to be unschedulable", late_pending)
+    sim.advance(3601)
+    [decision] = disrupting.disrupt_once(runtime_for(sim))["decisions"]
+    assert decision["reason"] == "Expired" and decision["action"] == "replace", decision
+    [new] = decision["replacementInstances"]
+    assert instance_types_of(sim, [new]) == {new: "m5.xlarge"}, "one node for both pods, as decided"
+    assert decision["replacement"] == {"nodePool": "default", "instanceType": "m5.xlarge",
+                                       "pricePerHour": decision["replacement"]["pricePerHour"]}
+
+
+def test_a_command_whose_node_got_a_do_not_disrupt_pod_after_the_decision_is_dropped_before_acting(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """#29.2: the validation before acting reads the world again: a candidate's pod annotated do-not-disrupt
+    between the decision and the act drops the command (reported, evented); no node is tainted or drained."""
+    put_pool(sim, v1_pool())
+    placed = three_half_empty_nodes(sim, rt, ns)
+    run = RunState(rt, read_world(rt, pod_cache=True), False, time.monotonic() + 60)
+    outcome, views = disrupting.plan_run(run, set(), set())
+    [command] = outcome.decisions
+    assert command.reason == "Underutilized" and len(command.nodes) == 2
+    pod = next(p for p, n in placed.items() if n == command.nodes[0])
+    request_json(sim.kube_api_client(), "PATCH", f"/api/v1/namespaces/{ns}/pods/{pod}", content_type=MERGE_PATCH,
+                 body={"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}})
+
+    disrupting.apply(run, outcome, views)
+    [entry] = run.report.decisions
+    assert entry["nodes"] == command.nodes and entry["action"] == "none", entry
+    assert entry["error"] == (f"command no longer valid (do-not-disrupt): pod {ns}/{pod} has "
+                              "karpenter.sh/do-not-disrupt")
+    nodes = managed_nodes(sim)
+    assert len(nodes) == 3 and not any(t.get("key") == "karpenter.sh/disrupted"
+                                       for n in nodes for t in n["spec"].get("taints") or [])
+    assert any(e["reason"] == "DisruptionBlocked" and "no longer valid" in e["message"]
+               for e in node_events(sim, command.nodes[0]))
+    assert len(running(sim, ns)) == 3

@@ -17,8 +17,8 @@ import pytest
 from nodescale.cli import main
 from nodescale.config.loader import load
 from nodescale.disruption import planner
-from nodescale.disruption.consolidation import Simulation
 from nodescale.disruption.nodes import NodeView
+from nodescale.disruption.replacement import Simulation
 from nodescale.model import labels as wk
 from nodescale.model.buffers import (
     BUFFER_PRIORITY,

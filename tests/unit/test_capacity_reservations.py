@@ -347,13 +347,15 @@ def test_consolidation_does_not_replace_a_reserved_node_with_a_cheaper_spot_node
     from nodescale.disruption import consolidation as c
     from nodescale.disruption.decisions import Refusal
     from nodescale.disruption.nodes import NodeView
+    from nodescale.disruption.replacement import Simulation
+    from tests.builders import replacement
 
     w = _reserved_world()
-    spot = c.Replacement("web", 0.03, [("m5.large", 0.03, "spot")], ["spot"])
+    spot = replacement("web", 0.03, [("m5.large", 0.03, "spot")], ["spot"])
     for iid, replaced in (("i-res", False), ("i-od", True)):
         raw = {"metadata": {"name": iid, "labels": {wk.CAPACITY_TYPE: w.instance(iid).capacity_type}}}
         view = NodeView.from_node(raw, pods(1), w.price_of(w.instance(iid)))
-        out = c.evaluate([view], c.Simulation(replacements=[spot]))
+        out = c.evaluate([view], Simulation(replacements=[spot]))
         assert isinstance(out, Refusal) != replaced, out
 
 

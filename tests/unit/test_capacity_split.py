@@ -13,8 +13,9 @@ import pytest
 from nodescale.cli import main
 from nodescale.config.nodepools import convert_nodepool, convert_provisioner
 from nodescale.disruption import planner
-from nodescale.disruption.consolidation import Simulation, evaluate
+from nodescale.disruption.consolidation import evaluate
 from nodescale.disruption.decisions import Blocker, Refusal
+from nodescale.disruption.replacement import Simulation
 from nodescale.model import labels as wk
 from nodescale.model.requirements import Requirement
 from nodescale.scheduling import ExistingNode, solve

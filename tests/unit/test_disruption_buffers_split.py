@@ -99,12 +99,12 @@ def test_a_buffer_pod_is_held_by_one_existing_node_and_the_room_must_stay_somewh
     # The spot node alone may go, whichever holds the pod now: the other keeps the room (the on-demand node
     # alone may not, for the split: the next test).
     alone = outcome(w, held, ["spot"])
-    assert isinstance(alone, Decision) and alone.replacement is None, alone
+    assert isinstance(alone, Decision) and alone.replacements == [], alone
     # Both at once: only by a replacement that keeps the buffer's room, and (50% split, nothing left) on-demand.
     both = outcome(w, held, ["od", "spot"])
-    assert isinstance(both, Decision) and both.replacement is not None, both
-    assert both.replacement.pods == ["shop/headroom-buffer-0"]
-    assert both.replacement.capacity_types == ["on-demand"]
+    assert isinstance(both, Decision) and len(both.replacements) == 1, both
+    assert both.replacements[0].pods == ["shop/headroom-buffer-0"]
+    assert both.replacements[0].capacity_types == ["on-demand"]
 
 
 def test_two_buffer_pods_need_both_nodes() -> None:

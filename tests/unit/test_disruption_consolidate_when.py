@@ -18,9 +18,9 @@ from nodescale.config.errors import ConfigError
 from nodescale.config.nodepools import convert_nodepool
 from nodescale.disruption import planner
 from nodescale.disruption.balanced import Totals, eviction_cost, score_move
-from nodescale.disruption.consolidation import Replacement, Simulation
 from nodescale.disruption.nodes import PODS_CHANGED, NodeView
-from tests.builders import NOW, fits_elsewhere, inputs, node, pod, pool
+from nodescale.disruption.replacement import Simulation
+from tests.builders import NOW, fits_elsewhere, inputs, node, pod, pool, replacement
 
 
 def recorded(v: NodeView, ago_s: float, digest: str | None = None) -> NodeView:
@@ -53,7 +53,7 @@ def test_balanced_approves_a_move_only_when_its_saving_is_worth_the_pods_it_disr
     def cheaper_by_a_cent(nodes: Sequence[NodeView]) -> Simulation:
         if len(nodes) > 1:
             return Simulation(unschedulable=[("x/y", "no room")])
-        return Simulation(replacements=[Replacement("default", 0.09, [("m5.large", 0.09, "on-demand")], ["on-demand"])])
+        return Simulation(replacements=[replacement("default", 0.09, [("m5.large", 0.09, "on-demand")], ["on-demand"])])
 
     # WhenEmptyOrUnderutilized takes any saving.
     out = planner.plan(inputs(views, [pool()]), cheaper_by_a_cent)

@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nodescale.disruption import planner
-from nodescale.disruption.consolidation import MAX_MULTI_NODE, Replacement, Simulation
+from nodescale.disruption.consolidation import MAX_MULTI_NODE
 from nodescale.disruption.decisions import Blocker
 from nodescale.disruption.nodes import NodeView
+from nodescale.disruption.replacement import Simulation
 from nodescale.model.nodepool import Budget
-from tests.builders import fits_elsewhere, inputs, node, pod, pool, since
+from tests.builders import fits_elsewhere, inputs, node, pod, pool, replacement, since
 
 
 def spare_room(slots: int):  # noqa: ANN201 - a simulator factory
@@ -66,7 +67,7 @@ def test_a_later_consolidation_counts_the_room_the_earlier_ones_took() -> None:
 def test_a_replacement_ends_the_pass_s_consolidations() -> None:
     # The next simulation could not place pods on the node being launched: the next pass sees it.
     def cheaper_node(nodes: Sequence[NodeView]) -> Simulation:
-        return Simulation(replacements=[Replacement("default", 0.05, [("m5.large", 0.05, "on-demand")],
+        return Simulation(replacements=[replacement("default", 0.05, [("m5.large", 0.05, "on-demand")],
                                                     ["on-demand"])])
 
     out = planner.plan(inputs(busy(250)), cheaper_node)

@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from nodescale.disruption import planner
-from nodescale.disruption.consolidation import Replacement, Simulation
 from nodescale.disruption.decisions import Blocker
 from nodescale.disruption.drift import Drifted, DriftKind
 from nodescale.disruption.nodes import NodeView
+from nodescale.disruption.replacement import Simulation
 from nodescale.model.nodepool import Budget
 from nodescale.model.pdb import PodDisruptionBudget
-from tests.builders import NOW, fits_elsewhere, inputs, node, nowhere, pod, pool, since
+from tests.builders import NOW, fits_elsewhere, inputs, node, nowhere, pod, pool, replacement, since
 
 # -- emptiness ------------------------------------------------------------------------------------------------
 
@@ -216,7 +216,7 @@ def test_zero_underutilized_budget_holds_consolidation_and_notes_it() -> None:
 
 def test_replacement_must_be_cheaper() -> None:
     def dearer(nodes: Sequence[NodeView]) -> Simulation:
-        return Simulation(replacements=[Replacement("default", 0.3, [("m5.xlarge", 0.3, "on-demand")], ["on-demand"])])
+        return Simulation(replacements=[replacement("default", 0.3, [("m5.xlarge", 0.3, "on-demand")], ["on-demand"])])
 
     out = planner.plan(inputs([node("a", [pod("x")], price=0.2)]), dearer)
     assert out.decisions == [] and "is not cheaper than $0.2000/h" in out.refusals[0].why

@@ -14,8 +14,10 @@ from nodescale.disruption import consolidation as c
 from nodescale.disruption import repacking
 from nodescale.disruption.decisions import Action, Decision, Refusal
 from nodescale.disruption.nodes import NodeView
+from nodescale.disruption.replacement import Replacement, Simulation
 from nodescale.model.pod import Pod
 from nodescale.usecases.disrupt.state import DecisionEntry
+from tests.builders import replacement as build_replacement
 
 
 def pod(name: str, cpu: str = "100m", memory: str = "128Mi") -> Pod:
@@ -36,17 +38,17 @@ def view(name: str, instance_type: str = "m5.large", price: float = 0.1, pods: i
     return NodeView.from_node(raw, [pod(f"{name}-{i}", cpu, memory) for i in range(pods)], price)
 
 
-def replacement(*options: tuple[str, float], ct: str = "on-demand") -> c.Replacement:
+def replacement(*options: tuple[str, float], ct: str = "on-demand") -> Replacement:
     opts = sorted(((t, p, ct) for t, p in options), key=lambda o: (o[1], o[0]))
-    return c.Replacement("default", opts[0][1], opts, [ct])
+    return build_replacement("default", opts[0][1], opts, [ct])
 
 
 def test_can_merge_3_nodes_into_1() -> None:
     # Karpenter: "can merge 3 nodes into 1": three nodes whose pods fit one cheaper node become that node.
     nodes = [view(n, "m5.xlarge", 0.2) for n in "abc"]
 
-    def sim(taken: Sequence[NodeView]) -> c.Simulation:
-        return c.Simulation(replacements=[replacement(("m5.large", 0.1), ("m5.xlarge", 0.2))])
+    def sim(taken: Sequence[NodeView]) -> Simulation:
+        return Simulation(replacements=[replacement(("m5.large", 0.1), ("m5.xlarge", 0.2))])
 
     result = c.search(nodes, sim)
     d = result.decision
@@ -59,12 +61,12 @@ def test_wont_merge_2_nodes_into_1_of_the_same_type() -> None:
     # them: deleting the one with fewer pods is the same saving with fewer pods moved.
     a, b = view("a", pods=1), view("b", pods=2)
 
-    def sim(taken: Sequence[NodeView]) -> c.Simulation:
+    def sim(taken: Sequence[NodeView]) -> Simulation:
         if len(taken) == 2:
-            return c.Simulation(replacements=[replacement(("m5.large", 0.1), ("m5.xlarge", 0.2))])
+            return Simulation(replacements=[replacement(("m5.large", 0.1), ("m5.xlarge", 0.2))])
         if [n.name for n in taken] == ["a"]:
-            return c.Simulation()  # a's pod fits on b
-        return c.Simulation(unschedulable=[("default/x", "no room")])
+            return Simulation()  # a's pod fits on b
+        return Simulation(unschedulable=[("default/x", "no room")])
 
     d = c.search([a, b], sim).decision
     assert isinstance(d, Decision) and d.nodes == ["a"] and d.action == Action.DELETE
@@ -75,11 +77,11 @@ def test_a_multi_node_replacement_keeps_only_types_cheaper_than_a_node_of_the_sa
     # t3a.small, t3a.xlarge, t3a.2xlarge keeps only t3a.nano (the same type or dearer is no better).
     nodes = [view("a", "t3a.2xlarge", 0.3), view("b", "t3a.2xlarge", 0.3), view("c", "t3a.small", 0.02)]
     new = replacement(("t3a.nano", 0.005), ("t3a.small", 0.02), ("t3a.xlarge", 0.15), ("t3a.2xlarge", 0.3))
-    out = c.evaluate(nodes, c.Simulation(replacements=[new]))
-    assert isinstance(out, Decision) and [o[0] for o in out.replacement.options] == ["t3a.nano"]
+    out = c.evaluate(nodes, Simulation(replacements=[new]))
+    assert isinstance(out, Decision) and [o[0] for o in out.replacements[0].options] == ["t3a.nano"]
     assert abs(out.saving_per_hour - (0.62 - 0.005)) < 1e-9
     without_nano = replacement(("t3a.small", 0.02), ("t3a.xlarge", 0.15))
-    refused = c.evaluate(nodes, c.Simulation(replacements=[without_nano]))
+    refused = c.evaluate(nodes, Simulation(replacements=[without_nano]))
     assert isinstance(refused, Refusal) and "same type" in refused.why
 
 
@@ -87,9 +89,9 @@ def test_nodes_whose_pods_need_several_new_nodes_are_repacked_onto_fewer_cheaper
     # Four half-used nodes: no prefix fits one replacement (Karpenter's rule), but two new nodes hold them all.
     nodes = [view(n, "m5.xlarge", 0.2, pods=3) for n in "abcd"]
 
-    def sim(taken: Sequence[NodeView]) -> c.Simulation:
+    def sim(taken: Sequence[NodeView]) -> Simulation:
         # Two or more nodes' pods always take two new nodes: one memory-heavy, one cpu-heavy.
-        return c.Simulation(replacements=[replacement(("r5.large", 0.13)), replacement(("c5.xlarge", 0.17))])
+        return Simulation(replacements=[replacement(("r5.large", 0.13)), replacement(("c5.xlarge", 0.17))])
 
     result = c.search(nodes, sim)
     d = result.decision
@@ -101,25 +103,25 @@ def test_nodes_whose_pods_need_several_new_nodes_are_repacked_onto_fewer_cheaper
 def test_karpenter_mode_without_repacking_keeps_such_nodes() -> None:
     nodes = [view(n, "m5.xlarge", 0.2, pods=3) for n in "abcd"]
 
-    def sim(taken: Sequence[NodeView]) -> c.Simulation:
-        return c.Simulation(replacements=[replacement(("r5.large", 0.13)), replacement(("c5.xlarge", 0.17))])
+    def sim(taken: Sequence[NodeView]) -> Simulation:
+        return Simulation(replacements=[replacement(("r5.large", 0.13)), replacement(("c5.xlarge", 0.17))])
 
     assert c.search(nodes, sim, repack=False).decision is None
 
 
 def test_a_repack_saving_less_than_five_percent_is_not_worth_moving_pods() -> None:
     nodes = [view(n, "m5.xlarge", 0.2, pods=3) for n in "abc"]
-    near = c.Simulation(replacements=[replacement(("m5.xlarge", 0.2)), replacement(("c5.2xlarge", 0.3711))])
+    near = Simulation(replacements=[replacement(("m5.xlarge", 0.2)), replacement(("c5.2xlarge", 0.3711))])
     out = repacking.evaluate_repack(nodes, near)
     assert isinstance(out, Refusal) and "less than 5%" in out.why
-    enough = c.Simulation(replacements=[replacement(("m5.xlarge", 0.2)), replacement(("c5.2xlarge", 0.37))])
+    enough = Simulation(replacements=[replacement(("m5.xlarge", 0.2)), replacement(("c5.2xlarge", 0.37))])
     assert isinstance(repacking.evaluate_repack(nodes, enough), Decision)
 
 
 def test_a_repack_may_launch_more_nodes_than_it_removes_when_they_cost_less() -> None:
     # One half-used big general-purpose node: a small cpu node and a small memory node hold its pods for less.
     nodes = [view(n, "m5.4xlarge", 0.768, pods=10) for n in "ab"]
-    smaller = c.Simulation(replacements=[replacement(("c5.xlarge", 0.17)), replacement(("r5.xlarge", 0.252)),
+    smaller = Simulation(replacements=[replacement(("c5.xlarge", 0.17)), replacement(("r5.xlarge", 0.252)),
                                          replacement(("c5.xlarge", 0.17))])
     out = repacking.evaluate_repack(nodes, smaller)
     assert isinstance(out, Decision) and len(out.replacements) == 3
@@ -129,7 +131,7 @@ def test_a_repack_may_launch_more_nodes_than_it_removes_when_they_cost_less() ->
 def test_spot_nodes_are_not_repacked_onto_several_spot_nodes() -> None:
     # Spot-to-spot moves one node at a time, where the fifteen-cheaper-types rule is checked.
     nodes = [view(n, "m5.xlarge", 0.2, capacity_type="spot") for n in "abc"]
-    spot = c.Simulation(replacements=[replacement(("c5.large", 0.05), ct="spot"),
+    spot = Simulation(replacements=[replacement(("c5.large", 0.05), ct="spot"),
                                       replacement(("r5.large", 0.06), ct="spot")])
     out = repacking.evaluate_repack(nodes, spot)
     assert isinstance(out, Refusal) and "spot" in out.why
@@ -150,11 +152,11 @@ def test_the_budget_caps_each_pass_in_its_own_order() -> None:
     wasteful = [view(n, "m5.xlarge", 0.2, pods=5, cpu="100m", memory="256Mi") for n in "cd"]
     tried: list[list[str]] = []
 
-    def sim(taken: Sequence[NodeView]) -> c.Simulation:
+    def sim(taken: Sequence[NodeView]) -> Simulation:
         tried.append(sorted(n.name for n in taken))
         if sorted(n.name for n in taken) == ["c", "d"]:
-            return c.Simulation(replacements=[replacement(("c5.large", 0.085)), replacement(("r5.large", 0.126))])
-        return c.Simulation(unschedulable=[("default/x", "no room")])
+            return Simulation(replacements=[replacement(("c5.large", 0.085)), replacement(("r5.large", 0.126))])
+        return Simulation(unschedulable=[("default/x", "no room")])
 
     def cap(ordered: Sequence[NodeView]) -> list[NodeView]:
         return list(ordered[:2])
@@ -166,7 +168,7 @@ def test_the_budget_caps_each_pass_in_its_own_order() -> None:
 
 def test_the_run_summary_lists_every_new_node_of_a_repack() -> None:
     nodes = [view(n, "m5.4xlarge", 0.768, pods=10) for n in "ab"]
-    sim = c.Simulation(replacements=[replacement(("c5.xlarge", 0.17)), replacement(("r5.xlarge", 0.252))])
+    sim = Simulation(replacements=[replacement(("c5.xlarge", 0.17)), replacement(("r5.xlarge", 0.252))])
     d = repacking.evaluate_repack(nodes, sim)
     assert isinstance(d, Decision)
     entry = DecisionEntry.of(d, d.detail).to_json()

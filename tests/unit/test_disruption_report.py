@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import json
 
-from nodescale.disruption.consolidation import Replacement
 from nodescale.disruption.decisions import Action, Blocked, Blocker, Decision, Reason
+from nodescale.disruption.replacement import Replacement
 from nodescale.usecases.disrupt.state import DecisionEntry, RefusalEntry, Report
+from tests.builders import replacement
 
 
 def repl(pool: str, itype: str, price: float) -> Replacement:
-    return Replacement(pool, price, [(itype, price, "spot")], ["spot"])
+    return replacement(pool, price, [(itype, price, "spot")], ["spot"])
 
 
 def test_a_replace_decision_serializes_in_the_summary_shape():
     d = Decision(["a", "b"], Reason.UNDERUTILIZED, "ignored", Action.REPLACE, saving_per_hour=0.12345678,
-                 replacement=repl("default", "m5.large", 0.096), pods=["ns/p"], score=0.123456,
+                 pods=["ns/p"], score=0.123456,
                  replacements=[repl("default", "m5.large", 0.096), repl("other", "c5.large", 0.085)])
     entry = DecisionEntry.of(d, "underutilized: shown")
     entry.replacement_instances = ["i-1"]
@@ -31,7 +32,7 @@ def test_a_replace_decision_serializes_in_the_summary_shape():
 
 
 def test_a_failed_replacement_keeps_the_action_key_in_place_and_adds_the_error():
-    d = Decision(["a"], Reason.DRIFTED, "drifted", Action.REPLACE, replacement=repl("default", "m5.large", 0.1))
+    d = Decision(["a"], Reason.DRIFTED, "drifted", Action.REPLACE, replacements=[repl("default", "m5.large", 0.1)])
     entry = DecisionEntry.of(d, "drifted")
     entry.replacement_failed("no capacity")
     assert entry.action is Action.NONE

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodescale.aws.instances import impaired_instances
-from nodescale.disruption.simulator import replacement_from_claim
+from nodescale.disruption.replacement import replacement_from_claim
 from nodescale.model.instancetype import InstanceType, Offering
 from nodescale.model.requirements import Requirements
 from nodescale.scheduling import NodeClaim

@@ -16,9 +16,7 @@ import nodescale
 PACKAGE = "nodescale"
 ROOT = Path(nodescale.__file__).parent
 
-# removed by h/cmds: the disruption consolidation <-> repacking cycle is broken on that branch; the merger
-# deletes this allowance.
-ALLOWED_CYCLES = [{"nodescale.disruption.consolidation", "nodescale.disruption.repacking"}]
+ALLOWED_CYCLES: list[set[str]] = []
 # The command line imports a use-case only when its command runs, so `nodescale plan -f` and `--help` do not
 # pay for boto3, kubernetes and the functions' use-cases (about 1 s more on this machine, measured 2026-11-27).
 # Nothing else in the layer defers an import.

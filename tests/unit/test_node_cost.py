@@ -12,7 +12,7 @@ from nodescale.aws import pricing
 from nodescale.aws.catalog import bundled_catalog
 from nodescale.commands.plan import plan_paths
 from nodescale.config import load, parse_documents
-from nodescale.disruption.simulator import replacement_from_claim
+from nodescale.disruption.replacement import replacement_from_claim
 from nodescale.model import nodecost
 from nodescale.model.instance import ManagedInstance
 from nodescale.model.requirements import Requirement, Requirements

@@ -71,7 +71,7 @@ def test_a_changed_decision_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def deletes(*args: object, **kwargs: object) -> planner.Outcome:
         out = plan(*args, **kwargs)
-        out.decisions = [replace(d, action=Action.DELETE, replacement=None) for d in out.decisions]
+        out.decisions = [replace(d, action=Action.DELETE, replacements=[]) for d in out.decisions]
         return out
 
     monkeypatch.setattr(planner, "plan", deletes)

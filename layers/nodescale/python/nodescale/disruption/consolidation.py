@@ -18,6 +18,7 @@ from ..model import labels as wk
 from .decisions import UNDERUTILIZED, Action, Decision, Refusal
 from .nodes import NodeView
 from .repacking import evaluate_repack, wasteful_first, without_same_type
+from .replacement import Replacement, Simulation, Simulator
 
 # Karpenter's rule for spot-to-spot replacement: only with this many cheaper types to choose from,
 # so the replacement is not the next node to be interrupted.
@@ -25,31 +26,6 @@ MIN_SPOT_OPTIONS = 15
 MAX_MULTI_NODE = 100
 
 
-@dataclass(slots=True)
-class Replacement:
-    """The one new node a consolidation would launch."""
-
-    nodepool: str
-    price: float  # of the cheapest option
-    options: list[tuple[str, float, str]]  # (instance type, price, capacity type), cheapest first
-    capacity_types: list[str]
-    pods: list[str] = field(default_factory=list)
-
-    @property
-    def instance_type(self) -> str:
-        return self.options[0][0] if self.options else ""
-
-
-@dataclass(slots=True)
-class Simulation:
-    """What the bin-packer says happens to the pods of the nodes taken away."""
-
-    unschedulable: list[tuple[str, str]] = field(default_factory=list)  # (pod, why)
-    replacements: list[Replacement] = field(default_factory=list)  # new nodes the candidates' pods need
-    blocked: str = ""  # why the move may not happen whatever its pods (a pool's on-demand minimum)
-
-
-Simulator = Callable[[Sequence[NodeView]], Simulation]
 # Refuses a move that consolidates but is not worth it (the Balanced policy), or None to let it go.
 Judge = Callable[[Sequence[NodeView], Decision], Refusal | None]
 
@@ -101,7 +77,8 @@ def evaluate(nodes: Sequence[NodeView], sim: Simulation) -> Decision | Refusal:
             )
     detail = _describe(nodes, current, new)
     return Decision(
-        names, UNDERUTILIZED, detail, Action.REPLACE, saving_per_hour=current - new.price, replacement=new, pods=pods
+        names, UNDERUTILIZED, detail, Action.REPLACE, saving_per_hour=current - new.price, replacements=[new],
+        pods=pods
     )
 
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from .replacement import Replacement
+
 if TYPE_CHECKING:
     from .drift import DriftKind
 
@@ -74,11 +76,11 @@ class Decision:
     detail: str
     action: Action = Action.DELETE
     saving_per_hour: float = 0.0
-    replacement: object | None = None  # a consolidation Replacement when action is REPLACE (the first)
     pods: list[str] = field(default_factory=list)
     score: float | None = None  # the Balanced consolidation score, when a Balanced pool's nodes are taken
     drift: DriftKind | None = None  # for Drifted: the field that drifted
-    replacements: list = field(default_factory=list)  # every Replacement, when several nodes replace several
+    # What REPLACE launches, exactly: the claims the simulation produced (none: the pods fit on other nodes).
+    replacements: list[Replacement] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

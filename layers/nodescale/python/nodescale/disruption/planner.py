@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .consolidation import Simulator
 from .context import Context, Inputs, Outcome
+from .decisions import Action, Decision
 from .methods import Method, default_methods
+from .nodes import NodeView
+from .replacement import Simulator
 
 
 def plan(inputs: Inputs, simulate: Simulator | None = None, methods: Sequence[Method] | None = None) -> Outcome:
@@ -26,5 +28,20 @@ def plan(inputs: Inputs, simulate: Simulator | None = None, methods: Sequence[Me
         remaining = ctx.undecided()
         method.notice(remaining, ctx)
         method.compute([v for v in remaining if method.should_disrupt(v, ctx)], ctx)
+    if simulate is not None:
+        with_replacements(ctx.out.decisions, inputs.views, simulate)
     return ctx.out
+
+
+def with_replacements(decisions: Sequence[Decision], views: Sequence[NodeView], simulate: Simulator) -> None:
+    """A replacing decision that no simulation decided (drift, expiry, repair, capacity-block expiry) gets
+    the new nodes the bin-packer asks for its pods, so the command carries what it launches, as Karpenter's
+    do. Pods with nowhere to go leave it without: the validation before acting refuses it, saying why."""
+    by_name = {v.name: v for v in views}
+    for d in decisions:
+        if d.action != Action.REPLACE or d.replacements:
+            continue
+        sim = simulate([by_name[n] for n in d.nodes if n in by_name])
+        if not sim.unschedulable:
+            d.replacements = list(sim.replacements)
 

@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from ..model import labels as wk
 from ..model import resources as res
 from .decisions import UNDERUTILIZED, Action, Decision, Refusal
 from .nodes import NodeView
-
-if TYPE_CHECKING:  # consolidation.search runs this pass: only its types are needed here
-    from .consolidation import Replacement, Simulation
+from .replacement import Replacement, Simulation
 
 # A repack must save this share of the removed nodes' price: what is left is not worth moving pods for.
 MIN_SAVING = 0.05
@@ -74,7 +71,7 @@ def evaluate_repack(nodes: Sequence[NodeView], sim: Simulation, min_saving: floa
         f"{len(sim.replacements)} new node(s) (${price:.4f}/h)"
     )
     return Decision(names, UNDERUTILIZED, detail, Action.REPLACE, saving_per_hour=current - price,
-                    replacement=sim.replacements[0], pods=pods, replacements=list(sim.replacements))
+                    pods=pods, replacements=list(sim.replacements))
 
 
 def without_same_type(nodes: Sequence[NodeView], new: Replacement) -> Replacement | None:

@@ -14,10 +14,10 @@ from ..model import labels as wk
 from ..model.instancetype import InstanceType
 from ..model.nodepool import NodePool
 from ..model.pod import Pod
-from ..scheduling import ExistingNode, NodeClaim, solve
+from ..scheduling import ExistingNode, solve
 from ..scheduling.capacity_split import split_refusal
-from .consolidation import Replacement, Simulation, Simulator
 from .nodes import NodeView
+from .replacement import Simulation, Simulator, replacement_from_claim
 
 
 def bin_packing_simulator(
@@ -74,23 +74,3 @@ def bin_packing_simulator(
         return ""
 
     return simulate
-
-
-def replacement_from_claim(claim: NodeClaim, types: Sequence[InstanceType]) -> Replacement:
-    """The claim's options as (type, price, capacity type), cheapest first, within its zones and capacity types."""
-    by_name = {t.name: t for t in types}
-    options: list[tuple[str, float, str]] = []
-    zones, cts = set(claim.zones), set(claim.capacity_types)
-    for name in claim.instance_types:
-        it = by_name.get(name)
-        if it is None:
-            continue
-        for o in it.offerings:
-            if o.available and o.zone in zones and o.capacity_type in cts:
-                options.append((name, o.price, o.capacity_type))
-    options.sort(key=lambda x: (x[1], x[0]))
-    best: dict[tuple[str, str], tuple[str, float, str]] = {}
-    for opt in options:
-        best.setdefault((opt[0], opt[2]), opt)
-    ordered = sorted(best.values(), key=lambda x: (x[1], x[0]))
-    return Replacement(claim.nodepool, claim.price, ordered, list(claim.capacity_types), [p.key for p in claim.pods])

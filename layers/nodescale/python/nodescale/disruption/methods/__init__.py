@@ -7,7 +7,7 @@ then consolidation), the forceful and corrective methods come before the ones th
 
 from __future__ import annotations
 
-from ..consolidation import Simulator
+from ..replacement import Simulator
 from .base import Method
 from .capacityblock import CapacityBlockExpiry
 from .consolidation import Consolidation

@@ -15,10 +15,11 @@ from datetime import datetime, timedelta
 from ...config.nodepools import BALANCED, WHEN_UNDERUTILIZED
 from ...model.timestamps import format_timestamp
 from ..balanced import Judge
-from ..consolidation import Simulation, Simulator, search
+from ..consolidation import search
 from ..context import Context
 from ..decisions import Action, Blocker, Decision, Reason
 from ..nodes import NodeView
+from ..replacement import Simulation, Simulator
 from .base import Method
 
 

@@ -4,8 +4,9 @@ Under way: a node carrying the disruption taint is drained a round further and t
 (instances together, in one batch); a node waiting for its replacement is tainted once every
 replacement is Ready, or released when one failed. New decisions: a node whose pods need room gets
 its replacement launched first (the node is cordoned and annotated with the instance ids, and a later
-run goes on); any other is tainted and drained now. Every refusal and decision becomes a log line,
-a metric and (within limits) an event on the node.
+run goes on); any other is tainted and drained now. A command launches exactly the NodeClaims it
+carries (``launch_claims``), and only once the validation before acting let it through. Every refusal and
+decision becomes a log line, a metric and (within limits) an event on the node.
 """
 
 from __future__ import annotations
@@ -19,13 +20,12 @@ from kubernetes.client.exceptions import ApiException
 
 from ... import clock, telemetry
 from ...disruption.decisions import Action, Blocked, Blocker, Decision
-from ...disruption.nodes import NodeView
+from ...disruption.validation import Invalid, Invalidation
 from ...k8s import events as k8s_events
 from ...k8s import nodes as k8s_nodes
 from ...model.currency import localize
 from ...model.nodelabels import pool_key
-from ...scheduling.inflight import in_flight_instance
-from ..provision.provisioner import launch_capacity
+from ..provision.provisioner import launch_claims
 from ..terminate import TERMINATING, TerminationStep, continue_termination
 from .state import (
     EVENT_BLOCKED,
@@ -217,8 +217,9 @@ def refused(run: RunState, r: Blocked) -> None:
         run.event(node, EVENT_BLOCKED, message)
 
 
-def act(run: RunState, d: Decision, views: Mapping[str, NodeView]) -> list[dict[str, Any]]:
+def act(run: RunState, d: Decision, invalid: Invalid | None = None) -> list[dict[str, Any]]:
     """Report the decision and, unless this is a dry run, start it: replacements first, else the taint.
+    ``invalid``: the validation before acting found the command no longer holds; it is reported, not acted on.
     Returns the nodes tainted, for ``drain`` once every decision of the run is tainted (so the pods one
     drain evicts cannot land on a node another decision is about to drain)."""
     entry = DecisionEntry.of(d, localize(d.detail, run.report.currency))
@@ -228,6 +229,9 @@ def act(run: RunState, d: Decision, views: Mapping[str, NodeView]) -> list[dict[
                  extra={"nodes": d.nodes, "reason": d.reason, "action": d.action, "dry_run": run.dry_run})
     if run.dry_run:
         return []
+    if invalid is not None:
+        _dropped(run, d, entry, invalid)
+        return []
     telemetry.count(telemetry.DECISIONS, 1, **{telemetry.REASON_DIMENSION: d.reason})
     if d.saving_per_hour > 0:
         telemetry.gauge(telemetry.PRICE_SAVED, d.saving_per_hour, telemetry.Unit.NoUnit,
@@ -236,7 +240,7 @@ def act(run: RunState, d: Decision, views: Mapping[str, NodeView]) -> list[dict[
         _approved(run, d)
     replacements: list[str] = []
     if d.action == Action.REPLACE:
-        launched = _launch_replacement(run, d, views, entry)
+        launched = _launch_replacement(run, d, entry)
         if launched is None:
             return []
         replacements = launched
@@ -258,23 +262,41 @@ def _approved(run: RunState, d: Decision) -> None:
         run.event(node, EVENT_APPROVED, d.detail)
 
 
-def _launch_replacement(
-    run: RunState, d: Decision, views: Mapping[str, NodeView], entry: DecisionEntry
-) -> list[str] | None:
-    """The instance ids replacing ``d``'s nodes, or None (said in the report and on the nodes) when none launched."""
-    pods = [p for name in d.nodes for p in (views[name].pods if name in views else [])]
-    launched = launch_capacity(run.rt, run.world, pods, exclude_nodes=d.nodes,
-                               reason=f"replacement for {d.reason.lower()} node(s) {', '.join(d.nodes)}")
-    if launched.unschedulable or (launched.planned and not launched.launches):
+def _dropped(run: RunState, d: Decision, entry: DecisionEntry, invalid: Invalid) -> None:
+    """A command the validation refused: nothing launched or tainted, the reason in the report and on the nodes.
+    Pods with nowhere to go read as before: the replacement could not be launched."""
+    if invalid.kind == Invalidation.UNSCHEDULABLE and d.action == Action.REPLACE:
+        _not_launched(run, d, entry, invalid.why)
+        return
+    message = localize(invalid.message, run.report.currency)
+    entry.dropped(message)
+    run.report.notes.append(f"{', '.join(d.nodes)}: {d.reason} {message}; decided again next run")
+    run.log.info(message, extra={"nodes": d.nodes, "reason": d.reason, "invalid": invalid.kind})
+    for node in d.nodes:
+        run.event(node, EVENT_BLOCKED, f"{d.reason}: {message}")
+
+
+def _not_launched(run: RunState, d: Decision, entry: DecisionEntry, why: str) -> None:
+    entry.replacement_failed(why)
+    for node in d.nodes:
+        run.event(node, EVENT_BLOCKED, f"{d.reason}: replacement could not be launched: {why}", k8s_events.WARNING)
+    run.report.errors.append(f"{', '.join(d.nodes)}: replacement could not be launched: {why}")
+
+
+def _launch_replacement(run: RunState, d: Decision, entry: DecisionEntry) -> list[str] | None:
+    """Launch exactly the command's replacement claims; their instance ids (none when the pods fit on other
+    nodes), or None (said in the report and on the nodes) when one could not be launched."""
+    if not d.replacements:
+        return []
+    claims = [r.launch_claim() for r in d.replacements]
+    launched = launch_claims(run.rt, run.world, claims, replacing=d.nodes,
+                             reason=f"replacement for {d.reason.lower()} node(s) {', '.join(d.nodes)}")
+    ids = [x.instance_id for x in launched.launches if x.instance_id]
+    if launched.unschedulable or len(ids) < len(claims):
         why = launched.unschedulable[0][1] if launched.unschedulable else "; ".join(launched.error_messages)
-        entry.replacement_failed(why)
-        for node in d.nodes:
-            run.event(node, EVENT_BLOCKED, f"{d.reason}: replacement could not be launched: {why}", k8s_events.WARNING)
-        run.report.errors.append(f"{', '.join(d.nodes)}: replacement could not be launched: {why}")
+        _not_launched(run, d, entry, why or "no instance was launched")
         return None
-    replacements = [x.instance_id for x in launched.launches if x.instance_id]
-    replacements += [i for i in (_instance_of(run, n) for n in launched.waiting) if i]
-    return replacements
+    return ids
 
 
 def _start(run: RunState, d: Decision, message: str, replacements: list[str]) -> list[dict[str, Any]]:
@@ -294,12 +316,3 @@ def _start(run: RunState, d: Decision, message: str, replacements: list[str]) ->
         run.event(node, EVENT_DECISION, message)
         tainted.append(k8s_nodes.mark_disrupted(run.rt.api, node).node)
     return tainted
-
-
-def _instance_of(run: RunState, node: str) -> str | None:
-    """The instance behind a node the launch is waiting for: in flight (no Node yet) or registered."""
-    iid = in_flight_instance(node)
-    if iid is not None:
-        return iid
-    view = run.node_by_name.get(node)
-    return run.world.trusted_instance_id(view) if view else None

@@ -12,10 +12,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ... import clock, telemetry
 from ...aws import instances as ec2_instances
-from ...disruption.consolidation import Simulator
 from ...disruption.drift import Drifted
 from ...disruption.gauges import cluster_gauges
 from ...disruption.nodes import NodeView
+from ...disruption.replacement import Simulator
 from ...disruption.simulator import bin_packing_simulator
 from ...model import labels as wk
 from ...model import resources as res

@@ -26,8 +26,10 @@ from typing import Any
 from ... import clock, telemetry
 from ...disruption import planner
 from ...disruption.context import Inputs, Outcome
+from ...disruption.decisions import Decision
 from ...disruption.gauges import cluster_gauges
 from ...disruption.nodes import EMPTY_SINCE, PODS_CHANGED, NodeView
+from ...disruption.validation import ActTime, Invalid, Validator
 from ...k8s import events as k8s_events
 from ...model.currency import localize
 from ...model.pod import DO_NOT_DISRUPT, Pod, invalid_do_not_disrupt
@@ -50,6 +52,7 @@ from .state import (
     EVENT_INVALID_DO_NOT_DISRUPT,
     MAX_ANNOTATION_EVENTS,
     MAX_REFUSAL_EVENTS,
+    REPLACEMENT_ANNOTATION,
     RunState,
 )
 
@@ -61,6 +64,13 @@ LEASE_SLACK_SECONDS = 60.0
 
 def decide(run: RunState, in_progress: set[str], protected: set[str], pools: frozenset[str] | None = None) -> None:
     """Read what the planner needs, plan, and act on the outcome; with ``pools`` only their nodes are candidates."""
+    outcome, views = plan_run(run, in_progress, protected, pools)
+    apply(run, outcome, views, in_progress)
+
+
+def plan_run(run: RunState, in_progress: set[str], protected: set[str],
+             pools: frozenset[str] | None = None) -> tuple[Outcome, dict[str, NodeView]]:
+    """The planner's outcome for the run's world, and the node views it was given (by name)."""
     world = run.world
     held = buffer_placement(world, in_progress)
     views, capacities = node_views(world, held)
@@ -84,8 +94,7 @@ def decide(run: RunState, in_progress: set[str], protected: set[str], pools: fro
                                if r.end_date is not None and r.expiring(world.now)},
         candidate_pools=pools,
     )
-    outcome = planner.plan(inputs, simulator(world, in_progress, held))
-    apply(run, outcome, {v.name: v for v in views})
+    return planner.plan(inputs, simulator(world, in_progress, held)), {v.name: v for v in views}
 
 
 def warn_invalid_annotations(run: RunState, views: Iterable[NodeView], pools: frozenset[str] | None) -> None:
@@ -113,8 +122,9 @@ def warn_invalid_annotations(run: RunState, views: Iterable[NodeView], pools: fr
         run.log.warning(note)
 
 
-def apply(run: RunState, outcome: Outcome, views: Mapping[str, NodeView]) -> None:
-    """The outcome's bookkeeping (empty-since and pod-set marks), notes and refusals, then its decisions, in that order."""
+def apply(run: RunState, outcome: Outcome, views: Mapping[str, NodeView], in_progress: Iterable[str] = ()) -> None:
+    """The outcome's bookkeeping (empty-since and pod-set marks), notes and refusals, then its decisions, in that
+    order, each validated against the world read again just before acting (``in_progress``: nodes under way)."""
     for name in outcome.mark_empty:
         run.annotate(name, {EMPTY_SINCE: clock.format_timestamp(run.world.now)})
         if name in views:
@@ -133,8 +143,24 @@ def apply(run: RunState, outcome: Outcome, views: Mapping[str, NodeView]) -> Non
         run.report.notes.append(
             f"{run.events_skipped} refusal(s) logged without a node event (at most {MAX_REFUSAL_EVENTS} a run)"
         )
-    tainted = [raw for decision in outcome.decisions for raw in act(run, decision, views)]
+    verdicts = validate(run, outcome.decisions, in_progress)
+    tainted = [raw for decision, invalid in zip(outcome.decisions, verdicts, strict=True)
+               for raw in act(run, decision, invalid)]
     drain(run, tainted)
+
+
+def validate(run: RunState, commands: list[Decision], in_progress: Iterable[str]) -> list[Invalid | None]:
+    """Each command checked against the world as it is now (read again), in acting order (dry runs act on
+    nothing and skip it): Karpenter's validation, without its wait (a run is one short invocation)."""
+    if run.dry_run or not commands:
+        return [None] * len(commands)
+    world = read_world(run.rt, pod_cache=True)
+    held = buffer_placement(world, in_progress)
+    views, _ = node_views(world, held)
+    busy = frozenset(in_progress) | {v.name for v in views if v.disrupting or v.annotations.get(REPLACEMENT_ANNOTATION)}
+    validator = Validator(ActTime(now=world.now, nodepools=world.nodepools, views=views, in_progress=busy,
+                                  simulate=simulator(world, set(busy), held), pdbs=world.pdbs))
+    return [validator.validate(cmd) for cmd in commands]
 
 
 def empty_entry(run: RunState, view: NodeView) -> dict[str, Any]:

@@ -75,8 +75,7 @@ class DecisionEntry:
     pods: int
     score: float | None = None
     drift: DriftKind | None = None
-    replacement: Replacement | None = None
-    replacements: list[Replacement] = field(default_factory=list)  # a repacking's every new node (two or more)
+    replacements: list[Replacement] = field(default_factory=list)  # the command's new nodes, cheapest type of each
     replacement_instances: list[str] | None = None  # once launched
     error: str | None = None  # why the replacement could not be launched (action is then NONE)
 
@@ -86,14 +85,17 @@ class DecisionEntry:
             nodes=d.nodes, reason=d.reason, action=d.action, detail=detail,
             saving_per_hour=round(d.saving_per_hour, 6), pods=len(d.pods),
             score=None if d.score is None else round(d.score, 4), drift=d.drift,
-            replacement=d.replacement if isinstance(d.replacement, Replacement) else None,
-            replacements=list(d.replacements) if len(d.replacements) > 1 else [],
+            replacements=list(d.replacements),
         )
 
     def replacement_failed(self, why: str) -> None:
         """Decided, but its replacement could not be launched: nothing is done."""
+        self.dropped(f"replacement could not be launched: {why}")
+
+    def dropped(self, message: str) -> None:
+        """Decided, but not acted on (``message`` says why): nothing is done."""
         self.action = Action.NONE
-        self.error = f"replacement could not be launched: {why}"
+        self.error = message
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -104,9 +106,9 @@ class DecisionEntry:
             out["score"] = self.score
         if self.drift is not None:
             out["drift"] = self.drift
-        if self.replacement is not None:
-            out["replacement"] = _replacement_json(self.replacement)
         if self.replacements:
+            out["replacement"] = _replacement_json(self.replacements[0])
+        if len(self.replacements) > 1:  # a repacking consolidation: every new node
             out["replacements"] = [_replacement_json(r) for r in self.replacements]
         if self.replacement_instances is not None:
             out["replacementInstances"] = self.replacement_instances

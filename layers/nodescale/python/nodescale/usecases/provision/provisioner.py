@@ -1,13 +1,15 @@
 """The provisioner use-case: from pending pods to EC2 Fleet launches.
 
     launch_capacity(rt, world, pods, ...) -> LaunchOutcome   plan pods against what exists and launch the rest
+    launch_claims(rt, world, claims, ...) -> LaunchOutcome    launch given NodeClaims as they are (disruption)
     provision_once(rt, dry_run=False) -> summary              one pass over every provisionable pod (poll mode)
     provision_watch(rt, deadline) -> summary                  batches of pending pods until the deadline (watch mode)
 
 Capacity on its way counts before anything new is launched: instances this cluster launched whose
 Node has not registered and Nodes not yet Ready are handed to the bin-packer as in-flight nodes, so
 pods that fit there are planned onto them and nothing is launched for them again. The interruption
-and disruption functions call :func:`launch_capacity` for replacement capacity.
+function calls :func:`launch_capacity` for replacement capacity; the disruption function launches the
+NodeClaims its commands carry with :func:`launch_claims`, planning nothing again.
 
 A pass of :func:`launch_capacity` is four steps: plan (the solver), the cluster budget (claims a
 cluster-wide limit holds back), launch (``provision_launch``: one Fleet per group of identical
@@ -292,6 +294,36 @@ def _note_pool_limits(plan: Plan, outcome: LaunchOutcome) -> None:
     for pool, why in sorted(pools.items()):
         outcome.limits.append({"scope": "nodepool", "nodePool": pool, "reason": why})
         telemetry.count(telemetry.LIMIT_REACHED, **{telemetry.NODEPOOL_DIMENSION: pool})
+
+
+def launch_claims(
+    rt: Runtime, world: World, claims: list[NodeClaim], *, reason: str, replacing: Iterable[str] = ()
+) -> LaunchOutcome:
+    """Launch exactly ``claims`` (a disruption command's replacements), planning nothing again: under the
+    launch lease, held to the cluster budget, their pods nominated. ``replacing`` names the nodes they
+    replace (part of the Fleet client token). A claim that gets no instance puts its pods in
+    ``unschedulable`` with why; there is no retry with other offerings: the next pass decides again."""
+    outcome = LaunchOutcome()
+    if not claims:
+        return outcome
+    try:
+        with leases.hold(rt.aws.dynamodb, rt.settings.table_name, "launch", wait_seconds=LEASE_WAIT_SECONDS) as lease:
+            unschedulable: list[tuple[Pod, str]] = []
+            admitted = _within_cluster_budget(rt, world.existing_nodes(), claims, world.types_by_pool(), outcome,
+                                              unschedulable)
+            launch_admitted(rt, world, admitted, outcome, unschedulable, reason=reason,
+                            recorder=_recorder(rt, world), may_retry=False, fence=lease.check, replacing=replacing)
+            outcome.unschedulable = [(p.key, why) for p, why in unschedulable]
+    except leases.LeaseBusy as exc:
+        outcome.count_error("LaunchInProgress", str(exc))
+        outcome.unschedulable = [(p.key, "another invocation is launching; decided again next run")
+                                 for c in claims for p in c.pods]
+    except leases.LeaseLost as exc:
+        _lost(outcome, exc)
+        launched = {key for launch in outcome.launches for key in launch.pods}
+        outcome.unschedulable = [(p.key, "the launch lease was lost before this pass launched for it")
+                                 for c in claims for p in c.pods if p.key not in launched]
+    return outcome
 
 
 # ------------------------------------------------------------------------------------- static capacity
