@@ -265,6 +265,7 @@ def _launch_replacement(
     pods = [p for name in d.nodes for p in (views[name].pods if name in views else [])]
     launched = launch_capacity(run.rt, run.world, pods, exclude_nodes=d.nodes,
                                reason=f"replacement for {d.reason.lower()} node(s) {', '.join(d.nodes)}")
+    run.world = launched.world or run.world
     if launched.unschedulable or (launched.planned and not launched.launches):
         why = launched.unschedulable[0][1] if launched.unschedulable else "; ".join(launched.error_messages)
         entry.replacement_failed(why)
