@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any, cast
 
 import boto3
@@ -129,9 +130,9 @@ def test_a_launch_with_volumes_under_a_customer_key_dies_without_the_grant_and_s
         assert instance["State"]["Name"] == "terminated"
         assert instance["StateReason"]["Code"] == "Client.InternalError"
 
-        world = World(now=instance["LaunchTime"], cluster=sim.cluster)
-        world.nodepools = {pool: cast(NodePool, None)}  # only its name counts here
-        note_launches_that_died(world, ec2_instances.died_at_launch(admin, sim.cluster))
+        world = World(now=instance["LaunchTime"], cluster=sim.cluster,
+                      nodepools={pool: cast(NodePool, None)})  # only its name counts here
+        world = note_launches_that_died(world, ec2_instances.died_at_launch(admin, sim.cluster))
         assert world.launch_failures[pool].describe().startswith(
             f"launch failing: Client.InternalError: instance {ids[0]} terminated as it started")
 
@@ -141,9 +142,8 @@ def test_a_launch_with_volumes_under_a_customer_key_dies_without_the_grant_and_s
         assert alive
         (instance,) = [i for r in admin.describe_instances(InstanceIds=alive)["Reservations"] for i in r["Instances"]]
         assert instance["State"]["Name"] in ("pending", "running")
-        world.instances = ec2_instances.list_instances(admin, sim.cluster)
-        world.launch_failures = {}
-        note_launches_that_died(world, ec2_instances.died_at_launch(admin, sim.cluster))
+        world = replace(world, instances=ec2_instances.list_instances(admin, sim.cluster), launch_failures={})
+        world = note_launches_that_died(world, ec2_instances.died_at_launch(admin, sim.cluster))
         assert pool not in world.launch_failures  # a later instance of the pool lives
         admin.terminate_instances(InstanceIds=alive)
     finally:

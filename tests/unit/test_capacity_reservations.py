@@ -309,7 +309,7 @@ spec:
 """
 
 
-def _reserved_world():
+def _reserved_world(available: int = 0):
     from nodescale.aws.catalog import bundled_catalog
     from nodescale.config import load, parse_documents
     from nodescale.model.instance import ManagedInstance
@@ -326,9 +326,8 @@ def _reserved_world():
     ]
     w = world_module.World(now=NOW, cluster="demo", nodepools=dict(config.nodepools),
                            nodeclasses=dict(config.nodeclasses), instances=instances, catalog=catalog,
-                           reservations={"default": [reservation(available=0)]})
-    world_module._prepare_types(w)
-    return w
+                           reservations={"default": [reservation(available=available)]})
+    return world_module._prepare_types(w)
 
 
 def test_a_node_in_a_reservation_costs_next_to_nothing_and_keeps_its_labels():
@@ -340,6 +339,50 @@ def test_a_node_in_a_reservation_costs_next_to_nothing_and_keeps_its_labels():
     assert labels[wk.CAPACITY_TYPE] == "reserved"
     assert labels[wk.CAPACITY_RESERVATION_ID] == "cr-0aaa"
     assert labels[wk.CAPACITY_RESERVATION_TYPE] == "default"
+
+
+class _ReservedLauncher:
+    """Launches into the reservation, as EC2 Fleet does for a reserved offering."""
+
+    def launch(self, pool, node_class, types, key, count=1, requirements=None, fence=None) -> fleet.LaunchResult:
+        if fence is not None:
+            fence()
+        result = fleet.LaunchResult(requested=count)
+        result.instances.extend(fleet.LaunchedInstance(f"i-r{n}", "m5.large", "us-east-1a", "subnet-a", "reserved",
+                                                       0.0, "lt", "launch", reservation_id="cr-0aaa")
+                                for n in range(count))
+        return result
+
+
+class _Events:
+    dropped: dict[str, int] = {}
+
+    def pod(self, *args, **kwargs) -> str:
+        return "created"
+
+
+def test_a_reserved_launch_gives_a_new_snapshot_with_one_fewer_free_and_leaves_the_read_one_alone(monkeypatch):
+    """#29.1: the world is read-only; launch_capacity's outcome carries the snapshot the pass goes on with, in
+    which the reservation it launched into has one instance fewer free (Karpenter's MarkLaunched)."""
+    from types import SimpleNamespace
+
+    from nodescale.settings import Settings
+    from nodescale.usecases.provision import provisioner
+
+    monkeypatch.setattr(provisioner, "refresh_instances", lambda world, ec2: world)
+    monkeypatch.setattr(provisioner, "_recorder", lambda rt, world: _Events())
+    rt = SimpleNamespace(settings=Settings(cluster_name="demo", region="us-east-1"), launcher=_ReservedLauncher(),
+                         api=None, cluster="demo", aws=SimpleNamespace(dynamodb=None, ec2=None))
+    w = _reserved_world(available=1).with_instances([])  # no in-flight node to take the pod
+
+    def free(world) -> list[int]:
+        return [o.reservation_capacity for it in world.instance_types("web") for o in it.offerings
+                if o.reservation_id == "cr-0aaa"]
+
+    outcome = provisioner.launch_capacity(rt, w, pods(1, cpu="500m"))
+    assert [launch.capacity_type for launch in outcome.launches] == ["reserved"]
+    assert free(w) == [1]
+    assert outcome.world is not None and free(outcome.world) == [0]
 
 
 def test_consolidation_does_not_replace_a_reserved_node_with_a_cheaper_spot_node():

@@ -76,11 +76,10 @@ def world(buffer_pods: int) -> World:
                    ManagedInstance("i-spot", "m5.xlarge", "us-east-1a", "spot", "web", "running", NOW,
                                    private_dns_name="spot")],
         catalog=everything,
+        types={"web": types},
+        resolved_buffers=[resolve(CapacityBuffer("shop", "headroom", "web", replicas=buffer_pods),
+                                  {("shop", "web"): TEMPLATE}, {})] if buffer_pods else [],
     )
-    w._types["web"] = types
-    if buffer_pods:
-        w.resolved_buffers = [resolve(CapacityBuffer("shop", "headroom", "web", replicas=buffer_pods),
-                                      {("shop", "web"): TEMPLATE}, {})]
     return w
 
 

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from nodescale.model.instance import ManagedInstance
 from nodescale.model.node import ClusterNode
+from nodescale.scheduling.existing import existing_nodes
 from nodescale.usecases.world import World
 from tests.builders import cluster_nodes
 
@@ -52,3 +53,21 @@ def test_the_world_looks_nodes_up_by_name_and_by_instance() -> None:
     assert world.node("nope") is None
     assert world.node_for_instance("i-0123456789abcdef0").raw is RAW
     assert [n.name for n in world.node_views()] == ["ip-10-0-1-4.ec2.internal"]
+
+
+def test_capacity_allocatable_and_taints_are_parsed_once_and_a_bad_one_is_named() -> None:
+    """#29.1: the bin-packer takes a Node's capacity, allocatable and taints from the typed node, not from
+    the raw object; a Node whose quantity cannot be read is left out of planning, the field named."""
+    raw = {**RAW, "status": {**RAW["status"], "capacity": {"cpu": "2", "memory": "8Gi"},
+                             "allocatable": {"cpu": "1930m", "memory": "7Gi"}}}
+    found = ClusterNode.from_dict(raw).resources
+    assert found.error == "" and found.capacity["cpu"] == 2000 and found.allocatable["cpu"] == 1930
+    assert [(t.key, t.effect) for t in found.taints] == [("karpenter.sh/disrupted", "NoSchedule")]
+    (planned,), unreadable = existing_nodes([ClusterNode.from_dict(raw)], {}, {}, {}, {})
+    assert planned.allocatable == found.allocatable and planned.capacity == found.capacity
+    assert planned.taints == found.taints and unreadable == {}
+
+    bad = ClusterNode.from_dict({**raw, "status": {"allocatable": {"cpu": "lots"}}})
+    assert bad.resources.error.startswith("status.allocatable.cpu")
+    assert existing_nodes([bad], {}, {}, {}, {}) == (
+        [], {bad.name: f"Node {bad.name}: {bad.resources.error}"})

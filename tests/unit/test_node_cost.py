@@ -163,7 +163,7 @@ def test_consolidation_reads_the_price_planning_compares(tmp_path):
                   nodes=cluster_nodes(node), catalog=list(CATALOG.values()),
                   instances=[ManagedInstance("i-1", "m5.large", "us-east-1a", "on-demand", "default", "running", NOW,
                                              private_dns_name="n1")])
-    _prepare_types(world)
+    world = _prepare_types(world)
     views, _ = node_views(world)
     list_price = next(o.price for o in CATALOG["m5.large"].offerings if o.capacity_type == "on-demand")
     # The node's price is the plan's, volumes included, and so is its replacement's.

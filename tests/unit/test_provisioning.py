@@ -99,10 +99,8 @@ def _world(limit: str = "1000", instances: list[ManagedInstance] | None = None) 
     config = load(parse_documents(POOL % limit, "test"))
     assert config.ok, config.errors
     types = [t for t in bundled_catalog("us-east-1") if t.name in ("m5.large", "m5.xlarge")]
-    w = World(now=NOW, cluster="demo", nodepools=dict(config.nodepools), nodeclasses=dict(config.nodeclasses),
-              instances=instances or [], catalog=types)
-    w._types["default"] = types
-    return w
+    return World(now=NOW, cluster="demo", nodepools=dict(config.nodepools), nodeclasses=dict(config.nodeclasses),
+                 instances=instances or [], catalog=types, types={"default": types})
 
 
 @pytest.fixture
@@ -122,7 +120,7 @@ def _rt(launcher: FakeLauncher, **limits: str) -> Any:
 @pytest.fixture(autouse=True)
 def _instances_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
     # The worlds here are built by hand; re-reading EC2 under the launch lease keeps what they hold.
-    monkeypatch.setattr(World, "refresh_instances", lambda self, ec2, cluster: None)
+    monkeypatch.setattr(provisioning, "refresh_instances", lambda world, ec2: world)
 
 
 def test_pods_launch_one_node_each_claim_and_get_a_nomination_event(recorder: FakeRecorder) -> None:

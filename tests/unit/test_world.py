@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError
 from datetime import UTC, datetime
 
 import pytest
@@ -93,8 +94,8 @@ def world() -> World:
         daemonsets=read_daemonsets([_daemon()])[0],
         instances=[_instance("i-ready", dns="ready"), _instance("i-boot", dns="booting"), _instance("i-new", "m5.xlarge")],
         catalog=types,
+        types={"web": types},
     )
-    w._types["web"] = types
     return w
 
 
@@ -162,3 +163,12 @@ def test_syncing_labels_gives_a_new_snapshot_with_them_and_leaves_the_read_one(w
     assert next(n for n in synced.existing_nodes() if n.name == "ready").labels[wk.INSTANCE_TYPE] == "m5.large"
     assert wk.REGISTERED not in world.node("ready").labels
     assert wk.REGISTERED not in world.node("ready").raw["metadata"]["labels"]
+
+
+def test_the_snapshot_is_frozen_and_a_refresh_is_a_new_one(world: World) -> None:
+    """#29.1: nothing rewrites a read world; re-read instances give a new snapshot, re-indexed."""
+    with pytest.raises(FrozenInstanceError):
+        world.instances = []  # type: ignore[misc]
+    fresh = world.with_instances([_instance("i-later", "m5.xlarge")])
+    assert [i.instance_id for i in fresh.unregistered_instances()] == ["i-later"]
+    assert fresh.instance("i-new") is None and world.instance("i-new") is not None

@@ -4,11 +4,14 @@ behind it, parsed once per snapshot instead of dug out of the raw object at ever
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from .nodelabels import pool_key
+from .quantity import QuantityError
+from .resources import Resources, parse_resource_list
+from .taints import Taint, TaintError
 from .timestamps import parse_timestamp
 
 
@@ -41,6 +44,46 @@ def readiness_of(raw: Mapping[str, Any]) -> Readiness:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeResources:
+    """What the bin-packer reads of a Node, parsed once: capacity, allocatable and taints. ``error`` says why
+    they cannot be read ("<field>: <what is wrong>"); such a Node is left out of planning."""
+
+    capacity: Resources
+    allocatable: Resources
+    taints: tuple[Taint, ...]
+    error: str = ""
+
+
+def _mapping_at(value: object, path: str) -> tuple[Mapping[str, Any], str]:
+    if value is None:
+        return {}, ""
+    if not isinstance(value, Mapping):
+        return {}, f"{path}: expected a mapping, got {type(value).__name__}"
+    return value, ""
+
+
+def resources_of(raw: Mapping[str, Any]) -> NodeResources:
+    """The Node's capacity, allocatable and taints; the first unreadable field named in ``error``."""
+    empty = NodeResources({}, {}, ())
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    if not meta.get("name") or not isinstance(meta.get("name"), str):
+        return replace(empty, error="metadata.name: a node needs a name")
+    try:
+        capacity_raw, why = _mapping_at(status.get("capacity"), "status.capacity")
+        if why:
+            return replace(empty, error=why)
+        capacity = parse_resource_list(capacity_raw, "status.capacity")
+        allocatable_raw, why = _mapping_at(status.get("allocatable"), "status.allocatable")
+        if why:
+            return replace(empty, error=why)
+        allocatable = parse_resource_list(allocatable_raw, "status.allocatable")
+        taints = tuple(Taint.from_dict(t, f"spec.taints[{i}]") for i, t in enumerate(spec.get("taints") or []))
+    except (QuantityError, TaintError) as exc:
+        return replace(empty, error=str(exc))
+    return NodeResources(capacity, allocatable, taints)
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterNode:
     """One Node of the world snapshot; ``raw`` is the object as listed, for the few fields not lifted here."""
 
@@ -56,6 +99,7 @@ class ClusterNode:
     zone: str | None
     raw: Mapping[str, Any] = field(repr=False, compare=False)
     deleting: bool = False  # metadata.deletionTimestamp is set: the Node is going away
+    resources: NodeResources = NodeResources({}, {}, ())  # capacity, allocatable, typed taints (parsed once)
 
     @property
     def nodepool(self) -> str:
@@ -87,6 +131,7 @@ class ClusterNode:
             zone=parsed[0] if parsed else None,
             raw=raw,
             deleting=bool(meta.get("deletionTimestamp")),
+            resources=resources_of(raw),
         )
 
 

@@ -13,8 +13,9 @@ from ..model.nodepool import NodePool
 from ..model.pod import Pod
 from .inflight import in_flight_instance, startup_keys
 from .plan import ExistingNode
-from .workloads import WorkloadError
-from .workloads import node as node_from_doc
+
+# The annotation that marks a Node as capacity on its way (a stand-in written by hand, or by sim/).
+IN_FLIGHT_ANNOTATION = "nodescale.io/in-flight"
 
 
 def existing_nodes(
@@ -40,11 +41,10 @@ def existing_nodes(
     for view in nodes:
         if view.name in skip or (view.instance_id and view.instance_id in skip):
             continue
-        try:
-            node = node_from_doc(view.raw, f"Node {view.name}")
-        except WorkloadError as exc:
-            unreadable[view.name] = str(exc)
+        if view.resources.error:
+            unreadable[view.name] = f"Node {view.name}: {view.resources.error}"
             continue
+        node = _planned(view)
         node.pods = list(pods_by_node.get(view.name, []))
         node.pool = nodelabels.pool_key(node.labels, nodepools)
         if not view.ready:
@@ -63,3 +63,17 @@ def existing_nodes(
         out.append(node)
     out.extend(n for n in in_flight if (in_flight_instance(n.name) or n.name) not in skip)
     return out, unreadable
+
+
+def _planned(view: ClusterNode) -> ExistingNode:
+    """The registered Node as the bin-packer takes it, from its typed fields."""
+    found = view.resources
+    return ExistingNode(
+        name=view.name,
+        labels={str(k): str(v) for k, v in view.labels.items()},
+        allocatable=dict(found.allocatable or found.capacity),
+        taints=found.taints,
+        capacity=dict(found.capacity or found.allocatable),
+        unschedulable=view.unschedulable,
+        in_flight=str(view.annotations.get(IN_FLIGHT_ANNOTATION, "")).lower() == "true",
+    )

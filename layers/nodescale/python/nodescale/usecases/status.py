@@ -14,12 +14,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .. import clock
-from ..k8s import drain as k8s_drain
 from ..k8s import nodes as k8s_nodes
 from ..model import labels as wk
 from ..model import resources as res
 from ..model import zonalshift
 from ..model.currency import USD, currency_of
+from ..model.node import ClusterNode
 from ..model.nodelabels import pool_key
 from ..model.pod import Pod
 from ..scheduling.inflight import in_flight_instance
@@ -186,7 +186,7 @@ def read_status(rt: Runtime, world: World | None = None) -> Status:
     """The cluster's status from one snapshot of the world (read here unless given)."""
     world = world or read_world(rt)
     existing = world.existing_nodes()
-    nodes = [node_status(world, n, view.raw if (view := world.node(n.name)) else None) for n in existing]
+    nodes = [node_status(world, n, world.node(n.name)) for n in existing]
     nodes.sort(key=lambda n: (n.nodepool, n.capacity_type, n.zone, n.name))
     errors = [str(e) for e in world.config_errors]
     errors += [f"pod {key}: {why}" for key, why in world.pod_errors]
@@ -216,7 +216,7 @@ def zonal_shifts(world: World) -> list[dict[str, Any]]:
     ]
 
 
-def node_status(world: World, node: ExistingNode, raw: Mapping[str, Any] | None) -> NodeStatus:
+def node_status(world: World, node: ExistingNode, view: ClusterNode | None) -> NodeStatus:
     labels = node.labels
     itype = labels.get(wk.INSTANCE_TYPE, "")
     zone = labels.get(wk.ZONE, "")
@@ -228,7 +228,7 @@ def node_status(world: World, node: ExistingNode, raw: Mapping[str, Any] | None)
         capacity_type=capacity_type,
         zone=zone,
         instance_type=itype,
-        state=state_of(node, raw),
+        state=state_of(node, view),
         pods=sum(1 for p in node.pods if not p.is_daemon),
         requested=res.total(p.requests for p in node.pods),
         allocatable=dict(node.allocatable),
@@ -257,16 +257,16 @@ def catalog_price(world: World, itype: str, zone: str, capacity_type: str, pool:
     return 0.0
 
 
-def state_of(node: ExistingNode, raw: Mapping[str, Any] | None) -> str:
-    if raw is None:
+def state_of(node: ExistingNode, view: ClusterNode | None) -> str:
+    if view is None:
         return LAUNCHING if in_flight_instance(node.name) is not None else NOT_READY
-    if (raw.get("metadata") or {}).get("deletionTimestamp"):
+    if view.deleting:
         return DELETING
-    if k8s_nodes.has_taint(raw):
+    if view.has_taint(k8s_nodes.DISRUPTED_TAINT_KEY):
         return DRAINING
-    if not k8s_nodes.readiness(raw).ready:
+    if not view.ready:
         return NOT_READY
-    if k8s_nodes.is_cordoned(raw):
+    if view.unschedulable:
         return CORDONED
     return READY
 
@@ -282,20 +282,19 @@ def group(nodes: Iterable[NodeStatus]) -> list[Group]:
 def drains(world: World) -> list[Drain]:
     """Nodes carrying the disruption taint, with the pods that still have to leave."""
     out = []
-    for raw in (n.raw for n in world.nodes):
-        if not k8s_nodes.has_taint(raw):
+    for view in world.nodes:
+        if not view.has_taint(k8s_nodes.DISRUPTED_TAINT_KEY):
             continue
-        meta = raw.get("metadata") or {}
-        name = str(meta.get("name") or "")
-        annotations = meta.get("annotations") or {}
-        started = k8s_drain.drain_started_at(raw)
+        name, annotations = view.name, view.annotations
+        # When the disruption taint went on (its timeAdded): when the drain began.
+        started = next((k8s_nodes.parse_time(t.get("timeAdded")) for t in view.taints
+                        if t.get("key") == k8s_nodes.DISRUPTED_TAINT_KEY), None)
         reason = annotations.get(DISRUPTION_REASON_ANNOTATION) or (
             f"interruption: {annotations[INTERRUPTION_ANNOTATION]}" if annotations.get(INTERRUPTION_ANNOTATION)
             else "")
-        labels = meta.get("labels") or {}
         out.append(Drain(
             node=name,
-            nodepool=pool_key(labels, world.nodepools),
+            nodepool=pool_key(view.labels, world.nodepools),
             since=clock.format_timestamp(started) if started else "",
             reason=reason,
             pods=sorted(p.key for p in world.pods_by_node.get(name, []) if _must_leave(p)),

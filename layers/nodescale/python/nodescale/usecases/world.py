@@ -65,9 +65,14 @@ _CATALOG_LOCK = threading.Lock()
 _CATALOG: dict[str, tuple[float, list[InstanceType]]] = {}
 
 
-@dataclass
+@dataclass(frozen=True)
 class World:
-    """What the cluster and the account look like right now, read once per invocation."""
+    """What the cluster and the account look like right now, read once per invocation.
+
+    Read-only: what changes during a pass (instances re-read under the launch lease, launches into a
+    capacity reservation, Nodes relabelled or deleted) gives a new snapshot (``with_*``, ``without_*``),
+    which the caller rebinds. The lookups are built once, when the snapshot is made.
+    """
 
     now: datetime
     cluster: str
@@ -95,42 +100,57 @@ class World:
     reservations: dict[str, list[CapacityReservation]] = field(default_factory=dict)
     # Pods whose spec cannot be read ("namespace/name", why); they are left out of planning.
     pod_errors: list[tuple[str, str]] = field(default_factory=list)
-    _types: dict[str, list[InstanceType]] = field(default_factory=dict, repr=False)
-    _pool_labels: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
-    _node_by_instance: dict[str, ClusterNode] = field(default_factory=dict, repr=False)
+    # Each usable pool's instance types as it launches them (pooltypes: the node class's kubelet, volumes,
+    # AMI family; offerings out of capacity, under a zonal shift or without a subnet marked), and the labels
+    # its node class gives its nodes (OS and Windows build).
+    types: dict[str, list[InstanceType]] = field(default_factory=dict, repr=False)
+    pool_labels: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    # Derived in __post_init__ from the fields above, never given.
     # Nodes naming one of this cluster's instances without being trusted for it: name -> why (trust_nodes).
-    untrusted: dict[str, str] = field(default_factory=dict, repr=False)
-    _claimed: set[str] = field(default_factory=set, repr=False)  # instance ids any Node names
-    _views: dict[str, ClusterNode] = field(default_factory=dict, repr=False)
-    _instance_by_id: dict[str, ManagedInstance] = field(default_factory=dict, repr=False)
-    _zone_ids: dict[str, str] | None = field(default=None, repr=False)
+    untrusted: dict[str, str] = field(init=False, repr=False, compare=False)
+    _node_by_instance: dict[str, ClusterNode] = field(init=False, repr=False, compare=False)
+    _claimed: frozenset[str] = field(init=False, repr=False, compare=False)  # instance ids any Node names
+    _views: dict[str, ClusterNode] = field(init=False, repr=False, compare=False)
+    _instance_by_id: dict[str, ManagedInstance] = field(init=False, repr=False, compare=False)
+    _zone_ids: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self.index()
+        # The lookups of this snapshot, built once (a frozen dataclass sets them through object.__setattr__).
+        def derive(name: str, value: object) -> None:
+            object.__setattr__(self, name, value)
 
-    def index(self) -> None:
-        """Rebuild the lookups after ``nodes`` or ``instances`` changed."""
         # An instance's pool by its key here: a Provisioner's named like a NodePool is provisioner/<name>.
-        self.instances = [i if (key := nodelabels.pool_key(i.tags, self.nodepools) or i.nodepool) == i.nodepool
-                          else replace(i, nodepool=key) for i in self.instances]
-        self._instance_by_id = {i.instance_id: i for i in self.instances}
-        self._views = {}
-        self._claimed = set()
-        for view in self.nodes:
-            self._views[view.name] = view
-            if view.instance_id:
-                self._claimed.add(view.instance_id)
+        derive("instances", [i if (key := nodelabels.pool_key(i.tags, self.nodepools) or i.nodepool) == i.nodepool
+                             else replace(i, nodepool=key) for i in self.instances])
+        derive("_instance_by_id", {i.instance_id: i for i in self.instances})
+        derive("_views", {view.name: view for view in self.nodes})
+        derive("_claimed", frozenset(view.instance_id for view in self.nodes if view.instance_id))
         # The one mapping every use-case goes through (#27.5): a Node speaks for an instance only when its
         # name is the instance's and no other such Node claims it.
         by_raw = {id(n.raw): n for n in self.nodes}
         trust = trust_nodes([n.raw for n in self.nodes], {i.instance_id: i.private_dns_name for i in self.instances})
-        self._node_by_instance = {iid: by_raw[id(raw)] for iid, raw in trust.trusted.items()}
-        self.untrusted = trust.untrusted
+        derive("_node_by_instance", {iid: by_raw[id(raw)] for iid, raw in trust.trusted.items()})
+        derive("untrusted", trust.untrusted)
+        derive("_zone_ids", {o.zone: o.zone_id for it in self.catalog for o in it.offerings if o.zone_id})
 
-    def refresh_instances(self, ec2: Any, cluster: str) -> None:
-        """Re-read this cluster's instances: another invocation may have launched since the world was read."""
-        self.instances = ec2_instances.list_instances(ec2, cluster)
-        self.index()
+    # -- new snapshots -------------------------------------------------------------------------------------
+
+    def with_instances(self, instances: list[ManagedInstance]) -> World:
+        """This snapshot with this cluster's instances as re-read (another invocation may have launched since)."""
+        return replace(self, instances=instances)
+
+    def after_launches(self, reserved: Mapping[str, int], cleared_failures: Iterable[str] = ()) -> World:
+        """This snapshot after a pass launched: ``reserved`` (reservation id -> instances launched into it)
+        leaves every pool that many fewer free there (Karpenter's MarkLaunched, until the next run reads the
+        count from EC2 again); the pools in ``cleared_failures`` launched, so their recorded failure is over."""
+        cleared = set(cleared_failures)
+        if not reserved and not cleared & set(self.launch_failures):
+            return self
+        types = dict(self.types)
+        for reservation_id, count in reserved.items():
+            types = {name: reservations_model.consume(ts, reservation_id, count) for name, ts in types.items()}
+        failures = {pool: f for pool, f in self.launch_failures.items() if pool not in cleared}
+        return replace(self, types=types, launch_failures=failures)
 
     # -- lookups -------------------------------------------------------------------------------------------
 
@@ -186,16 +206,14 @@ class World:
     def instance_types(self, pool_name: str) -> list[InstanceType]:
         """The catalog for the pool's node class (kubelet, root volume, AMI family), with the offerings
         known to be out of capacity marked unavailable."""
-        return self._types.get(pool_name, [])
+        return self.types.get(pool_name, [])
 
     def node_labels(self, pool_name: str) -> dict[str, str]:
         """Labels the pool's node class gives its nodes (OS and Windows build)."""
-        return self._pool_labels.get(pool_name, {})
+        return self.pool_labels.get(pool_name, {})
 
     def zone_id(self, zone: str) -> str:
         """The zone's id in this account (from the catalog's offerings); "" when unknown."""
-        if self._zone_ids is None:
-            self._zone_ids = {o.zone: o.zone_id for it in self.catalog for o in it.offerings if o.zone_id}
         return self._zone_ids.get(zone, "")
 
     def expected_labels(self, inst: ManagedInstance, pool: NodePool, it: InstanceType) -> dict[str, str]:
@@ -268,12 +286,6 @@ class World:
         """The instance's offering price per hour (0 when the catalog does not know it)."""
         return instance_price(inst, self.instance_type(inst.instance_type, inst.nodepool))
 
-    def note_reserved_launch(self, reservation_id: str, count: int = 1) -> None:
-        """``count`` instances launched into the reservation: every pool plans with that many fewer free
-        (Karpenter's MarkLaunched), until the next run reads the count from EC2 again."""
-        for name, types in self._types.items():
-            self._types[name] = reservations_model.consume(types, reservation_id, count)
-
 
 # ---------------------------------------------------------------------------------------------- reading
 
@@ -288,60 +300,70 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     """
     started = time.perf_counter()
     settings = rt.settings
-    world = World(now=clock.now(), cluster=settings.cluster_name)
+    now = clock.now()
     config = load_all(
         ssm_client=rt.aws.ssm if "ssm" in settings.nodepool_sources else None,
         ssm_path=settings.nodepool_parameter_path if "ssm" in settings.nodepool_sources else None,
         custom_objects_api=rt.custom if "cluster" in settings.nodepool_sources else None,
     )
-    world.nodepools = dict(config.nodepools)
-    world.nodeclasses = dict(config.nodeclasses)
-    world.overlays = dict(config.overlays)
-    world.buffers = dict(config.buffers)
-    world.config_errors = list(config.errors)
     report_config_errors(rt, config.errors)
-    if world.buffers:
-        templates, scalables = read_buffer_sources(rt.api, world.buffers.values())
-        resolve_buffers(world, templates, scalables)
-    world.nodes = [ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items]
+    buffers = dict(config.buffers)
+    resolved: list[ResolvedBuffer] = []
+    buffer_errors: list[str] = []
+    if buffers:
+        templates, scalables = read_buffer_sources(rt.api, buffers.values())
+        resolved, buffer_errors = resolve_buffers(buffers, templates, scalables)
+    nodes = [ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items]
+    pods: list[dict[str, Any]] = []
     if include_pods:
-        world.pods = read_pods_cached(rt) if pod_cache else listing.list_pods(rt.api).items
-        world.pods_by_node, world.pending, world.pod_errors = _sort_pods(world.pods)
-    world.daemonsets = read_daemonsets_listed(rt)
-    world.pdbs = read_pdbs_listed(rt)
-    world.instances = ec2_instances.list_instances(rt.aws.ec2, settings.cluster_name)
-    world.unavailable = rt.launcher.offerings.snapshot()
-    world.catalog = catalog(rt)
-    world.shifts = read_shifts(rt, world.catalog)
-    world.reservations = read_reservations(rt.aws.ec2, world.nodeclasses.values(), world.now)
-    _prepare_types(world)
-    _restrict_to_subnet_zones(rt, world)
-    world.launch_failures = launchfailures.failing(rt.aws.dynamodb, settings.table_name, world.nodepools,
-                                                   clock.epoch())
-    note_launches_that_died(world, ec2_instances.died_at_launch(rt.aws.ec2, settings.cluster_name))
-    world.index()
+        pods = read_pods_cached(rt) if pod_cache else listing.list_pods(rt.api).items
+    pods_by_node, pending, pod_errors = _sort_pods(pods)
+    daemonsets, pdbs = read_daemonsets_listed(rt), read_pdbs_listed(rt)
+    instances = ec2_instances.list_instances(rt.aws.ec2, settings.cluster_name)
+    unavailable = rt.launcher.offerings.snapshot()
+    types = catalog(rt)
+    world = World(
+        now=now, cluster=settings.cluster_name, nodepools=dict(config.nodepools),
+        nodeclasses=dict(config.nodeclasses), overlays=dict(config.overlays), buffers=buffers,
+        resolved_buffers=resolved, config_errors=[*config.errors, *buffer_errors], nodes=nodes, pods=pods,
+        pods_by_node=pods_by_node, pending=pending, pod_errors=pod_errors, daemonsets=daemonsets, pdbs=pdbs,
+        instances=instances, unavailable=unavailable, catalog=types, shifts=read_shifts(rt, types),
+        reservations=read_reservations(rt.aws.ec2, config.nodeclasses.values(), now),
+    )
+    world = _restrict_to_subnet_zones(rt, _prepare_types(world))
+    world = replace(world, launch_failures=launchfailures.failing(rt.aws.dynamodb, settings.table_name,
+                                                                  world.nodepools, clock.epoch()))
+    world = note_launches_that_died(world, ec2_instances.died_at_launch(rt.aws.ec2, settings.cluster_name))
     warn_untrusted(rt, world.untrusted)
     log.debug("world read", extra={"seconds": round(time.perf_counter() - started, 3), "nodes": len(world.nodes),
                                    "pods": len(world.pods), "instances": len(world.instances)})
     return world
 
 
-def note_launches_that_died(world: World, died: list[tuple[ManagedInstance, str, str]]) -> None:
+def refresh_instances(world: World, ec2: Any) -> World:
+    """The snapshot with this cluster's instances read again: another invocation may have launched since."""
+    return world.with_instances(ec2_instances.list_instances(ec2, world.cluster))
+
+
+def note_launches_that_died(world: World, died: list[tuple[ManagedInstance, str, str]]) -> World:
     """A pool whose newest instance terminated as it started is failing to launch, though EC2 accepted the
     launch: e.g. its volumes' KMS key refused the launching role, which AWS reports only as the instance's
-    StateReason Client.InternalError. An instance of the pool launched since that is still alive ends it."""
+    StateReason Client.InternalError. An instance of the pool launched since that is still alive ends it.
+    Returns the snapshot with those pools' failures."""
+    failures = dict(world.launch_failures)
     for inst, code, message in died:
         pool, launched = inst.nodepool, _epoch(inst.launch_time)
         if pool is None or pool not in world.nodepools or launched is None:
             continue
         later = [i for i in world.instances if i.nodepool == pool and (_epoch(i.launch_time) or 0) >= launched]
-        known = world.launch_failures.get(pool)
+        known = failures.get(pool)
         if later or (known is not None and known.at > launched):
             continue
-        world.launch_failures[pool] = LaunchFailure(
+        failures[pool] = LaunchFailure(
             pool, code, f"instance {inst.instance_id} terminated as it started ({message}): if its volumes are "
             "encrypted with a customer-managed KMS key, grant the functions its use (deploy with "
             "-c ebsKmsKey=<key ARN>, or name it in the node class's blockDeviceMappings)", launched)
+    return replace(world, launch_failures=failures) if failures != world.launch_failures else world
 
 
 def _epoch(when: datetime | None) -> float | None:
@@ -350,17 +372,22 @@ def _epoch(when: datetime | None) -> float | None:
     return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
-def resolve_buffers(world: World, templates: Mapping, scalables: Mapping) -> None:
-    """The active buffers' virtual pods; a buffer that cannot be resolved is a configuration error."""
-    world.resolved_buffers = []
-    for key in sorted(world.buffers):
-        buffer = world.buffers[key]
+def resolve_buffers(
+    buffers: Mapping[str, CapacityBuffer], templates: Mapping, scalables: Mapping
+) -> tuple[list[ResolvedBuffer], list[str]]:
+    """The active buffers' virtual pods, in name order; a buffer that cannot be resolved is a configuration
+    error (the second list)."""
+    resolved: list[ResolvedBuffer] = []
+    errors: list[str] = []
+    for key in sorted(buffers):
+        buffer = buffers[key]
         if not buffer.active:
             continue  # another autoscaler's strategy: not nodescale's to provision
-        resolved = resolve(buffer, templates, scalables)
-        if resolved.error:
-            world.config_errors.append(f"{buffer.source}: CapacityBuffer {key}: {resolved.error}")
-        world.resolved_buffers.append(resolved)
+        one = resolve(buffer, templates, scalables)
+        if one.error:
+            errors.append(f"{buffer.source}: CapacityBuffer {key}: {one.error}")
+        resolved.append(one)
+    return resolved, errors
 
 
 def read_pods_cached(rt: Runtime) -> list[dict[str, Any]]:
@@ -385,13 +412,11 @@ def read_pods_cached(rt: Runtime) -> list[dict[str, Any]]:
 
 def read_nodes_and_pods(rt: Runtime) -> World:
     """Nodes, pods and PDBs only: enough to drain when the rest (configuration, EC2) cannot be read."""
-    world = World(now=clock.now(), cluster=rt.settings.cluster_name)
-    world.nodes = [ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items]
-    world.pods = listing.list_pods(rt.api).items
-    world.pods_by_node, world.pending, world.pod_errors = _sort_pods(world.pods)
-    world.pdbs = read_pdbs_listed(rt)
-    world.index()
-    return world
+    pods = listing.list_pods(rt.api).items
+    pods_by_node, pending, pod_errors = _sort_pods(pods)
+    return World(now=clock.now(), cluster=rt.settings.cluster_name,
+                 nodes=[ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items], pods=pods,
+                 pods_by_node=pods_by_node, pending=pending, pod_errors=pod_errors, pdbs=read_pdbs_listed(rt))
 
 
 def read_pdbs_listed(rt: Runtime) -> list[PodDisruptionBudget]:
@@ -475,20 +500,25 @@ def _sort_pods(raw_pods: list[dict[str, Any]]) -> tuple[dict[str, list[Pod]], li
     return by_node, pending, errors
 
 
-def _prepare_types(world: World) -> None:
+def _prepare_types(world: World) -> World:
+    """The snapshot with each pool's instance types and node class labels; a pool whose types cannot be
+    made is a configuration error and left out."""
     usable: dict[str, NodePool] = {}
+    prepared: dict[str, list[InstanceType]] = {}
+    class_labels: dict[str, dict[str, str]] = {}
+    errors: list[ConfigError | str] = list(world.config_errors)
     ebs = pricing.ebs_prices(catalog_region(world.catalog))
     for name, pool in world.nodepools.items():
         try:
             types, labels = pool_types([pool], world.nodeclasses, world.catalog, ebs, overlays=world.overlays.values(),
                                        reservations=world.reservations, now=world.now)
         except PoolTypesError as exc:
-            world.config_errors.append(str(exc))
+            errors.append(str(exc))
             continue
-        world._types[name] = zonalshift.avoid(catalogs.mark_unavailable(types[name], world.unavailable), world.shifts)
-        world._pool_labels[name] = labels.get(name, {})
+        prepared[name] = zonalshift.avoid(catalogs.mark_unavailable(types[name], world.unavailable), world.shifts)
+        class_labels[name] = labels.get(name, {})
         usable[name] = pool
-    world.nodepools = usable
+    return replace(world, nodepools=usable, types=prepared, pool_labels=class_labels, config_errors=errors)
 
 
 def read_shifts(rt: Runtime, types: list[InstanceType]) -> dict[str, ActiveShift]:
@@ -519,14 +549,15 @@ def read_reservations(ec2: Any, classes: Iterable[NodeClass], now: datetime) -> 
     return out
 
 
-def _restrict_to_subnet_zones(rt: Runtime, world: World) -> None:
+def _restrict_to_subnet_zones(rt: Runtime, world: World) -> World:
     """Each pool's offerings only in the zones where its node class has a subnet with free addresses (the
     launcher's subnet lookup, once per invocation, shared with the launch). A node class whose subnets
     cannot be resolved is left as it is: its launch reports why, which says more than a pool with no
     offerings would."""
+    types = dict(world.types)
     for name, pool in world.nodepools.items():
         nc = world.nodeclasses.get(pool.node_class)
-        if nc is None or name not in world._types:
+        if nc is None or name not in types:
             continue
         try:
             zones = rt.launcher.subnet_zones(nc)
@@ -534,7 +565,8 @@ def _restrict_to_subnet_zones(rt: Runtime, world: World) -> None:
             log.debug("subnet zones of %s not resolved: %s", nc.name, exc)
             continue
         if zones:
-            world._types[name] = catalogs.only_zones(world._types[name], zones)
+            types[name] = catalogs.only_zones(types[name], zones)
+    return replace(world, types=types)
 
 
 def catalog(rt: Runtime) -> list[InstanceType]:

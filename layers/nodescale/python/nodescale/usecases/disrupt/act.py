@@ -291,6 +291,7 @@ def _launch_replacement(run: RunState, d: Decision, entry: DecisionEntry) -> lis
     claims = [r.launch_claim() for r in d.replacements]
     launched = launch_claims(run.rt, run.world, claims, replacing=d.nodes,
                              reason=f"replacement for {d.reason.lower()} node(s) {', '.join(d.nodes)}")
+    run.world = launched.world or run.world
     ids = [x.instance_id for x in launched.launches if x.instance_id]
     if launched.unschedulable or len(ids) < len(claims):
         why = launched.unschedulable[0][1] if launched.unschedulable else "; ".join(launched.error_messages)

@@ -150,18 +150,18 @@ def pods_to_move(world: World, node_name: str) -> list[Pod]:
     return out
 
 
-def replace(rt: Runtime, world: World, work: list[Work]) -> None:
+def replace(rt: Runtime, world: World, work: list[Work]) -> World:
     """Launch replacements for the pods of every node in ``work``, planned together in one pass: planned one
     node at a time, the second node's pods would count on the in-flight node launched for the first node's
     pods, which has no room for them (the plan does not know what the first launch is for). Each node's
-    report names what the plan did with its own pods."""
+    report names what the plan did with its own pods. Returns the snapshot to go on with (the launch's)."""
     moving = {item.name: pods_to_move(world, item.name) for item in work}
     items = [item for item in work if moving[item.name]]
     for item in work:
         if not moving[item.name]:
             item.report.replacement = {"launched": [], "reason": "no pods to move"}
     if not items:
-        return
+        return world
     # Pods already waiting (e.g. evicted by an earlier interruption) are planned alongside, so capacity on
     # its way for them is not promised to these nodes' pods too.
     keys = {p.key for item in items for p in moving[item.name]}
@@ -178,9 +178,10 @@ def replace(rt: Runtime, world: World, work: list[Work]) -> None:
         log.exception("replacement failed", extra={"nodes": [item.name for item in items]})
         for item in items:
             item.report.replacement = {"launched": [], "reason": f"replacement failed: {exc}"}
-        return
+        return world
     for item in items:
         _report_replacement(item, {p.key for p in moving[item.name]}, outcome)
+    return outcome.world or world
 
 
 def _report_replacement(item: Work, mine: set[str], outcome: LaunchOutcome) -> None:

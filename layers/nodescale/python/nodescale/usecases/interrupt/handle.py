@@ -248,7 +248,7 @@ def _act(
     for item in rebalances:
         if _act_on_rebalance(rt, recorder, world, item):
             work.append(item)
-    act.replace(rt, world, work)
+    world = act.replace(rt, world, work)
     act.drain(rt, world, work, deadline, sleep)
 
 

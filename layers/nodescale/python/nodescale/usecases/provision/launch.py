@@ -89,6 +89,9 @@ class LaunchOutcome:
     failing: dict[str, LaunchFailure] = field(default_factory=dict)
     solve_seconds: float = 0.0
     dry_run: bool = False
+    # The snapshot after this launch (instances re-read under the lease, what it launched into capacity
+    # reservations, pool failures it ended): the caller plans on with it. None until launch_capacity returns.
+    world: World | None = None
 
     def count_error(self, code: str, message: str = "", n: int = 1) -> None:
         self.errors[code] = self.errors.get(code, 0) + n
@@ -114,6 +117,21 @@ def merge(outcome: LaunchOutcome, again: LaunchOutcome) -> None:
 
 
 @dataclass
+class LaunchLedger:
+    """What a launch pass changed that the world it read does not know yet, for its later plans: instances
+    launched into each capacity reservation (every pool plans with that many fewer free there, Karpenter's
+    MarkLaunched) and the pools whose recorded launch failure a launch ended. Shared by a pass and its
+    retries; the next run reads both from EC2 and DynamoDB again."""
+
+    reserved: dict[str, int] = field(default_factory=dict)  # reservation id -> instances launched into it
+    cleared: set[str] = field(default_factory=set)  # pools whose launch failure this pass cleared
+
+    def applied(self, world: World) -> World:
+        """``world`` (as read, or re-read under the lease) with what this pass launched."""
+        return world.after_launches(self.reserved, self.cleared)
+
+
+@dataclass
 class Retry:
     """Pods whose every chosen offering was out of capacity, to plan again without those offerings."""
 
@@ -133,18 +151,21 @@ def launch_admitted(
     may_retry: bool,
     fence: Callable[[], None] | None = None,
     replacing: Iterable[str] = (),
+    ledger: LaunchLedger | None = None,
 ) -> Retry:
     """Launch the admitted claims (each with its instance-type options) and nominate their pods; a
     claim that got no instance adds its pods to ``unschedulable``, or to the retry when every offering
     failed for capacity and ``may_retry``. ``fence`` runs before each CreateFleet (the launch lease's
     check); what it raises ends the launching, the claims launched so far kept in ``outcome``. ``replacing``
     names the nodes the claims replace: part of their client token, so a replacement for pods still on the
-    node it replaces never repeats that node's launch."""
+    node it replaces never repeats that node's launch. ``ledger`` gets what the launches change that the world
+    does not know yet (reserved launches, cleared failures); ``world`` is the pass's, with the ledger applied."""
     retry = Retry()
     replaced = tuple(sorted(set(replacing)))
+    ledger = LaunchLedger() if ledger is None else ledger
     for group, options in _identical_claims(admitted):
         for claim, launched, capacity_failures in _launch_claims(rt, world, group, options, outcome, reason, fence,
-                                                                      replaced):
+                                                                      replaced, ledger):
             if launched is None:
                 if capacity_failures and may_retry:
                     # Every offering the plan chose is out of capacity: plan these pods again without them.
@@ -227,6 +248,7 @@ def _launch_claims(
     reason: str,
     fence: Callable[[], None] | None = None,
     replaced: tuple[str, ...] = (),
+    ledger: LaunchLedger | None = None,
 ) -> list[tuple[NodeClaim, Launch | None, set[tuple[str, str, str]]]]:
     """Launch identical claims with one Fleet request: each claim gets one of the instances, in order;
     claims left without one get the offerings that failed with a capacity error."""
@@ -259,8 +281,9 @@ def _launch_claims(
         _failing(rt, outcome, pool.name, code, str(exc))
         return [(c, None, set()) for c in claims]
     _count_launch_errors(result, outcome, pool.name)
+    ledger = LaunchLedger() if ledger is None else ledger
     if result.instances:
-        _launching(rt, world, outcome, pool.name)
+        _launching(rt, world, outcome, pool.name, ledger)
     else:
         hard = [(e.code, e.message) for e in result.offering_errors if not e.is_capacity_error]
         hard += list(result.request_errors)
@@ -268,7 +291,7 @@ def _launch_claims(
             _failing(rt, outcome, pool.name, *hard[0])
     for inst in result.instances:
         if inst.reservation_id:  # later passes of this run plan with one instance fewer free there
-            world.note_reserved_launch(inst.reservation_id)
+            ledger.reserved[inst.reservation_id] = ledger.reserved.get(inst.reservation_id, 0) + 1
     failed = {e.offering for e in result.offering_errors if e.is_capacity_error}
     out: list[tuple[NodeClaim, Launch | None, set[tuple[str, str, str]]]] = []
     now = clock.now()
@@ -306,18 +329,18 @@ def _failing(rt: Runtime, outcome: LaunchOutcome, pool: str, code: str, message:
         log.warning("could not record the launch failure", extra={"nodepool": pool, "error": str(exc)})
 
 
-def _launching(rt: Runtime, world: World, outcome: LaunchOutcome, pool: str) -> None:
+def _launching(rt: Runtime, world: World, outcome: LaunchOutcome, pool: str, ledger: LaunchLedger) -> None:
     """The pool launched: a failure recorded before (this pass or an earlier one) is history, unless its last
     instance died as it started (EC2 accepted that launch too: only an instance that lives ends it)."""
-    known = world.launch_failures.get(pool)
+    known = None if pool in ledger.cleared else world.launch_failures.get(pool)
     if known is not None and known.code in ec2_instances.DIED_AT_LAUNCH:
         outcome.failing[pool] = known
         telemetry.count(telemetry.LAUNCH_FAILING)
         log.error("launch failing", extra={"nodepool": pool, "code": known.code, "error": known.message})
         return
-    if outcome.failing.pop(pool, None) is None and pool not in world.launch_failures:
+    if outcome.failing.pop(pool, None) is None and known is None:
         return
-    world.launch_failures.pop(pool, None)
+    ledger.cleared.add(pool)
     try:
         launchfailures.clear(rt.aws.dynamodb, rt.settings.table_name, pool)
     except (ClientError, BotoCoreError) as exc:

@@ -38,10 +38,11 @@ from ...model.pod import Pod
 from ...runtime import Runtime
 from ...scheduling import ExistingNode, NodeClaim, Plan, solve
 from ...scheduling.static import static_claim
-from ..world import World, read_world
+from ..world import World, read_world, refresh_instances
 from . import registration as node_registration
 from .cluster_budget import ClusterBudget
 from .launch import (
+    LaunchLedger,
     LaunchOutcome,
     Retry,
     launch_admitted,
@@ -76,6 +77,8 @@ class _Ask:
     retries: int
     prior_usage: dict[str, res.Resources]  # launched by earlier passes, not in the world yet
     fence: Callable[[], None] | None = None  # the launch lease's check, before each CreateFleet
+    # What this call's launches changed that the world does not know yet: shared with its retries.
+    ledger: LaunchLedger = dataclasses.field(default_factory=LaunchLedger)
 
 
 # ------------------------------------------------------------------------------------------- launching
@@ -98,8 +101,9 @@ def launch_capacity(
     Pods get events: the NodePool, type, zone, capacity type and instance launched for them, or why
     they cannot be placed. ``dry_run`` plans and reports only. A NodeClaim whose every offering fails
     with a capacity error is planned again without those offerings, at most ``retries`` times.
+    ``outcome.world`` is the snapshot to go on with (instances re-read, what was launched counted).
     """
-    outcome = LaunchOutcome(dry_run=dry_run)
+    outcome = LaunchOutcome(dry_run=dry_run, world=world)
     if not pods:
         return outcome
     ask = _Ask(pods, exclude_nodes, set(extra_unavailable), reason, retries, {})
@@ -108,7 +112,7 @@ def launch_capacity(
     try:
         with leases.hold(rt.aws.dynamodb, rt.settings.table_name, "launch", wait_seconds=LEASE_WAIT_SECONDS) as lease:
             # Another invocation may have launched since this one read the world: count its instances too.
-            world.refresh_instances(rt.aws.ec2, rt.cluster)
+            world = refresh_instances(world, rt.aws.ec2)
             return _plan_and_launch(rt, world, dataclasses.replace(ask, fence=lease.check), outcome)
     except leases.LeaseBusy as exc:
         outcome.count_error("LaunchInProgress", str(exc))
@@ -121,6 +125,8 @@ def launch_capacity(
         outcome.unschedulable = [(p.key, "the launch lease was lost before this pass launched for it; planned "
                                   "again next run") for p in pods if not p.buffer and p.key not in launched]
         return outcome
+    finally:
+        outcome.world = ask.ledger.applied(world)
 
 
 def _lost(outcome: LaunchOutcome, exc: leases.LeaseLost) -> None:
@@ -130,10 +136,12 @@ def _lost(outcome: LaunchOutcome, exc: leases.LeaseLost) -> None:
     outcome.count_error("LeaseLost", str(exc))
 
 
-def _plan_and_launch(rt: Runtime, world: World, ask: _Ask, outcome: LaunchOutcome) -> LaunchOutcome:
+def _plan_and_launch(rt: Runtime, base: World, ask: _Ask, outcome: LaunchOutcome) -> LaunchOutcome:
     """One pass: plan, leave out the pods a node launched for them cannot take (``unmet``), hold the
     claims to the cluster budget, launch them (a dry run lists them), then plan again, without the
-    offerings that ran out of capacity, what could not launch."""
+    offerings that ran out of capacity, what could not launch. ``base`` is the world as read (or re-read);
+    what the pass launched so far (``ask.ledger``) is applied to it here."""
+    world = ask.ledger.applied(base)
     ask_pods = ask.pods
     everything = world.existing_nodes()
     types_by_pool = world.types_by_pool()
@@ -157,7 +165,8 @@ def _plan_and_launch(rt: Runtime, world: World, ask: _Ask, outcome: LaunchOutcom
         outcome.launches.extend(planned_launch(claim) for claim, _ in admitted)
         admitted = []
     retry = launch_admitted(rt, world, admitted, outcome, unschedulable, reason=ask.reason, recorder=recorder,
-                            may_retry=ask.retries > 0, fence=ask.fence, replacing=ask.exclude_nodes)
+                            may_retry=ask.retries > 0, fence=ask.fence, replacing=ask.exclude_nodes,
+                            ledger=ask.ledger)
     # A CapacityBuffer's pods are no one's to tell: their shortfall is the buffer's, noted apart.
     outcome.buffer_unplaced.extend((p.key, why) for p, why in unschedulable if p.buffer)
     unschedulable = [(p, why) for p, why in unschedulable if not p.buffer]
@@ -169,7 +178,7 @@ def _plan_and_launch(rt: Runtime, world: World, ask: _Ask, outcome: LaunchOutcom
         log.warning("pod events over the per-pass limit were not written",
                     extra={"limit": EVENTS_PER_REASON, "dropped": dict(recorder.dropped)})
     if retry.pods:
-        _retry(rt, world, ask, retry, types_by_pool, outcome)
+        _retry(rt, base, ask, retry, types_by_pool, outcome)
     return outcome
 
 
@@ -246,7 +255,7 @@ def _within_cluster_budget(
 
 def _retry(
     rt: Runtime,
-    world: World,
+    base: World,
     ask: _Ask,
     retry: Retry,
     types_by_pool: dict[str, list[InstanceType]],
@@ -264,7 +273,7 @@ def _retry(
         ask, pods=retry.pods, unavailable=ask.unavailable | retry.offerings, retries=ask.retries - 1,
         prior_usage=launched_usage,
     )
-    merge(outcome, _plan_and_launch(rt, world, again, LaunchOutcome(dry_run=outcome.dry_run)))
+    merge(outcome, _plan_and_launch(rt, base, again, LaunchOutcome(dry_run=outcome.dry_run)))
 
 
 def _largest(options: Sequence[InstanceType]) -> dict[str, int]:
@@ -302,7 +311,8 @@ def launch_claims(
     """Launch exactly ``claims`` (a disruption command's replacements), planning nothing again: under the
     launch lease, held to the cluster budget, their pods nominated. ``replacing`` names the nodes they
     replace (part of the Fleet client token). A claim that gets no instance puts its pods in
-    ``unschedulable`` with why; there is no retry with other offerings: the next pass decides again."""
+    ``unschedulable`` with why; there is no retry with other offerings: the next pass decides again.
+    ``outcome.world`` is the snapshot to go on with (what was launched counted)."""
     outcome = LaunchOutcome()
     if not claims:
         return outcome
@@ -311,9 +321,12 @@ def launch_claims(
             unschedulable: list[tuple[Pod, str]] = []
             admitted = _within_cluster_budget(rt, world.existing_nodes(), claims, world.types_by_pool(), outcome,
                                               unschedulable)
+            ledger = LaunchLedger()
             launch_admitted(rt, world, admitted, outcome, unschedulable, reason=reason,
-                            recorder=_recorder(rt, world), may_retry=False, fence=lease.check, replacing=replacing)
+                            recorder=_recorder(rt, world), may_retry=False, fence=lease.check, replacing=replacing,
+                            ledger=ledger)
             outcome.unschedulable = [(p.key, why) for p, why in unschedulable]
+            outcome.world = ledger.applied(world)
     except leases.LeaseBusy as exc:
         outcome.count_error("LaunchInProgress", str(exc))
         outcome.unschedulable = [(p.key, "another invocation is launching; decided again next run")
@@ -349,26 +362,31 @@ def static_shortfall(world: World) -> dict[str, int]:
 
 
 def keep_static_capacity(rt: Runtime, world: World, *, dry_run: bool = False) -> LaunchOutcome:
-    """Launch the nodes static pools lack (no pods: the pool keeps spec.replicas nodes regardless)."""
-    outcome = LaunchOutcome(dry_run=dry_run)
+    """Launch the nodes static pools lack (no pods: the pool keeps spec.replicas nodes regardless);
+    ``outcome.world`` is the snapshot to go on with."""
+    outcome = LaunchOutcome(dry_run=dry_run, world=world)
     if not any(p.static for p in world.nodepools.values()):
         return outcome
     if dry_run:
         return _launch_static(rt, world, outcome)
+    ledger = LaunchLedger()
     try:
         with leases.hold(rt.aws.dynamodb, rt.settings.table_name, "launch", wait_seconds=LEASE_WAIT_SECONDS) as lease:
-            world.refresh_instances(rt.aws.ec2, rt.cluster)
-            return _launch_static(rt, world, outcome, lease.check)
+            world = refresh_instances(world, rt.aws.ec2)
+            return _launch_static(rt, world, outcome, lease.check, ledger)
     except leases.LeaseBusy as exc:
         outcome.count_error("LaunchInProgress", str(exc))
         return outcome
     except leases.LeaseLost as exc:
         _lost(outcome, exc)
         return outcome
+    finally:
+        outcome.world = ledger.applied(world)
 
 
 def _launch_static(
-    rt: Runtime, world: World, outcome: LaunchOutcome, fence: Callable[[], None] | None = None
+    rt: Runtime, world: World, outcome: LaunchOutcome, fence: Callable[[], None] | None = None,
+    ledger: LaunchLedger | None = None,
 ) -> LaunchOutcome:
     shortfall = static_shortfall(world)
     if not shortfall:
@@ -395,7 +413,7 @@ def _launch_static(
         outcome.launches.extend(planned_launch(claim) for claim, _ in admitted)
         return outcome
     launch_admitted(rt, world, admitted, outcome, unschedulable, reason="static capacity", recorder=None,
-                    may_retry=False, fence=fence)
+                    may_retry=False, fence=fence, ledger=ledger)
     return outcome
 
 
@@ -529,6 +547,7 @@ def _pass(rt: Runtime, summary: Summary, dry_run: bool) -> LaunchOutcome:
     # CapacityBuffers' virtual pods join the real ones (after them: the lowest priority), so the plan
     # keeps their room on existing nodes or launches nodes for it.
     outcome = launch_capacity(rt, world, pods + world.buffer_pods, exclude_nodes=stale, dry_run=dry_run)
+    world = outcome.world or world
     if outcome.unschedulable:
         telemetry.count(telemetry.UNSCHEDULABLE_PODS, len(outcome.unschedulable))
     summary.add_outcome(pods, outcome)

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kubernetes.client.exceptions import ApiException
 
@@ -30,6 +30,7 @@ from ... import telemetry
 from ...k8s import events as k8s_events
 from ...k8s import nodes as k8s_nodes
 from ...k8s.raw import path_segment, request_json
+from ...model.node import ClusterNode
 from ...model.pod import Pod
 from ...model.taints import Taint, TaintError, tolerates_all
 from ...scheduling.inflight import TRANSIENT_TAINT_KEYS
@@ -65,9 +66,9 @@ def nominated_instance(rt: Runtime, pod: Pod) -> str | None:
     return nominated_instance_of(event, pod)
 
 
-def why_node_refuses(node: Mapping[str, Any], pod: Pod, startup_keys: Iterable[str] = ()) -> str | None:
+def why_node_refuses(node: ClusterNode, pod: Pod, startup_keys: Iterable[str] = ()) -> str | None:
     """Why the node can never take the pod (labels or taints, not room), or None when it could."""
-    labels = (node.get("metadata") or {}).get("labels") or {}
+    labels = node.labels
     # The pod's nodeSelector as written: kube-scheduler compares keys literally (no aliases).
     for key, value in sorted(((pod.raw.get("spec") or {}).get("nodeSelector") or {}).items()):
         if labels.get(key) != value:
@@ -77,7 +78,7 @@ def why_node_refuses(node: Mapping[str, Any], pod: Pod, startup_keys: Iterable[s
         return "its required node affinity matches none of the node's labels"
     skip = set(TRANSIENT_TAINT_KEYS) | set(startup_keys)
     taints = []
-    for t in k8s_nodes.taints_of(node):
+    for t in node.taints:
         if t.get("key") in skip:
             continue
         try:
@@ -116,8 +117,7 @@ def unmet_pods(rt: Runtime, world: World, pods: Iterable[Pod], exclude: Iterable
                  extra={"read": READS_PER_PASS, "waiting": len(waiting)})
     for _, pod in waiting[:READS_PER_PASS]:
         iid = nominated_instance(rt, pod)
-        view = world.node_for_instance(iid) if iid else None
-        node = view.raw if view is not None else None
+        node = world.node_for_instance(iid) if iid else None
         if node is None or _leaving(node, skip):
             continue  # never nominated, or that node is gone or going: a launch is in order
         inst = world.instance(iid or "")
@@ -125,19 +125,17 @@ def unmet_pods(rt: Runtime, world: World, pods: Iterable[Pod], exclude: Iterable
         why = why_node_refuses(node, pod, [t.key for t in pool.startup_taints] if pool is not None else ())
         if why is None:
             continue
-        ready = k8s_nodes.readiness(node)
+        ready = node.readiness
         settled = ready.ready and ready.since is not None and (world.now - ready.since).total_seconds() >= GRACE_SECONDS
-        name = (node.get("metadata") or {}).get("name")
-        out[pod.key] = Unmet(f"node {name} (instance {iid}), launched for it, cannot take it: {why}; "
+        out[pod.key] = Unmet(f"node {node.name} (instance {iid}), launched for it, cannot take it: {why}; "
                              "nodescale does not launch for it again", settled)
     return out
 
 
-def _leaving(node: Mapping[str, Any], exclude: set[str]) -> bool:
+def _leaving(node: ClusterNode, exclude: set[str]) -> bool:
     """The node is being replaced, drained or deleted: what it refuses says nothing about a new one."""
-    meta = node.get("metadata") or {}
-    return (meta.get("name") in exclude or k8s_nodes.instance_id(node) in exclude or bool(meta.get("deletionTimestamp"))
-            or bool((node.get("spec") or {}).get("unschedulable")) or k8s_nodes.has_taint(node))
+    return (node.name in exclude or node.instance_id in exclude or node.deleting or node.unschedulable
+            or node.has_taint(k8s_nodes.DISRUPTED_TAINT_KEY))
 
 
 def _newest_registration(world: World) -> datetime | None:
