@@ -181,7 +181,7 @@ def test_empty_cluster_gets_every_system_pod_running_from_one_nodepool(sim: Envi
     to_coredns = time.monotonic() - started
     pods = wait_for("every system pod to run", lambda: everything_running(sim), timeout=30)
     print(f"\nempty cluster to CoreDNS Running: {to_coredns:.1f} s wall (add-ons pending at {pending:.1f} s, "
-          f"launched at {launched:.1f} s; {len(launches)} node(s): {', '.join(x['instanceType'] for x in launches)})")
+          f"launched at {launched:.1f} s; {len(launches)} node(s): {', '.join(x.instance_type for x in launches)})")
 
     # The DaemonSets were counted on the first nodes: every pod fits where it was planned, nothing is left.
     assert {p["spec"]["nodeName"] for p in pods} == {n["metadata"]["name"] for n in nodes(sim)}
