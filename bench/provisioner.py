@@ -60,9 +60,9 @@ def measure() -> dict[str, Any]:
 
         created: dict[str, float] = {}
         deadline = time.monotonic() + BURSTS * BURST_GAP_SECONDS + 15
-        result: dict[str, Any] = {}
+        result: list[Any] = []  # the watch's Summary, once it ends
         watcher = threading.Thread(
-            target=lambda: result.update(provision.provision_watch(rt, deadline)), name="bench-watch"
+            target=lambda: result.append(provision.provision_watch(rt, deadline)), name="bench-watch"
         )
         watcher.start()
         time.sleep(1.0)
@@ -78,15 +78,16 @@ def measure() -> dict[str, Any]:
         watcher.join()
 
     latencies = []
-    for launch, at in zip(result.get("launches") or [], fleet_times, strict=False):
-        for pod in launch["pods"]:
+    launches = result[0].launches if result else []
+    for launch, at in zip(launches, fleet_times, strict=False):
+        for pod in launch.pods:
             if pod in created:
                 latencies.append(at - created[pod])
     return {
         "pods": len(created),
         "podsLaunchedFor": len(latencies),
-        "launches": len(result.get("launches") or []),
-        "batches": result.get("batches", 0),
+        "launches": len(launches),
+        "batches": result[0].batches if result else 0,
         "median": statistics.median(latencies) if latencies else float("nan"),
         "p95": _percentile(latencies, 0.95) if latencies else float("nan"),
     }

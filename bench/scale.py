@@ -227,8 +227,8 @@ def scale_out_and_in(env: Any, rt: Any, replicas: int, spread: bool, cap: float,
             run.error = f"provisioner pass {run.provision_passes + 1}: {type(exc).__name__}: {exc}"
             break
         run.provision_passes += 1
-        run.launches += len(summary["launches"])
-        run.price_per_hour += summary["pricePerHourLaunched"]
+        run.launches += len(summary.launches)
+        run.price_per_hour += summary.price_per_hour_launched
         if log:
             log(f"  {time.monotonic() - started:6.1f} s: {run.running}/{replicas} running, "
                 f"{run.launches} nodes launched")

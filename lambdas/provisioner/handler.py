@@ -30,8 +30,12 @@ def handler(event: dict[str, Any], context: Any, rt: Runtime) -> dict[str, Any]:
         logger.error("event field mode=%r: allowed are 'watch' and 'poll'", mode)
         return {"error": f"event field mode={mode!r}: allowed are 'watch' and 'poll'"}
     if mode == "poll":
-        return provision.provision_once(rt, dry_run=dry_run)
-    return provision.provision_watch(rt, watch_deadline(rt.settings.watch_seconds, context), dry_run=dry_run)
+        summary = provision.provision_once(rt, dry_run=dry_run)
+    else:
+        summary = provision.provision_watch(rt, watch_deadline(rt.settings.watch_seconds, context), dry_run=dry_run)
+    answer = summary.to_json()
+    logger.info("provisioner summary", extra={"summary": answer})
+    return answer
 
 
 def watch_deadline(watch_seconds: float, context: Any, now: float | None = None) -> float:

@@ -82,8 +82,8 @@ def test_the_good_pool_provisions_and_the_broken_parameter_is_named(sim: Environ
     deploy(sim, ns, "inflate.yaml", inflate={"replicas": 2})
     helpers.wait_for("2 pending pods", lambda: len(pods(sim, ns)) >= 2)
     summary = provisioning.provision_once(rt)
-    assert summary["launches"] and {launch["nodePool"] for launch in summary["launches"]} == {"default"}, summary
-    errors = "\n".join(summary["configErrors"])
+    assert summary.launches and {launch.nodepool for launch in summary.launches} == {"default"}, summary
+    errors = "\n".join(summary.config_errors)
     assert f"ssm:{deep_parameter(sim)}: nests 1000 levels deep" in errors
     assert '"Provisoner"' in errors
     wait_running(sim, ns, 2)
@@ -96,8 +96,8 @@ def test_an_expire_after_past_the_duration_range_refuses_its_pool_alone(sim: Env
     deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1})
     helpers.wait_for("a pending pod", lambda: len(pods(sim, ns)) >= 1)
     summary = provisioning.provision_once(rt)
-    assert {launch["nodePool"] for launch in summary["launches"]} == {"default"}, summary
-    [error] = [e for e in summary["configErrors"] if f"{helpers.pool_path(sim)}/forever" in e]
+    assert {launch.nodepool for launch in summary.launches} == {"default"}, summary
+    [error] = [e for e in summary.config_errors if f"{helpers.pool_path(sim)}/forever" in e]
     assert "spec.template.spec.expireAfter" in error and "out of range" in error, error
     assert "2562047h47m16.854775807s" in error
     wait_running(sim, ns, 1)
@@ -115,9 +115,9 @@ def test_an_alias_bomb_parameter_is_refused_at_once_and_the_good_pool_launches(
     start = time.monotonic()
     summary = provisioning.provision_once(rt)
     assert time.monotonic() - start < 30, "the provisioner took too long"
-    assert {launch["nodePool"] for launch in summary["launches"]} == {"default"}, summary
-    bomb = [e for e in summary["configErrors"] if e.startswith(f"ssm:{helpers.pool_path(sim)}/bomb: line ")]
-    assert len(bomb) == 1 and "document contains excessive aliasing" in bomb[0], summary["configErrors"]
+    assert {launch.nodepool for launch in summary.launches} == {"default"}, summary
+    bomb = [e for e in summary.config_errors if e.startswith(f"ssm:{helpers.pool_path(sim)}/bomb: line ")]
+    assert len(bomb) == 1 and "document contains excessive aliasing" in bomb[0], summary.config_errors
     wait_running(sim, ns, 2)
 
 

@@ -102,17 +102,18 @@ def test_a_buffer_for_four_pods_launches_their_room_keeps_it_and_real_pods_land_
 
     # No pod is pending: the buffer alone launches nodes with room for its four pods.
     first = provisioning.provision_once(rt)
-    assert first["launches"], first
-    assert sum(len(x["pods"]) for x in first["launches"]) == 4
-    (entry,) = first["buffers"]
-    assert (entry["buffer"], entry["replicas"], entry["template"]) == (f"{ns}/web-headroom", 4, "PodTemplate web")
-    assert entry["unplaced"] == []
-    launched = len(first["launches"])
+    assert first.launches, first
+    assert sum(len(x.pods) for x in first.launches) == 4
+    (entry,) = first.buffers
+    assert (entry.resolved.buffer.key, len(entry.resolved.pods), entry.resolved.template) == (
+        f"{ns}/web-headroom", 4, "PodTemplate web")
+    assert entry.unplaced == []
+    launched = len(first.launches)
     # m5.large: 2 vCPU, about 1.93 allocatable: two 700m pods each, so two nodes for four.
     assert launched == 2
-    assert provisioning.provision_once(rt)["launches"] == [], "the room in flight counts"
+    assert provisioning.provision_once(rt).launches == [], "the room in flight counts"
     wait_for("the buffer's nodes to register", lambda: len(managed_nodes(sim)) == launched, timeout=60)
-    assert provisioning.provision_once(rt)["launches"] == [], "registered room counts"
+    assert provisioning.provision_once(rt).launches == [], "registered room counts"
 
     # Consolidation (consolidateAfter 0s, a 100% budget) keeps the empty nodes: they hold the buffer's room.
     nodes = {n["metadata"]["name"] for n in managed_nodes(sim)}
@@ -134,8 +135,8 @@ def test_a_buffer_for_four_pods_launches_their_room_keeps_it_and_real_pods_land_
 
     # The burst used the buffer's room: the next pass launches it again, for the buffer's pods only.
     again = provisioning.provision_once(rt)
-    assert sum(len(x["pods"]) for x in again["launches"]) == 4
-    assert all(key.startswith(f"{ns}/web-headroom-buffer-") for x in again["launches"] for key in x["pods"])
+    assert sum(len(x.pods) for x in again.launches) == 4
+    assert all(key.startswith(f"{ns}/web-headroom-buffer-") for x in again.launches for key in x.pods)
     request_json(admin, "DELETE", f"/apis/autoscaling.x-k8s.io/v1beta1/namespaces/{ns}/capacitybuffers/web-headroom")
 
 

@@ -172,22 +172,22 @@ def test_empty_cluster_gets_every_system_pod_running_from_one_nodepool(sim: Envi
     summary = provisioning.provision_once(rt)
 
     launched = time.monotonic() - started
-    launches = summary["launches"]
-    assert launches and not summary["unschedulable"]
-    assert {x["nodePool"] for x in launches} == {"system"} and {x["capacityType"] for x in launches} == {"on-demand"}
-    assert sorted(p.split("/")[1].rsplit("-", 2)[0] for x in launches for p in x["pods"]) == sorted(
+    launches = summary.launches
+    assert launches and not summary.unschedulable
+    assert {x.nodepool for x in launches} == {"system"} and {x.capacity_type for x in launches} == {"on-demand"}
+    assert sorted(p.split("/")[1].rsplit("-", 2)[0] for x in launches for p in x.pods) == sorted(
         name for name, replicas in DEPLOYMENTS.items() for _ in range(replicas))
     wait_for("CoreDNS to run", lambda: coredns_running(sim), timeout=30)
     to_coredns = time.monotonic() - started
     pods = wait_for("every system pod to run", lambda: everything_running(sim), timeout=30)
     print(f"\nempty cluster to CoreDNS Running: {to_coredns:.1f} s wall (add-ons pending at {pending:.1f} s, "
-          f"launched at {launched:.1f} s; {len(launches)} node(s): {', '.join(x['instanceType'] for x in launches)})")
+          f"launched at {launched:.1f} s; {len(launches)} node(s): {', '.join(x.instance_type for x in launches)})")
 
     # The DaemonSets were counted on the first nodes: every pod fits where it was planned, nothing is left.
     assert {p["spec"]["nodeName"] for p in pods} == {n["metadata"]["name"] for n in nodes(sim)}
     assert len(nodes(sim)) == len(launches)
     again = provisioning.provision_once(rt)
-    assert not again["launches"] and not again["unschedulable"]
+    assert not again.launches and not again.unschedulable
 
     status = status_cli(sim)
     assert status["totals"]["nodes"] == len(launches) and status["totals"]["pendingPods"] == 0
@@ -205,17 +205,17 @@ def test_pools_that_taint_every_node_leave_coredns_pending_until_a_system_pool_i
 
     summary = provisioning.provision_once(rt)
 
-    assert not summary["launches"]
-    stuck = {u["pod"].split("/")[1].rsplit("-", 2)[0] for u in summary["unschedulable"]}
+    assert not summary.launches
+    stuck = {u.pod.split("/")[1].rsplit("-", 2)[0] for u in summary.unschedulable}
     assert stuck == set(DEPLOYMENTS)
-    assert any("dedicated" in u["reason"] for u in summary["unschedulable"]), summary["unschedulable"]
+    assert any("dedicated" in u.reason for u in summary.unschedulable), summary.unschedulable
     assert status_cli(sim)["totals"]["pendingPods"] == sum(DEPLOYMENTS.values())
 
     # The fix docs/deploy.md gives: a small untainted pool for the system pods beside the tainted ones.
     put_pool(sim, SYSTEM_POOL.read_text(), "system")
     fixed = provisioning.provision_once(rt)
 
-    assert {x["nodePool"] for x in fixed["launches"]} == {"system"} and not fixed["unschedulable"]
+    assert {x.nodepool for x in fixed.launches} == {"system"} and not fixed.unschedulable
     wait_for("every system pod to run", lambda: everything_running(sim), timeout=30)
 
 

@@ -123,7 +123,7 @@ def provision(sim: Environment, rt: Runtime, ns: str, count: int) -> list[dict]:
     """Launch capacity for the namespace's pending pods and wait until they all run."""
     wait_for(f"{count} unschedulable pods", lambda: len([p for p in pods(sim, ns) if is_provisionable(p)]) >= count)
     summary = provisioning.provision_once(rt)
-    assert summary["launches"], summary
+    assert summary.launches, summary
     return wait_running(sim, ns, count)
 
 

@@ -87,8 +87,8 @@ def test_a_pod_selecting_a_well_known_label_runs_after_one_launch(
     start(sim, ns, pool, selector)
     before = fleet_calls(sim)
 
-    [launch] = provisioning.provision_once(rt)["launches"]
-    node = node_of(sim, launch["instanceId"])  # registered with what its kubelet may set
+    [launch] = provisioning.provision_once(rt).launches
+    node = node_of(sim, launch.instance_id)  # registered with what its kubelet may set
     for _ in range(4):  # each pass syncs what registered; none launches again
         provisioning.provision_once(runtime_for(sim))
         if bound_node(sim, ns):
@@ -97,10 +97,10 @@ def test_a_pod_selecting_a_well_known_label_runs_after_one_launch(
     name = wait_for("the pod bound", lambda: bound_node(sim, ns))
 
     assert name == node["metadata"]["name"] and fleet_calls(sim) == before + 1
-    labels = node_of(sim, launch["instanceId"])["metadata"]["labels"]
+    labels = node_of(sim, launch.instance_id)["metadata"]["labels"]
     assert all(labels.get(k) == v for k, v in selector.items())
     world = read_world(runtime_for(sim))
-    inst = world.instance(launch["instanceId"])
+    inst = world.instance(launch.instance_id)
     expected = world.expected_labels(inst, world.nodepools["default"], world.instance_type(inst.instance_type, "default"))
     assert {k: labels.get(k) for k in expected} == expected
     assert labels[wk.REGISTERED] == "true"
@@ -116,7 +116,7 @@ def test_a_pod_selecting_a_well_known_label_runs_after_one_launch(
         assert labels[wk.NODECLASS] == "default" and wk.LEGACY_PROVISIONER not in labels
         assert labels[wk.NODEPOOL] == "default"
     provisioning.provision_once(runtime_for(sim))
-    assert node_of(sim, launch["instanceId"])["metadata"]["labels"].get(wk.INITIALIZED) == "true"
+    assert node_of(sim, launch.instance_id)["metadata"]["labels"].get(wk.INITIALIZED) == "true"
 
 
 def test_a_pod_the_launched_node_cannot_take_is_not_launched_for_again(sim: Environment, rt: Runtime, ns: str) -> None:
@@ -125,8 +125,8 @@ def test_a_pod_the_launched_node_cannot_take_is_not_launched_for_again(sim: Envi
     # the pod would get a new node each pass; it gets one, an event and a metric instead.
     start(sim, ns, V1, {})
     before = fleet_calls(sim)
-    [launch] = provisioning.provision_once(rt)["launches"]
-    node = node_of(sim, launch["instanceId"])
+    [launch] = provisioning.provision_once(rt).launches
+    node = node_of(sim, launch.instance_id)
     request_json(sim.kube_api_client(), "PATCH", f"/api/v1/nodes/{node['metadata']['name']}", body={
         "spec": {"taints": [*(node["spec"].get("taints") or []),
                             {"key": "example.com/dedicated", "value": "other", "effect": "NoSchedule"}]}},
@@ -138,12 +138,12 @@ def test_a_pod_the_launched_node_cannot_take_is_not_launched_for_again(sim: Envi
         summaries.append(provisioning.provision_once(runtime_for(sim)))
         sim.advance(unmet.GRACE_SECONDS)
 
-    assert fleet_calls(sim) == before + 1 and all(not s["launches"] for s in summaries)
-    [why] = summaries[-1]["unschedulable"]
-    assert node["metadata"]["name"] in why["reason"] and "example.com/dedicated" in why["reason"]
+    assert fleet_calls(sim) == before + 1 and all(not s.launches for s in summaries)
+    [why] = summaries[-1].unschedulable
+    assert node["metadata"]["name"] in why.reason and "example.com/dedicated" in why.reason
     events = request_json(sim.kube_api_client(), "GET", f"/api/v1/namespaces/{ns}/events")["items"]
     [event] = [e for e in events if e["reason"] == unmet.REASON]
-    assert event["type"] == "Warning" and launch["instanceId"] in event["message"]
+    assert event["type"] == "Warning" and launch.instance_id in event["message"]
     fate = explaining.explain(runtime_for(sim), ns, "p")
     assert fate.verdict == explaining.UNSCHEDULABLE and "cannot take it" in fate.message
     [pending] = [f for f in status.read_status(runtime_for(sim)).to_dict()["pending"] if f["pod"] == f"{ns}/p"]
@@ -156,14 +156,14 @@ def test_the_nomination_is_read_from_the_event_data_not_its_text(sim: Environmen
     cannot take is still not launched for again. On the old code the instance came from the message."""
     start(sim, ns, V1, {})
     before = fleet_calls(sim)
-    [launch] = provisioning.provision_once(rt)["launches"]
+    [launch] = provisioning.provision_once(rt).launches
     admin = sim.kube_api_client()
     events = request_json(admin, "GET", f"/api/v1/namespaces/{ns}/events")["items"]
     [nominated] = [e for e in events if e["reason"] == "Nominated"]
-    assert nominated["related"] == {"kind": "Instance", "name": launch["instanceId"], "apiVersion": "nodescale.io/v1"}
+    assert nominated["related"] == {"kind": "Instance", "name": launch.instance_id, "apiVersion": "nodescale.io/v1"}
     request_json(admin, "PATCH", f"/api/v1/namespaces/{ns}/events/{nominated['metadata']['name']}",
                  body={"message": "edited by the tenant"}, content_type=MERGE_PATCH)
-    node = node_of(sim, launch["instanceId"])
+    node = node_of(sim, launch.instance_id)
     request_json(admin, "PATCH", f"/api/v1/nodes/{node['metadata']['name']}", body={
         "spec": {"taints": [*(node["spec"].get("taints") or []),
                             {"key": "example.com/dedicated", "value": "other", "effect": "NoSchedule"}]}},
@@ -172,6 +172,6 @@ def test_the_nomination_is_read_from_the_event_data_not_its_text(sim: Environmen
 
     summary = provisioning.provision_once(runtime_for(sim))
 
-    assert fleet_calls(sim) == before + 1 and not summary["launches"]
-    [why] = summary["unschedulable"]
-    assert launch["instanceId"] in why["reason"]
+    assert fleet_calls(sim) == before + 1 and not summary.launches
+    [why] = summary.unschedulable
+    assert launch.instance_id in why.reason

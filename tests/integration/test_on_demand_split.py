@@ -87,8 +87,8 @@ def test_a_30_percent_pool_launches_three_on_demand_of_ten_and_empties_nodes_wit
                                                           for c in (p.get("status") or {}).get("conditions") or [])]) == 10)
 
     summary = provisioning.provision_once(rt)
-    assert len(summary["launches"]) == 10, summary
-    by_type = sorted(x["capacityType"] for x in summary["launches"])
+    assert len(summary.launches) == 10, summary
+    by_type = sorted(x.capacity_type for x in summary.launches)
     assert by_type.count("on-demand") == 3 and by_type.count("spot") == 7, by_type
     assert sorted(instance_lifecycles(sim).values()).count("on-demand") == 3, "EC2 launched three on-demand"
     wait_for("ten Ready nodes", lambda: len([n for n in managed_nodes(sim) if _ready(n)]) == 10, timeout=60)
@@ -150,10 +150,10 @@ def test_replacements_after_an_interruption_keep_the_split(sim: Environment, ns:
     api = sim.kube_api_client()
     request_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=_deployment(ns, 2))
     wait_for("2 unschedulable pods", lambda: len([p for p in helpers.pods(sim, ns) if is_provisionable(p)]) == 2)
-    launches = provisioning.provision_once(rt)["launches"]
-    assert sorted(x["capacityType"] for x in launches) == ["on-demand", "spot"]
+    launches = provisioning.provision_once(rt).launches
+    assert sorted(x.capacity_type for x in launches) == ["on-demand", "spot"]
     wait_for("two Ready nodes", lambda: len([n for n in managed_nodes(sim) if _ready(n)]) == 2, timeout=60)
-    by_type = {x["capacityType"]: x["instanceId"] for x in launches}
+    by_type = {x.capacity_type: x.instance_id for x in launches}
 
     spot_replacement = _replacement(rt, _event(sim, "spot-interruption-warning.json", by_type["spot"]))
     assert spot_replacement["capacityType"] == "spot"

@@ -89,7 +89,7 @@ def fleet_calls(sim: Environment) -> list[dict]:
 def template_of(sim: Environment, launch: dict) -> tuple[dict, str, str]:
     """(launch template data, image name, decoded user data) of a launch."""
     ec2 = sim.boto3_client("ec2")
-    versions = ec2.describe_launch_template_versions(LaunchTemplateName=launch["launchTemplate"],
+    versions = ec2.describe_launch_template_versions(LaunchTemplateName=launch.launch_template,
                                                      Versions=["$Latest"])["LaunchTemplateVersions"]
     data = versions[0]["LaunchTemplateData"]
     image = ec2.describe_images(ImageIds=[data["ImageId"]])["Images"][0]
@@ -114,29 +114,29 @@ def test_inflate_launches_spot_capacity_pods_run_and_a_second_run_launches_nothi
 
     summary = provisioning.provision_once(rt)
 
-    launches = summary["launches"]
-    assert launches and summary["podsSeen"] == 5 and not summary["unschedulable"]
-    assert {x["nodePool"] for x in launches} == {"default"}
-    assert {x["capacityType"] for x in launches} == {"spot"}
-    assert sum(len(x["pods"]) for x in launches) == 5
+    launches = summary.launches
+    assert launches and summary.pods_seen == 5 and not summary.unschedulable
+    assert {x.nodepool for x in launches} == {"default"}
+    assert {x.capacity_type for x in launches} == {"spot"}
+    assert sum(len(x.pods) for x in launches) == 5
     assert len(fleet_calls(sim)) - before == len(launches)
     running = wait_running(sim, ns, 5)
     assert {p["spec"]["nodeName"] for p in running} == {
-        node_of(sim, x["instanceId"])["metadata"]["name"] for x in launches
+        node_of(sim, x.instance_id)["metadata"]["name"] for x in launches
     }
     # issue 9: each pod names the pool, type, zone, capacity type and instance it waits for
-    launch_of = {pod: x for x in launches for pod in x["pods"]}
+    launch_of = {pod: x for x in launches for pod in x.pods}
     nominated = {e["involvedObject"]["name"]: e for e in pod_events(sim, ns) if e["reason"] == "Nominated"}
     for p in waiting:
         event = nominated[p["metadata"]["name"]]
         x = launch_of[f"{ns}/{p['metadata']['name']}"]
         assert event["type"] == "Normal"
-        for word in ("NodePool default", x["instanceId"], x["instanceType"], x["zone"], "spot"):
+        for word in ("NodePool default", x.instance_id, x.instance_type, x.zone, "spot"):
             assert word in event["message"]
 
     calls = len(fleet_calls(sim))
     again = provisioning.provision_once(rt)
-    assert again["launches"] == [] and again["podsSeen"] == 0
+    assert again.launches == [] and again.pods_seen == 0
     assert len(fleet_calls(sim)) == calls
 
 
@@ -151,7 +151,7 @@ def test_a_pass_writes_at_most_the_event_limit_of_nominations_and_still_launches
 
     summary = provisioning.provision_once(rt)
 
-    assert sum(len(x["pods"]) for x in summary["launches"]) == 5
+    assert sum(len(x.pods) for x in summary.launches) == 5
     assert len([e for e in pod_events(sim, ns) if e["reason"] == "Nominated"]) == 2
     wait_running(sim, ns, 5)
 
@@ -166,9 +166,9 @@ def test_runs_before_the_first_launch_registers_launch_nothing_extra(sim: Enviro
     second = provisioning.provision_once(runtime_for(sim))
     third = provisioning.provision_once(runtime_for(sim))
 
-    assert first["launches"]
-    assert second["launches"] == [] and third["launches"] == []
-    assert second["waitingForInFlight"] + second["placedOnExisting"] == 3
+    assert first.launches
+    assert second.launches == [] and third.launches == []
+    assert second.waiting_for_in_flight + second.placed_on_existing == 3
     assert len(fleet_calls(sim)) == calls
     wait_running(sim, ns, 3)
 
@@ -179,8 +179,8 @@ def test_capacity_error_on_the_cheapest_offering_launches_another_and_the_next_r
     put_pools(sim, "karpenter-v1alpha5/default-spot.yaml")
     apply_workloads(sim, ns, "workloads/inflate.yaml", {"inflate": 1})
     wait_pending(sim, ns, 1)
-    cheapest = provisioning.provision_once(rt, dry_run=True)["planned"][0]
-    itype, zone = cheapest["instanceType"], cheapest["zone"].split(",")[0]
+    cheapest = provisioning.provision_once(rt, dry_run=True).planned[0]
+    itype, zone = cheapest.instance_type, cheapest.zone.split(",")[0]
     world = read_world(rt)
     offers = [o for o in world.instance_type(itype, "default").offerings if o.capacity_type == "spot"]
     zone = min(offers, key=lambda o: (o.price, o.zone)).zone
@@ -189,9 +189,9 @@ def test_capacity_error_on_the_cheapest_offering_launches_another_and_the_next_r
 
     summary = provisioning.provision_once(rt)
 
-    assert summary["errors"].get("InsufficientInstanceCapacity", 0) >= 1
-    [launch] = summary["launches"]
-    assert (launch["instanceType"], launch["zone"]) != (itype, zone)
+    assert summary.errors.get("InsufficientInstanceCapacity", 0) >= 1
+    [launch] = summary.launches
+    assert (launch.instance_type, launch.zone) != (itype, zone)
     marks = sim.boto3_client("dynamodb").scan(TableName=sim.seed["table_name"])["Items"]
     assert f"offering#{itype}#{zone}#spot" in {m["pk"]["S"] for m in marks}
 
@@ -204,7 +204,7 @@ def test_capacity_error_on_the_cheapest_offering_launches_another_and_the_next_r
     fired = [r["fired"] for r in sim.aws_faults()]
     nxt = provisioning.provision_once(runtime_for(sim))
     # The fault still stands: had the next run asked for that offering, EC2 would have refused it again.
-    assert nxt["launches"] and "InsufficientInstanceCapacity" not in nxt["errors"]
+    assert nxt.launches and "InsufficientInstanceCapacity" not in nxt.errors
     assert [r["fired"] for r in sim.aws_faults()] == fired
 
 
@@ -215,13 +215,13 @@ def test_banana_pool_takes_the_tolerating_pods_on_demand(sim: Environment, rt: R
 
     summary = provisioning.provision_once(rt)
 
-    assert summary["launches"] and {x["nodePool"] for x in summary["launches"]} == {"banana"}
-    for launch in summary["launches"]:
-        assert launch["capacityType"] == "on-demand"
+    assert summary.launches and {x.nodepool for x in summary.launches} == {"banana"}
+    for launch in summary.launches:
+        assert launch.capacity_type == "on-demand"
         data, image, user_data = template_of(sim, launch)
         assert image.startswith("amazon-eks-node-1.31-")  # the AL2 EKS image, not AL2023/Bottlerocket
         assert "/etc/eks/bootstrap.sh" in user_data and "billing-team=my-team" in user_data
-        node = node_of(sim, launch["instanceId"])
+        node = node_of(sim, launch.instance_id)
         assert node["metadata"]["labels"]["billing-team"] == "my-team"
         assert node["metadata"]["labels"]["karpenter.sh/provisioner-name"] == "banana"  # a v1alpha5 Provisioner (issue 14)
         assert {"key": "example.com/special-taint", "effect": "NoSchedule"} in [
@@ -238,7 +238,7 @@ def test_windows_pods_get_windows_nodes_of_their_build(sim: Environment, rt: Run
 
     summary = provisioning.provision_once(rt)
 
-    by_pool = {x["nodePool"]: x for x in summary["launches"]}
+    by_pool = {x.nodepool: x for x in summary.launches}
     assert set(by_pool) == {"windows2019", "windows2022"}
     for pool, build, name in (("windows2019", "10.0.17763", "2019"), ("windows2022", "10.0.20348", "2022")):
         launch = by_pool[pool]
@@ -248,7 +248,7 @@ def test_windows_pods_get_windows_nodes_of_their_build(sim: Environment, rt: Run
         # The Windows node role's profile (its access entry is EC2_WINDOWS), never the Linux one.
         assert data["IamInstanceProfile"]["Name"] == sim.env["NODESCALE_WINDOWS_INSTANCE_PROFILE"]
         assert data["IamInstanceProfile"]["Name"] != sim.env["NODESCALE_INSTANCE_PROFILE"]
-        node = node_of(sim, launch["instanceId"])
+        node = node_of(sim, launch.instance_id)
         labels = node["metadata"]["labels"]
         assert labels["kubernetes.io/os"] == "windows"
         assert labels["node.kubernetes.io/windows-build"] == build
@@ -265,9 +265,9 @@ def test_a_windows_node_is_priced_with_its_license(sim: Environment, rt: Runtime
     apply_workloads(sim, ns, "workloads/windows-iis.yaml",
                     {"windows-server-iis-simple-2022": 1, "windows-server-iis-simple-2019": 0})
     wait_pending(sim, ns, 1)
-    [launch] = provisioning.provision_once(rt)["launches"]
+    [launch] = provisioning.provision_once(rt).launches
     data, _, _ = template_of(sim, launch)
-    labels = node_of(sim, launch["instanceId"])["metadata"]["labels"]
+    labels = node_of(sim, launch.instance_id)["metadata"]["labels"]
 
     world = read_world(rt)
     linux = next(it for it in world.catalog if it.name == labels["node.kubernetes.io/instance-type"])
@@ -288,18 +288,18 @@ def test_gpu_pods_go_to_the_tainted_gpu_pool(sim: Environment, rt: Runtime, ns: 
 
     summary = provisioning.provision_once(rt)
 
-    gpu = [x for x in summary["launches"] if x["nodePool"] == "gpu"]
-    team = [x for x in summary["launches"] if x["nodePool"] == "generalcompute"]
-    assert gpu and team and not summary["unschedulable"]
+    gpu = [x for x in summary.launches if x.nodepool == "gpu"]
+    team = [x for x in summary.launches if x.nodepool == "generalcompute"]
+    assert gpu and team and not summary.unschedulable
     for launch in gpu:
-        assert launch["instanceType"] in ("p3.8xlarge", "p3.16xlarge")
+        assert launch.instance_type in ("p3.8xlarge", "p3.16xlarge")
         data, image, user_data = template_of(sim, launch)
         assert image.startswith("amazon-eks-gpu-node-1.31-")  # AL2's accelerated image for GPU types
-        node = node_of(sim, launch["instanceId"])
+        node = node_of(sim, launch.instance_id)
         assert any(t["key"] == "nvidia.com/gpu" for t in node["spec"].get("taints") or [])
     for launch in team:
-        assert launch["instanceType"].split(".")[0] in {"m5", "c5", "c5a", "r5"}
-        assert node_of(sim, launch["instanceId"])["metadata"]["labels"]["billing-team"] == "my-team"
+        assert launch.instance_type.split(".")[0] in {"m5", "c5", "c5a", "r5"}
+        assert node_of(sim, launch.instance_id)["metadata"]["labels"]["billing-team"] == "my-team"
     wait_running(sim, ns, 6, timeout=30)
 
 
@@ -341,7 +341,7 @@ def test_a_nodepool_at_its_cpu_limit_launches_nothing_and_says_so(sim: Environme
     request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(ns, "first", "1"))
     wait_pending(sim, ns, 1)
     first = provisioning.provision_once(rt)
-    assert [x["instanceType"] for x in first["launches"]] == ["c5.large"]
+    assert [x.instance_type for x in first.launches] == ["c5.large"]
     wait_running(sim, ns, 1)
 
     request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(ns, "second", "1"))
@@ -349,11 +349,11 @@ def test_a_nodepool_at_its_cpu_limit_launches_nothing_and_says_so(sim: Environme
     calls = len(fleet_calls(sim))
     summary = provisioning.provision_once(runtime_for(sim))
 
-    assert summary["launches"] == []
+    assert summary.launches == []
     assert len(fleet_calls(sim)) == calls
-    assert [(x["scope"], x["nodePool"]) for x in summary["limits"]] == [("nodepool", "small")]
-    [stuck] = summary["unschedulable"]
-    assert stuck["pod"] == f"{ns}/second" and "limits" in stuck["reason"]
+    assert [(x.scope, x.nodepool) for x in summary.limits] == [("nodepool", "small")]
+    [stuck] = summary.unschedulable
+    assert stuck.pod == f"{ns}/second" and "limits" in stuck.reason
 
 
 def test_cluster_wide_limit_blocks_a_launch_and_is_reported(sim: Environment, ns: str) -> None:
@@ -364,10 +364,10 @@ def test_cluster_wide_limit_blocks_a_launch_and_is_reported(sim: Environment, ns
 
     summary = provisioning.provision_once(runtime_for(sim, cluster_limits={"pricePerHour": "0.001"}))
 
-    assert summary["launches"] == [] and len(fleet_calls(sim)) == calls
-    [limit] = summary["limits"]
-    assert limit["scope"] == "cluster" and "pricePerHour" in limit["reason"]
-    assert "cluster-wide limit" in summary["unschedulable"][0]["reason"]
+    assert summary.launches == [] and len(fleet_calls(sim)) == calls
+    [limit] = summary.limits
+    assert limit.scope == "cluster" and "pricePerHour" in limit.reason
+    assert "cluster-wide limit" in summary.unschedulable[0].reason
 
 
 def test_unschedulable_pod_gets_one_reason_event_per_minute(sim: Environment, rt: Runtime, ns: str) -> None:
@@ -378,13 +378,13 @@ def test_unschedulable_pod_gets_one_reason_event_per_minute(sim: Environment, rt
     first = provisioning.provision_once(rt)
     second = provisioning.provision_once(runtime_for(sim))
 
-    assert first["launches"] == [] and second["launches"] == []
-    [why] = first["unschedulable"]
+    assert first.launches == [] and second.launches == []
+    [why] = first.unschedulable
     events = [e for e in pod_events(sim, ns) if e["involvedObject"]["name"] == "huge"]
     assert len(events) == 1
     [event] = events
     assert event["type"] == "Warning" and event["count"] == 1
-    assert why["reason"] in event["message"]
+    assert why.reason in event["message"]
 
 
 def test_nodepools_as_custom_objects_in_the_cluster(sim: Environment, ns: str) -> None:
@@ -399,8 +399,8 @@ def test_nodepools_as_custom_objects_in_the_cluster(sim: Environment, ns: str) -
 
     summary = provisioning.provision_once(runtime_for(sim, nodepool_sources=("cluster",)))
 
-    assert [(x["nodePool"], x["instanceType"]) for x in summary["launches"]] == [("small", "c5.large")]
-    _, image, user_data = template_of(sim, summary["launches"][0])
+    assert [(x.nodepool, x.instance_type) for x in summary.launches] == [("small", "c5.large")]
+    _, image, user_data = template_of(sim, summary.launches[0])
     assert "nodeadm" in user_data or "NodeConfig" in user_data
     wait_running(sim, ns, 1)
 
@@ -414,8 +414,8 @@ def test_bad_nodepool_is_reported_and_valid_pools_still_launch(sim: Environment,
 
     summary = provisioning.provision_once(rt)
 
-    assert any("Sometimes" in e for e in summary["configErrors"])
-    assert [x["nodePool"] for x in summary["launches"]] == ["default"]
+    assert any("Sometimes" in e for e in summary.config_errors)
+    assert [x.nodepool for x in summary.launches] == ["default"]
     wait_running(sim, ns, 1)
 
 
@@ -467,15 +467,15 @@ def test_an_instance_that_never_registers_is_terminated_after_the_timeout_and_it
 
     # Within the timeout the stuck instance counts as capacity on its way: nothing new is launched.
     waiting = provisioning.provision_once(rt)
-    assert waiting["launches"] == [] and waiting["waitingForInFlight"] == 2
+    assert waiting.launches == [] and waiting.waiting_for_in_flight == 2
 
     sim.advance(rt.settings.registration_timeout_seconds + 1)
     after = provisioning.provision_once(runtime_for(sim))
 
-    assert stuck in after["registrationTimeouts"]
+    assert stuck in after.registration_timeouts
     state = ec2.describe_instances(InstanceIds=[stuck])["Reservations"][0]["Instances"][0]["State"]["Name"]
     assert state in ("shutting-down", "terminated")
-    assert sum(len(x["pods"]) for x in after["launches"]) == 2  # its pods were planned again at once
+    assert sum(len(x.pods) for x in after.launches) == 2  # its pods were planned again at once
     wait_running(sim, ns, 2)
 
 
@@ -518,8 +518,8 @@ def test_a_nodeoverlay_halving_a_price_makes_that_type_the_first_choice(sim: Env
 
     summary = provisioning.provision_once(runtime_for(sim, nodepool_sources=("cluster",)))
 
-    (launch,) = summary["launches"]
-    assert launch["instanceTypes"][0] == "m5.large", launch
+    (launch,) = summary.launches
+    assert launch.instance_types[0] == "m5.large", launch
     assert _override_types(fleet_calls(sim)[before])[0] == "m5.large"
 
 
@@ -536,9 +536,9 @@ def test_pods_asking_for_one_host_port_get_a_node_each_and_all_run(sim: Environm
     request_json(sim.kube_api_client(), "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=doc)
     wait_pending(sim, ns, 3)
 
-    launches = provisioning.provision_once(rt)["launches"]
+    launches = provisioning.provision_once(rt).launches
 
-    assert sorted(len(x["pods"]) for x in launches) == [1, 1, 1]
+    assert sorted(len(x.pods) for x in launches) == [1, 1, 1]
     running = wait_running(sim, ns, 3)
     assert len({p["spec"]["nodeName"] for p in running}) == 3
-    assert provisioning.provision_once(rt)["launches"] == []
+    assert provisioning.provision_once(rt).launches == []

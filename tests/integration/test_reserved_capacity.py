@@ -90,23 +90,23 @@ def test_a_capacity_reservation_is_used_before_spot(sim: Environment, rt: Runtim
 
         first = provisioning.provision_once(rt)
 
-        launches = first["launches"]
-        assert len(launches) == 3 and not first["unschedulable"], first
+        launches = first.launches
+        assert len(launches) == 3 and not first.unschedulable, first
         # Two into the reservation (all it has), the third spot: the plan does not count on a third.
-        assert sorted(x["capacityType"] for x in launches) == ["reserved", "reserved", "spot"]
+        assert sorted(x.capacity_type for x in launches) == ["reserved", "reserved", "spot"]
         assert _available(sim, rid) == 0
         for launch in launches:
-            node_of(sim, launch["instanceId"])  # registered with what its kubelet may set
+            node_of(sim, launch.instance_id)  # registered with what its kubelet may set
         synced = provisioning.provision_once(helpers.runtime_for(sim))  # syncs the rest, launches nothing
-        assert synced["launches"] == []
+        assert synced.launches == []
         for launch in launches:
-            labels = node_of(sim, launch["instanceId"])["metadata"]["labels"]
-            assert labels["karpenter.sh/capacity-type"] == launch["capacityType"]
-            if launch["capacityType"] == "reserved":
-                assert launch["zone"] == ZONE
+            labels = node_of(sim, launch.instance_id)["metadata"]["labels"]
+            assert labels["karpenter.sh/capacity-type"] == launch.capacity_type
+            if launch.capacity_type == "reserved":
+                assert launch.zone == ZONE
                 assert labels["karpenter.k8s.aws/capacity-reservation-id"] == rid
                 assert labels["karpenter.k8s.aws/capacity-reservation-type"] == "default"
-                instance = ec2.describe_instances(InstanceIds=[launch["instanceId"]])["Reservations"][0]["Instances"][0]
+                instance = ec2.describe_instances(InstanceIds=[launch.instance_id])["Reservations"][0]["Instances"][0]
                 assert instance["CapacityReservationId"] == rid
             else:
                 assert "karpenter.k8s.aws/capacity-reservation-id" not in labels
@@ -115,20 +115,20 @@ def test_a_capacity_reservation_is_used_before_spot(sim: Environment, rt: Runtim
         request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(ns, "p3"))
         _pending(sim, ns, 1)
         second = provisioning.provision_once(rt)
-        assert [x["capacityType"] for x in second["launches"]] == ["spot"]
+        assert [x.capacity_type for x in second.launches] == ["spot"]
 
         # A reserved node going away gives its place back, and the next node takes it again.
-        reserved = [x["instanceId"] for x in launches if x["capacityType"] == "reserved"]
+        reserved = [x.instance_id for x in launches if x.capacity_type == "reserved"]
         ec2.terminate_instances(InstanceIds=reserved[:1])
         assert _available(sim, rid) == 1
         request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(ns, "p4"))
         _pending(sim, ns, 1)
         for _ in range(5):  # the pod cache may see the new pod a pass later (podcache.py)
             third = provisioning.provision_once(rt)
-            if third["launches"] or third["unschedulable"]:
+            if third.launches or third.unschedulable:
                 break
             time.sleep(0.5)
-        assert [x["capacityType"] for x in third["launches"]] == ["reserved"], third
+        assert [x.capacity_type for x in third.launches] == ["reserved"], third
         assert _available(sim, rid) == 0
     finally:
         ec2.cancel_capacity_reservation(CapacityReservationId=rid)
@@ -182,14 +182,14 @@ def test_a_capacity_block_node_is_replaced_40_minutes_before_the_block_ends(sim:
                                                 "resources": {"requests": {"cpu": "3"}}}]}})
     _pending(sim, ns, 1)
 
-    [launch] = provisioning.provision_once(runtime())["launches"]
-    assert launch["capacityType"] == "reserved"
+    [launch] = provisioning.provision_once(runtime()).launches
+    assert launch.capacity_type == "reserved"
     ec2 = sim.boto3_client("ec2")
-    instance = ec2.describe_instances(InstanceIds=[launch["instanceId"]])["Reservations"][0]["Instances"][0]
+    instance = ec2.describe_instances(InstanceIds=[launch.instance_id])["Reservations"][0]["Instances"][0]
     assert instance["CapacityReservationId"] == rid and instance["InstanceLifecycle"] == "capacity-block"
-    node_of(sim, launch["instanceId"])
+    node_of(sim, launch.instance_id)
     provisioning.provision_once(runtime())  # syncs the labels
-    labels = node_of(sim, launch["instanceId"])["metadata"]["labels"]
+    labels = node_of(sim, launch.instance_id)["metadata"]["labels"]
     assert labels["karpenter.k8s.aws/capacity-reservation-type"] == "capacity-block"
     wait_for("the pod running", lambda: [p for p in pods(sim, ns) if p["status"].get("phase") == "Running"])
 

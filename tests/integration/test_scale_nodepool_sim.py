@@ -55,7 +55,7 @@ def test_scaling_a_static_pool_up_and_down(sim: Environment) -> None:
     put_pool(sim, POOL, "static")
     put_pool(sim, DYNAMIC, "dynamic")
     rt = runtime_for(sim)
-    assert len(provisioning.provision_once(rt)["launches"]) == 2
+    assert len(provisioning.provision_once(rt).launches) == 2
     wait_for("two nodes", lambda: len(managed_nodes(sim)) == 2, timeout=60)
 
     # Up to 3: one JSON document, the comment kept, and the next provisioner pass launches the one more.
@@ -65,7 +65,7 @@ def test_scaling_a_static_pool_up_and_down(sim: Environment) -> None:
                                        "replicas": 3, "previousReplicas": 2, "changed": True, "dryRun": False,
                                        "notes": []}
     assert "  replicas: 3  # the baseline\n" in parameter(sim)
-    assert [x["nodePool"] for x in provisioning.provision_once(rt)["launches"]] == ["static"]
+    assert [x.nodepool for x in provisioning.provision_once(rt).launches] == ["static"]
     wait_for("three nodes", lambda: len(managed_nodes(sim)) == 3, timeout=60)
 
     # What is refused, and why; nothing changes.
@@ -86,7 +86,7 @@ def test_scaling_a_static_pool_up_and_down(sim: Environment) -> None:
     run = disrupting.disrupt_once(rt)
     assert [(d["reason"], d["action"]) for d in run["decisions"]] == [("ScaledDown", "delete")] * 2
     wait_for("one instance left", lambda: len(instance_ids(sim)) == 1, timeout=60)
-    assert provisioning.provision_once(rt)["launches"] == [], "one node is what the pool now asks for"
+    assert provisioning.provision_once(rt).launches == [], "one node is what the pool now asks for"
 
 
 def test_scaling_a_static_pool_kept_in_the_cluster_patches_its_object(sim: Environment) -> None:
@@ -108,4 +108,4 @@ def test_scaling_a_static_pool_kept_in_the_cluster_patches_its_object(sim: Envir
     stored = request_json(api, "GET", "/apis/karpenter.sh/v1/nodepools/static")
     assert stored["spec"]["replicas"] == 1 and stored["spec"]["template"] == pool["spec"]["template"]
     rt = helpers.runtime_for(sim, nodepool_sources=("cluster",), registration_timeout_seconds=10.0**6)
-    assert [x["nodePool"] for x in provisioning.provision_once(rt)["launches"]] == ["static"]
+    assert [x.nodepool for x in provisioning.provision_once(rt).launches] == ["static"]

@@ -50,13 +50,13 @@ def test_a_static_pool_with_no_pods_keeps_its_two_nodes_through_provisioning_and
     put_pool(sim, STATIC_POOL)
     rt = runtime_for(sim)
     first = provisioning.provision_once(rt)
-    assert [x["nodePool"] for x in first["launches"]] == ["static", "static"]
-    assert all(x["instanceType"] == "m5.large" for x in first["launches"]), "the cheapest allowed type"
+    assert [x.nodepool for x in first.launches] == ["static", "static"]
+    assert all(x.instance_type == "m5.large" for x in first.launches), "the cheapest allowed type"
     second = provisioning.provision_once(rt)
-    assert second["launches"] == [], "the two in flight count"
+    assert second.launches == [], "the two in flight count"
     assert len(instance_ids(sim)) == 2
     wait_for("the nodes to register", lambda: len(managed_nodes(sim)) == 2, timeout=60)
-    assert provisioning.provision_once(rt)["launches"] == []
+    assert provisioning.provision_once(rt).launches == []
 
     nodes = {n["metadata"]["name"] for n in managed_nodes(sim)}
     for _ in range(3):

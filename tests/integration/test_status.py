@@ -77,7 +77,7 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
         request_json(api, "POST", f"/apis/apps/v1/namespaces/{NS}/deployments", body=doc)
         wait_for("3 unschedulable pods", lambda: sum(map(is_provisionable, pods(env))) == 3)
         rt = runtime_for(env, cluster_limits=CLUSTER_LIMITS)
-        launches = provisioning.provision_once(rt)["launches"]
+        launches = provisioning.provision_once(rt).launches
         running = wait_for("3 running pods", lambda: len(
             found := [p for p in pods(env) if p["status"].get("phase") == "Running"]) == 3 and found)
 
@@ -123,7 +123,7 @@ def test_status_counts_nodes_by_pool_capacity_type_and_zone_with_catalog_prices(
     world_status = read_status(scene.rt)
     by_name = {n.name: n for n in world_status.nodes}
     nodes = status_json["nodes"]
-    launched = {x["instanceId"]: x for x in scene.launches}
+    launched = {x.instance_id: x for x in scene.launches}
     assert len(nodes) == len(launched) and status_json["totals"]["nodes"] == len(launched)
     for n in nodes:
         assert (n["nodePool"], n["capacityType"]) == ("default", "spot")
@@ -132,8 +132,8 @@ def test_status_counts_nodes_by_pool_capacity_type_and_zone_with_catalog_prices(
         assert n["pricePerHour"] > 0
         assert n["pricePerHour"] == pytest.approx(by_name[n["name"]].price, abs=1e-6)
     assert sorted((n["instanceType"], n["zone"]) for n in nodes) == sorted(
-        (x["instanceType"], x["zone"]) for x in launched.values())
-    assert sum(x["price"] for x in launched.values()) == pytest.approx(status_json["totals"]["pricePerHour"], abs=1e-4)
+        (x.instance_type, x.zone) for x in launched.values())
+    assert sum(x.price for x in launched.values()) == pytest.approx(status_json["totals"]["pricePerHour"], abs=1e-4)
     groups = status_json["groups"]
     assert sum(g["nodes"] for g in groups) == len(nodes)
     assert {(g["nodePool"], g["capacityType"], g["zone"]) for g in groups} == {
@@ -216,7 +216,7 @@ def test_status_with_unusable_settings_is_one_line_and_exit_2(scene: Scene) -> N
 def test_explain_an_unschedulable_pod_gives_the_bin_packers_reason(scene: Scene) -> None:
     fate = explaining.explain(scene.rt, NS, "huge")
     provisioner = provisioning.provision_once(scene.rt, dry_run=True)
-    [why] = [u["reason"] for u in provisioner["unschedulable"] if u["pod"] == f"{NS}/huge"]
+    [why] = [u.reason for u in provisioner.unschedulable if u.pod == f"{NS}/huge"]
     assert fate.verdict == "unschedulable" and fate.message == f"unschedulable: {why}"
 
 
@@ -224,11 +224,11 @@ def test_explain_a_pod_a_new_node_would_take_names_pool_types_and_zones(scene: S
     done = cli(scene, "explain", "big", "-n", NS, "-o", "json")
     assert done.returncode == 0, done.stderr
     fate = json.loads(done.stdout)
-    planned = provisioning.provision_once(scene.rt, dry_run=True)["planned"]
-    [claim] = [c for c in planned if f"{NS}/big" in c["pods"]]
-    assert fate["verdict"] == "new-node" and fate["nodePool"] == claim["nodePool"] == "default"
-    assert fate["instanceTypes"][:10] == claim["instanceTypes"]
-    assert fate["zones"] == claim["zone"].split(",") and fate["capacityTypes"] == ["spot"]
+    planned = provisioning.provision_once(scene.rt, dry_run=True).planned
+    [claim] = [c for c in planned if f"{NS}/big" in c.pods]
+    assert fate["verdict"] == "new-node" and fate["nodePool"] == claim.nodepool == "default"
+    assert fate["instanceTypes"][:10] == claim.instance_types[:10]
+    assert fate["zones"] == claim.zone.split(",") and fate["capacityTypes"] == ["spot"]
 
 
 def test_explain_a_bound_pod_and_a_pod_of_another_scheduler(scene: Scene) -> None:

@@ -100,7 +100,7 @@ def pending(sim: Environment, ns: str) -> list[dict]:
 
 
 def zones(summary: dict[str, Any]) -> list[str]:
-    return [launch["zone"] for launch in summary["launches"]]
+    return [launch.zone for launch in summary.launches]
 
 
 def test_launches_keep_out_of_a_shifted_zone_until_the_shift_ends(sim: Environment, rt: Runtime, ns: str) -> None:
@@ -123,14 +123,14 @@ def test_launches_keep_out_of_a_shifted_zone_until_the_shift_ends(sim: Environme
     deploy(sim, ns, 1)
     wait_for("a pending pod", lambda: len(pending(sim, ns)) == 1)
     held = provisioning.provision_once(rt)
-    assert held["launches"] == [], "every zone the pool allows is shifted away from"
+    assert held.launches == [], "every zone the pool allows is shifted away from"
     assert len(pending(sim, ns)) == 1
 
     # A broken event is logged and dropped: it changes nothing.
     broken = events("zonal-manual-shift-canceled.json", ZONE_C[1])
     broken["detail"]["metadata"]["awayFrom"] = ZONE_C[0]  # a zone name where ARC gives an id
     assert "detail.metadata.awayFrom" in replay(rt, broken)["ignored"]
-    assert provisioning.provision_once(rt)["launches"] == []
+    assert provisioning.provision_once(rt).launches == []
 
     # The manual shift is canceled: us-east-1c takes the launch, us-east-1a (still autoshifted) does not.
     replay(rt, events("zonal-manual-shift-canceled.json", ZONE_C[1]))

@@ -22,6 +22,7 @@ from nodescale.settings import Settings, SettingsError
 from nodescale.usecases.provision import launch as provision_launch
 from nodescale.usecases.provision import provisioner as provisioning
 from nodescale.usecases.provision.cluster_budget import ClusterBudget, parse_limits
+from nodescale.usecases.provision.launch import LimitHit, LimitScope
 from nodescale.usecases.world import World
 
 POOL = """
@@ -184,7 +185,7 @@ def test_a_node_being_replaced_still_counts_against_its_nodepool_limit(recorder:
     held = provisioning.launch_capacity(
         _rt(launcher), _world(limit="3", instances=[going]), pods, exclude_nodes=["i-going"]
     )
-    assert launcher.calls == [] and [x["nodePool"] for x in held.limits] == ["default"]
+    assert launcher.calls == [] and [x.nodepool for x in held.limits] == ["default"]
 
     room = provisioning.launch_capacity(
         _rt(launcher), _world(limit="4", instances=[going]), pods, exclude_nodes=["i-going"]
@@ -216,7 +217,7 @@ def test_nodepool_limit_counts_in_flight_capacity_and_is_reported(recorder: Fake
     outcome = provisioning.launch_capacity(_rt(launcher), _world(limit="3", instances=[inflight]), pods)
 
     assert launcher.calls == []
-    assert [(x["scope"], x["nodePool"]) for x in outcome.limits] == [("nodepool", "default")]
+    assert [(x.scope, x.nodepool) for x in outcome.limits] == [("nodepool", "default")]
     assert outcome.waiting == {"in-flight/i-old": ["default/big"]}
     assert [p for p, _ in outcome.unschedulable] == ["default/big2"]
     warned = [e for e in recorder.events if e[1] == "FailedScheduling"]
@@ -227,7 +228,7 @@ def test_cluster_wide_limit_blocks_the_launch(recorder: FakeRecorder) -> None:
     launcher = FakeLauncher()
     outcome = provisioning.launch_capacity(_rt(launcher, nodes="0"), _world(), [_pod("a", "1")])
     assert launcher.calls == [] and outcome.launches == []
-    assert outcome.limits[0]["scope"] == "cluster" and "nodes=0" in outcome.limits[0]["reason"]
+    assert outcome.limits[0].scope == "cluster" and "nodes=0" in outcome.limits[0].reason
     assert "cluster-wide limit" in outcome.unschedulable[0][1]
 
 
@@ -339,6 +340,6 @@ def test_pools_at_their_limits_come_from_the_typed_reason_not_its_wording() -> N
     outcome = provision_launch.LaunchOutcome()
     provisioning._note_pool_limits(plan, outcome)
     assert outcome.limits == [
-        {"scope": "nodepool", "nodePool": "batch", "reason": "held back"},
-        {"scope": "nodepool", "nodePool": "gpu", "reason": "held back"},
+        LimitHit(LimitScope.NODEPOOL, "batch", "held back"),
+        LimitHit(LimitScope.NODEPOOL, "gpu", "held back"),
     ]

@@ -9,7 +9,7 @@ import pytest
 from nodescale.cli import main
 from nodescale.model.pod import Pod
 from nodescale.usecases.provision.explain import _outranked_at_a_limit
-from nodescale.usecases.provision.launch import Launch, LaunchOutcome
+from nodescale.usecases.provision.launch import Launch, LaunchOutcome, LimitHit, LimitScope
 from tests.builders import SMALL, plan_for, pods
 from tests.builders import scheduling_pool as pool
 
@@ -52,7 +52,7 @@ def test_explain_says_preemption_is_kube_schedulers_when_a_limit_went_to_higher_
     outcome = LaunchOutcome(dry_run=True)
     outcome.launches.append(Launch("capped", "", "small", "zone-a", "on-demand", 0.1, [high.key]))
     outcome.unschedulable.append((low.key, why))
-    outcome.limits.append({"scope": "nodepool", "nodePool": "capped", "reason": why})
+    outcome.limits.append(LimitHit(LimitScope.NODEPOOL, "capped", why))
     note = _outranked_at_a_limit([low, high], outcome)[low.key]
     assert "higher priority" in note and "kube-scheduler" in note
     # Equal priority: nothing to say.

@@ -57,12 +57,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return common.fail(COMMAND, err, exc)
     except OSError as exc:
         return common.fail(COMMAND, err, f"cannot reach the cluster or AWS: {exc}", common.EXIT_UNREACHABLE)
-    summary = {**summary, "currency": currency_of(rt.settings.region)}  # of every price in it
-    common.write_result(out, summary, args.output, to_text)
-    for failure in summary.get("launchFailing") or []:
-        print(f"nodescale {COMMAND}: NodePool {failure['nodePool']}: launch failing: {failure['code']}: "
-              f"{failure['message']}", file=err)
-    return EXIT_LAUNCH_FAILING if summary.get("launchFailing") else 0
+    document = {**summary.to_json(), "currency": currency_of(rt.settings.region)}  # of every price in it
+    common.write_result(out, document, args.output, to_text)
+    for failure in summary.launch_failing:
+        print(f"nodescale {COMMAND}: NodePool {failure.nodepool}: {failure.describe()}", file=err)
+    return EXIT_LAUNCH_FAILING if summary.launch_failing else 0
 
 
 def to_text(summary: dict[str, Any]) -> str:

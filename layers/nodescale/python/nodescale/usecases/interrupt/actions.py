@@ -28,14 +28,40 @@ from ...model import labels as wk
 from ...model.pod import Pod
 from ...runtime import Runtime
 from .. import terminate
-from ..provision.launch import LaunchOutcome
+from ..provision.launch import Launch, LaunchOutcome
 from ..provision.provisioner import launch_capacity
+from ..provision.summary import PodReason
 from ..world import World
 
 log = logging.getLogger(__name__)
 
 # The drain backoff's cap here: a spot notice is two minutes, so a budget that frees up is retried soon.
 MAX_BACKOFF_SECONDS = 4.0
+
+
+@dataclass(frozen=True)
+class ReplacementReport:
+    """What the joint plan did with one node's pods (its share of the launches, in-flight nodes and
+    refusals), or why nothing was planned for them (``not_planned``)."""
+
+    launched: list[Launch] = field(default_factory=list)
+    waiting_on_in_flight: list[str] = field(default_factory=list)  # in-flight nodes its pods wait for
+    placed_on_existing: int = 0  # its pods the plan put on registered nodes
+    unschedulable: list[PodReason] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)  # of the whole pass
+    not_planned: str | None = None
+
+    @classmethod
+    def none(cls, why: str) -> ReplacementReport:
+        return cls(not_planned=why)
+
+    def to_json(self) -> dict[str, Any]:
+        launched = [launch.to_dict() for launch in self.launched]
+        if self.not_planned is not None:
+            return {"launched": launched, "reason": self.not_planned}
+        return {"launched": launched, "waitingOnInFlight": self.waiting_on_in_flight,
+                "placedOnExisting": self.placed_on_existing,
+                "unschedulable": [u.to_json() for u in self.unschedulable], "errors": dict(self.errors)}
 
 
 @dataclass
@@ -46,7 +72,7 @@ class InstanceReport:
     action: str = Outcome.NOTHING
     reason: str = ""
     already_disrupted: bool = False
-    replacement: dict[str, Any] | None = None
+    replacement: ReplacementReport | None = None
     evicted: list[str] = field(default_factory=list)
     blocked_by_pdb: list[str] = field(default_factory=list)
     blocked_total: int = 0
@@ -61,7 +87,7 @@ class InstanceReport:
         if self.action in (Outcome.DRAINED, Outcome.DRAINING):
             out.update(
                 alreadyDisrupted=self.already_disrupted,
-                replacement=self.replacement,
+                replacement=None if self.replacement is None else self.replacement.to_json(),
                 podsEvicted=len(self.evicted),
                 podsBlockedByPdb=sorted(self.blocked_by_pdb),
                 instanceTerminated=self.instance_terminated,
@@ -159,7 +185,7 @@ def replace(rt: Runtime, world: World, work: list[Work]) -> World:
     items = [item for item in work if moving[item.name]]
     for item in work:
         if not moving[item.name]:
-            item.report.replacement = {"launched": [], "reason": "no pods to move"}
+            item.report.replacement = ReplacementReport.none("no pods to move")
     if not items:
         return world
     # Pods already waiting (e.g. evicted by an earlier interruption) are planned alongside, so capacity on
@@ -177,7 +203,7 @@ def replace(rt: Runtime, world: World, work: list[Work]) -> World:
     except Exception as exc:  # a failed replacement never keeps the nodes from being drained
         log.exception("replacement failed", extra={"nodes": [item.name for item in items]})
         for item in items:
-            item.report.replacement = {"launched": [], "reason": f"replacement failed: {exc}"}
+            item.report.replacement = ReplacementReport.none(f"replacement failed: {exc}")
         return world
     for item in items:
         _report_replacement(item, {p.key for p in moving[item.name]}, outcome)
@@ -188,16 +214,11 @@ def _report_replacement(item: Work, mine: set[str], outcome: LaunchOutcome) -> N
     """The node's share of the joint plan: the launches, in-flight nodes and refusals its pods got."""
     launched = [launch for launch in outcome.launches if mine & set(launch.pods)]
     waiting = sorted(node for node, on in outcome.waiting.items() if mine & set(on))
-    unschedulable = [{"pod": p, "reason": why} for p, why in outcome.unschedulable if p in mine]
+    unschedulable = [PodReason(p, why) for p, why in outcome.unschedulable if p in mine]
     elsewhere = {p for launch in launched for p in launch.pods} | {
-        p for node in waiting for p in outcome.waiting[node]} | {u["pod"] for u in unschedulable}
-    item.report.replacement = {
-        "launched": [launch.to_dict() for launch in launched],
-        "waitingOnInFlight": waiting,
-        "placedOnExisting": len(mine - elsewhere),  # this node's pods the plan put on registered nodes
-        "unschedulable": unschedulable,
-        "errors": dict(outcome.errors),
-    }
+        p for node in waiting for p in outcome.waiting[node]} | {u.pod for u in unschedulable}
+    item.report.replacement = ReplacementReport(launched, waiting, len(mine - elsewhere), unschedulable,
+                                                dict(outcome.errors))
     if launched and item.intent.event_time is not None:
         telemetry.seconds(telemetry.EVENT_TO_REPLACEMENT, since(item.intent.event_time))
 

@@ -242,7 +242,7 @@ def _act(
         log.exception("reading the world failed: draining without a replacement")
         world = read_nodes_and_pods(rt)
         for item in work:
-            item.report.replacement = {"launched": [], "reason": f"not planned: reading the world failed ({exc})"}
+            item.report.replacement = act.ReplacementReport.none(f"not planned: reading the world failed ({exc})")
         act.drain(rt, world, work, deadline, sleep)
         return
     for item in rebalances:

@@ -201,7 +201,7 @@ def buffer_room(world: World, outcome: LaunchOutcome) -> BufferRoom:
 def _outranked_at_a_limit(pods: list[Pod], outcome: LaunchOutcome) -> dict[str, str]:
     """For each pod held back by a NodePool or cluster-wide limit while a pod of higher priority got a new
     node: a note that the higher priority went first, and that preemption is not nodescale's to do."""
-    limited = {entry.get("reason") for entry in outcome.limits}
+    limited = {entry.reason for entry in outcome.limits}
     priority = {p.key: p.priority for p in pods}
     launched = [priority[key] for launch in outcome.launches for key in launch.pods if key in priority]
     if not limited or not launched:

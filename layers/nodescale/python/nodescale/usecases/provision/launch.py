@@ -1,6 +1,7 @@
 """The provisioner's launch step: NodeClaims the plan admitted, launched with one EC2 Fleet per group.
 
     Launch, LaunchOutcome        what was launched (or, dry, would be) and what was not, with why
+    LimitHit                     a launch a NodePool or cluster-wide limit held back
     launch_admitted(...)         identical claims grouped into Fleet requests; capacity failures kept for a retry
     launch_key(claim)            the Fleet client token of a planned node (a launch retried within minutes reuses it)
 
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -72,6 +74,25 @@ class Launch:
         }
 
 
+class LimitScope(StrEnum):
+    """Which limit held a launch back."""
+
+    NODEPOOL = "nodepool"
+    CLUSTER = "cluster"
+
+
+@dataclass(frozen=True)
+class LimitHit:
+    """A launch a NodePool's limits or a cluster-wide limit held back, and why."""
+
+    scope: LimitScope
+    nodepool: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"scope": self.scope.value, "nodePool": self.nodepool, "reason": self.reason}
+
+
 @dataclass
 class LaunchOutcome:
     """What a launch_capacity call did: launches, pods placed or waiting, and what held the rest back."""
@@ -83,7 +104,7 @@ class LaunchOutcome:
     unschedulable: list[tuple[str, str]] = field(default_factory=list)  # (pod, reason)
     errors: dict[str, int] = field(default_factory=dict)
     error_messages: list[str] = field(default_factory=list)
-    limits: list[dict[str, str]] = field(default_factory=list)  # launches a NodePool/cluster limit held back
+    limits: list[LimitHit] = field(default_factory=list)  # launches a NodePool/cluster limit held back
     buffer_unplaced: list[tuple[str, str]] = field(default_factory=list)  # CapacityBuffer pods without room
     # NodePools whose launch failed in this pass for a reason other than capacity, and why (the last failure).
     failing: dict[str, LaunchFailure] = field(default_factory=dict)

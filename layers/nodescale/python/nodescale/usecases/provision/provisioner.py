@@ -2,8 +2,8 @@
 
     launch_capacity(rt, world, pods, ...) -> LaunchOutcome   plan pods against what exists and launch the rest
     launch_claims(rt, world, claims, ...) -> LaunchOutcome    launch given NodeClaims as they are (disruption)
-    provision_once(rt, dry_run=False) -> summary              one pass over every provisionable pod (poll mode)
-    provision_watch(rt, deadline) -> summary                  batches of pending pods until the deadline (watch mode)
+    provision_once(rt, dry_run=False) -> Summary              one pass over every provisionable pod (poll mode)
+    provision_watch(rt, deadline) -> Summary                  batches of pending pods until the deadline (watch mode)
 
 Capacity on its way counts before anything new is launched: instances this cluster launched whose
 Node has not registered and Nodes not yet Ready are handed to the bin-packer as in-flight nodes, so
@@ -23,7 +23,6 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ... import telemetry
 from ...aws import catalog as catalogs
@@ -44,6 +43,8 @@ from .cluster_budget import ClusterBudget
 from .launch import (
     LaunchLedger,
     LaunchOutcome,
+    LimitHit,
+    LimitScope,
     Retry,
     launch_admitted,
     merge,
@@ -51,6 +52,7 @@ from .launch import (
     planned_launch,
     warn_unschedulable,
 )
+from .summary import Mode, Summary, Tally
 from .unmet import report_unmet, unmet_pods
 
 log = logging.getLogger(__name__)
@@ -243,7 +245,7 @@ def _within_cluster_budget(
         if budget is not None:
             blocked = budget.blocked(_largest(options), _dearest(options, claim))
             if blocked:
-                outcome.limits.append({"scope": "cluster", "nodePool": claim.nodepool, "reason": blocked})
+                outcome.limits.append(LimitHit(LimitScope.CLUSTER, claim.nodepool, blocked))
                 unschedulable.extend((p, blocked) for p in claim.pods)
                 continue
             # Reserved before the launch (its largest, dearest option), so claims launched together
@@ -301,7 +303,7 @@ def _note_pool_limits(plan: Plan, outcome: LaunchOutcome) -> None:
         for pool in u.limited_pools:
             pools.setdefault(pool, u.reason)
     for pool, why in sorted(pools.items()):
-        outcome.limits.append({"scope": "nodepool", "nodePool": pool, "reason": why})
+        outcome.limits.append(LimitHit(LimitScope.NODEPOOL, pool, why))
         telemetry.count(telemetry.LIMIT_REACHED, **{telemetry.NODEPOOL_DIMENSION: pool})
 
 
@@ -433,89 +435,7 @@ def _recorder(rt: Runtime, world: World) -> k8s_events.EventRecorder:
 # ---------------------------------------------------------------------------------------------- passes
 
 
-class Summary:
-    """What one invocation did, accumulated over its passes."""
-
-    def __init__(self, mode: str, dry_run: bool) -> None:
-        self.started = time.monotonic()
-        self.data: dict[str, Any] = {
-            "mode": mode,
-            "dryRun": dry_run,
-            "podsSeen": 0,
-            "batches": 0,
-            "launches": [],
-            "waitingForInFlight": 0,
-            "placedOnExisting": 0,
-            "errors": {},
-            "unschedulable": [],
-            "limits": [],
-            "configErrors": [],
-            "podErrors": [],
-            "registrationTimeouts": [],
-            "solveSeconds": 0.0,
-            "buffers": [],
-            # NodePools whose launch failed for a reason other than capacity, and why (the last failure).
-            "launchFailing": [],
-        }
-        self._failing: dict[str, dict[str, Any]] = {}
-        self._seen: set[str] = set()
-
-    def add_world(self, world: World) -> None:
-        errors = self.data["configErrors"]
-        for e in world.config_errors:
-            text = str(e)
-            if text not in errors:
-                errors.append(text)
-                log.error("configuration error: %s", text)
-        for key, why in world.pod_errors:
-            entry = {"pod": key, "reason": why}
-            if entry not in self.data["podErrors"]:
-                self.data["podErrors"].append(entry)
-
-    def add_buffers(self, world: World, outcome: LaunchOutcome) -> None:
-        """Each active CapacityBuffer: its pods, and those that found no room (the last pass knows best)."""
-        unplaced = dict(outcome.buffer_unplaced)
-        self.data["buffers"] = [
-            {**r.to_dict(), "unplaced": [{"pod": p.key, "reason": unplaced[p.key]} for p in r.pods if p.key in unplaced]}
-            for r in world.resolved_buffers
-        ]
-
-    def add_outcome(self, pods: Sequence[Pod], outcome: LaunchOutcome) -> None:
-        self._seen.update(p.uid or p.key for p in pods)
-        self.data["podsSeen"] = len(self._seen)
-        self.data["batches"] += 1
-        self.data["launches"].extend(launch.to_dict() for launch in outcome.launches)
-        self.data["waitingForInFlight"] = sum(len(v) for v in outcome.waiting.values())
-        self.data["placedOnExisting"] = outcome.placed_existing
-        for code, n in outcome.errors.items():
-            self.data["errors"][code] = self.data["errors"].get(code, 0) + n
-        # The last pass knows best which pods are still left.
-        self.data["unschedulable"] = [{"pod": k, "reason": r} for k, r in outcome.unschedulable]
-        for entry in outcome.limits:
-            if entry not in self.data["limits"]:
-                self.data["limits"].append(entry)
-        self.add_failing(outcome)
-        self.data["solveSeconds"] = round(self.data["solveSeconds"] + outcome.solve_seconds, 6)
-
-    def add_failing(self, outcome: LaunchOutcome) -> None:
-        """A pool that launched in a later pass is no longer failing; one that failed is, with its last error."""
-        for launch in outcome.launches:
-            self._failing.pop(launch.nodepool, None)
-        for pool, failure in outcome.failing.items():
-            self._failing[pool] = failure.to_dict()
-        self.data["launchFailing"] = [self._failing[p] for p in sorted(self._failing)]
-
-    def finish(self) -> dict[str, Any]:
-        self.data["seconds"] = round(time.monotonic() - self.started, 3)
-        self.data["pricePerHourLaunched"] = round(sum(x["price"] for x in self.data["launches"]), 6)
-        if self.data["dryRun"]:
-            self.data["planned"] = self.data.pop("launches")
-            self.data["launches"] = []
-        log.info("provisioner summary", extra={"summary": self.data})
-        return self.data
-
-
-def _expire_unregistered(rt: Runtime, world: World, summary: Summary, dry_run: bool) -> list[str]:
+def _expire_unregistered(rt: Runtime, world: World, tally: Tally, dry_run: bool) -> list[str]:
     """Instances whose Node never came within the registration timeout: terminated (if ours), their
     pods planned again. Returns the ids to leave out of this pass's planning."""
     stale = ec2_instances.unregistered(
@@ -530,15 +450,15 @@ def _expire_unregistered(rt: Runtime, world: World, summary: Summary, dry_run: b
         for iid in result.terminated:
             log.warning("instance did not register in time; terminated",
                         extra={"instance_id": iid, "timeout_seconds": rt.settings.registration_timeout_seconds})
-    summary.data["registrationTimeouts"].extend(i for i in ids if i not in summary.data["registrationTimeouts"])
+    tally.add_timeouts(ids)
     return ids
 
 
-def _pass(rt: Runtime, summary: Summary, dry_run: bool) -> LaunchOutcome:
+def _pass(rt: Runtime, tally: Tally, dry_run: bool) -> LaunchOutcome:
     world = read_world(rt, pod_cache=True)
-    summary.add_world(world)
+    tally.add_world(world)
     world = node_registration.sync_nodes(rt, world, dry_run=dry_run)
-    stale = _expire_unregistered(rt, world, summary, dry_run)
+    stale = _expire_unregistered(rt, world, tally, dry_run)
     pods = world.pending
     telemetry.gauge(telemetry.PENDING_PODS, len(pods), telemetry.Unit.Count)
     ages = [(world.now - s).total_seconds() for s in map(pending_since, pods) if s is not None]
@@ -550,49 +470,42 @@ def _pass(rt: Runtime, summary: Summary, dry_run: bool) -> LaunchOutcome:
     world = outcome.world or world
     if outcome.unschedulable:
         telemetry.count(telemetry.UNSCHEDULABLE_PODS, len(outcome.unschedulable))
-    summary.add_outcome(pods, outcome)
-    summary.add_buffers(world, outcome)
-    _static(rt, world, summary, dry_run)
+    tally.add_outcome(pods, outcome)
+    tally.add_buffers(world, outcome)
+    tally.add_static(keep_static_capacity(rt, world, dry_run=dry_run))
     return outcome
 
 
-def provision_once(rt: Runtime, *, dry_run: bool = False) -> dict[str, Any]:
+def provision_once(rt: Runtime, *, dry_run: bool = False) -> Summary:
     """One pass over every provisionable pod (the poll mode, and `nodescale provision --once`)."""
     rt.begin_invocation()
-    summary = Summary("poll", dry_run)
-    _pass(rt, summary, dry_run)
-    return summary.finish()
+    tally = Tally(Mode.POLL, dry_run)
+    _pass(rt, tally, dry_run)
+    return tally.finish()
 
 
-def provision_watch(rt: Runtime, deadline: float, *, dry_run: bool = False) -> dict[str, Any]:
+def provision_watch(rt: Runtime, deadline: float, *, dry_run: bool = False) -> Summary:
     """Watch for pods the default scheduler gave up on and act on them in batches (1 s quiet, 10 s at
     most) until ``deadline`` (a ``time.monotonic()`` value)."""
     rt.begin_invocation()
-    summary = Summary("watch", dry_run)
+    tally = Tally(Mode.WATCH, dry_run)
     for batch in watch_pending_pods(rt.api, deadline):
         if not batch.pending:
             continue
-        _pass(rt, summary, dry_run)
-    if summary.data["batches"] == 0:
+        _pass(rt, tally, dry_run)
+    if tally.batches == 0:
         # A quiet period still checks that what was launched earlier has registered.
         world = read_world(rt, include_pods=False)
         if world.buffers:
             # CapacityBuffers want their room whether or not a pod is pending: one full pass keeps it.
-            _pass(rt, summary, dry_run)
-            return summary.finish()
+            _pass(rt, tally, dry_run)
+            return tally.finish()
         # Keeps the warm container's pod cache within the server's watch window for the next run.
         podcache.shared(rt.api).sync(rt.api)
-        summary.add_world(world)
+        tally.add_world(world)
         world = node_registration.sync_nodes(rt, world, dry_run=dry_run)
-        _expire_unregistered(rt, world, summary, dry_run)
-        _static(rt, world, summary, dry_run)
-    return summary.finish()
+        _expire_unregistered(rt, world, tally, dry_run)
+        # Static pools topped up to spec.replicas; what launched joins the summary's launches.
+        tally.add_static(keep_static_capacity(rt, world, dry_run=dry_run))
+    return tally.finish()
 
-
-def _static(rt: Runtime, world: World, summary: Summary, dry_run: bool) -> None:
-    """Static pools topped up to spec.replicas; what launched joins the summary's launches."""
-    outcome = keep_static_capacity(rt, world, dry_run=dry_run)
-    summary.data["launches"].extend(launch.to_dict() for launch in outcome.launches)
-    for code, n in outcome.errors.items():
-        summary.data["errors"][code] = summary.data["errors"].get(code, 0) + n
-    summary.add_failing(outcome)
