@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 from typing import Any
 
@@ -9,12 +10,14 @@ import pytest
 
 from nodescale.commands import status as status_cmd
 from nodescale.disruption import consolidation
-from nodescale.disruption.decisions import Blocked, Blocker, Decision, Reason, Refusal
+from nodescale.disruption.decisions import Action, Blocked, Blocker, Decision, Reason, Refusal
 from nodescale.disruption.replacement import Simulation
 from nodescale.disruption.validation import Invalid, Invalidation, same_or_cheaper
 from nodescale.model.currency import CNY, USD, Money, Priced, render
 from nodescale.model.pod import Pod
 from nodescale.settings import Settings
+from nodescale.usecases.disrupt import act
+from nodescale.usecases.disrupt.state import Report
 from nodescale.usecases.provision import launch as provision_launch
 from nodescale.usecases.provision import provisioner as provisioning
 from nodescale.usecases.status import read_status
@@ -108,3 +111,34 @@ def test_a_claim_held_by_the_clusters_price_limit_says_so_in_the_regions_currenc
     assert limit["reason"].startswith("cluster-wide limit pricePerHour=¥0.0010/h reached: ¥0.0000/h in use, "
                                       "the node needs ¥"), limit
     assert "$" not in limit["reason"] and [why for _, why in outcome.unschedulable] == [limit["reason"]]
+
+
+class _Run:
+    """What `act` uses of a disrupt run: its report (in the region's currency), logger and node events."""
+
+    def __init__(self, currency: str) -> None:
+        self.report = Report(False, currency=currency)
+        self.log = logging.getLogger("test")
+        self.refusal_events = 0
+        self.events_skipped = 0
+        self.events: list[tuple[str, str, str]] = []
+
+    def event(self, node: str, reason: str, message: str, type_: str = "Normal") -> None:
+        self.events.append((node, reason, message))
+
+
+def test_a_refusal_and_a_balanced_approval_are_shown_in_the_regions_currency() -> None:
+    """#29.3: the report's "why" and the node events render the core's amounts in yuan in a cn- region; the
+    ConsolidationApproved event, which the regex never reached, read "$" there before."""
+    run: Any = _Run(CNY)
+    why = Priced.of("the cheapest replacement (m5.large, ", Money(0.3), "/h) is not cheaper than ", Money(0.2), "/h")
+    act.refused(run, Blocked(["n1"], Reason.UNDERUTILIZED, why, Blocker.NOT_CONSOLIDATABLE))
+    shown = "not consolidated: the cheapest replacement (m5.large, ¥0.3000/h) is not cheaper than ¥0.2000/h"
+    assert run.report.refused[0].to_json()["why"] == shown and run.events == [("n1", "DisruptionBlocked", shown)]
+    detail = Priced.of("underutilized: the node (", Money(0.4), "/h) can be replaced by one c5.large (",
+                       Money(0.1), "/h)") + "; balanced score 2.00 for NodePool default"
+    decision = Decision(["n1"], Reason.UNDERUTILIZED, detail, Action.REPLACE, saving_per_hour=0.3, score=2.0)
+    run.events.clear()
+    act._approved(run, decision)
+    assert run.events == [("n1", "ConsolidationApproved", "underutilized: the node (¥0.4000/h) can be replaced by "
+                                                           "one c5.large (¥0.1000/h); balanced score 2.00 for NodePool default")]
