@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from nodescale.model.currency import USD, render
+
 # Fields that are measurements, not decisions.
 _SKIP_FIELDS = frozenset({"solve_seconds"})
 _GENERATED = re.compile(
@@ -171,8 +173,9 @@ def replacement_view(r: Any) -> Any:
 
 
 def decision_view(d: Any) -> dict:
+    # #29.3: detail and why are Priced messages when they name a price, viewed as the USD text they were.
     return {
-        "nodes": list(d.nodes), "reason": canon(d.reason), "detail": d.detail, "action": canon(d.action),
+        "nodes": list(d.nodes), "reason": canon(d.reason), "detail": render(d.detail, USD), "action": canon(d.action),
         "saving": _num(d.saving_per_hour),
         # #29.2: one list of replacements; viewed as the recording's "the first" plus "every one, when several"
         "replacement": replacement_view(d.replacements[0]) if d.replacements else None, "pods": list(d.pods),
@@ -182,7 +185,7 @@ def decision_view(d: Any) -> dict:
 
 
 def refusal_view(r: Any) -> dict:
-    return {"nodes": list(r.nodes), "reason": canon(r.reason), "why": r.why, "kind": canon(getattr(r, "kind", None))}
+    return {"nodes": list(r.nodes), "reason": canon(r.reason), "why": render(r.why, USD), "kind": canon(getattr(r, "kind", None))}
 
 
 def outcome_view(out: Any) -> dict:

@@ -168,9 +168,9 @@ def test_explain_names_the_buffers_planned_after_the_pod(sim: Environment, ns: s
 
     fate = explaining.explain(runtime_for(sim), ns, "web-0")
     assert fate.verdict == explaining.NEW_NODE, fate
-    (entry,) = fate.to_dict()["buffers"]
+    (entry,) = fate.to_dict("USD")["buffers"]
     assert (entry["buffer"], entry["replicas"], entry["onNewNodeClaims"]) == (f"{ns}/web-headroom", 2, 2)
-    text = explain_cmd.to_text({**fate.to_dict(), "currency": "USD"})
+    text = explain_cmd.to_text({**fate.to_dict("USD"), "currency": "USD"})
     assert f"Buffer:         {ns}/web-headroom: 2 pod(s) of PodTemplate web planned after it" in text
     assert instance_ids(sim) == [], "explain launches nothing"
     request_json(admin, "DELETE", f"/apis/autoscaling.x-k8s.io/v1beta1/namespaces/{ns}/capacitybuffers/web-headroom")

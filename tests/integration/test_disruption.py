@@ -701,9 +701,9 @@ def test_a_command_whose_node_got_a_do_not_disrupt_pod_after_the_decision_is_dro
 
     disrupting.apply(run, outcome, views)
     [entry] = run.report.decisions
-    assert entry["nodes"] == command.nodes and entry["action"] == "none", entry
-    assert entry["error"] == (f"command no longer valid (do-not-disrupt): pod {ns}/{pod} has "
-                              "karpenter.sh/do-not-disrupt")
+    assert entry.nodes == command.nodes and entry.action == "none", entry
+    assert entry.error == (f"command no longer valid (do-not-disrupt): pod {ns}/{pod} has "
+                           "karpenter.sh/do-not-disrupt")
     nodes = managed_nodes(sim)
     assert len(nodes) == 3 and not any(t.get("key") == "karpenter.sh/disrupted"
                                        for n in nodes for t in n["spec"].get("taints") or [])

@@ -20,6 +20,7 @@ from nodescale.disruption import planner
 from nodescale.disruption.balanced import Totals, eviction_cost, score_move
 from nodescale.disruption.nodes import PODS_CHANGED, NodeView
 from nodescale.disruption.replacement import Simulation
+from nodescale.model.currency import USD, render
 from tests.builders import NOW, fits_elsewhere, inputs, node, pod, pool, replacement
 
 
@@ -65,7 +66,7 @@ def test_balanced_approves_a_move_only_when_its_saving_is_worth_the_pods_it_disr
     # Deleting a node whose pods fit elsewhere saves 25% for 25%: score 1.0, approved and said so.
     out = planner.plan(inputs(views, [pool(consolidation_policy="Balanced")]), fits_elsewhere)
     [d] = out.decisions
-    assert d.score == pytest.approx(1.0) and "balanced score 1.00" in d.detail
+    assert d.score == pytest.approx(1.0) and "balanced score 1.00" in render(d.detail, USD)
     # A lower threshold asks more: at 0.5 a move needs a score of 2.
     strict = pool(consolidation_policy="Balanced", consolidation_threshold=0.5)
     assert planner.plan(inputs(views, [strict]), fits_elsewhere).decisions == []

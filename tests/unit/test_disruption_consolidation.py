@@ -8,6 +8,7 @@ from nodescale.disruption import consolidation as c
 from nodescale.disruption.decisions import Decision, Refusal
 from nodescale.disruption.nodes import NodeView
 from nodescale.disruption.replacement import Simulation
+from nodescale.model.currency import USD, render
 from nodescale.model.pod import Pod
 from tests.builders import replacement
 
@@ -59,7 +60,7 @@ def test_several_nodes_replaced_by_one_cheaper_node() -> None:
     new = replacement("p", 0.15, options(3, 0.15, "on-demand"), ["on-demand"])
     out = c.evaluate(nodes, Simulation(replacements=[new]))
     assert isinstance(out, Decision) and out.action == "replace" and out.replacements == [new] and out.replacements[0] is new
-    assert abs(out.saving_per_hour - 0.25) < 1e-9 and "replaced by one t0.large" in out.detail
+    assert abs(out.saving_per_hour - 0.25) < 1e-9 and "replaced by one t0.large" in render(out.detail, USD)
 
 
 def test_two_new_nodes_are_not_a_consolidation() -> None:

@@ -11,6 +11,7 @@ from nodescale.disruption.decisions import Blocker
 from nodescale.disruption.drift import Drifted, DriftKind
 from nodescale.disruption.nodes import NodeView
 from nodescale.disruption.replacement import Simulation
+from nodescale.model.currency import USD, render
 from nodescale.model.nodepool import Budget
 from nodescale.model.pdb import PodDisruptionBudget
 from tests.builders import NOW, fits_elsewhere, inputs, node, nowhere, pod, pool, replacement, since
@@ -219,4 +220,4 @@ def test_replacement_must_be_cheaper() -> None:
         return Simulation(replacements=[replacement("default", 0.3, [("m5.xlarge", 0.3, "on-demand")], ["on-demand"])])
 
     out = planner.plan(inputs([node("a", [pod("x")], price=0.2)]), dearer)
-    assert out.decisions == [] and "is not cheaper than $0.2000/h" in out.refusals[0].why
+    assert out.decisions == [] and "is not cheaper than $0.2000/h" in render(out.refusals[0].why, USD)

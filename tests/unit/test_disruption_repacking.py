@@ -15,6 +15,7 @@ from nodescale.disruption import repacking
 from nodescale.disruption.decisions import Action, Decision, Refusal
 from nodescale.disruption.nodes import NodeView
 from nodescale.disruption.replacement import Replacement, Simulation
+from nodescale.model.currency import USD, render
 from nodescale.model.pod import Pod
 from nodescale.usecases.disrupt.state import DecisionEntry
 from tests.builders import replacement as build_replacement
@@ -97,7 +98,7 @@ def test_nodes_whose_pods_need_several_new_nodes_are_repacked_onto_fewer_cheaper
     d = result.decision
     assert isinstance(d, Decision) and d.action == Action.REPLACE and sorted(d.nodes) == ["a", "b", "c", "d"]
     assert [r.instance_type for r in d.replacements] == ["r5.large", "c5.xlarge"]
-    assert abs(d.saving_per_hour - (0.8 - 0.3)) < 1e-9 and "2 new node(s)" in d.detail
+    assert abs(d.saving_per_hour - (0.8 - 0.3)) < 1e-9 and "2 new node(s)" in render(d.detail, USD)
 
 
 def test_karpenter_mode_without_repacking_keeps_such_nodes() -> None:
@@ -113,7 +114,7 @@ def test_a_repack_saving_less_than_five_percent_is_not_worth_moving_pods() -> No
     nodes = [view(n, "m5.xlarge", 0.2, pods=3) for n in "abc"]
     near = Simulation(replacements=[replacement(("m5.xlarge", 0.2)), replacement(("c5.2xlarge", 0.3711))])
     out = repacking.evaluate_repack(nodes, near)
-    assert isinstance(out, Refusal) and "less than 5%" in out.why
+    assert isinstance(out, Refusal) and "less than 5%" in render(out.why, USD)
     enough = Simulation(replacements=[replacement(("m5.xlarge", 0.2)), replacement(("c5.2xlarge", 0.37))])
     assert isinstance(repacking.evaluate_repack(nodes, enough), Decision)
 

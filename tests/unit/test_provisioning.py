@@ -15,6 +15,7 @@ from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.fleet import LaunchedInstance, LaunchResult, OfferingError
 from nodescale.commands.provision import to_text
 from nodescale.config import load, parse_documents
+from nodescale.model.currency import USD, render
 from nodescale.model.instance import ManagedInstance
 from nodescale.model.pod import Pod
 from nodescale.scheduling import Plan, Unschedulable, UnschedulableKind
@@ -265,7 +266,7 @@ def test_cluster_limits_parse_and_name_the_limit_that_blocks() -> None:
     budget = ClusterBudget(parse_limits({"cpu": "4"}))
     budget.add({"cpu": 2000}, 0.1)
     assert budget.blocked({"cpu": 2000}, 0.1) is None
-    assert "cpu=4 reached: 2 in use, the node needs 4 more" in budget.blocked({"cpu": 4000}, 0.1)
+    assert "cpu=4 reached: 2 in use, the node needs 4 more" in render(budget.blocked({"cpu": 4000}, 0.1), USD)
 
 
 def test_summary_text_names_launches_limits_and_errors() -> None:

@@ -15,6 +15,7 @@ import pytest
 from nodescale.commands import explain as explain_cmd
 from nodescale.commands import status as status_cmd
 from nodescale.k8s.listing import is_provisionable
+from nodescale.model.currency import USD, render
 from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirements
@@ -303,7 +304,7 @@ def test_each_pod_gets_the_verdict_of_the_dry_plan(monkeypatch: pytest.MonkeyPat
     a, b, c, d, e = (fates[f"apps/{n}"] for n in "abcde")
     assert (a.verdict, a.nodepool, a.instance_types, a.zones, a.capacity_types) == (
         "new-node", "default", ["m5.large", "c5.large"], ["us-east-1a", "us-east-1b"], ["spot"])
-    assert a.message.startswith("would get a new node of NodePool default: [m5.large, c5.large]")
+    assert render(a.message, USD).startswith("would get a new node of NodePool default: [m5.large, c5.large]")
     assert (b.verdict, b.node) == ("in-flight", "in-flight/i-0abc") and "instance i-0abc" in b.message
     assert c.verdict == "in-flight" and "node ip-10-0-0-9.ec2.internal" in c.message
     assert d.verdict == "unschedulable" and d.message.endswith("did not tolerate x=y:NoSchedule")

@@ -12,7 +12,7 @@ import argparse
 import re
 from typing import Any, TextIO
 
-from ..model.currency import USD, currency_of, localize
+from ..model.currency import currency_of
 from .common import EXIT_BAD_INPUT, add_output_option, fail, streams, write_result
 from .status import guarded
 
@@ -63,8 +63,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         from ..usecases.provision.explain import explain
 
         rt = Runtime.from_settings()
-        # The message's prices ("from $0.0416/h") are in the region's currency.
-        return {**explain(rt, namespace, name).to_dict(), "currency": currency_of(rt.settings.region)}
+        currency = currency_of(rt.settings.region)  # of the message's prices ("from $0.0416/h")
+        return {**explain(rt, namespace, name).to_dict(currency), "currency": currency}
 
     from ..usecases.provision.explain import PodNotFound
 
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 
 def to_text(data: dict[str, Any]) -> str:
-    lines = [f"{data['pod']}: {localize(data['message'], data.get('currency') or USD)}"]
+    lines = [f"{data['pod']}: {data['message']}"]
     if data.get("nodePool"):
         lines.append(f"  NodePool:       {data['nodePool']}")
         lines.append(f"  Instance types: {', '.join(data['instanceTypes'])}")

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from ..model.currency import USD, localize, money, per_hour_header
+from ..model.currency import USD, money, per_hour_header
 from ..settings import SettingsError
 from .common import (
     EXIT_BAD_INPUT,
@@ -190,7 +190,7 @@ def _rest_text(data: dict[str, Any], currency: str) -> list[str]:
         lines.append("Pending pods:")
         counts = Counter(p["verdict"] for p in data["pending"])
         lines.append("  " + ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items())))
-        rows = _cut([[p["pod"], p["verdict"], localize(p["message"], currency)] for p in data["pending"]], lines,
+        rows = _cut([[p["pod"], p["verdict"], p["message"]] for p in data["pending"]], lines,
                     "pending pods")
         lines += table(["POD", "VERDICT", "WHY"], rows)
         lines.append("")
@@ -202,7 +202,7 @@ def _rest_text(data: dict[str, Any], currency: str) -> list[str]:
         lines.append("")
     if data["limits"]:
         lines.append("Limits:")
-        rows = [[x["scope"], x["resource"], localize(x["shown"], currency), _share(x)] for x in data["limits"]]
+        rows = [[x["scope"], x["resource"], x["shown"], _share(x)] for x in data["limits"]]
         lines += table(["SCOPE", "RESOURCE", "USED", "SHARE"], rows, right=(3,))
         lines.append("")
     for text in data["configErrors"]:

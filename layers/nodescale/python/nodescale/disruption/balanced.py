@@ -109,5 +109,5 @@ class Judge:
             worst = s if worst is None or s.score < worst.score else worst
         if worst is not None:
             decision.score = worst.score
-            decision.detail = f"{decision.detail}; {worst.describe()}"
+            decision.detail = decision.detail + f"; {worst.describe()}"
         return None

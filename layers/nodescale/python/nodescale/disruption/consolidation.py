@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..model import labels as wk
+from ..model.currency import Money, Priced
 from .decisions import UNDERUTILIZED, Action, Decision, Refusal
 from .nodes import NodeView
 from .repacking import evaluate_repack, wasteful_first, without_same_type
@@ -62,8 +63,8 @@ def evaluate(nodes: Sequence[NodeView], sim: Simulation) -> Decision | Refusal:
         return Refusal(
             names,
             UNDERUTILIZED,
-            f"the cheapest replacement ({new.instance_type}, ${new.price:.4f}/h) is not cheaper than "
-            f"${current:.4f}/h",
+            Priced.of(f"the cheapest replacement ({new.instance_type}, ", Money(new.price), "/h) is not cheaper than ",
+                      Money(current), "/h"),
         )
     all_spot = all(n.capacity_type == wk.CAPACITY_SPOT for n in nodes)
     if all_spot and new.options and new.options[0][2] == wk.CAPACITY_SPOT:
@@ -82,14 +83,12 @@ def evaluate(nodes: Sequence[NodeView], sim: Simulation) -> Decision | Refusal:
     )
 
 
-def _describe(nodes: Sequence[NodeView], current: float, new: Replacement | None = None) -> str:
+def _describe(nodes: Sequence[NodeView], current: float, new: Replacement | None = None) -> Priced:
     count = f"{len(nodes)} nodes" if len(nodes) > 1 else "node"
     if new is None:
-        return f"underutilized: the pods of the {count} fit on other nodes (saves ${current:.4f}/h)"
-    return (
-        f"underutilized: the {count} (${current:.4f}/h) can be replaced by one {new.instance_type} "
-        f"(${new.price:.4f}/h)"
-    )
+        return Priced.of(f"underutilized: the pods of the {count} fit on other nodes (saves ", Money(current), "/h)")
+    return Priced.of(f"underutilized: the {count} (", Money(current), f"/h) can be replaced by one {new.instance_type} (",
+                     Money(new.price), "/h)")
 
 
 @dataclass(slots=True)

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from ..model.currency import Message
 from ..model.nodepool import NodePool
 from ..model.pdb import PodDisruptionBudget
 from . import zonalshift
@@ -76,7 +77,7 @@ class Context:
     def undecided(self) -> list[NodeView]:
         return [v for v in self.candidates if v.name not in self.decided]
 
-    def refuse(self, nodes: list[str], reason: Reason, why: str, kind: Blocker) -> None:
+    def refuse(self, nodes: list[str], reason: Reason, why: Message, kind: Blocker) -> None:
         self.out.refusals.append(Blocked(nodes, reason, why, kind))
 
     def hold(self, nodes: list[str], reason: Reason, hold: Hold) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from ..model.currency import Message
 from .replacement import Replacement
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ _VERB = {
 class Decision:
     nodes: list[str]
     reason: Reason
-    detail: str
+    detail: Message  # Priced when it names a price: rendered in the region's currency where it is shown
     action: Action = Action.DELETE
     saving_per_hour: float = 0.0
     pods: list[str] = field(default_factory=list)
@@ -98,7 +99,7 @@ class Hold:
 class Refusal:
     nodes: list[str]
     reason: Reason
-    why: str
+    why: Message
 
 
 @dataclass(slots=True)
@@ -108,5 +109,5 @@ class Blocked(Refusal):
     kind: Blocker
 
     @property
-    def message(self) -> str:
-        return f"{_VERB.get(self.reason, 'not disrupted')}: {self.why}"
+    def message(self) -> Message:
+        return f"{_VERB.get(self.reason, 'not disrupted')}: " + self.why

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from ..model import labels as wk
 from ..model import resources as res
+from ..model.currency import Money, Priced
 from .decisions import UNDERUTILIZED, Action, Decision, Refusal
 from .nodes import NodeView
 from .replacement import Replacement, Simulation
@@ -54,8 +55,8 @@ def evaluate_repack(nodes: Sequence[NodeView], sim: Simulation, min_saving: floa
     current = sum(n.price for n in nodes)
     price = sum(r.price for r in sim.replacements)
     if price > current * (1 - min_saving) + 1e-9:
-        return Refusal(names, UNDERUTILIZED, f"repacking saves ${current - price:.4f}/h of ${current:.4f}/h, "
-                                             f"less than {min_saving:.0%}")
+        return Refusal(names, UNDERUTILIZED, Priced.of("repacking saves ", Money(current - price), "/h of ",
+                                                       Money(current), f"/h, less than {min_saving:.0%}"))
     if _spot_to_spot(nodes, sim.replacements):
         # Spot moves to spot one node at a time, where the fifteen-cheaper-types rule is checked.
         return Refusal(names, UNDERUTILIZED, "spot would be replaced by spot in a repack of several nodes")
@@ -64,12 +65,11 @@ def evaluate_repack(nodes: Sequence[NodeView], sim: Simulation, min_saving: floa
                                              "being removed: removing fewer nodes does the same")
     pods = [p.key for n in nodes for p in n.pods]
     if not sim.replacements:
-        detail = f"underutilized: the pods of the {len(nodes)} nodes fit on other nodes (saves ${current:.4f}/h)"
+        detail = Priced.of(f"underutilized: the pods of the {len(nodes)} nodes fit on other nodes (saves ",
+                           Money(current), "/h)")
         return Decision(names, UNDERUTILIZED, detail, Action.DELETE, saving_per_hour=current, pods=pods)
-    detail = (
-        f"underutilized: the {len(nodes)} nodes (${current:.4f}/h) can be repacked onto the other nodes and "
-        f"{len(sim.replacements)} new node(s) (${price:.4f}/h)"
-    )
+    detail = Priced.of(f"underutilized: the {len(nodes)} nodes (", Money(current), "/h) can be repacked onto the "
+                       f"other nodes and {len(sim.replacements)} new node(s) (", Money(price), "/h)")
     return Decision(names, UNDERUTILIZED, detail, Action.REPLACE, saving_per_hour=current - price,
                     pods=pods, replacements=list(sim.replacements))
 

@@ -22,6 +22,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from ..config.nodepools import V1
+from ..model.currency import Message, Money, Priced
 from ..model.nodepool import NodePool
 from .budgets import Tally
 from .decisions import Action, Decision, Reason
@@ -45,11 +46,11 @@ class Invalidation(StrEnum):
 @dataclass(frozen=True, slots=True)
 class Invalid:
     kind: Invalidation
-    why: str
+    why: Message
 
     @property
-    def message(self) -> str:
-        return f"command no longer valid ({self.kind}): {self.why}"
+    def message(self) -> Message:
+        return f"command no longer valid ({self.kind}): " + self.why
 
 
 @dataclass
@@ -177,7 +178,8 @@ def same_or_cheaper(decided: Sequence[Replacement], now: Sequence[Replacement]) 
         if d.nodepool != n.nodepool or not set(d.instance_types) <= set(n.instance_types):
             return Invalid(
                 Invalidation.CHANGED,
-                f"the simulation now asks for {n.instance_type or 'no type'} in NodePool {n.nodepool} "
-                f"(${n.price:.4f}/h), not {d.instance_type} in NodePool {d.nodepool} (${d.price:.4f}/h)",
+                Priced.of(f"the simulation now asks for {n.instance_type or 'no type'} in NodePool {n.nodepool} (",
+                          Money(n.price), f"/h), not {d.instance_type} in NodePool {d.nodepool} (", Money(d.price),
+                          "/h)"),
             )
     return None

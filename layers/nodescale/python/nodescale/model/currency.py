@@ -2,17 +2,21 @@
 
 The catalog's and the Pricing API's prices are in the region's currency, and so are the stack's price
 metric and its alarm threshold: nothing converts, so a price is shown with the currency it is in.
+
+The pure core does not know the region, so a message that names a price is a :class:`Priced`: its text
+pieces and its amounts as numbers, rendered with the currency's symbol only where it is shown (the CLI,
+Kubernetes events, logs, the JSON report). Text is never rewritten after the fact, so a ``$`` that is
+part of a name in the message stays as it is.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 USD = "USD"
 CNY = "CNY"
 _SYMBOLS = {USD: "$", CNY: "¥"}
-# "$0.1234" as the core writes prices in its messages (decisions, refusals), before the region is known.
-_DOLLAR_AMOUNT = re.compile(r"\$(?=\d)")
 
 
 def currency_of(region: str | None) -> str:
@@ -34,8 +38,45 @@ def per_hour_header(currency: str = USD) -> str:
     return f"{symbol(currency).strip()}/HOUR"
 
 
-def localize(text: str, currency: str = USD) -> str:
-    """A message with its ``$<amount>`` prices shown in ``currency`` (the amounts are already in it)."""
-    if currency == USD:
-        return text
-    return _DOLLAR_AMOUNT.sub(symbol(currency), text)
+@dataclass(frozen=True, slots=True)
+class Money:
+    """An amount in the region's currency, its symbol chosen when the message is rendered."""
+
+    amount: float
+    digits: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Priced:
+    """A message with prices in it: text pieces and :class:`Money` amounts, in order."""
+
+    parts: tuple[str | Money, ...]
+
+    @classmethod
+    def of(cls, *parts: str | Money | Priced) -> Priced:
+        return cls(tuple(_flatten(parts)))
+
+    def __add__(self, other: str | Priced) -> Priced:
+        return Priced.of(self, other)
+
+    def __radd__(self, other: str) -> Priced:
+        return Priced.of(other, self)
+
+    def render(self, currency: str) -> str:
+        return "".join(money(p.amount, currency, p.digits) if isinstance(p, Money) else p for p in self.parts)
+
+
+def _flatten(parts: Iterable[str | Money | Priced]) -> Iterable[str | Money]:
+    for p in parts:
+        if isinstance(p, Priced):
+            yield from p.parts
+        else:
+            yield p
+
+
+Message = str | Priced  # a message; Priced when it names a price
+
+
+def render(message: Message, currency: str) -> str:
+    """The message as shown in a region whose prices are in ``currency``."""
+    return message if isinstance(message, str) else message.render(currency)

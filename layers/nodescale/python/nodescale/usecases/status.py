@@ -18,7 +18,7 @@ from ..k8s import nodes as k8s_nodes
 from ..model import labels as wk
 from ..model import resources as res
 from ..model import zonalshift
-from ..model.currency import USD, currency_of
+from ..model.currency import USD, Message, Money, Priced, currency_of
 from ..model.node import ClusterNode
 from ..model.nodelabels import pool_key
 from ..model.pod import Pod
@@ -123,10 +123,10 @@ class Limit:
     used: float
     limit: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, currency: str) -> dict[str, Any]:
+        shown = Priced.of(show(self.resource, self.used), " of ", show(self.resource, self.limit))
         return {"scope": self.scope, "resource": self.resource, "used": _number(self.resource, self.used),
-                "limit": _number(self.resource, self.limit), "shown": f"{show(self.resource, self.used)} of "
-                f"{show(self.resource, self.limit)}"}
+                "limit": _number(self.resource, self.limit), "shown": shown.render(currency)}
 
 
 @dataclass
@@ -169,9 +169,9 @@ class Status:
             "totals": self.totals(),
             "groups": [g.to_dict() for g in self.groups],
             "nodes": [n.to_dict() for n in self.nodes],
-            "pending": [p.to_dict() for p in self.pending],
+            "pending": [p.to_dict(self.currency) for p in self.pending],
             "drains": [d.to_dict() for d in self.drains],
-            "limits": [x.to_dict() for x in self.limits],
+            "limits": [x.to_dict(self.currency) for x in self.limits],
             "configErrors": self.config_errors,
             "currency": self.currency,
             "zonalShifts": self.zonal_shifts,
@@ -328,15 +328,15 @@ def limits_of(world: World, existing: list[ExistingNode], raw_cluster_limits: Ma
 # ----------------------------------------------------------------------------------------------- numbers
 
 
-def show(resource: str, value: float) -> str:
-    """A resource amount as a person reads it: cpu in cores, memory in Gi, price in $/h (the text output
-    shows it in the region's currency)."""
+def show(resource: str, value: float) -> Message:
+    """A resource amount as a person reads it: cpu in cores, memory in Gi, price per hour (rendered in the
+    region's currency)."""
     if resource == res.CPU:
         return f"{value / 1000:g}"
     if resource == res.MEMORY:
         return f"{value / 2**30:.1f}Gi"
     if resource == cluster_limits.PRICE:
-        return f"${value:.4f}/h"
+        return Priced.of(Money(value), "/h")
     return f"{value:g}"
 
 

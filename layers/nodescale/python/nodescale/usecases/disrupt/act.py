@@ -23,7 +23,7 @@ from ...disruption.decisions import Action, Blocked, Blocker, Decision
 from ...disruption.validation import Invalid, Invalidation
 from ...k8s import events as k8s_events
 from ...k8s import nodes as k8s_nodes
-from ...model.currency import localize
+from ...model.currency import render
 from ...model.nodelabels import pool_key
 from ..provision.provisioner import launch_claims
 from ..terminate import TERMINATING, TerminationStep, continue_termination
@@ -202,7 +202,7 @@ EVENT_APPROVED = "ConsolidationApproved"  # Karpenter v1.14's event for an appro
 
 
 def refused(run: RunState, r: Blocked) -> None:
-    message = localize(r.message, run.report.currency)
+    message = render(r.message, run.report.currency)
     run.report.refused.append(RefusalEntry.of(r, message))
     run.log.info(message, extra={"nodes": r.nodes, "reason": r.reason, "blocked_by": r.kind})
     if r.kind == Blocker.BUDGET:
@@ -222,7 +222,7 @@ def act(run: RunState, d: Decision, invalid: Invalid | None = None) -> list[dict
     ``invalid``: the validation before acting found the command no longer holds; it is reported, not acted on.
     Returns the nodes tainted, for ``drain`` once every decision of the run is tainted (so the pods one
     drain evicts cannot land on a node another decision is about to drain)."""
-    entry = DecisionEntry.of(d, localize(d.detail, run.report.currency))
+    entry = DecisionEntry.of(d, render(d.detail, run.report.currency))
     run.report.decisions.append(entry)
     message = f"{d.reason}: {entry.detail}"
     run.log.info(f"disrupting {', '.join(d.nodes)}: {message}",
@@ -259,16 +259,16 @@ def _approved(run: RunState, d: Decision) -> None:
     telemetry.gauge(telemetry.CONSOLIDATION_SCORE, float(d.score or 0.0), telemetry.Unit.NoUnit,
                     **{telemetry.REASON_DIMENSION: d.reason})
     for node in d.nodes:
-        run.event(node, EVENT_APPROVED, d.detail)
+        run.event(node, EVENT_APPROVED, render(d.detail, run.report.currency))
 
 
 def _dropped(run: RunState, d: Decision, entry: DecisionEntry, invalid: Invalid) -> None:
     """A command the validation refused: nothing launched or tainted, the reason in the report and on the nodes.
     Pods with nowhere to go read as before: the replacement could not be launched."""
     if invalid.kind == Invalidation.UNSCHEDULABLE and d.action == Action.REPLACE:
-        _not_launched(run, d, entry, invalid.why)
+        _not_launched(run, d, entry, render(invalid.why, run.report.currency))
         return
-    message = localize(invalid.message, run.report.currency)
+    message = render(invalid.message, run.report.currency)
     entry.dropped(message)
     run.report.notes.append(f"{', '.join(d.nodes)}: {d.reason} {message}; decided again next run")
     run.log.info(message, extra={"nodes": d.nodes, "reason": d.reason, "invalid": invalid.kind})

@@ -31,7 +31,6 @@ from ...disruption.gauges import cluster_gauges
 from ...disruption.nodes import EMPTY_SINCE, PODS_CHANGED, NodeView
 from ...disruption.validation import ActTime, Invalid, Validator
 from ...k8s import events as k8s_events
-from ...model.currency import localize
 from ...model.pod import DO_NOT_DISRUPT, Pod, invalid_do_not_disrupt
 from ...runtime import Runtime
 from ..world import read_world
@@ -134,7 +133,6 @@ def apply(run: RunState, outcome: Outcome, views: Mapping[str, NodeView], in_pro
     for name, value in outcome.mark_pods.items():
         run.annotate(name, {PODS_CHANGED: value})
     for note in outcome.notes:
-        note = localize(note, run.report.currency)
         run.report.notes.append(note)
         run.log.info(note)
     for refusal in outcome.refusals:

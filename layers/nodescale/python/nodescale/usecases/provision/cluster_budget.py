@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ...model import resources as res
+from ...model.currency import Message, Money, Priced
 from ...model.quantity import QuantityError, format_bytes, format_cpu, to_int, to_milli
 from ...scheduling.plan import ExistingNode
 from ...settings import CLUSTER_LIMITS, SettingsError
@@ -43,13 +44,13 @@ def parse_limits(raw: Mapping[str, str]) -> dict[str, float]:
     return out
 
 
-def show(key: str, value: float) -> str:
+def show(key: str, value: float) -> Message:
     if key == res.CPU:
         return format_cpu(int(value))
     if key == res.MEMORY:
         return format_bytes(int(value))
     if key == PRICE:
-        return f"${value:.4f}/h"
+        return Priced.of(Money(value), "/h")
     return str(int(value))
 
 
@@ -74,7 +75,7 @@ class ClusterBudget:
         self.usage[NODES] = self.usage.get(NODES, 0.0) + 1
         self.usage[PRICE] = self.usage.get(PRICE, 0.0) + price
 
-    def blocked(self, capacity: Mapping[str, int], price: float) -> str | None:
+    def blocked(self, capacity: Mapping[str, int], price: float) -> Message | None:
         """Why adding one node of this size and price would break a limit, or None when it fits."""
         adding = {
             res.CPU: float(capacity.get(res.CPU, 0)),
@@ -85,8 +86,6 @@ class ClusterBudget:
         for key, limit in sorted(self.limits.items()):
             used = self.usage.get(key, 0.0)
             if used + adding[key] > limit + 1e-9:
-                return (
-                    f"cluster-wide limit {key}={show(key, limit)} reached: {show(key, used)} in use, "
-                    f"the node needs {show(key, adding[key])} more"
-                )
+                return Priced.of(f"cluster-wide limit {key}=", show(key, limit), " reached: ", show(key, used),
+                                 " in use, the node needs ", show(key, adding[key]), " more")
         return None

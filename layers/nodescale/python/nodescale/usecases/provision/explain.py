@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes.client.exceptions import ApiException
 
 from ...k8s.raw import path_segment, request_json
+from ...model.currency import Message, Money, Priced, render
 from ...model.pod import DEFAULT_SCHEDULER, Pod
 from ...model.quantity import QuantityError
 from ...model.requirements import RequirementError
@@ -57,7 +58,7 @@ class PodFate:
 
     pod: str  # namespace/name
     verdict: str
-    message: str
+    message: Message  # Priced when it names a price: rendered in the region's currency by ``to_dict``
     nodepool: str = ""
     instance_types: list[str] = field(default_factory=list)
     zones: list[str] = field(default_factory=list)
@@ -67,8 +68,8 @@ class PodFate:
     # The CapacityBuffers planned with it (they come after every real pod), and where their room is.
     buffers: list[dict[str, Any]] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"pod": self.pod, "verdict": self.verdict, "message": self.message}
+    def to_dict(self, currency: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"pod": self.pod, "verdict": self.verdict, "message": render(self.message, currency)}
         if self.nodepool:
             out.update(nodePool=self.nodepool, instanceTypes=self.instance_types, zones=self.zones,
                        capacityTypes=self.capacity_types)
@@ -148,11 +149,12 @@ def plan_fates(rt: Runtime, world: World, pods: list[Pod], *, with_buffers: bool
         types = launch.instance_types or [launch.instance_type]
         zones = [z for z in launch.zone.split(",") if z]
         capacity = [c for c in launch.capacity_type.split(",") if c]
-        node = (f"a new node of NodePool {launch.nodepool}: {_list(types)} in {_list(zones)} "
-                f"({'/'.join(capacity)}), from ${launch.price:.4f}/h{_overlay_note(world, launch.nodepool, types)}")
+        node = Priced.of(f"a new node of NodePool {launch.nodepool}: {_list(types)} in {_list(zones)} "
+                         f"({'/'.join(capacity)}), from ", Money(launch.price),
+                         f"/h{_overlay_note(world, launch.nodepool, types)}")
         failure = world.launch_failures.get(launch.nodepool)
-        verdict, message = (NEW_NODE, f"would get {node}") if failure is None else \
-            (LAUNCH_FAILING, f"{failure.describe()} (the launch it waits for: {node})")
+        verdict, message = (NEW_NODE, "would get " + node) if failure is None else \
+            (LAUNCH_FAILING, Priced.of(failure.describe(), " (the launch it waits for: ", node, ")"))
         for key in launch.pods:
             if key not in buffers.keys_of_buffers:
                 fates[key] = PodFate(key, verdict, message, launch.nodepool, list(types), zones, capacity)
@@ -280,7 +282,7 @@ def explain(rt: Runtime, namespace: str, name: str, world: World | None = None) 
     fate = plan_fates(rt, world, [*others, pod], with_buffers=True)[key]
     if rule is not None:
         # Not provisionable yet (the scheduler has not given up): say so, and what it would get.
-        fate = PodFate(key, NOT_PROVISIONABLE, f"not for nodescale yet: {rule}. Were it pending, the plan says: {fate.message}",
+        fate = PodFate(key, NOT_PROVISIONABLE, f"not for nodescale yet: {rule}. Were it pending, the plan says: " + fate.message,
                        fate.nodepool, fate.instance_types, fate.zones, fate.capacity_types, fate.node,
                        buffers=fate.buffers)
     fate.scheduler_message = scheduler_message

@@ -32,6 +32,7 @@ from ...k8s import events as k8s_events
 from ...k8s import podcache
 from ...k8s.watch import watch_pending_pods
 from ...model import resources as res
+from ...model.currency import currency_of, render
 from ...model.instancetype import InstanceType
 from ...model.pod import Pod
 from ...runtime import Runtime
@@ -243,8 +244,10 @@ def _within_cluster_budget(
         pool_types = {t.name: t for t in types_by_pool.get(claim.nodepool, [])}
         options = [pool_types[n] for n in claim.instance_types if n in pool_types]
         if budget is not None:
-            blocked = budget.blocked(_largest(options), _dearest(options, claim))
-            if blocked:
+            held = budget.blocked(_largest(options), _dearest(options, claim))
+            if held is not None:
+                # Shown in pod events, logs, status and explain: in the region's currency from here on.
+                blocked = render(held, currency_of(rt.settings.region))
                 outcome.limits.append(LimitHit(LimitScope.CLUSTER, claim.nodepool, blocked))
                 unschedulable.extend((p, blocked) for p in claim.pods)
                 continue
