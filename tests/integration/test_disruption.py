@@ -710,3 +710,33 @@ def test_a_command_whose_node_got_a_do_not_disrupt_pod_after_the_decision_is_dro
     assert any(e["reason"] == "DisruptionBlocked" and "no longer valid" in e["message"]
                for e in node_events(sim, command.nodes[0]))
     assert len(running(sim, ns)) == 3
+
+
+def test_an_expired_node_whose_replacement_would_exceed_its_pools_cpu_limit_is_not_replaced(
+    sim: Environment, ns: str
+) -> None:
+    """#29.2: the replaced node runs until its replacement is up, so a pool at its limits launches no
+    replacement (as Karpenter: kubernetes-sigs/karpenter pkg/controllers/disruption/staticdrift_test.go
+    "should not drift nodes when we cannot acquire limits"; its Provisioner.Create refuses a NodeClaim past
+    the pool's limits). The command carries its claim, planned without the candidate, so the validation
+    before acting counts it: dropped, said in the report and on the node, nothing launched or tainted."""
+    put_pool(sim, v1_pool(policy="WhenEmpty", after="10m", expire="1h").replace(
+        "  disruption:", "  limits:\n    cpu: 2\n  disruption:"))
+    rt = runtime_for(sim)
+    deployment(sim, ns, "held", 1, "1500m")
+    provision_until_running(sim, rt, ns, 1)
+    [old] = instance_ids(sim)
+    [node] = [n["metadata"]["name"] for n in managed_nodes(sim)]
+    sim.advance(3601)
+
+    summary = disrupting.disrupt_once(runtime_for(sim))
+    [entry] = summary["decisions"]
+    assert entry["reason"] == "Expired" and entry["action"] == "none", entry
+    assert entry["error"].startswith("command no longer valid (nodepool-limits): a replacement would take "
+                                     "NodePool default past its limits.cpu (2)"), entry
+    assert instance_ids(sim) == [old]
+    [still] = managed_nodes(sim)
+    assert not still["spec"].get("unschedulable") and not any(
+        t.get("key") == "karpenter.sh/disrupted" for t in still["spec"].get("taints") or [])
+    assert any(e["reason"] == "DisruptionBlocked" and "limits.cpu" in e["message"] for e in node_events(sim, node))
+    assert len(running(sim, ns)) == 1

@@ -19,11 +19,13 @@ from nodescale.model.currency import USD, render
 from nodescale.model.nodepool import Budget, Disruption, NodePool
 from nodescale.model.pdb import PodDisruptionBudget
 from nodescale.scheduling import NodeClaim
+from nodescale.scheduling.templates import pool_usage
 from tests.builders import (
     LARGE,
     MEDIUM,
     NOW,
     SMALL,
+    existing_node,
     fits_elsewhere,
     inputs,
     node,
@@ -196,3 +198,57 @@ def test_an_empty_node_that_got_a_pod_invalidates_its_emptiness_command():
     d = Decision(["a"], Reason.EMPTY, "empty", Action.DELETE)
     out = at([node("a", [pod("p")])]).validate(d)
     assert out is not None and out.kind == Invalidation.CHANGED and "no longer empty" in out.why
+
+
+# -- the NodePool's limits, the replaced nodes counted ---------------------------------------------------
+
+
+def _expiring(limits: dict[str, int]) -> NodePool:
+    return replace(scheduling_pool(), limits=limits,
+                   disruption=Disruption(expire_after_seconds=3600.0, budgets=(Budget(nodes="100%"),)))
+
+
+def _expiry(limits: dict[str, int]) -> tuple[Decision, Validator]:
+    """An expired 4-cpu node whose two 1.5-cpu pods need a new "medium" (4 cpu): the simulation leaves the node
+    out, so its decision is made within the limits; the validation counts it, as the running node it is."""
+    expiring = _expiring(limits)
+    types = {"default": [LARGE, SMALL, MEDIUM]}
+    view = node("old", pods(2, cpu="1500m"), age_h=2.0)
+    [d] = planner.plan(inputs([view], [expiring]), bin_packing_simulator([], [expiring], types)).decisions
+    assert d.action == Action.REPLACE and [r.instance_type for r in d.replacements] == ["medium"]
+    usage = pool_usage([existing_node("old", cpu=4, pool="default")], {})
+    return d, at([view], bin_packing_simulator([], [expiring], types), pools=[expiring], usage=usage, types=types)
+
+
+def test_a_replacement_past_its_pools_cpu_limit_with_the_replaced_node_still_running_is_dropped():
+    """#29.2: the replaced node runs until its replacement is up, so it counts against its NodePool's limits
+    (Karpenter refuses to create a NodeClaim past them: kubernetes-sigs/karpenter
+    pkg/controllers/disruption/staticdrift_test.go "should not drift nodes when we cannot acquire limits").
+    Before the commands carried their claims, the act's re-plan refused it; the validation now does."""
+    d, validator = _expiry({"cpu": 6000})
+    out = validator.validate(d)
+    assert out is not None and out.kind == Invalidation.LIMITS
+    assert "NodePool default" in out.why and "limits.cpu (6)" in out.why and "count 4" in out.why
+    assert "up to 4" in out.why
+
+    d, validator = _expiry({"cpu": 8000})
+    assert validator.validate(d) is None
+
+
+def test_a_replacement_past_its_pools_node_limit_is_dropped():
+    """#29.2: limits.nodes: one node may run, the one being replaced is it."""
+    d, validator = _expiry({"nodes": 1})
+    out = validator.validate(d)
+    assert out is not None and out.kind == Invalidation.LIMITS and "limits.nodes (1)" in out.why
+
+
+def test_each_valid_commands_new_nodes_count_against_the_limits_the_next_command_sees():
+    """#29.2: two one-node replacements, room for one more node: the first is valid, the second is dropped."""
+    capped = replace(pool(), limits={"nodes": 3})
+    views = [node("a", [pod("p")]), node("b", [pod("q")])]
+    usage = pool_usage([existing_node(n, pool="default") for n in ("a", "b")], {})
+    medium = replacement("default", 0.2, [("medium", 0.2, "on-demand")], ["on-demand"])
+    validator = at(views, giving(medium), pools=[capped], usage=usage, types={"default": [MEDIUM]})
+    assert validator.validate(consolidation("a", new=[medium])) is None
+    out = validator.validate(consolidation("b", new=[medium]))
+    assert out is not None and out.kind == Invalidation.LIMITS and "count 3" in out.why

@@ -7,8 +7,10 @@ tainted. Its candidates must still exist and not be under way elsewhere; the gua
 PodDisruptionBudgets) and budgets the method applied must still let them go; and the scheduling
 simulation, run again, must give the same answer: no pod left without a place, the same number of
 new nodes in the same NodePools, each decided node's instance types a subset of what the simulation
-now offers (so the command launches nothing dearer than what is needed now). A command that fails is
-dropped with the reason; the next pass decides again from the world as it is.
+now offers (so the command launches nothing dearer than what is needed now); and its new nodes must fit
+in their NodePools' limits beside every node that pool has, the nodes they replace included (those run
+until their replacements are up). A command that fails is dropped with the reason; the next pass decides
+again from the world as it is.
 
 Pure: the use-case reads the world and builds the simulator; :class:`Validator` checks commands in the
 order they are acted on, counting each valid one against the budgets the next ones see.
@@ -22,8 +24,11 @@ from datetime import datetime
 from enum import StrEnum
 
 from ..config.nodepools import V1
+from ..model import resources as res
 from ..model.currency import Message, Money, Priced
+from ..model.instancetype import InstanceType
 from ..model.nodepool import NodePool
+from ..scheduling.templates import limit_vector, most_of, nodes_within, remaining_limits
 from .budgets import Tally
 from .decisions import Action, Decision, Reason
 from .guards import node_blocks, pdb_blocks
@@ -41,6 +46,7 @@ class Invalidation(StrEnum):
     BUDGET = "budget"
     UNSCHEDULABLE = "unschedulable"  # a pod of the candidates would now have nowhere to go
     CHANGED = "simulation-changed"  # the simulation now asks for other new nodes (or none, or some)
+    LIMITS = "nodepool-limits"  # a new node would take its NodePool past its limits, the replaced nodes still running
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +69,10 @@ class ActTime:
     simulate: Simulator
     in_progress: frozenset[str] = frozenset()  # being drained or waiting for their replacement
     pdbs: Sequence[Mapping] = field(default_factory=tuple)
+    # What each pool's nodes (candidates and in-flight nodes included) count against its limits
+    # (``scheduling.templates.pool_usage``), and the types each pool launches, to count its new nodes.
+    usage: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    types: Mapping[str, Sequence[InstanceType]] = field(default_factory=dict)
 
 
 # Karpenter's guards hold these voluntary reasons; drift and pre-v1 expiry as their methods apply them.
@@ -79,6 +89,8 @@ class Validator:
         self.budgets = Tally(at.now, at.nodepools, at.views, at.in_progress)
         # Nodes earlier valid commands remove: no destination for a later consolidation's pods (as planned).
         self.gone: list[NodeView] = []
+        # Limits usage, with the new nodes of earlier valid commands added as they are accepted.
+        self.usage: dict[str, dict[str, int]] = {pool: dict(used) for pool, used in at.usage.items()}
 
     def validate(self, cmd: Decision) -> Invalid | None:
         """None when ``cmd`` may be acted on as decided, else why not."""
@@ -90,7 +102,8 @@ class Validator:
             if name in self.at.in_progress or view.disrupting:
                 return Invalid(Invalidation.IN_PROGRESS, f"node {name} is being disrupted already")
             nodes.append(view)
-        invalid = self._guards(cmd, nodes) or self._budget(cmd, nodes) or self._simulation(cmd, nodes)
+        invalid = (self._guards(cmd, nodes) or self._budget(cmd, nodes) or self._simulation(cmd, nodes)
+                   or self._limits(cmd))
         if invalid is None:
             self._accept(cmd, nodes)
         return invalid
@@ -150,7 +163,37 @@ class Validator:
             return Invalid(Invalidation.CHANGED, sim.blocked)
         return same_or_cheaper(cmd.replacements, sim.replacements)
 
+    def _limits(self, cmd: Decision) -> Invalid | None:
+        """Whether the new nodes fit in their pools' limits beside every node the pools have, the candidates
+        included: they run until their replacements are up (Karpenter: a NodePool at its limits launches no
+        replacement; before the commands carried their claims, the act's re-plan refused it the same way)."""
+        usage = {pool: dict(used) for pool, used in self.usage.items()}
+        return next(filter(None, (self._count(usage, r) for r in cmd.replacements)), None)
+
+    def _count(self, usage: dict[str, dict[str, int]], r: Replacement) -> Invalid | None:
+        """Count the new node in ``usage`` at worst (its largest option, as the solver reserves it), or why its
+        pool's limits leave no room for it."""
+        pool = self.at.nodepools.get(r.nodepool)
+        if pool is None or not pool.limits:
+            return None
+        keys = tuple(sorted(pool.limits))
+        by_name = {t.name: t for t in self.at.types.get(r.nodepool, ())}
+        vectors = [limit_vector(by_name[n], keys) for n in r.instance_types if n in by_name]
+        if not vectors:
+            return None
+        reserve, used = most_of(vectors), usage.setdefault(r.nodepool, {})
+        remaining = remaining_limits(pool, used) or []
+        if nodes_within(reserve, remaining) < 1:
+            key, need = next((k, need) for k, need, left in zip(keys, reserve, remaining, strict=True)
+                             if need and left < need)
+            return Invalid(Invalidation.LIMITS, _over_limit(pool, key, used.get(key, 0), need))
+        for k, need in zip(keys, reserve, strict=True):
+            used[k] = used.get(k, 0) + need
+        return None
+
     def _accept(self, cmd: Decision, nodes: Sequence[NodeView]) -> None:
+        for r in cmd.replacements:
+            self._count(self.usage, r)  # its new nodes count against the limits the next commands see
         for view in nodes:
             if self._budgeted(cmd, view):
                 self.budgets.take(view.nodepool, 1, moves_pods=bool(view.pods))
@@ -159,6 +202,14 @@ class Validator:
                 self.gone.extend(nodes)
         else:
             self.gone.extend(v for v in nodes if not v.pods)
+
+
+def _over_limit(pool: NodePool, key: str, used: int, need: int) -> str:
+    def show(v: int) -> str:
+        return res.format_resources({key: v})[key]
+
+    return (f"a replacement would take NodePool {pool.name} past its limits.{key} ({show(pool.limits[key])}): "
+            f"its nodes, the ones being replaced included, count {show(used)} and the new node up to {show(need)}")
 
 
 def same_or_cheaper(decided: Sequence[Replacement], now: Sequence[Replacement]) -> Invalid | None:

@@ -44,6 +44,7 @@ from .templates import (
     holds,
     largest_limits,
     min_values_of,
+    nodes_within,
     pool_usage,
 )
 from .topology import HostRules, Topology, deal
@@ -393,9 +394,7 @@ class Scheduler:
             reserve = None
             if template.remaining is not None:
                 reserve = largest_limits(options)
-                for reserved, left in zip(reserve, template.remaining, strict=True):
-                    if reserved:
-                        count = min(count, left // reserved)
+                count = min(count, nodes_within(reserve, template.remaining))
             if count <= 0:
                 return run[placed:], from_clauses([over_limits(template.name)])
             if host.affinity:

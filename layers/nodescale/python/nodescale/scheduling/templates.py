@@ -174,16 +174,15 @@ def build_template(
         vec = tuple(res.node_holds(alloc, name) - overhead[j] for j, name in enumerate(dims))
         if any(v < 0 for v in vec):
             continue  # the daemons alone do not fit
-        limit_vec = tuple(1 if k == "nodes" else it.capacity.get(k, 0) for k in template.limit_keys)
-        template.types.append(TypeOption(it, i, vec, tuple(overhead), tuple(offers), limit_vec))
+        template.types.append(TypeOption(it, i, vec, tuple(overhead), tuple(offers),
+                                         limit_vector(it, template.limit_keys)))
         zones.update(o[0] for o in offers)
         template.zone_ids.update((o.zone, o.zone_id) for o in it.offerings if o.zone_id)
         capacity_types.update(o[1] for o in offers)
     template.types.sort(key=lambda t: (t.offers[0][2], t.name))
     template.zones = frozenset(zones)
     template.capacity_types = frozenset(capacity_types)
-    if template.limit_keys:
-        template.remaining = [pool.limits[k] - usage.get(k, 0) for k in template.limit_keys]
+    template.remaining = remaining_limits(pool, usage)
     return template
 
 
@@ -318,7 +317,33 @@ def holds(alloc: Sequence[int], used: Sequence[int]) -> bool:
 
 def largest_limits(options: Iterable[TypeOption]) -> tuple[int, ...]:
     """What a node counts against its pool's limits at worst: the most of each limited resource."""
-    return tuple(max(column) for column in zip(*(t.limit_vec for t in options), strict=True))
+    return most_of(t.limit_vec for t in options)
+
+
+def most_of(vectors: Iterable[Sequence[int]]) -> tuple[int, ...]:
+    """The most of each column of ``vectors`` (limit vectors: what one of the nodes counts at worst)."""
+    return tuple(max(column) for column in zip(*vectors, strict=True))
+
+
+def limit_vector(it: InstanceType, keys: Sequence[str]) -> tuple[int, ...]:
+    """What one node of type ``it`` counts against the limited resources ``keys`` (``nodes``: one node)."""
+    return tuple(1 if k == "nodes" else it.capacity.get(k, 0) for k in keys)
+
+
+def remaining_limits(pool: NodePool, usage: Mapping[str, int]) -> list[int] | None:
+    """What the pool's limits leave beside ``usage``, one value per limited resource in sorted order (the
+    order of ``limit_vector``'s keys); None when the pool has no limits."""
+    keys = sorted(pool.limits)
+    return [pool.limits[k] - usage.get(k, 0) for k in keys] if keys else None
+
+
+def nodes_within(reserve: Sequence[int], remaining: Sequence[int]) -> int:
+    """How many nodes, each counting ``reserve`` against the limits, ``remaining`` leaves room for."""
+    most = UNLIMITED
+    for reserved, left in zip(reserve, remaining, strict=True):
+        if reserved:
+            most = min(most, left // reserved)
+    return max(most, 0)
 
 
 def pool_usage(nodes: Sequence[ExistingNode],

@@ -33,6 +33,7 @@ from ...disruption.validation import ActTime, Invalid, Validator
 from ...k8s import events as k8s_events
 from ...model.pod import DO_NOT_DISRUPT, Pod, invalid_do_not_disrupt
 from ...runtime import Runtime
+from ...scheduling.templates import pool_usage
 from ..world import read_world
 from . import slices as disrupt_slices
 from .act import act, drain, finish_under_way, flush_terminations, refused
@@ -157,7 +158,8 @@ def validate(run: RunState, commands: list[Decision], in_progress: Iterable[str]
     views, _ = node_views(world, held)
     busy = frozenset(in_progress) | {v.name for v in views if v.disrupting or v.annotations.get(REPLACEMENT_ANNOTATION)}
     validator = Validator(ActTime(now=world.now, nodepools=world.nodepools, views=views, in_progress=busy,
-                                  simulate=simulator(world, set(busy), held), pdbs=world.pdbs))
+                                  simulate=simulator(world, set(busy), held), pdbs=world.pdbs,
+                                  usage=pool_usage(world.existing_nodes(), {}), types=world.types_by_pool()))
     return [validator.validate(cmd) for cmd in commands]
 
 
