@@ -719,7 +719,8 @@ def test_an_expired_node_whose_replacement_would_exceed_its_pools_cpu_limit_is_n
     replacement (as Karpenter: kubernetes-sigs/karpenter pkg/controllers/disruption/staticdrift_test.go
     "should not drift nodes when we cannot acquire limits"; its Provisioner.Create refuses a NodeClaim past
     the pool's limits). The command carries its claim, planned without the candidate, so the validation
-    before acting counts it: dropped, said in the report and on the node, nothing launched or tainted."""
+    before acting counts it: not launched, said as before this branch (the report's error, a Warning on the
+    node), nothing launched or tainted."""
     put_pool(sim, v1_pool(policy="WhenEmpty", after="10m", expire="1h").replace(
         "  disruption:", "  limits:\n    cpu: 2\n  disruption:"))
     rt = runtime_for(sim)
@@ -732,11 +733,14 @@ def test_an_expired_node_whose_replacement_would_exceed_its_pools_cpu_limit_is_n
     summary = disrupting.disrupt_once(runtime_for(sim))
     [entry] = summary["decisions"]
     assert entry["reason"] == "Expired" and entry["action"] == "none", entry
-    assert entry["error"].startswith("command no longer valid (nodepool-limits): a replacement would take "
-                                     "NodePool default past its limits.cpu (2)"), entry
+    why = ("the new node would take NodePool default past its limits.cpu (2): its nodes, those being replaced "
+           "included, count 2 and the new node up to 2 more")
+    assert entry["error"] == f"replacement could not be launched: {why}", entry
+    assert summary["errors"] == [f"{node}: replacement could not be launched: {why}"]
     assert instance_ids(sim) == [old]
     [still] = managed_nodes(sim)
     assert not still["spec"].get("unschedulable") and not any(
         t.get("key") == "karpenter.sh/disrupted" for t in still["spec"].get("taints") or [])
-    assert any(e["reason"] == "DisruptionBlocked" and "limits.cpu" in e["message"] for e in node_events(sim, node))
+    assert any(e["reason"] == "DisruptionBlocked" and e["type"] == "Warning" and why in e["message"]
+               for e in node_events(sim, node))
     assert len(running(sim, ns)) == 1

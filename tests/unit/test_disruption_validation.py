@@ -228,8 +228,9 @@ def test_a_replacement_past_its_pools_cpu_limit_with_the_replaced_node_still_run
     d, validator = _expiry({"cpu": 6000})
     out = validator.validate(d)
     assert out is not None and out.kind == Invalidation.LIMITS
-    assert "NodePool default" in out.why and "limits.cpu (6)" in out.why and "count 4" in out.why
-    assert "up to 4" in out.why
+    assert out.nodepool == "default" and out.why == (
+        "the new node would take NodePool default past its limits.cpu (6): its nodes, those being replaced "
+        "included, count 4 and the new node up to 4 more")
 
     d, validator = _expiry({"cpu": 8000})
     assert validator.validate(d) is None

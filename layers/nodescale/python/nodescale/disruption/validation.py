@@ -53,6 +53,7 @@ class Invalidation(StrEnum):
 class Invalid:
     kind: Invalidation
     why: Message
+    nodepool: str = ""  # the NodePool whose limits a LIMITS invalidation names
 
     @property
     def message(self) -> Message:
@@ -186,7 +187,7 @@ class Validator:
         if nodes_within(reserve, remaining) < 1:
             key, need = next((k, need) for k, need, left in zip(keys, reserve, remaining, strict=True)
                              if need and left < need)
-            return Invalid(Invalidation.LIMITS, _over_limit(pool, key, used.get(key, 0), need))
+            return Invalid(Invalidation.LIMITS, _over_limit(pool, key, used.get(key, 0), need), pool.name)
         for k, need in zip(keys, reserve, strict=True):
             used[k] = used.get(k, 0) + need
         return None
@@ -208,8 +209,8 @@ def _over_limit(pool: NodePool, key: str, used: int, need: int) -> str:
     def show(v: int) -> str:
         return res.format_resources({key: v})[key]
 
-    return (f"a replacement would take NodePool {pool.name} past its limits.{key} ({show(pool.limits[key])}): "
-            f"its nodes, the ones being replaced included, count {show(used)} and the new node up to {show(need)}")
+    return (f"the new node would take NodePool {pool.name} past its limits.{key} ({show(pool.limits[key])}): its "
+            f"nodes, those being replaced included, count {show(used)} and the new node up to {show(need)} more")
 
 
 def same_or_cheaper(decided: Sequence[Replacement], now: Sequence[Replacement]) -> Invalid | None:

@@ -264,8 +264,10 @@ def _approved(run: RunState, d: Decision) -> None:
 
 def _dropped(run: RunState, d: Decision, entry: DecisionEntry, invalid: Invalid) -> None:
     """A command the validation refused: nothing launched or tainted, the reason in the report and on the nodes.
-    Pods with nowhere to go read as before: the replacement could not be launched."""
-    if invalid.kind == Invalidation.UNSCHEDULABLE and d.action == Action.REPLACE:
+    Pods with nowhere to go, or a NodePool's limits, read as before: the replacement could not be launched."""
+    if invalid.kind == Invalidation.LIMITS:
+        telemetry.count(telemetry.LIMIT_REACHED, **{telemetry.NODEPOOL_DIMENSION: invalid.nodepool})
+    if invalid.kind in (Invalidation.UNSCHEDULABLE, Invalidation.LIMITS) and d.action == Action.REPLACE:
         _not_launched(run, d, entry, render(invalid.why, run.report.currency))
         return
     message = render(invalid.message, run.report.currency)
