@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from types import SimpleNamespace
 from typing import Any
@@ -21,7 +22,6 @@ from nodescale.usecases.disrupt.state import Report
 from nodescale.usecases.provision import launch as provision_launch
 from nodescale.usecases.provision import provisioner as provisioning
 from nodescale.usecases.status import read_status
-from nodescale.usecases.world import World
 from tests.builders import node, replacement
 from tests.unit.test_provisioning import FakeLauncher, FakeRecorder, _world
 from tests.unit.test_provisioning import _pod as sized_pod
@@ -85,8 +85,7 @@ def test_status_in_a_china_region_keeps_a_dollar_in_a_pods_affinity_and_shows_pr
 
     monkeypatch.setattr(provisioning, "launch_capacity", dry)
     runtime: Any = type("Rt", (), {"settings": Settings("demo", "cn-north-1")})()
-    world = world_of([], pods)
-    world.pending = [Pod.from_dict(raw) for raw in pods]
+    world = dataclasses.replace(world_of([], pods), pending=[Pod.from_dict(raw) for raw in pods])
     data = read_status(runtime, world).to_dict()
     text = status_cmd.to_text(data)
     assert data["currency"] == CNY
@@ -99,7 +98,7 @@ def test_a_claim_held_by_the_clusters_price_limit_says_so_in_the_regions_currenc
 ) -> None:
     """#29.3: the cluster-wide pricePerHour limit's reason (pod events, logs, the summary) was written as "$" and
     only `nodescale status`/`explain` rewrote it; now it is rendered once, in the region's currency."""
-    monkeypatch.setattr(World, "refresh_instances", lambda self, ec2, cluster: None)
+    monkeypatch.setattr(provisioning, "refresh_instances", lambda world, ec2: world)
     recorder = FakeRecorder()
     monkeypatch.setattr(provisioning, "_recorder", lambda rt, world: recorder)
     settings = Settings(cluster_name="demo", region="cn-north-1", cluster_limits={"pricePerHour": "0.001"})
@@ -108,9 +107,9 @@ def test_a_claim_held_by_the_clusters_price_limit_says_so_in_the_regions_currenc
     outcome = provisioning.launch_capacity(rt, _world(), [sized_pod("a", "1")], dry_run=True)
     assert outcome.launches == []
     [limit] = outcome.limits
-    assert limit["reason"].startswith("cluster-wide limit pricePerHour=¥0.0010/h reached: ¥0.0000/h in use, "
+    assert limit.reason.startswith("cluster-wide limit pricePerHour=¥0.0010/h reached: ¥0.0000/h in use, "
                                       "the node needs ¥"), limit
-    assert "$" not in limit["reason"] and [why for _, why in outcome.unschedulable] == [limit["reason"]]
+    assert "$" not in limit.reason and [why for _, why in outcome.unschedulable] == [limit.reason]
 
 
 class _Run:
