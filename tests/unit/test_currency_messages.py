@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from types import SimpleNamespace
 from typing import Any
@@ -85,8 +86,7 @@ def test_status_in_a_china_region_keeps_a_dollar_in_a_pods_affinity_and_shows_pr
 
     monkeypatch.setattr(provisioning, "launch_capacity", dry)
     runtime: Any = type("Rt", (), {"settings": Settings("demo", "cn-north-1")})()
-    world = world_of([], pods)
-    world.pending = [Pod.from_dict(raw) for raw in pods]
+    world = dataclasses.replace(world_of([], pods), pending=[Pod.from_dict(raw) for raw in pods])
     data = read_status(runtime, world).to_dict()
     text = status_cmd.to_text(data)
     assert data["currency"] == CNY
