@@ -69,7 +69,7 @@ def node(name: str, pods: list[Pod] | None = None, *, ready: bool = True, age_h:
                                    "lastTransitionTime": format_timestamp(NOW - timedelta(seconds=ready_for_s))}],
                    "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "29"}},
     }
-    return NodeView.from_node(raw, pods or [], price)
+    return NodeView.from_node(ClusterNode.from_dict(raw), pods or [], price)
 
 
 def inputs(views: list[NodeView], pools: list[NodePool] | None = None, **kw: object) -> Inputs:

@@ -18,6 +18,7 @@ from nodescale.config.fields import FieldError
 from nodescale.model import capacityreservation as cr
 from nodescale.model import labels as wk
 from nodescale.model.instancetype import InstanceType, Offering
+from nodescale.model.node import ClusterNode
 from nodescale.model.nodepool import CapacityReservationTerm, NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
@@ -397,7 +398,7 @@ def test_consolidation_does_not_replace_a_reserved_node_with_a_cheaper_spot_node
     spot = replacement("web", 0.03, [("m5.large", 0.03, "spot")], ["spot"])
     for iid, replaced in (("i-res", False), ("i-od", True)):
         raw = {"metadata": {"name": iid, "labels": {wk.CAPACITY_TYPE: w.instance(iid).capacity_type}}}
-        view = NodeView.from_node(raw, pods(1), w.price_of(w.instance(iid)))
+        view = NodeView.from_node(ClusterNode.from_dict(raw), pods(1), w.price_of(w.instance(iid)))
         out = c.evaluate([view], Simulation(replacements=[spot]))
         assert isinstance(out, Refusal) != replaced, out
 

@@ -6,6 +6,7 @@ preserved during node optimization") and the split of aws/karpenter-provider-aws
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -122,3 +123,27 @@ def test_the_split_refuses_removing_the_on_demand_node_but_not_the_spot_one(gone
         assert isinstance(result, Decision), result
     else:
         assert isinstance(result, Refusal) and "keeps at least 50% of its nodes off spot" in result.why, result
+
+
+def test_a_node_whose_allocatable_cannot_be_read_is_no_candidate_and_the_others_still_are() -> None:
+    """#29.1: the views are built from the snapshot's typed Nodes; one whose allocatable cannot be read
+    (left out of planning already) is left out here too. The old code parsed the raw Node again and
+    the QuantityError stopped the whole disruption pass."""
+    bad = _node("od", "i-od", "on-demand")
+    bad["status"]["allocatable"]["cpu"] = "lots"
+    w = dataclasses.replace(world(buffer_pods=0), nodes=cluster_nodes(bad, _node("spot", "i-spot", "spot")))
+    views, capacities = node_views(w)
+    assert [v.name for v in views] == ["spot"] and list(capacities) == ["spot"]
+    assert views[0].allocatable == {"cpu": 1930, "memory": 7 * 2**30, "pods": 29}
+    assert capacities["spot"] == {"cpu": 2000, "memory": 8 * 2**30, "pods": 29}
+
+
+def test_a_views_instance_is_the_one_its_node_is_trusted_for_even_with_a_trailing_slash() -> None:
+    """#29.1: the view's instance id is the typed Node's (the one World trusts it for). The old code read
+    the raw providerID again with its own parser, which gave "" for "aws:///us-east-1a/i-spot/": a
+    candidate whose drift and status checks were never looked up."""
+    odd = _node("spot", "i-spot", "spot")
+    odd["spec"]["providerID"] += "/"
+    w = dataclasses.replace(world(buffer_pods=0), nodes=cluster_nodes(_node("od", "i-od", "on-demand"), odd))
+    views = {v.name: v for v in node_views(w)[0]}
+    assert views["spot"].instance_id == "i-spot" and views["od"].instance_id == "i-od"

@@ -9,6 +9,7 @@ from nodescale.disruption.decisions import Decision, Refusal
 from nodescale.disruption.nodes import NodeView
 from nodescale.disruption.replacement import Simulation
 from nodescale.model.currency import USD, render
+from nodescale.model.node import ClusterNode
 from nodescale.model.pod import Pod
 from tests.builders import replacement
 
@@ -20,7 +21,7 @@ def pod(name: str) -> Pod:
 
 def view(name: str, pods: int = 1, price: float = 0.1, capacity_type: str = "on-demand") -> NodeView:
     raw = {"metadata": {"name": name, "labels": {"karpenter.sh/capacity-type": capacity_type}}}
-    return NodeView.from_node(raw, [pod(f"{name}-{i}") for i in range(pods)], price)
+    return NodeView.from_node(ClusterNode.from_dict(raw), [pod(f"{name}-{i}") for i in range(pods)], price)
 
 
 def options(n: int, price: float, ct: str = "spot") -> list[tuple[str, float, str]]:

@@ -16,6 +16,7 @@ from nodescale.disruption.drift import (
 )
 from nodescale.disruption.gauges import cluster_gauges
 from nodescale.disruption.nodes import NodeView
+from nodescale.model.node import ClusterNode
 from nodescale.model.nodepool import NodePool
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.model.taints import Taint
@@ -44,7 +45,7 @@ def node(labels: dict | None = None, taints: list | None = None, price: float = 
            "spec": {"taints": taints if taints is not None else [{"key": "dedicated", "value": "a",
                                                                   "effect": "NoSchedule"}]},
            "status": {"capacity": {"cpu": "2", "memory": "8Gi"}, "allocatable": {"cpu": "1930m", "memory": "7Gi"}}}
-    return NodeView.from_node(raw, [], price)
+    return NodeView.from_node(ClusterNode.from_dict(raw), [], price)
 
 
 def test_a_node_matching_its_pool_has_not_drifted_and_weight_or_limits_change_nothing() -> None:

@@ -16,6 +16,7 @@ from nodescale.disruption.decisions import Action, Decision, Refusal
 from nodescale.disruption.nodes import NodeView
 from nodescale.disruption.replacement import Replacement, Simulation
 from nodescale.model.currency import USD, render
+from nodescale.model.node import ClusterNode
 from nodescale.model.pod import Pod
 from nodescale.usecases.disrupt.state import DecisionEntry
 from tests.builders import replacement as build_replacement
@@ -36,7 +37,7 @@ def view(name: str, instance_type: str = "m5.large", price: float = 0.1, pods: i
                                               "node.kubernetes.io/instance-type": instance_type}},
         "status": {"allocatable": {"cpu": allocatable[0], "memory": allocatable[1], "pods": "110"}},
     }
-    return NodeView.from_node(raw, [pod(f"{name}-{i}", cpu, memory) for i in range(pods)], price)
+    return NodeView.from_node(ClusterNode.from_dict(raw), [pod(f"{name}-{i}", cpu, memory) for i in range(pods)], price)
 
 
 def replacement(*options: tuple[str, float], ct: str = "on-demand") -> Replacement:

@@ -16,6 +16,7 @@ from nodescale.disruption.context import Inputs, Outcome
 from nodescale.disruption.decisions import Action, Blocker, Reason
 from nodescale.disruption.drift import DriftKind
 from nodescale.disruption.nodes import EMPTY_SINCE, NodeView
+from nodescale.model.node import ClusterNode
 from nodescale.model.nodepool import Budget, Disruption, NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
@@ -46,7 +47,7 @@ def node(name: str, zone: str, pods: list[Pod] | None = None, annotations: dict 
                                    "lastTransitionTime": format_timestamp(NOW - timedelta(hours=1))}],
                    "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "29"}},
     }
-    return NodeView.from_node(raw, pods or [], 0.1)
+    return NodeView.from_node(ClusterNode.from_dict(raw), pods or [], 0.1)
 
 
 def plan(views: list[NodeView], p: NodePool, shifted: frozenset[str] = SHIFTED) -> Outcome:

@@ -81,6 +81,7 @@ def test_consolidation_does_not_move_a_pod_onto_a_node_holding_its_port() -> Non
     # Node a's agent fits on b by its requests, but b's agent holds the port: deleting a needs a new node.
     from nodescale.disruption.nodes import NodeView
     from nodescale.disruption.simulator import bin_packing_simulator
+    from nodescale.model.node import ClusterNode
     from tests.builders import TYPES
     from tests.builders import scheduling_pool as pool
 
@@ -90,7 +91,7 @@ def test_consolidation_does_not_move_a_pod_onto_a_node_holding_its_port() -> Non
     existing = [_node(name, cpu=16, pods=agents[name] + free[name]) for name in "ab"]
     simulate = bin_packing_simulator(existing, [pool()], {"default": TYPES})
 
-    without_a = simulate([NodeView.from_node({"metadata": {"name": "a"}}, agents["a"] + free["a"], 0.4)])
+    without_a = simulate([NodeView.from_node(ClusterNode.from_dict({"metadata": {"name": "a"}}), agents["a"] + free["a"], 0.4)])
 
     assert not without_a.unschedulable
     [replacement] = without_a.replacements  # the agent; the other pod, on a free port, fits on b

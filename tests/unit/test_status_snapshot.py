@@ -17,7 +17,7 @@ from nodescale.commands import status as status_cmd
 from nodescale.k8s.listing import is_provisionable
 from nodescale.model.currency import USD, render
 from nodescale.model.nodepool import NodePool
-from nodescale.model.pod import Pod
+from nodescale.model.pod import Pod, PodScheduling, waiting_pods
 from nodescale.model.requirements import Requirements
 from nodescale.settings import Settings, SettingsError
 from nodescale.usecases.provision.explain import NOT_PROVISIONABLE, why_not_provisionable
@@ -71,8 +71,8 @@ def world_of(nodes: list[dict], pods: list[dict], limits: dict[str, int] | None 
         if raw["spec"].get("nodeName"):
             by_node.setdefault(raw["spec"]["nodeName"], []).append(Pod.from_dict(raw))
     pool = NodePool("default", Requirements(), "default", limits=limits or {})
-    return World(now=NOW, cluster="demo", nodepools={"default": pool}, nodes=cluster_nodes(*nodes), pods=pods,
-                 pods_by_node=by_node)
+    return World(now=NOW, cluster="demo", nodepools={"default": pool}, nodes=cluster_nodes(*nodes),
+                 waiting=waiting_pods(pods), pods_by_node=by_node)
 
 
 def runtime(cluster_limits: dict[str, str] | None = None) -> Any:
@@ -245,7 +245,7 @@ def test_the_rule_named_agrees_with_the_provisioners_definition(variant: str) ->
     change, words = VARIANTS[variant]
     raw = provisionable()
     change(raw)
-    why = why_not_provisionable(raw)
+    why = why_not_provisionable(PodScheduling.from_dict(raw))
     assert (why is None) == is_provisionable(raw)
     if words is None:
         assert why is None

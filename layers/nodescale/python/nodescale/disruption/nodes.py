@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Container, Mapping
+from collections.abc import Container
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..model import labels as wk
-from ..model import resources as res
+from ..model.node import ClusterNode
 from ..model.nodelabels import pool_key
 from ..model.pod import Pod
 from ..model.timestamps import parse_timestamp
@@ -43,7 +43,6 @@ class NodeView:
     buffer_pods: list[Pod] = field(default_factory=list)
     allocatable: dict[str, int] = field(default_factory=dict)
     price: float = 0.0
-    raw: Mapping = field(default_factory=dict, repr=False)
 
     @property
     def disrupting(self) -> bool:
@@ -71,40 +70,27 @@ class NodeView:
         return (moment, digest) if moment is not None and digest else None
 
     @classmethod
-    def from_node(cls, node: Mapping, pods: list[Pod], price: float = 0.0, keys: Container[str] = ()) -> NodeView:
-        meta = node.get("metadata") or {}
-        spec = node.get("spec") or {}
-        status = node.get("status") or {}
-        labels = dict(meta.get("labels") or {})
-        ready_cond = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
-        provider = spec.get("providerID") or ""
+    def from_node(cls, node: ClusterNode, pods: list[Pod], price: float = 0.0, keys: Container[str] = ()) -> NodeView:
+        """The view of a typed Node of the snapshot with its pods; its instance is the providerID's."""
+        labels = dict(node.labels)
         counted = [p for p in pods if not (p.is_daemon or p.is_mirror or p.finished)]
         daemons = [p for p in pods if p.is_daemon]
         return cls(
-            name=meta.get("name") or "",
+            name=node.name,
             nodepool=pool_key(labels, keys),
-            instance_id=instance_id_from_provider(provider),
+            instance_id=node.instance_id or "",
             instance_type=labels.get(wk.INSTANCE_TYPE) or labels.get("beta.kubernetes.io/instance-type") or "",
             zone=labels.get(wk.ZONE) or "",
             capacity_type=labels.get(wk.CAPACITY_TYPE) or "",
-            created=parse_timestamp(meta.get("creationTimestamp")),
+            created=node.created,
             labels=labels,
-            annotations=dict(meta.get("annotations") or {}),
-            taints=list(spec.get("taints") or []),
-            ready=ready_cond.get("status") == "True",
-            ready_since=parse_timestamp(ready_cond.get("lastTransitionTime")),
-            unschedulable=bool(spec.get("unschedulable")),
+            annotations=dict(node.annotations),
+            taints=[dict(t) for t in node.taints],
+            ready=node.readiness.ready,
+            ready_since=node.readiness.since,
+            unschedulable=node.unschedulable,
             pods=counted,
             daemon_pods=daemons,
-            allocatable=res.parse_resource_list(status.get("allocatable") or {}, "node allocatable"),
+            allocatable=dict(node.resources.allocatable),
             price=price,
-            raw=node,
         )
-
-
-def instance_id_from_provider(provider_id: str) -> str:
-    """``aws:///us-east-1a/i-0123`` -> ``i-0123``; anything else -> ""."""
-    if not provider_id.startswith("aws://"):
-        return ""
-    last = provider_id.rsplit("/", 1)[-1]
-    return last if last.startswith("i-") else ""

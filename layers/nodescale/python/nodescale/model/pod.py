@@ -164,6 +164,59 @@ class Pod:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class PodScheduled:
+    """A pod's PodScheduled condition: the scheduler's last word on it (status "True", "False" or "Unknown")."""
+
+    status: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodScheduling:
+    """Where a pod stands with the scheduler, read once: enough to say why an unbound pod waits (explain,
+    status), whether or not its spec can be planned with."""
+
+    key: str
+    node_name: str
+    phase: str  # as reported; "" before the kubelet or the API server set one
+    nominated_node: str
+    deleting: bool
+    scheduler_name: str
+    daemon: bool  # any owner is a DaemonSet (not only the controller: such pods never justify a node)
+    scheduled: PodScheduled | None  # None until the scheduler has tried the pod
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @classmethod
+    def from_dict(cls, raw: Mapping) -> PodScheduling:
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        status = raw.get("status") or {}
+        cond = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        return cls(
+            key=f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}",
+            node_name=spec.get("nodeName") or "",
+            phase=status.get("phase") or "",
+            nominated_node=status.get("nominatedNodeName") or "",
+            deleting=bool(meta.get("deletionTimestamp")),
+            scheduler_name=spec.get("schedulerName") or DEFAULT_SCHEDULER,
+            daemon=any(o.get("kind") == "DaemonSet" for o in meta.get("ownerReferences") or []),
+            scheduled=None if cond is None else PodScheduled(
+                str(cond.get("status") or ""), str(cond.get("reason") or ""), str(cond.get("message") or "")),
+        )
+
+
+def waiting_pods(raw_pods: Iterable[Mapping]) -> list[PodScheduling]:
+    """The unbound, unfinished pods of a listing, in its order: those whose wait explain and status tell."""
+    return [PodScheduling.from_dict(raw) for raw in raw_pods
+            if not (raw.get("spec") or {}).get("nodeName")
+            and (raw.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+
+
 def pod_priority(spec: Mapping) -> int:
     """spec.priority, filled by the API server from the PriorityClass; else a built-in class's value; else 0.
     A user-defined class's value is not known without the PriorityClass object, so it counts as 0 offline."""

@@ -41,7 +41,7 @@ from ..model.nodecost import instance_price
 from ..model.nodepool import NodeClass, NodePool
 from ..model.overlays import NodeOverlay
 from ..model.pdb import PodDisruptionBudget, read_pdbs
-from ..model.pod import Pod
+from ..model.pod import Pod, PodScheduling, waiting_pods
 from ..model.quantity import QuantityError
 from ..model.requirements import RequirementError
 from ..model.taints import TaintError
@@ -84,7 +84,8 @@ class World:
     resolved_buffers: list[ResolvedBuffer] = field(default_factory=list)
     config_errors: list[ConfigError | str] = field(default_factory=list)
     nodes: list[ClusterNode] = field(default_factory=list)
-    pods: list[dict[str, Any]] = field(default_factory=list)
+    # Every unbound, unfinished pod as read, planned with or not: why each waits (explain, status).
+    waiting: list[PodScheduling] = field(default_factory=list)
     pods_by_node: dict[str, list[Pod]] = field(default_factory=dict)
     pending: list[Pod] = field(default_factory=list)
     daemonsets: list[DaemonSet] = field(default_factory=list)
@@ -325,7 +326,7 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     world = World(
         now=now, cluster=settings.cluster_name, nodepools=dict(config.nodepools),
         nodeclasses=dict(config.nodeclasses), overlays=dict(config.overlays), buffers=buffers,
-        resolved_buffers=resolved, config_errors=[*config.errors, *buffer_errors], nodes=nodes, pods=pods,
+        resolved_buffers=resolved, config_errors=[*config.errors, *buffer_errors], nodes=nodes, waiting=waiting_pods(pods),
         pods_by_node=pods_by_node, pending=pending, pod_errors=pod_errors, daemonsets=daemonsets, pdbs=pdbs,
         instances=instances, unavailable=unavailable, catalog=types, shifts=read_shifts(rt, types),
         reservations=read_reservations(rt.aws.ec2, config.nodeclasses.values(), now),
@@ -336,7 +337,7 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     world = note_launches_that_died(world, ec2_instances.died_at_launch(rt.aws.ec2, settings.cluster_name))
     warn_untrusted(rt, world.untrusted)
     log.debug("world read", extra={"seconds": round(time.perf_counter() - started, 3), "nodes": len(world.nodes),
-                                   "pods": len(world.pods), "instances": len(world.instances)})
+                                   "pods": len(pods), "instances": len(world.instances)})
     return world
 
 
@@ -415,7 +416,8 @@ def read_nodes_and_pods(rt: Runtime) -> World:
     pods = listing.list_pods(rt.api).items
     pods_by_node, pending, pod_errors = _sort_pods(pods)
     return World(now=clock.now(), cluster=rt.settings.cluster_name,
-                 nodes=[ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items], pods=pods,
+                 nodes=[ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items],
+                 waiting=waiting_pods(pods),
                  pods_by_node=pods_by_node, pending=pending, pod_errors=pod_errors, pdbs=read_pdbs_listed(rt))
 
 

@@ -5,6 +5,7 @@ with some nodes taken away). Also the cluster gauges the run publishes.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
@@ -18,12 +19,13 @@ from ...disruption.nodes import NodeView
 from ...disruption.replacement import Simulator
 from ...disruption.simulator import bin_packing_simulator
 from ...model import labels as wk
-from ...model import resources as res
 from ...model.nodelabels import pool_key
 from ...model.pod import Pod
 from ...scheduling import solve
 from ..world import World
 from .state import IMPAIRED_SINCE, RunState
+
+log = logging.getLogger(__name__)
 
 
 def buffer_placement(world: World, exclude: Iterable[str] = ()) -> dict[str, list[Pod]]:
@@ -56,13 +58,18 @@ def node_views(
         inst = world.instance(iid) if iid else None
         if pool not in world.nodepools or inst is None:
             continue
-        name, raw = node.name, node.raw
-        view = NodeView.from_node(raw, world.pods_by_node.get(name, []), world.price_of(inst), world.nodepools)
+        if node.resources.error:
+            # Its capacity cannot be read (existing_nodes warns and leaves it out of planning): nothing
+            # could be weighed against it, so it is no candidate either; the others still are.
+            log.debug("node left out of disruption", extra={"node": node.name, "reason": node.resources.error})
+            continue
+        name = node.name
+        view = NodeView.from_node(node, world.pods_by_node.get(name, []), world.price_of(inst), world.nodepools)
         if not view.capacity_type:
             view.capacity_type = inst.capacity_type
         view.buffer_pods = list((held or {}).get(name, []))
         out.append(view)
-        capacities[name] = res.parse_resource_list((raw.get("status") or {}).get("capacity") or {}, "capacity")
+        capacities[name] = node.resources.capacity
     return out, capacities
 
 

@@ -16,7 +16,6 @@ The same verdicts feed the pending-pods part of `nodescale status`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ...k8s.raw import path_segment, request_json
 from ...model.currency import Message, Money, Priced, render
-from ...model.pod import DEFAULT_SCHEDULER, Pod
+from ...model.pod import DEFAULT_SCHEDULER, Pod, PodScheduling
 from ...model.quantity import QuantityError
 from ...model.requirements import RequirementError
 from ...model.taints import TaintError
@@ -85,52 +84,36 @@ class PodFate:
 # --------------------------------------------------------------------------------------------- the rules
 
 
-def why_not_provisionable(pod: Mapping[str, Any]) -> str | None:
+def why_not_provisionable(pod: PodScheduling) -> str | None:
     """The rule that keeps the provisioner away from this pod, or None when it is provisionable.
 
     The same rules as :func:`nodescale.k8s.listing.is_provisionable`, each with its reason in words.
     """
-    meta = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
-    if spec.get("nodeName"):
-        return f"it is bound to node {spec['nodeName']}"
-    if status.get("nominatedNodeName"):
-        return (f"the scheduler nominated node {status['nominatedNodeName']} for it (it waits for pods to be "
+    if pod.node_name:
+        return f"it is bound to node {pod.node_name}"
+    if pod.nominated_node:
+        return (f"the scheduler nominated node {pod.nominated_node} for it (it waits for pods to be "
                 "preempted there)")
-    if meta.get("deletionTimestamp"):
+    if pod.deleting:
         return "it is being deleted"
-    phase = status.get("phase")
-    if phase not in (None, "", "Pending"):
-        return f"its phase is {phase}, not Pending"
-    scheduler = spec.get("schedulerName") or DEFAULT_SCHEDULER
-    if scheduler != DEFAULT_SCHEDULER:
-        return f"it is scheduled by {scheduler}, not by {DEFAULT_SCHEDULER}"
-    if any(o.get("kind") == "DaemonSet" for o in meta.get("ownerReferences") or []):
+    if pod.phase not in ("", "Pending"):
+        return f"its phase is {pod.phase}, not Pending"
+    if pod.scheduler_name != DEFAULT_SCHEDULER:
+        return f"it is scheduled by {pod.scheduler_name}, not by {DEFAULT_SCHEDULER}"
+    if pod.daemon:
         return "it belongs to a DaemonSet: such pods follow nodes and never justify one"
-    condition = _scheduled_condition(pod)
-    if condition is None or condition.get("status") != "False":
+    condition = pod.scheduled
+    if condition is None or condition.status != "False":
         return "the scheduler has not tried to place it yet"
-    if condition.get("reason") != "Unschedulable":
-        return f"the scheduler has not given up on it (PodScheduled reason {condition.get('reason') or 'none'})"
+    if condition.reason != "Unschedulable":
+        return f"the scheduler has not given up on it (PodScheduled reason {condition.reason or 'none'})"
     return None
 
 
-def _scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "PodScheduled":
-            return cond
-    return None
-
-
-def _scheduler_message(pod: Mapping[str, Any]) -> str:
-    cond = _scheduled_condition(pod) or {}
-    return str(cond.get("message") or "") if cond.get("status") == "False" else ""
-
-
-def _key(pod: Mapping[str, Any]) -> str:
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+def _scheduler_message(pod: PodScheduling) -> str:
+    """What kube-scheduler said when it gave up on the pod ("" while it has not)."""
+    cond = pod.scheduled
+    return cond.message if cond is not None and cond.status == "False" else ""
 
 
 # ------------------------------------------------------------------------------------------ the dry plan
@@ -228,19 +211,15 @@ def pending_fates(rt: Runtime, world: World) -> list[PodFate]:
     planned = plan_fates(rt, world, world.pending)
     invalid = dict(world.pod_errors)
     out: list[PodFate] = []
-    for raw in world.pods:
-        spec = raw.get("spec") or {}
-        phase = (raw.get("status") or {}).get("phase")
-        if spec.get("nodeName") or phase in ("Succeeded", "Failed"):
-            continue
-        key = _key(raw)
+    for waiting in world.waiting:
+        key = waiting.key
         if key in invalid:
             fate = PodFate(key, INVALID, f"its spec cannot be read: {invalid[key]}")
         elif key in planned:
             fate = planned[key]
         else:
-            fate = PodFate(key, NOT_PROVISIONABLE, f"not for nodescale: {why_not_provisionable(raw) or 'unknown'}")
-        fate.scheduler_message = _scheduler_message(raw)
+            fate = PodFate(key, NOT_PROVISIONABLE, f"not for nodescale: {why_not_provisionable(waiting) or 'unknown'}")
+        fate.scheduler_message = _scheduler_message(waiting)
         out.append(fate)
     return sorted(out, key=lambda f: f.pod)
 
@@ -262,19 +241,19 @@ def explain(rt: Runtime, namespace: str, name: str, world: World | None = None) 
     """Why the pod has no node yet, or which NodePool and instance types it would get."""
     raw = read_pod(rt, namespace, name)
     key = f"{namespace}/{name}"
-    spec = raw.get("spec") or {}
-    phase = (raw.get("status") or {}).get("phase") or "Pending"
-    if spec.get("nodeName"):
-        return PodFate(key, BOUND, f"bound to node {spec['nodeName']} ({phase})", node=spec["nodeName"])
-    if phase in ("Succeeded", "Failed"):
+    state = PodScheduling.from_dict(raw)
+    phase = state.phase or "Pending"
+    if state.node_name:
+        return PodFate(key, BOUND, f"bound to node {state.node_name} ({phase})", node=state.node_name)
+    if state.finished:
         return PodFate(key, FINISHED, f"finished ({phase}): it needs no node")
-    scheduler_message = _scheduler_message(raw)
-    rule = why_not_provisionable(raw)
+    scheduler_message = _scheduler_message(state)
+    rule = why_not_provisionable(state)
     try:
         pod = Pod.from_dict(raw)
     except (QuantityError, RequirementError, TaintError, TypeError, ValueError, AttributeError) as exc:
         return PodFate(key, INVALID, f"its spec cannot be read: {exc}", scheduler_message=scheduler_message)
-    if rule is not None and not _worth_planning(raw, pod):
+    if rule is not None and not _worth_planning(state, pod):
         return PodFate(key, NOT_PROVISIONABLE, f"not for nodescale: {rule}", scheduler_message=scheduler_message)
     world = world or read_world(rt)
     # The pod is planned with every other pending pod: they compete for the same new nodes.
@@ -289,12 +268,10 @@ def explain(rt: Runtime, namespace: str, name: str, world: World | None = None) 
     return fate
 
 
-def _worth_planning(raw: Mapping[str, Any], pod: Pod) -> bool:
+def _worth_planning(state: PodScheduling, pod: Pod) -> bool:
     """A pod left out only because the scheduler has not given up on it yet is still planned, to show
     what it would get; one that nodescale never handles is not."""
-    meta = raw.get("metadata") or {}
-    status = raw.get("status") or {}
-    if meta.get("deletionTimestamp") or status.get("nominatedNodeName") or pod.is_daemon:
+    if state.deleting or state.nominated_node or pod.is_daemon:
         return False
     return pod.scheduler_name == DEFAULT_SCHEDULER
 
