@@ -51,7 +51,7 @@ def measure() -> dict[str, list[float]]:
     from nodescale.settings import Settings
     from nodescale.usecases.interrupt import entry
     from nodescale.usecases.provision import provisioner as provision
-    from nodescale.usecases.world import catalog
+    from nodescale.usecases.world_sources import catalog
     from sim.environment import Environment
 
     cordoned: list[float] = []

@@ -40,7 +40,7 @@ def measure() -> dict[str, Any]:
     from nodescale.runtime import Runtime
     from nodescale.settings import Settings
     from nodescale.usecases.provision import provisioner as provision
-    from nodescale.usecases.world import catalog
+    from nodescale.usecases.world_sources import catalog
     from sim.environment import Environment
 
     with tempfile.TemporaryDirectory(prefix="bench-provisioner-") as tmp, Environment(Path(tmp), ready_delay=1.0) as env:

@@ -275,7 +275,7 @@ def sim_runtime(directory: Path, cpu_limit: int) -> Iterator[SimRuntime]:
     from nodescale.clock import CLOCK_URL
     from nodescale.runtime import Runtime
     from nodescale.settings import Settings
-    from nodescale.usecases.world import catalog
+    from nodescale.usecases.world_sources import catalog
     from sim.environment import Environment
 
     with Environment(directory, ready_delay=1.0) as env:

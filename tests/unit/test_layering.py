@@ -141,3 +141,24 @@ def test_no_function_level_import_of_a_nodescale_module() -> None:
         if found and not relative.startswith(ALLOWED_DEFERRED_UNDER):
             offenders[relative] = found
     assert not offenders, f"function-level imports of nodescale modules: {offenders}"
+
+
+# The issue's yardstick for small modules (#29): a module a newcomer can read, a function that fits a screen.
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_module_over_600_lines_and_no_function_over_80() -> None:
+    """#29: the layer keeps its modules and functions small as it grows; the first too long is named."""
+    too_long = []
+    for path in sorted(ROOT.rglob("*.py")):
+        source = path.read_text()
+        lines = source.count("\n")
+        if lines > MAX_MODULE_LINES:
+            too_long.append(f"{path.relative_to(ROOT)}: {lines} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    too_long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {length} lines")
+    assert not too_long, too_long

@@ -13,9 +13,10 @@ from nodescale.model import labels as wk
 from nodescale.model.instance import ManagedInstance
 from nodescale.model.pod import Pod
 from nodescale.scheduling.inflight import IN_FLIGHT_PREFIX
+from nodescale.scheduling.templates import pool_usage
 from nodescale.scheduling.workloads import read_daemonsets
 from nodescale.usecases.provision.registration import sync_nodes
-from nodescale.usecases.world import World, pool_usage
+from nodescale.usecases.world import World
 from tests.builders import cluster_nodes
 
 POOL = """
@@ -138,7 +139,7 @@ def test_excluded_nodes_and_instances_are_left_out(world: World) -> None:
 
 
 def test_pool_usage_counts_existing_and_in_flight_capacity(world: World) -> None:
-    usage = pool_usage(world.existing_nodes())
+    usage = pool_usage(world.existing_nodes(), {})
     assert usage["web"]["nodes"] == 3
     assert usage["web"]["cpu"] == 2000 + 2000 + 4000
 

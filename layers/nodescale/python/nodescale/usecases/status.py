@@ -24,10 +24,11 @@ from ..model.nodelabels import pool_key
 from ..model.pod import Pod
 from ..scheduling.inflight import in_flight_instance
 from ..scheduling.plan import ExistingNode
+from ..scheduling.templates import pool_usage
 from .provision import cluster_budget as cluster_limits
 from .provision.explain import PodFate, pending_fates
 from .terminate import INTERRUPTION_ANNOTATION
-from .world import World, pool_usage, read_world
+from .world import World, read_world
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -313,7 +314,7 @@ def limits_of(world: World, existing: list[ExistingNode], raw_cluster_limits: Ma
     either, so that is what an operator must hear first.
     """
     out: list[Limit] = []
-    usage = pool_usage(existing)
+    usage = pool_usage(existing, {})
     for name in sorted(world.nodepools):
         used = usage.get(name, {})
         for resource, limit in sorted(world.nodepools[name].limits.items()):

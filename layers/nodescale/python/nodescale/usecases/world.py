@@ -8,7 +8,6 @@ and decides from that snapshot, so the three functions agree on what "in flight"
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -19,9 +18,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
 from .. import clock, telemetry
-from ..aws import capacityreservations, launchfailures, pricing, zonalshifts
 from ..aws import catalog as catalogs
 from ..aws import instances as ec2_instances
+from ..aws import launchfailures, pricing
 from ..aws.launchfailures import LaunchFailure
 from ..config import ConfigError
 from ..k8s import listing, podcache
@@ -30,7 +29,6 @@ from ..k8s.events import WARNING, EventRecorder, ObjectRef
 from ..k8s.nodepool_objects import CLUSTER_KINDS
 from ..model import capacityreservation as reservations_model
 from ..model import nodelabels, zonalshift
-from ..model import resources as res
 from ..model.buffers import CapacityBuffer, ResolvedBuffer, resolve
 from ..model.capacityreservation import CapacityReservation
 from ..model.daemonset import DaemonSet
@@ -52,17 +50,12 @@ from ..scheduling.plan import ExistingNode
 from ..scheduling.pooltypes import PoolTypesError, catalog_region, pool_types
 from ..scheduling.workloads import read_daemonsets
 from .nodepool_sources import load_all
+from .world_sources import catalog, read_reservations, read_shifts
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
 
 log = logging.getLogger(__name__)
-
-# The live catalog costs several EC2 calls; a warm Lambda container reuses it for this long.
-CATALOG_TTL_SECONDS = 900.0
-
-_CATALOG_LOCK = threading.Lock()
-_CATALOG: dict[str, tuple[float, list[InstanceType]]] = {}
 
 
 @dataclass(frozen=True)
@@ -523,34 +516,6 @@ def _prepare_types(world: World) -> World:
     return replace(world, nodepools=usable, types=prepared, pool_labels=class_labels, config_errors=errors)
 
 
-def read_shifts(rt: Runtime, types: list[InstanceType]) -> dict[str, ActiveShift]:
-    """The zonal shifts in force for the zones the catalog knows by id (DescribeAvailabilityZones): one
-    BatchGetItem. Without zone ids (DescribeAvailabilityZones failed) no shift can be mapped to a zone name."""
-    zone_ids = {o.zone_id for it in types for o in it.offerings if o.zone_id}
-    if not zone_ids:
-        return {}
-    shifts = zonalshifts.active(rt.aws.dynamodb, rt.settings.table_name, zone_ids, clock.epoch())
-    if shifts:
-        log.info("zones under a zonal shift: no launches there", extra={"zone_ids": sorted(shifts)})
-    return shifts
-
-
-def read_reservations(ec2: Any, classes: Iterable[NodeClass], now: datetime) -> dict[str, list[CapacityReservation]]:
-    """The capacity reservations each node class selects (only classes with capacityReservationSelectorTerms
-    ask EC2; classes with the same terms ask once)."""
-    out: dict[str, list[CapacityReservation]] = {}
-    asked: dict[tuple, list[CapacityReservation]] = {}
-    for nc in classes:
-        terms = nc.capacity_reservation_selector_terms
-        if not terms:
-            continue
-        key = tuple((t.id, tuple(sorted(t.tags.items())), t.owner_id, t.instance_match_criteria) for t in terms)
-        if key not in asked:
-            asked[key] = capacityreservations.discover(ec2, terms, now)
-        out[nc.name] = asked[key]
-    return out
-
-
 def _restrict_to_subnet_zones(rt: Runtime, world: World) -> World:
     """Each pool's offerings only in the zones where its node class has a subnet with free addresses (the
     launcher's subnet lookup, once per invocation, shared with the launch). A node class whose subnets
@@ -571,35 +536,3 @@ def _restrict_to_subnet_zones(rt: Runtime, world: World) -> World:
     return replace(world, types=types)
 
 
-def catalog(rt: Runtime) -> list[InstanceType]:
-    """The region's instance types from EC2 (each part EC2 cannot give from the bundled data), kept
-    for a while per process; the bundled catalog when EC2 answers nothing usable."""
-    region = rt.settings.region
-    now = time.monotonic()
-    with _CATALOG_LOCK:
-        cached = _CATALOG.get(region)
-        if cached is not None and now - cached[0] < CATALOG_TTL_SECONDS:
-            return cached[1]
-    try:
-        types = catalogs.live_catalog(rt.aws.ec2, region)
-    except catalogs.CatalogError as exc:
-        log.warning("live catalog unusable; using the bundled one", extra={"reason": str(exc)})
-        types = []
-    if not types:
-        types = catalogs.bundled_catalog(region)
-    with _CATALOG_LOCK:
-        _CATALOG[region] = (now, types)
-    return types
-
-
-def pool_usage(nodes: Iterable[ExistingNode]) -> dict[str, res.Resources]:
-    """Capacity counted against each NodePool's limits (existing plus in-flight), with a node count."""
-    usage: dict[str, res.Resources] = {}
-    for n in nodes:
-        if not n.nodepool:
-            continue
-        u = usage.setdefault(n.nodepool, {})
-        for k, v in (n.capacity or n.allocatable).items():
-            u[k] = u.get(k, 0) + v
-        u["nodes"] = u.get("nodes", 0) + 1
-    return usage
