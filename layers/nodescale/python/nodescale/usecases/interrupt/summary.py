@@ -19,6 +19,9 @@ from ...aws.idempotency import Repeat
 from ...interruption.intents import ShiftKind
 from .actions import InstanceReport
 
+# A batch answer's keys: Lambda reads FAILURES (its partial batch response) and ignores EVENTS.
+FAILURES = "batchItemFailures"
+EVENTS = "events"
 
 @dataclass(frozen=True)
 class ZonalShiftRecord:
@@ -88,6 +91,6 @@ class BatchAnswer:
         return next(a for m, a in self.records if m == message_id)
 
     def to_json(self) -> dict[str, Any]:
-        # Lambda reads batchItemFailures and ignores "events": the per-record answers, for logs, tests and the bench.
-        return {"batchItemFailures": [{"itemIdentifier": m} for m in self.failures],
-                "events": [{"messageId": m, **a.to_json()} for m, a in self.records]}
+        # The per-record answers ride along, for the logs, the tests and the bench.
+        return {FAILURES: [{"itemIdentifier": m} for m in self.failures],
+                EVENTS: [{"messageId": m, **a.to_json()} for m, a in self.records]}
