@@ -87,9 +87,6 @@ class BatchAnswer:
     failures: tuple[str, ...] = ()
     records: tuple[tuple[str, RecordAnswer], ...] = field(default_factory=tuple)  # (message id, answer)
 
-    def answer(self, message_id: str) -> RecordAnswer:
-        return next(a for m, a in self.records if m == message_id)
-
     def to_json(self) -> dict[str, Any]:
         # The per-record answers ride along, for the logs, the tests and the bench.
         return {FAILURES: [{"itemIdentifier": m} for m in self.failures],
