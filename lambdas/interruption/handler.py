@@ -41,7 +41,7 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
         account=account_of(context),
         deadline_monotonic=drain_deadline(context),
         lambda_context=context if hasattr(context, "get_remaining_time_in_millis") else None,
-    )
+    ).to_json()
 
 
 def account_of(context: Any) -> str | None:

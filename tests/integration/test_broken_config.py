@@ -19,6 +19,7 @@ from nodescale.runtime import Runtime
 from nodescale.usecases.disrupt import run as disrupting
 from nodescale.usecases.interrupt import entry
 from nodescale.usecases.interrupt import handle as interrupting
+from nodescale.usecases.interrupt.summary import EventSummary
 from nodescale.usecases.provision import provisioner as provisioning
 from nodescale.usecases.world import read_world
 from sim.environment import Environment
@@ -145,9 +146,10 @@ def test_an_interruption_of_a_good_pools_node_is_handled_in_full(sim: Environmen
     instance_id = instance_of(node(sim, victim))
     summary = entry.process(event("spot-interruption-warning.json", instance_id, sim), rt.settings,
                                    lambda: rt, account=ACCOUNT, deadline_monotonic=time.monotonic() + 60)
-    (report,) = summary["instances"]
-    assert report["action"] == interrupting.DRAINED and report["podsEvicted"] == 2, report
-    assert report["replacement"]["launched"] and report["instanceTerminated"] and report["nodeDeleted"], report
+    assert isinstance(summary, EventSummary), summary
+    (report,) = summary.instances
+    assert report.action == interrupting.DRAINED and len(report.evicted) == 2, report
+    assert report.replacement.launched and report.instance_terminated and report.node_deleted, report
     moved = wait_running(sim, ns, 2)
     assert victim not in nodes_of(moved)
 

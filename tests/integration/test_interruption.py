@@ -33,6 +33,8 @@ from nodescale.runtime import Runtime
 from nodescale.usecases.interrupt import batch as interrupt_batch
 from nodescale.usecases.interrupt import entry
 from nodescale.usecases.interrupt import handle as interrupting
+from nodescale.usecases.interrupt import summary as interrupt_summary
+from nodescale.usecases.interrupt.summary import EventSummary
 from nodescale.usecases.provision import provisioner as provisioning
 from sim import invoke
 from sim.environment import Environment
@@ -155,9 +157,11 @@ def sim_now(sim: Environment) -> Any:
     return clock.parse_timestamp(sim.clock()["now"])
 
 
-def replay(rt: Runtime, ev: dict, seconds: float = 60.0) -> dict:
-    return entry.process(ev, rt.settings, lambda: rt, account=ACCOUNT,
-                                deadline_monotonic=time.monotonic() + seconds)
+def replay(rt: Runtime, ev: dict, seconds: float = 60.0) -> EventSummary:
+    """One event through the function's use-case, acted on now (a repeat would answer a Repeat)."""
+    summary = entry.process(ev, rt.settings, lambda: rt, account=ACCOUNT, deadline_monotonic=time.monotonic() + seconds)
+    assert isinstance(summary, EventSummary), summary
+    return summary
 
 
 def fleet_calls(sim: Environment) -> list[dict]:
@@ -230,12 +234,12 @@ def test_spot_warning_cordons_replaces_first_drains_within_the_pdb_and_terminate
     finally:
         watcher.stop()
 
-    (report,) = summary["instances"]
-    assert report["node"] == victim and report["action"] == interrupting.DRAINED, report
-    assert report["podsEvicted"] == 5 and report["instanceTerminated"] and report["nodeDeleted"]
-    (launch,) = report["replacement"]["launched"]
+    (report,) = summary.instances
+    assert report.node == victim and report.action == interrupting.DRAINED, report
+    assert len(report.evicted) == 5 and report.instance_terminated and report.node_deleted
+    (launch,) = report.replacement.launched
     # the failing offering is not where the replacement goes, and is marked for everyone else too
-    assert (launch["instanceType"], launch["zone"], launch["capacityType"]) != offering
+    assert (launch.instance_type, launch.zone, launch.capacity_type) != offering
     assert "offering#" + "#".join(offering) in offering_marks(sim)
     fleets = fleet_calls(sim)[fleets_before:]
     assert len(fleets) == 1
@@ -258,9 +262,9 @@ def test_a_spot_warning_drains_the_node_of_a_pod_whose_do_not_disrupt_is_out_of_
     victim = pod["spec"]["nodeName"]
     instance_id = instance_of(node(sim, victim))
     summary = replay(rt, event("spot-interruption-warning.json", instance_id, sim))
-    (report,) = summary["instances"]
-    assert report["action"] == interrupting.DRAINED and report["podsEvicted"] == 1, report
-    assert report["replacement"]["launched"] and report["instanceTerminated"] and report["nodeDeleted"], report
+    (report,) = summary.instances
+    assert report.action == interrupting.DRAINED and len(report.evicted) == 1, report
+    assert report.replacement.launched and report.instance_terminated and report.node_deleted, report
     (moved,) = wait_running(sim, ns, 1)
     assert moved["spec"]["nodeName"] != victim and node(sim, victim) is None
     assert instance_state(sim, instance_id) in ("shutting-down", "terminated")
@@ -329,9 +333,9 @@ def test_an_hour_old_spot_warning_drains_through_the_eviction_api_and_respects_t
     pod, victim, instance_id = stale_warning_node(sim, rt, ns)
     api_stats(sim, "DELETE")
     summary = replay(rt, hour_old_warning(sim, instance_id), seconds=6)
-    (report,) = summary["instances"]
-    assert report["node"] == victim
-    assert_drained_through_evictions_only(sim, ns, pod, report)
+    (report,) = summary.instances
+    assert report.node == victim
+    assert_drained_through_evictions_only(sim, ns, pod, report.to_dict())
     assert instance_state(sim, instance_id) == "running" and node(sim, victim) is not None
 
 
@@ -359,8 +363,8 @@ def test_a_pdb_refusal_is_a_warning_event_on_the_pod_and_the_node(sim: Environme
     pod = one_pod_no_eviction_may_take(sim, rt, ns)
     victim = pod["spec"]["nodeName"]
     summary = replay(rt, event("spot-interruption-warning.json", instance_of(node(sim, victim)), sim), seconds=8)
-    (report,) = summary["instances"]
-    assert report["action"] == interrupting.DRAINING and report["podsBlockedByPdb"], report
+    (report,) = summary.instances
+    assert report.action == interrupting.DRAINING and report.blocked_by_pdb, report
 
     api = sim.kube_api_client()
     on_pod = [e for e in request_json(api, "GET", f"/api/v1/namespaces/{ns}/events").get("items") or []
@@ -386,9 +390,9 @@ def test_a_nodes_replacement_report_names_only_what_its_own_pods_got(sim: Enviro
 
     summary = replay(rt, event("spot-interruption-warning.json", instance_of(node(sim, victim)), sim), seconds=5)
 
-    (report,) = summary["instances"]
-    assert len(report["replacement"]["launched"]) == 1, report
-    assert report["replacement"]["unschedulable"] == [], report
+    (report,) = summary.instances
+    assert len(report.replacement.launched) == 1, report
+    assert report.replacement.unschedulable == [], report
 
 
 def test_repeats_and_a_late_state_change_make_one_replacement_and_one_drain(
@@ -417,18 +421,18 @@ def test_repeats_and_a_late_state_change_make_one_replacement_and_one_drain(
                     f"handled at {first['handledAt']}: nothing done again\n")
 
     second_warning = replay(rt, event("spot-interruption-warning.json", instance_id, sim), seconds=0.5)
-    (second,) = second_warning["instances"]
-    assert second["alreadyDisrupted"] and second["replacement"]["launched"] == []
-    assert second["replacement"]["waitingOnInFlight"] or second["replacement"]["placedOnExisting"]
+    (second,) = second_warning.instances
+    assert second.already_disrupted and second.replacement.launched == []
+    assert second.replacement.waiting_on_in_flight or second.replacement.placed_on_existing
 
     terminated = replay(rt, event("state-change-terminated.json", instance_id, sim))
-    (last,) = terminated["instances"]
-    assert last["alreadyDisrupted"] and last["replacement"]["launched"] == []
-    assert last["action"] == interrupting.DRAINED
+    (last,) = terminated.instances
+    assert last.already_disrupted and last.replacement.launched == []
+    assert last.action == interrupting.DRAINED
     assert len(fleet_calls(sim)) - fleets_before == 1
     assert len(terminate_calls(sim, instance_id)) == 1
     # every pod left the node exactly once: evictions over the three runs add up to the four pods
-    assert report["podsEvicted"] + second["podsEvicted"] + last["podsEvicted"] == 4
+    assert report["podsEvicted"] + len(second.evicted) + len(last.evicted) == 4
     wait_running(sim, ns, 4)
     assert node(sim, victim) is None
 
@@ -459,7 +463,7 @@ def test_each_recorded_sample_does_what_the_events_readme_says(sim: Environment,
 
     # rebalance: recorded on the node, nothing else
     rebalance = replay(rt, event("rebalance-recommendation.json", ids[quiet_node], sim))
-    assert rebalance["instances"][0]["action"] == interrupting.RECORDED
+    assert rebalance.instances[0].action == interrupting.RECORDED
     quiet = node(sim, quiet_node)
     assert not quiet["spec"].get("unschedulable") and not quiet["spec"].get("taints")
     node_events = request_json(sim.kube_api_client(), "GET", "/api/v1/namespaces/default/events").get("items") or []
@@ -469,13 +473,13 @@ def test_each_recorded_sample_does_what_the_events_readme_says(sim: Environment,
     # running: no disruption
     before = node(sim, quiet_node)["metadata"]["resourceVersion"]
     running_state = replay(rt, event("state-change-running.json", ids[quiet_node], sim))
-    assert running_state["instances"][0]["action"] == interrupting.NOTHING
+    assert running_state.instances[0].action == interrupting.NOTHING
     assert node(sim, quiet_node)["metadata"]["resourceVersion"] == before
 
     # not ours to act on
     for sample in ("health-issue-not-ec2.json", "scheduled-tick.json"):
         ignored = replay(rt, event(sample, ids[quiet_node], sim))
-        assert ignored["ignored"] and ignored["instances"] == [], sample
+        assert ignored.ignored and ignored.instances == (), sample
 
     # the node is going away: taint, replace, drain, terminate, delete
     for sample, victim in (
@@ -485,9 +489,9 @@ def test_each_recorded_sample_does_what_the_events_readme_says(sim: Environment,
         ("health-scheduled-change.json", health_node),
     ):
         summary = replay(rt, event(sample, ids[victim], sim))
-        (report,) = summary["instances"]
-        assert report["node"] == victim and report["action"] == interrupting.DRAINED, (sample, report)
-        assert len(report["replacement"]["launched"]) == 1, (sample, json.dumps(report))
+        (report,) = summary.instances
+        assert report.node == victim and report.action == interrupting.DRAINED, (sample, report)
+        assert len(report.replacement.launched) == 1, (sample, report)
         assert node(sim, victim) is None, sample
         assert instance_state(sim, ids[victim]) in ("shutting-down", "terminated"), sample
     assert any(pk.startswith("offering#") and pk.endswith("#spot") for pk in offering_marks(sim))
@@ -517,8 +521,8 @@ def test_an_unmanaged_instance_and_its_node_are_never_touched(sim: Environment, 
         for sample in ("spot-interruption-warning.json", "state-change-terminated.json",
                        "health-scheduled-change.json", "rebalance-recommendation.json"):
             summary = replay(rt, event(sample, iid, sim))
-            (report,) = summary["instances"]
-            assert report["action"] == interrupting.IGNORED and "not launched by this cluster" in report["reason"]
+            (report,) = summary.instances
+            assert report.action == interrupting.IGNORED and "not launched by this cluster" in report.reason
         assert node(sim, name)["metadata"]["resourceVersion"] == version
         assert instance_state(sim, iid) == "running"
         assert offering_marks(sim) == marks
@@ -567,8 +571,8 @@ def test_thousands_of_broken_events_for_a_managed_node_never_raise_or_touch_it(
     @given(ev=broken_events(instance_id))
     def check(ev: dict) -> None:
         summary = replay(rt, ev)
-        assert summary["ignored"] and summary["instances"] == []
-        seen.append(summary["ignored"])
+        assert summary.ignored and summary.instances == ()
+        seen.append(summary.ignored)
 
     check()
     assert len(seen) >= 500
@@ -616,8 +620,8 @@ def test_an_event_reads_its_node_by_name_and_lists_the_nodes_once(sim: Environme
     instance_id = instance_of(node(sim, victim))
     api_stats(sim, "DELETE")
     summary = replay(rt, event("rebalance-recommendation.json", instance_id, sim))
-    (report,) = summary["instances"]
-    assert report["node"] == victim, report
+    (report,) = summary.instances
+    assert report.node == victim, report
     nodes = api_stats(sim)["resources"]["nodes"]
     assert nodes["list"]["fullLists"] == 1, nodes
     assert nodes["get"]["requests"] >= 1, nodes
@@ -653,12 +657,12 @@ def test_a_batch_of_spot_warnings_is_one_world_read_and_replaces_and_drains_ever
         invoke.sqs_batch(warnings), rt.settings, lambda: rt, account=ACCOUNT,
         deadline_monotonic=time.monotonic() + 60, reader=counting_reader)
     assert len(reads) == 1
-    assert response[interrupt_batch.FAILURES] == []
-    reports = [r for e in response[interrupt_batch.EVENTS] for r in e["instances"]]
-    assert sorted(r["node"] for r in reports) == sorted(ids)
-    assert all(r["action"] == interrupting.DRAINED and r["instanceTerminated"] and r["nodeDeleted"]
+    assert response.failures == ()
+    reports = [r for _, e in response.records for r in e.instances]
+    assert sorted(r.node for r in reports) == sorted(ids)
+    assert all(r.action == interrupting.DRAINED and r.instance_terminated and r.node_deleted
                for r in reports), reports
-    assert sum(len(r["replacement"]["launched"]) for r in reports) == 3, json.dumps([r["replacement"] for r in reports])
+    assert sum(len(r.replacement.launched) for r in reports) == 3, [r.replacement for r in reports]
     # The nodes a drain round empties go in one TerminateInstances call, not one a node (EC2 rate-limits it).
     calls = sim.aws_calls(service="ec2", action="TerminateInstances")[terminations_before:]
     assert len([c for c in calls if any(iid in json.dumps(c) for iid in ids.values())]) < len(ids), calls
@@ -681,7 +685,7 @@ def test_warnings_sent_to_the_queue_are_handled_by_the_function_as_its_event_sou
     with invoke.product_environment(sim.env, POWERTOOLS_METRICS_DISABLED="true"):
         poll = invoke.poll_queue("interruption", url, timeout_seconds=90)
     assert poll.received == 4 and poll.failed == [] and len(poll.deleted) == 4
-    summaries = poll.response[interrupt_batch.EVENTS]
+    summaries = poll.response[interrupt_summary.EVENTS]
     assert sorted(s["instances"][0]["node"] for s in summaries if not s.get("duplicate")) == sorted(ids)
     assert [s.get("duplicate") for s in summaries].count(True) == 1
     assert all(s["instances"][0]["action"] == interrupting.DRAINED for s in summaries)
@@ -743,7 +747,7 @@ def test_a_forged_spot_warning_is_refused_to_everyone_and_the_rules_delivery_is_
     with invoke.product_environment(sim.env, POWERTOOLS_METRICS_DISABLED="true"):
         poll = invoke.poll_queue("interruption", url, timeout_seconds=90)
     assert poll.received == 1 and poll.failed == [], poll
-    (summary,) = poll.response[interrupt_batch.EVENTS]
+    (summary,) = poll.response[interrupt_summary.EVENTS]
     assert summary["eventId"] == warning["id"] and summary["instances"][0]["action"] == interrupting.DRAINED
     assert node(sim, name) is None
 
@@ -831,11 +835,11 @@ def test_a_failed_record_comes_back_and_is_acted_on_within_the_spot_notice(sim: 
     sim.add_aws_fault(kind="error", service="ec2", action="DescribeInstances", code="throttling", count=5)
     with invoke.product_environment(sim.env, POWERTOOLS_METRICS_DISABLED="true"):
         first = invoke.poll_queue("interruption", url, timeout_seconds=90)
-        assert first.received == 1 and first.failed == [first.response[interrupt_batch.EVENTS][0]["messageId"]]
+        assert first.received == 1 and first.failed == [first.response[interrupt_summary.EVENTS][0]["messageId"]]
         assert node(sim, name) is not None
         retried = poll_until_received(url, started, within=60)
     assert retried.failed == [] and retried.deleted == first.failed
-    (summary,) = retried.response[interrupt_batch.EVENTS]
+    (summary,) = retried.response[interrupt_summary.EVENTS]
     assert summary["instances"][0]["action"] == interrupting.DRAINED, summary
     assert summary["instances"][0]["replacement"]["launched"], summary
     assert time.monotonic() - started < 120
@@ -900,7 +904,7 @@ def test_poison_records_are_dropped_each_with_its_reason_and_the_warning_beside_
     with invoke.product_environment(sim.env, POWERTOOLS_METRICS_DISABLED="true"):
         poll = invoke.poll_queue("interruption", url, timeout_seconds=90)
     assert poll.received == len(poison) + 1 and poll.failed == [], poll
-    summaries = poll.response[interrupt_batch.EVENTS]
+    summaries = poll.response[interrupt_summary.EVENTS]
     acted = {s["eventId"]: s["instances"][0] for s in summaries if s.get("ignored") is None}
     # The warning dated past year 9999 is read without a time (so without a deadline): for a foreign instance.
     assert set(acted) == {warning["id"], json.loads(poison[2])["id"]}, summaries

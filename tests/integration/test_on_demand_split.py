@@ -17,7 +17,9 @@ from nodescale.runtime import Runtime
 from nodescale.scheduling.capacity_split import required_on_demand
 from nodescale.usecases.disrupt import run as disrupting
 from nodescale.usecases.interrupt import entry
+from nodescale.usecases.interrupt.summary import EventSummary
 from nodescale.usecases.provision import provisioner as provisioning
+from nodescale.usecases.provision.launch import Launch
 from sim.environment import Environment
 from tests.integration import helpers
 from tests.integration.helpers import instance_ids, managed_nodes, put_pool, wait_for
@@ -132,12 +134,14 @@ def _event(sim: Environment, sample: str, instance_id: str) -> dict:
     return ev
 
 
-def _replacement(rt: Runtime, ev: dict) -> dict:
+def _replacement(rt: Runtime, ev: dict) -> Launch:
     summary = entry.process(ev, rt.settings, lambda: rt, account="123456789012",
                                    deadline_monotonic=time.monotonic() + 60)
-    (report,) = summary["instances"]
-    launched = report["replacement"]["launched"]
-    assert len(launched) == 1, json.dumps(report, default=str)
+    assert isinstance(summary, EventSummary), summary
+    (report,) = summary.instances
+    assert report.replacement is not None, report
+    launched = report.replacement.launched
+    assert len(launched) == 1, report
     (launch,) = launched
     return launch
 
@@ -156,9 +160,9 @@ def test_replacements_after_an_interruption_keep_the_split(sim: Environment, ns:
     by_type = {x.capacity_type: x.instance_id for x in launches}
 
     spot_replacement = _replacement(rt, _event(sim, "spot-interruption-warning.json", by_type["spot"]))
-    assert spot_replacement["capacityType"] == "spot"
+    assert spot_replacement.capacity_type == "spot"
     # The moved pod runs on its replacement before the next notice, so no room is left for the next one.
     wait_for("both pods running", lambda: len([p for p in helpers.pods(sim, ns)
                                                if (p.get("status") or {}).get("phase") == "Running"]) == 2, timeout=60)
     od_replacement = _replacement(rt, _event(sim, "health-scheduled-change.json", by_type["on-demand"]))
-    assert od_replacement["capacityType"] == "on-demand"
+    assert od_replacement.capacity_type == "on-demand"

@@ -20,11 +20,13 @@ import pytest
 
 from nodescale import clock
 from nodescale.commands import status as status_cmd
+from nodescale.interruption.intents import ShiftKind
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
 from nodescale.usecases import status
 from nodescale.usecases.disrupt import run as disrupting
 from nodescale.usecases.interrupt import entry
+from nodescale.usecases.interrupt.summary import EventSummary
 from nodescale.usecases.provision import provisioner as provisioning
 from sim.environment import Environment
 from tests.integration import helpers
@@ -73,9 +75,10 @@ class Events:
         return event
 
 
-def replay(rt: Runtime, event: dict[str, Any]) -> dict[str, Any]:
-    return entry.process(event, rt.settings, lambda: rt, account=ACCOUNT,
-                                deadline_monotonic=time.monotonic() + 30)
+def replay(rt: Runtime, event: dict[str, Any]) -> EventSummary:
+    summary = entry.process(event, rt.settings, lambda: rt, account=ACCOUNT, deadline_monotonic=time.monotonic() + 30)
+    assert isinstance(summary, EventSummary), summary
+    return summary
 
 
 def deploy(sim: Environment, ns: str, replicas: int) -> None:
@@ -110,9 +113,11 @@ def test_launches_keep_out_of_a_shifted_zone_until_the_shift_ends(sim: Environme
     # Both of the pool's zones shifted: an autoshift away from us-east-1a (AWS's observer notification, no
     # resources) and an operator's manual shift of this cluster away from us-east-1c.
     autoshift = replay(rt, events("zonal-autoshift-in-progress.json", ZONE_A[1]))
-    assert autoshift["zonalShift"]["zone"] == ZONE_A[0] and autoshift["zonalShift"]["recorded"]
+    assert autoshift.zonal_shift is not None and autoshift.zonal_shift.zone == ZONE_A[0]
+    assert autoshift.zonal_shift.recorded
     manual = replay(rt, events("zonal-manual-shift-started.json", ZONE_C[1]))
-    assert manual["zonalShift"]["zone"] == ZONE_C[0] and manual["zonalShift"]["kind"] == "manual"
+    assert manual.zonal_shift is not None and manual.zonal_shift.zone == ZONE_C[0]
+    assert manual.zonal_shift.kind == ShiftKind.MANUAL
 
     # `nodescale status` shows both, by zone name.
     shown = status.read_status(rt).to_dict()["zonalShifts"]
@@ -129,7 +134,7 @@ def test_launches_keep_out_of_a_shifted_zone_until_the_shift_ends(sim: Environme
     # A broken event is logged and dropped: it changes nothing.
     broken = events("zonal-manual-shift-canceled.json", ZONE_C[1])
     broken["detail"]["metadata"]["awayFrom"] = ZONE_C[0]  # a zone name where ARC gives an id
-    assert "detail.metadata.awayFrom" in replay(rt, broken)["ignored"]
+    assert "detail.metadata.awayFrom" in (replay(rt, broken).ignored or "")
     assert provisioning.provision_once(rt).launches == []
 
     # The manual shift is canceled: us-east-1c takes the launch, us-east-1a (still autoshifted) does not.

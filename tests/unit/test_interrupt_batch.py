@@ -20,12 +20,12 @@ import pytest
 from botocore.exceptions import ClientError
 
 from nodescale.aws.clients import AwsClients
-from nodescale.aws.idempotency import once_per_event
+from nodescale.aws.idempotency import Repeat, once_per_event
 from nodescale.runtime import Runtime
 from nodescale.settings import Settings
-from nodescale.usecases.interrupt import batch as interrupt_batch
 from nodescale.usecases.interrupt import entry
 from nodescale.usecases.interrupt import handle as interrupting
+from nodescale.usecases.interrupt.summary import BatchAnswer, EventSummary
 from tests import fakes
 
 # moto, sim/, a local server or a subprocess: the adapter suite, not `make test-fast`.
@@ -74,7 +74,7 @@ def runtime_with(ec2: Any, dynamodb: Any) -> Runtime:
     return Runtime(settings, aws, fakes.RecordingApi({}))
 
 
-def run(rt: Runtime | None, sqs_batch: dict[str, Any]) -> dict[str, Any]:
+def run(rt: Runtime | None, sqs_batch: dict[str, Any]) -> BatchAnswer:
     built: list[bool] = []
 
     def runtime() -> Runtime:
@@ -85,16 +85,17 @@ def run(rt: Runtime | None, sqs_batch: dict[str, Any]) -> dict[str, Any]:
     settings = rt.settings if rt else Settings(cluster_name=fakes.CLUSTER, region=fakes.REGION, table_name=None)
     # Through the use-case's entry point, as the handler calls it: an SQS batch is recognised by its shape.
     response = entry.process(sqs_batch, settings, runtime, account=ACCOUNT, deadline_monotonic=0.0)
-    json.dumps(response)  # plain JSON, as Lambda returns it
+    assert isinstance(response, BatchAnswer)
+    json.dumps(response.to_json())  # plain JSON, as Lambda returns it
     return response
 
 
 def test_unreadable_bodies_are_dropped_not_retried_and_need_no_clients() -> None:
     response = run(None, batch("Test message.", [1], {"detail-type": "x"}, warning(I1) | {"account": "999"}))
     # Nothing to retry: a body that cannot be read now never will be (Karpenter deletes such a message).
-    assert response[interrupt_batch.FAILURES] == []
-    assert [e["messageId"] for e in response[interrupt_batch.EVENTS]] == ["m0", "m1", "m2", "m3"]
-    reasons = [e["ignored"] for e in response[interrupt_batch.EVENTS]]
+    assert response.failures == ()
+    assert [m for m, _ in response.records] == ["m0", "m1", "m2", "m3"]
+    reasons = [a.ignored for _, a in response.records]
     assert reasons[0].startswith("the body is not JSON")
     assert reasons[1] == "the body is JSON but not an object (got list)"
     assert reasons[2] == "missing or non-string field 'source'"
@@ -107,16 +108,16 @@ def test_a_throttled_joint_act_fails_every_record_of_it_and_the_retry_runs(dynam
     sqs_batch = batch(warning(I1), "not json", warning(I2))
     failed = run(rt, sqs_batch)
     # Only the records the joint act held are returned to the queue; the unreadable one is dropped.
-    assert failed[interrupt_batch.FAILURES] == [{"itemIdentifier": "m0"}, {"itemIdentifier": "m2"}]
+    assert failed.failures == ("m0", "m2")
     assert dynamodb.scan(TableName=TABLE)["Items"] == []  # in-progress records released
 
     ec2.healthy = True
     retried = run(rt, sqs_batch)
-    assert retried[interrupt_batch.FAILURES] == []
-    summaries = {e["messageId"]: e for e in retried[interrupt_batch.EVENTS]}
-    assert [r["action"] for r in summaries["m0"]["instances"] + summaries["m2"]["instances"]] == [
+    assert retried.failures == ()
+    summaries = dict(retried.records)
+    assert [r.action for r in summaries["m0"].instances + summaries["m2"].instances] == [
         interrupting.IGNORED, interrupting.IGNORED]
-    assert not summaries["m0"].get("duplicate")
+    assert isinstance(summaries["m0"], EventSummary)  # acted on now, not a repeat
     assert rt.api.writes == []  # foreign instances: nothing touched
 
 
@@ -154,7 +155,7 @@ def test_a_failed_record_comes_back_soon_but_one_another_invocation_holds_waits_
 
     response = run(rt, sqs_batch)
 
-    assert response[interrupt_batch.FAILURES] == [{"itemIdentifier": "m0"}, {"itemIdentifier": "m1"}]
+    assert response.failures == ("m0", "m1")
     assert sqs.changed == [("receipt-m1", queue.RETRY_VISIBILITY_SECONDS)]
 
 
@@ -163,22 +164,23 @@ def test_events_handled_already_are_answered_from_their_records_whichever_path_h
     rt = runtime_with(ec2, dynamodb)
     first, second = warning(I1), warning(I2)
     # `second` came once directly (the EventBridge path, e.g. `nodescale replay`).
-    direct = once_per_event(lambda e: {"eventId": e["id"], "via": "direct"}, dict(second), table=TABLE,
+    direct = once_per_event(lambda e: Repeat({"eventId": e["id"], "via": "direct"}), dict(second), table=TABLE,
                             dynamodb=dynamodb)
-    assert direct == {"eventId": second["id"], "via": "direct"}
+    assert direct.to_json() == {"eventId": second["id"], "via": "direct", "duplicate": True}
 
     one = run(rt, batch(first, second))
     describes = len(ec2.calls)
     again = run(rt, batch(first, first))
 
-    by_message = {e["messageId"]: e for e in one[interrupt_batch.EVENTS]}
-    assert by_message["m1"] == {"messageId": "m1", "eventId": second["id"], "via": "direct", "duplicate": True}
-    assert not by_message["m0"].get("duplicate")
+    by_message = dict(one.records)
+    # The stored document as it was written (here by another caller's summary), never parsed strictly (#29.3).
+    assert by_message["m1"] == Repeat({"eventId": second["id"], "via": "direct", "duplicate": True})
+    assert isinstance(by_message["m0"], EventSummary)
     # The repeat batch (the same event twice in it) is answered from the record: EC2 is not asked again.
     assert len(ec2.calls) == describes
-    assert [e.get("duplicate") for e in again[interrupt_batch.EVENTS]] == [True, True]
-    assert again[interrupt_batch.EVENTS][0]["instances"] == by_message["m0"]["instances"]
-    assert one[interrupt_batch.FAILURES] == again[interrupt_batch.FAILURES] == []
+    assert [type(a) for _, a in again.records] == [Repeat, Repeat]
+    assert again.records[0][1] == Repeat(by_message["m0"].to_json())
+    assert one.failures == again.failures == ()
 
 
 def test_a_copy_of_an_event_in_the_same_batch_is_acted_on_once(dynamodb: Any) -> None:
@@ -186,8 +188,9 @@ def test_a_copy_of_an_event_in_the_same_batch_is_acted_on_once(dynamodb: Any) ->
     rt = runtime_with(ec2, dynamodb)
     event = warning(I1)
     response = run(rt, batch(event, dict(event)))
-    first, copy = response[interrupt_batch.EVENTS]
-    assert copy == {**first, "messageId": "m1", "duplicate": True}
+    (_, first), (_, copy) = response.records
+    assert isinstance(first, EventSummary)
+    assert copy == Repeat(first.to_json())
     assert [name for name, _ in ec2.calls] == ["describe_instances"]  # one ownership check
 
 
@@ -212,8 +215,8 @@ def test_a_zonal_shift_that_cannot_be_recorded_fails_only_its_own_record(dynamod
     rt = runtime_with(ec2, ShiftsThrottled(dynamodb))
     shift = json.loads((EVENTS / "zonal-autoshift-in-progress.json").read_text())
     response = run(rt, batch(shift, warning(I1)))
-    assert response[interrupt_batch.FAILURES] == [{"itemIdentifier": "m0"}]
-    assert response[interrupt_batch.EVENTS][1]["instances"][0]["action"] == interrupting.IGNORED
+    assert response.failures == ("m0",)
+    assert response.records[1][1].instances[0].action == interrupting.IGNORED
 
 
 def test_two_events_about_one_instance_act_on_it_once_the_going_away_one_first(dynamodb: Any) -> None:
@@ -224,8 +227,34 @@ def test_two_events_about_one_instance_act_on_it_once_the_going_away_one_first(d
     text = (EVENTS / "rebalance-recommendation.json").read_text().replace("i-0a1b2c3d4e5f60718", I1)
     rebalance, spot = {**json.loads(text), "id": "rebalance-1"}, warning(I1)
     response = run(rt, batch(rebalance, spot))
-    (first,), (second,) = (e["instances"] for e in response[interrupt_batch.EVENTS])
-    assert first["reason"] == f"acted on with event {spot['id']} of the same batch"
-    assert second["action"] == interrupting.IGNORED  # the warning's own outcome: not this cluster's instance
+    (first,), (second,) = (a.instances for _, a in response.records)
+    assert first.reason == f"acted on with event {spot['id']} of the same batch"
+    assert second.action == interrupting.IGNORED  # the warning's own outcome: not this cluster's instance
     (describe,) = ec2.calls
     assert describe[1]["Filters"][0]["Values"] == [I1]
+
+
+def test_a_batch_answer_is_lambdas_partial_batch_response_with_each_records_answer_in_order(dynamodb: Any) -> None:
+    """#29.3: the BatchAnswer's JSON, the function's contract, is exactly the document it always was: literal keys
+    in their order, each record's answer after its messageId (a dropped body, an event acted on, a copy of it,
+    a failed record)."""
+    ec2 = ThrottledEc2([fakes.instance(I1, FOREIGN)])
+    rt = runtime_with(ec2, dynamodb)
+    event = warning(I1)
+    acted = run(rt, batch("not json", event, dict(event)))
+    ec2.healthy = True
+    document = acted.to_json()
+    assert list(document) == ["batchItemFailures", "events"]
+    assert document["batchItemFailures"] == [{"itemIdentifier": "m1"}, {"itemIdentifier": "m2"}]
+    dropped, failed, copy = document["events"]
+    assert list(dropped) == ["messageId", "eventId", "detailType", "ignored", "instances"]
+    assert dropped["eventId"] is None and dropped["detailType"] is None and dropped["instances"] == []
+    assert failed == {"messageId": "m1", "eventId": event["id"], "failed": True}
+    assert copy == {"messageId": "m2", "eventId": event["id"], "failed": True}
+
+    handled = run(rt, batch(event, dict(event))).to_json()
+    first, repeat = handled["events"]
+    assert list(first) == ["messageId", "eventId", "detailType", "ignored", "instances", "seconds", "handledAt"]
+    assert first["instances"] == [{"instanceId": I1, "kind": "SpotInterruption", "node": None, "action": "ignored",
+                                   "reason": first["instances"][0]["reason"]}]
+    assert list(repeat) == [*first, "duplicate"] and repeat == {**first, "messageId": "m1", "duplicate": True}

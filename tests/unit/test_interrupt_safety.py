@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from nodescale.interruption import events as ev
 from nodescale.usecases.interrupt import entry
 from nodescale.usecases.interrupt import handle as interrupting
+from nodescale.usecases.interrupt.summary import EventSummary
 from tests import fakes
 
 EVENTS = Path(__file__).parent.parent / "fixtures" / "events"
@@ -35,7 +36,7 @@ json_values = st.recursive(
 )
 
 
-def _process(rt: Any, event: Any) -> dict:
+def _process(rt: Any, event: Any) -> EventSummary:
     called = []
 
     def runtime() -> Any:
@@ -43,7 +44,8 @@ def _process(rt: Any, event: Any) -> dict:
         return rt
 
     summary = entry.process(event, rt.settings, runtime, account=ACCOUNT, deadline_monotonic=0.0)
-    json.dumps(summary)  # a summary is always plain JSON
+    assert isinstance(summary, EventSummary)  # handled now: no table, so no repeat
+    json.dumps(summary.to_json())  # a summary is always plain JSON
     return summary
 
 
@@ -69,7 +71,7 @@ def managed_rt() -> Any:
 @given(event=json_values)
 def test_random_json_is_ignored_without_any_call(foreign_rt: Any, event: Any) -> None:
     summary = _process(foreign_rt, event)
-    assert summary["instances"] == [] and summary["ignored"]
+    assert summary.instances == () and summary.ignored
     _assert_untouched(foreign_rt)
 
 
@@ -109,8 +111,8 @@ def _mutations() -> st.SearchStrategy[dict]:
 @given(event=_mutations())
 def test_mutated_samples_never_touch_an_instance_this_cluster_does_not_own(foreign_rt: Any, event: dict) -> None:
     summary = _process(foreign_rt, event)
-    for report in summary["instances"]:
-        assert report["action"] in (interrupting.IGNORED, interrupting.NOTHING), report
+    for report in summary.instances:
+        assert report.action in (interrupting.IGNORED, interrupting.NOTHING), report
     _assert_untouched(foreign_rt)
 
 
@@ -148,7 +150,7 @@ def _malformed(draw: st.DrawFn) -> dict:
 @given(event=_malformed())
 def test_malformed_events_never_touch_a_managed_node(managed_rt: Any, event: dict) -> None:
     summary = _process(managed_rt, event)
-    assert summary["ignored"] and summary["instances"] == []
+    assert summary.ignored and summary.instances == ()
     _assert_untouched(managed_rt)
     assert managed_rt.aws.ec2.calls == [] and managed_rt.api.requests == []
 
@@ -156,33 +158,33 @@ def test_malformed_events_never_touch_a_managed_node(managed_rt: Any, event: dic
 def test_each_foreign_sample_names_its_reason(foreign_rt: Any) -> None:
     for name in ("spot-interruption-warning.json", "state-change-terminated.json", "health-scheduled-change.json",
                  "rebalance-recommendation.json"):
-        (report,) = _process(foreign_rt, SAMPLES[name])["instances"]
-        assert report["action"] == interrupting.IGNORED
-        assert "nodescale.io/cluster=demo-cluster" in report["reason"], report
+        (report,) = _process(foreign_rt, SAMPLES[name]).instances
+        assert report.action == interrupting.IGNORED
+        assert "nodescale.io/cluster=demo-cluster" in report.reason, report
     _assert_untouched(foreign_rt)
 
 
 def test_an_unknown_instance_is_ignored_as_not_found() -> None:
     rt = fakes.runtime([], [])
-    (report,) = _process(rt, SAMPLES["spot-interruption-warning.json"])["instances"]
-    assert report["action"] == interrupting.IGNORED and "not found" in report["reason"]
+    (report,) = _process(rt, SAMPLES["spot-interruption-warning.json"]).instances
+    assert report.action == interrupting.IGNORED and "not found" in report.reason
     _assert_untouched(rt)
 
 
 def test_running_and_pending_need_no_client_at_all() -> None:
     rt = fakes.runtime([fakes.instance(IID, OURS, dns="ours")], [fakes.node("ours", IID)])
-    (report,) = _process(rt, SAMPLES["state-change-running.json"])["instances"]
-    assert report["action"] == interrupting.NOTHING and "running" in report["reason"]
+    (report,) = _process(rt, SAMPLES["state-change-running.json"]).instances
+    assert report.action == interrupting.NOTHING and "running" in report.reason
     assert rt.api.requests == [] and rt.aws.ec2.calls == []
 
 
 def test_a_well_formed_warning_for_a_managed_node_does_reach_it() -> None:
     """The control for the tests above: the recording clients do see the writes an action makes."""
     rt = fakes.runtime([fakes.instance(IID, OURS, dns="ours")], [fakes.node("ours", IID)])
-    (report,) = _process(rt, SAMPLES["spot-interruption-warning.json"])["instances"]
+    (report,) = _process(rt, SAMPLES["spot-interruption-warning.json"]).instances
     # The fake API cannot apply the patch (it answers 404), which reads as the Node vanishing meanwhile.
     assert ("PATCH", "/api/v1/nodes/ours") in rt.api.writes
-    assert report["node"] == "ours" and "deleted meanwhile" in report["reason"]
+    assert report.node == "ours" and "deleted meanwhile" in report.reason
 
 
 def test_throttling_raises_so_lambda_retries_and_nothing_was_written() -> None:

@@ -20,6 +20,7 @@ from nodescale.interruption.intents import ShiftKind, ZoneShift
 from nodescale.model import zonalshift
 from nodescale.model.instancetype import InstanceType, Offering
 from nodescale.usecases.interrupt import entry
+from nodescale.usecases.interrupt.summary import EventSummary, ZonalShiftRecord
 from tests import fakes
 
 EVENTS = Path(__file__).parent.parent / "fixtures" / "events"
@@ -172,9 +173,10 @@ def test_the_shifted_zones_offerings_are_unavailable_and_the_others_untouched() 
 # ------------------------------------------------------------------------------------------ the function
 
 
-def _process(rt: Any, event: Any) -> dict[str, Any]:
+def _process(rt: Any, event: Any) -> EventSummary:
     summary = entry.process(event, rt.settings, lambda: rt, account="123456789012")
-    json.dumps(summary)
+    assert isinstance(summary, EventSummary)  # a zonal shift is recorded every time: never a repeat
+    json.dumps(summary.to_json())
     return summary
 
 
@@ -182,14 +184,29 @@ def test_the_interruption_function_records_a_shift_naming_the_zone_as_launches_d
     rt = fakes.runtime([], [])
     rt.aws.ec2.describe_availability_zones = lambda **_: ZONES
     summary = _process(rt, load("zonal-autoshift-in-progress.json"))
-    assert summary["ignored"] is None and summary["instances"] == []
-    shift = summary["zonalShift"]
-    assert (shift["zoneId"], shift["zone"], shift["kind"], shift["shiftedAway"], shift["recorded"]) == (
-        "use1-az2", "us-east-1c", "autoshift", True, True)
-    assert shift["until"] == "2026-11-23T10:15:30Z"
+    assert summary.ignored is None and summary.instances == ()
+    assert summary.zonal_shift == ZonalShiftRecord("use1-az2", "us-east-1c", ShiftKind.AUTOSHIFT, shifted_away=True,
+                                                   recorded=True, until="2026-11-23T10:15:30Z")
     assert rt.api.requests == [], "a zonal shift needs no Kubernetes call"
-    done = _process(rt, load("zonal-autoshift-completed.json"))["zonalShift"]
-    assert (done["shiftedAway"], done["recorded"], done["until"]) == (False, True, None)
+    done = _process(rt, load("zonal-autoshift-completed.json")).zonal_shift
+    assert done is not None and (done.shifted_away, done.recorded, done.until) == (False, True, None)
+
+
+def test_a_zonal_shift_summary_is_the_document_it_always_was() -> None:
+    """#29.3: the JSON of a recorded shift and of an ignored one, literal keys in their order (`-o json` and the
+    function's answer are a contract)."""
+    rt = fakes.runtime([], [])
+    rt.aws.ec2.describe_availability_zones = lambda **_: ZONES
+    recorded = _process(rt, load("zonal-autoshift-in-progress.json")).to_json()
+    assert list(recorded) == ["eventId", "detailType", "ignored", "instances", "zonalShift", "handledAt"]
+    assert recorded["zonalShift"] == {"zoneId": "use1-az2", "zone": "us-east-1c", "kind": "autoshift",
+                                      "shiftedAway": True, "recorded": True, "until": "2026-11-23T10:15:30Z"}
+    assert list(recorded["zonalShift"]) == ["zoneId", "zone", "kind", "shiftedAway", "recorded", "until"]
+    assert json.dumps(recorded["zonalShift"]["kind"]) == '"autoshift"'
+    foreign = load("zonal-autoshift-in-progress.json")
+    foreign["detail"]["metadata"]["awayFrom"] = "use1-az4"
+    ignored = _process(rt, foreign).to_json()
+    assert list(ignored) == ["eventId", "detailType", "ignored", "instances"] and ignored["instances"] == []
 
 
 def test_a_zone_id_this_region_does_not_have_and_another_resources_manual_shift_are_ignored() -> None:
@@ -197,10 +214,10 @@ def test_a_zone_id_this_region_does_not_have_and_another_resources_manual_shift_
     rt.aws.ec2.describe_availability_zones = lambda **_: ZONES
     foreign = load("zonal-autoshift-in-progress.json")
     foreign["detail"]["metadata"]["awayFrom"] = "use1-az4"
-    assert "use1-az4 is not an Availability Zone of us-east-1" in _process(rt, foreign)["ignored"]
+    assert "use1-az4 is not an Availability Zone of us-east-1" in (_process(rt, foreign).ignored or "")
     manual = load("zonal-manual-shift-started.json")
     manual["resources"] = ["arn:aws:elasticloadbalancing:us-east-1:123456789012:loadbalancer/app/web/1"]
-    assert "not of this EKS cluster" in _process(rt, manual)["ignored"]
+    assert "not of this EKS cluster" in (_process(rt, manual).ignored or "")
     assert zonalshifts.active(None, None, ["use1-az2", "use1-az4"], NOW) == {}
 
 
@@ -210,7 +227,7 @@ def test_a_broken_zonal_event_is_logged_and_dropped_without_any_call(caplog) -> 
     del event["detail"]["metadata"]
     with caplog.at_level("WARNING"):
         summary = _process(rt, event)
-    assert "detail.metadata.awayFrom" in summary["ignored"]
+    assert "detail.metadata.awayFrom" in (summary.ignored or "")
     assert "event ignored" in caplog.text
     assert rt.aws.ec2.calls == [] and rt.aws.dynamodb.calls == [] and rt.api.requests == []
 
@@ -220,8 +237,8 @@ def test_replay_prints_what_a_zonal_shift_event_did() -> None:
 
     rt = fakes.runtime([], [])
     rt.aws.ec2.describe_availability_zones = lambda **_: ZONES
-    started = {**_process(rt, load("zonal-autoshift-in-progress.json")), "source": "a.json"}
-    ended = {**_process(rt, load("zonal-autoshift-completed.json")), "source": "b.json"}
+    started = {**_process(rt, load("zonal-autoshift-in-progress.json")).to_json(), "source": "a.json"}
+    ended = {**_process(rt, load("zonal-autoshift-completed.json")).to_json(), "source": "b.json"}
     assert replay.to_text([started, ended]) == (
         "a.json: Autoshift In Progress (05d4d2d5-9c76-bfea-72d2-d4614802adb4): zone us-east-1c (use1-az2): no "
         "launches there (autoshift) until it ends, at the latest 2026-11-23T10:15:30Z\n"

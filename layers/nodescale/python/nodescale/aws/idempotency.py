@@ -12,13 +12,17 @@ deletes its record, so Lambda's retry of a failed event runs again.
 
 ``EventRecords`` is the same for a batch of events acted on together (the SQS path): claim each, act on
 all, then save each summary or release each claim.
+
+A summary is stored as its JSON document (``to_json()``); a repeat answers ``Repeat(document)``, the stored
+document as it is: it may have been written by an older deployed version, so it is never parsed strictly.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from aws_lambda_powertools.utilities.idempotency import (
     DynamoDBPersistenceLayer,
@@ -39,6 +43,24 @@ KEY_PREFIX = "interruption"
 EXPIRES_AFTER_SECONDS = 3600
 
 
+class Summary(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
+
+
+S = TypeVar("S", bound=Summary)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """An event handled already, answered from its record: the first run's summary as it was stored."""
+
+    document: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        # The first run's own fields, its handledAt included, are kept; "duplicate" says nothing ran now.
+        return {**self.document, "duplicate": True}
+
+
 def persistence_layer(table: str, dynamodb: Any) -> DynamoDBPersistenceLayer:
     return DynamoDBPersistenceLayer(
         table_name=table,
@@ -49,15 +71,15 @@ def persistence_layer(table: str, dynamodb: Any) -> DynamoDBPersistenceLayer:
 
 
 def once_per_event(
-    run: Callable[[dict], dict[str, Any]],
+    run: Callable[[dict], S],
     event: dict,
     *,
     table: str | None,
     dynamodb: Any,
     lambda_context: Any = None,
-) -> dict[str, Any]:
-    """``run(event)``, unless this event id was handled already: then the first run's summary, with
-    ``"duplicate": True`` added.
+) -> S | Repeat:
+    """``run(event)``, unless this event id was handled already: then the first run's summary as stored,
+    as a :class:`Repeat`.
 
     Without a table (a bare CLI run), or for an event without an id, every call runs.
     """
@@ -76,16 +98,17 @@ def once_per_event(
         key_prefix=KEY_PREFIX,
     )
     def handle(event: dict) -> dict[str, Any]:
-        ran.append(True)
-        return run(event)
+        summary = run(event)
+        ran.append(summary)
+        return summary.to_json()
 
-    ran: list[bool] = []
+    ran: list[S] = []
     with warnings.catch_warnings():
         # Outside Lambda (the CLI, tests) there is no remaining time to record: nothing to warn about.
         warnings.filterwarnings("ignore", message="Couldn't determine the remaining time left")
-        summary = handle(event=event)
-    # Powertools answered from the record: nothing ran now.
-    return summary if ran else {**summary, "duplicate": True}
+        stored = handle(event=event)
+    # Nothing ran now: Powertools answered from the record.
+    return ran[0] if ran else Repeat(stored if isinstance(stored, dict) else {})
 
 
 class EventRecords:
@@ -93,7 +116,7 @@ class EventRecords:
     (key prefix, key, expiry), so a repeat through either path is recognised.
 
     ``claim(event)`` before acting: ``None`` when this invocation now holds the event (an in-progress record
-    written), or the first run's summary marked ``"duplicate": True`` when it was handled already. An event
+    written), or the first run's summary as a :class:`Repeat` when it was handled already. An event
     another invocation is handling right now raises (Powertools' ``IdempotencyAlreadyInProgressError``): the
     caller reports it for a retry. Then ``succeed(event, summary)`` or ``release(event, error)``.
     Without a table, or for an event without an id, every claim is granted and nothing is written.
@@ -111,7 +134,7 @@ class EventRecords:
         event_id = event.get("id")
         return self._store is not None and isinstance(event_id, str) and bool(event_id)
 
-    def claim(self, event: dict) -> dict[str, Any] | None:
+    def claim(self, event: dict) -> Repeat | None:
         if not self._keyed(event):
             return None
         assert self._store is not None
@@ -127,12 +150,13 @@ class EventRecords:
             raise IdempotencyInconsistentStateError(f"event {event.get('id')}: its record changed while read")
         if record.status == STATUS_CONSTANTS["INPROGRESS"]:
             raise IdempotencyAlreadyInProgressError(f"event {event.get('id')} is being handled by another invocation")
-        return {**(record.response_json_as_dict() or {}), "duplicate": True}
+        stored = record.response_json_as_dict()
+        return Repeat(stored if isinstance(stored, dict) else {})
 
-    def succeed(self, event: dict, summary: dict[str, Any]) -> None:
+    def succeed(self, event: dict, summary: Summary) -> None:
         if self._keyed(event):
             assert self._store is not None
-            self._store.save_success(data=event, result=summary)
+            self._store.save_success(data=event, result=summary.to_json())
 
     def release(self, event: dict, error: Exception) -> None:
         """Forget the in-progress record, so the retry of this event runs."""

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         try:
             summary = entry.process(
                 event, settings, runtime, account=account, deadline_monotonic=time.monotonic() + args.seconds
-            )
+            ).to_json()
         except Exception as exc:  # noqa: BLE001 - reported per event; the Lambda would retry it
             summary = {"source": source, "error": f"{type(exc).__name__}: {exc}"}
             status = 1

@@ -1,6 +1,6 @@
 """The interruption use-case for an SQS batch: many EventBridge events, acted on together with one world read.
 
-    process_batch(batch, settings, runtime, account=..., deadline_monotonic=...) -> partial batch response
+    process_batch(batch, settings, runtime, account=..., deadline_monotonic=...) -> BatchAnswer
 
 The interruption rules put their events in a queue and a Lambda event source mapping hands them over in
 batches (``interruption/queue.py``), as Karpenter's interruption controller works through its queue. Per
@@ -39,18 +39,16 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAl
 
 from ... import telemetry
 from ...aws import queue_retry
-from ...aws.idempotency import EventRecords
+from ...aws.idempotency import EventRecords, Repeat
 from ...interruption import events, queue
 from ...runtime import Runtime
 from ...settings import Settings
 from ..world import World
 from . import handle as interrupt
 from . import zonal_shift
+from .summary import BatchAnswer, EventAnswer, EventSummary, FailedRecord, RecordAnswer
 
 log = logging.getLogger(__name__)
-
-FAILURES = "batchItemFailures"
-EVENTS = "events"
 
 
 @dataclass
@@ -60,7 +58,7 @@ class _Record:
     message: queue.Message
     event: dict[str, Any]
     parsed: events.ParsedEvent
-    summary: dict[str, Any] | None = None
+    summary: EventAnswer | None = None
     failed: bool = False
     # Made visible again soon when it failed; not when another invocation holds its event (that one's own
     # message is retried if it fails), so waiting out the holder does not burn this copy's receives.
@@ -82,12 +80,12 @@ def process_batch(
     lambda_context: Any = None,
     reader: Callable[[Runtime], World] = interrupt.read_world_cached,
     sleep: Callable[[float], None] = time.sleep,
-) -> dict[str, Any]:
+) -> BatchAnswer:
     """What the interruption function runs for an SQS batch; ``runtime`` is only called when a record is
     worth acting on, so a batch of bad bodies needs no clients."""
     started = time.monotonic()
     deadline = deadline_monotonic if deadline_monotonic is not None else started + interrupt.DEFAULT_DRAIN_SECONDS
-    answers: dict[str, dict[str, Any]] = {}
+    answers: dict[str, RecordAnswer] = {}
     records: list[_Record] = []
     messages = queue.read_batch(batch)
     for message in messages:
@@ -100,19 +98,16 @@ def process_batch(
         rt = runtime().begin_invocation()
         _handle(rt, records, deadline, lambda_context, reader, sleep)
         for record in records:
-            answers[record.message_id] = record.summary or {"eventId": record.event.get("id"), "failed": True}
+            answers[record.message_id] = record.summary or FailedRecord(record.event.get("id"))
         _retry_soon(rt, [r for r in records if r.failed and r.retry_soon])
     failures = [r.message_id for r in records if r.failed]
-    response = {
-        FAILURES: [{"itemIdentifier": message_id} for message_id in failures],
-        EVENTS: [{"messageId": m.message_id, **answers[m.message_id]} for m in messages],
-    }
+    response = BatchAnswer(tuple(failures), tuple((m.message_id, answers[m.message_id]) for m in messages))
     log.info("interruption batch handled", extra={"records": len(messages), "failed": len(failures),
                                                    "seconds": round(time.monotonic() - started, 3)})
     return response
 
 
-def _read(message: queue.Message, account: str | None, region: str | None) -> _Record | dict[str, Any]:
+def _read(message: queue.Message, account: str | None, region: str | None) -> _Record | EventSummary:
     """The record to act on, or the summary of a record dropped or ignored. Never raises: whatever a hostile
     body makes the parser do is this record's reason alone, never its batch's."""
     if message.event is None:
@@ -128,10 +123,10 @@ def _read(message: queue.Message, account: str | None, region: str | None) -> _R
     return _Record(message, dict(message.event), parsed)
 
 
-def _dropped(message: queue.Message, reason: str) -> dict[str, Any]:
+def _dropped(message: queue.Message, reason: str) -> EventSummary:
     log.warning("queued record dropped", extra={"message_id": message.message_id, "reason": reason})
     telemetry.count(telemetry.IGNORED_EVENTS)
-    return {"eventId": None, "detailType": None, "ignored": reason, "instances": []}
+    return EventSummary(None, None, ignored=reason)
 
 
 def _retry_soon(rt: Runtime, failed: list[_Record]) -> None:
@@ -180,10 +175,15 @@ def _handle(
         _act_together(rt, store, claimed, deadline, reader, sleep)
     for copy, original in copies:
         copy.failed = original.failed
-        copy.summary = {**original.summary, "duplicate": True} if original.summary else None
+        copy.summary = _repeat_of(original.summary) if original.summary else None
 
 
-def _guarded(record: _Record, run: Callable[[], dict[str, Any] | None]) -> None:
+def _repeat_of(summary: EventAnswer) -> Repeat:
+    """A second copy of an event in the batch: answered with the first's summary, as a repeat."""
+    return summary if isinstance(summary, Repeat) else Repeat(summary.to_json())
+
+
+def _guarded(record: _Record, run: Callable[[], EventAnswer | None]) -> None:
     """``run()``'s summary (None: nothing to answer yet) into the record, or the record failed if it raised."""
     try:
         record.summary = run()

@@ -1,6 +1,6 @@
 """The interruption function's front door: an SQS batch of events, or one EventBridge event.
 
-    process(event, settings, runtime, account=..., deadline_monotonic=...) -> summary or partial batch response
+    process(event, settings, runtime, account=..., deadline_monotonic=...) -> EventSummary | Repeat | BatchAnswer
 
 The Lambda handler and ``nodescale replay`` call it; a batch (the interruption queue's event source
 mapping) goes to ``batch.process_batch``, anything else to ``handle.process_event``. It lives apart from
@@ -17,6 +17,7 @@ from ...runtime import Runtime
 from ...settings import Settings
 from .batch import process_batch
 from .handle import process_event
+from .summary import BatchAnswer, EventAnswer
 
 
 def process(
@@ -27,7 +28,7 @@ def process(
     account: str | None = None,
     deadline_monotonic: float | None = None,
     lambda_context: Any = None,
-) -> dict[str, Any]:
+) -> EventAnswer | BatchAnswer:
     """What the interruption function runs for one invocation's event. ``runtime`` is only called for an
     event worth acting on, so bad input needs no clients at all."""
     if queue.is_batch(event):

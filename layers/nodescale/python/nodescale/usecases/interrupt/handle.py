@@ -1,10 +1,10 @@
 """The interruption use-case: an EventBridge event about EC2 instances, acted on safely.
 
-    process_event(event, settings, runtime, account=..., deadline_monotonic=...) -> summary
+    process_event(event, settings, runtime, account=..., deadline_monotonic=...) -> EventSummary | Repeat
         parse, ignore what is not ours (logged, counted), else handle the event id once (the function's
         front door, ``entry.process``, sends an SQS batch to ``batch.process_batch`` instead)
-    handle_event(rt, event, ...) -> summary     the same without the idempotency record
-    handle_events(rt, [(parsed, intents)], ...) -> summaries    several events acted on together
+    handle_event(rt, event, ...) -> EventSummary     the same without the idempotency record
+    handle_events(rt, [(parsed, intents)], ...) -> [EventSummary]    several events acted on together
 
 For an instance this cluster owns (``nodescale.io/cluster`` tag) whose Node is registered:
 
@@ -58,6 +58,7 @@ from ..world import World, read_nodes_and_pods, read_world
 from . import actions as act
 from . import zonal_shift
 from .actions import InstanceReport, Work
+from .summary import EventAnswer, EventSummary
 
 
 def read_world_cached(rt: Runtime) -> World:
@@ -92,7 +93,7 @@ def process_event(
     account: str | None = None,
     deadline_monotonic: float | None = None,
     lambda_context: Any = None,
-) -> dict[str, Any]:
+) -> EventAnswer:
     """One EventBridge event, handled once (``entry.process`` sends an SQS batch to ``batch`` instead).
 
     ``runtime`` is only called for an event worth acting on, so bad input needs no clients at all.
@@ -114,13 +115,13 @@ def process_event(
     )
 
 
-def ignored_summary(event: object, ignored: events.Ignored, detail_type: str | None = None) -> dict[str, Any]:
+def ignored_summary(event: object, ignored: events.Ignored, detail_type: str | None = None) -> EventSummary:
     """The summary of an event not acted on; ``detail_type`` as :func:`events.read` found it."""
     if detail_type is None:
         detail_type = events.detail_type_of(event)
     log.warning("event ignored", extra={"event_id": ignored.event_id, "reason": ignored.reason})
     telemetry.count(telemetry.IGNORED_EVENTS)
-    return {"eventId": ignored.event_id, "detailType": detail_type, "ignored": ignored.reason, "instances": []}
+    return EventSummary(ignored.event_id, detail_type, ignored=ignored.reason)
 
 
 def handle_event(
@@ -132,7 +133,7 @@ def handle_event(
     reader: Callable[[Runtime], World] = read_world_cached,
     sleep: Callable[[float], None] = time.sleep,
     parsed: events.ParsedEvent | None = None,
-) -> dict[str, Any]:
+) -> EventSummary:
     """Act on one event (no idempotency record: see :func:`process`); ``parsed`` is the event read
     already, so it is not parsed again."""
     started = time.monotonic()
@@ -155,7 +156,7 @@ def handle_events(
     reader: Callable[[Runtime], World] = read_world_cached,
     sleep: Callable[[float], None] = time.sleep,
     started: float | None = None,
-) -> list[dict[str, Any]]:
+) -> list[EventSummary]:
     """Act on the intents of several events together (an SQS batch; one event is a batch of one): one
     ownership check, every going-away node cordoned first, ONE read of the world, one plan of replacements
     and one drain over all of them. A summary per event, in order."""
@@ -189,16 +190,9 @@ def handle_events(
     handled_at = clock.format_timestamp(clock.now())
     summaries = []
     for (parsed, intents), event_reports in zip(batch, reports, strict=True):
-        summary = {
-            "eventId": intents[0].event_id if intents else None,
-            "detailType": parsed.detail_type,
-            "ignored": None,
-            "instances": [r.to_dict() for r in event_reports],
-            "seconds": seconds,
-            # When it was handled: a repeat of the event returns this summary (see aws.idempotency).
-            "handledAt": handled_at,
-        }
-        log.info("interruption event handled", extra={"summary": summary})
+        summary = EventSummary(intents[0].event_id if intents else None, parsed.detail_type,
+                               instances=tuple(event_reports), seconds=seconds, handled_at=handled_at)
+        log.info("interruption event handled", extra={"summary": summary.to_json()})
         summaries.append(summary)
     return summaries
 

@@ -1,6 +1,6 @@
 """An ARC zonal shift event, recorded: launches keep out of (or come back to) its Availability Zone.
 
-    handle_shift(rt, shift, detail_type) -> summary
+    handle_shift(rt, shift, detail_type) -> EventSummary
 
 The interruption function receives the event (``entry.process``); this records it in the shared
 table (``aws/zonalshifts``), where every function's next read of the world finds it and takes that
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Any
 
 from ... import clock, telemetry
 from ...aws import catalog as ec2_catalog
@@ -24,16 +23,15 @@ from ...aws import zonalshifts
 from ...interruption.actions import zone_shift_ignored
 from ...interruption.intents import Ignored, ZoneShift
 from ...runtime import Runtime
+from .summary import EventSummary, ZonalShiftRecord
 
 log = logging.getLogger(__name__)
 
 ZONAL_SHIFT_KIND = "ZonalShift"  # the Interruptions metric's Kind dimension for these events
 
 
-def handle_shift(rt: Runtime, shift: ZoneShift, detail_type: str | None) -> dict[str, Any]:
+def handle_shift(rt: Runtime, shift: ZoneShift, detail_type: str | None) -> EventSummary:
     """Record ``shift`` (or say why it is ignored); the summary the interruption function returns."""
-    summary: dict[str, Any] = {"eventId": shift.event_id, "detailType": detail_type, "ignored": None,
-                               "instances": []}
     reason = zone_shift_ignored(shift, rt.cluster)
     # Zone id -> name from DescribeAvailabilityZones: the summary names the zone as launches do, and an id
     # this region does not have is not ours. Without an answer the shift is recorded all the same.
@@ -45,23 +43,16 @@ def handle_shift(rt: Runtime, shift: ZoneShift, detail_type: str | None) -> dict
         ignored = Ignored(reason, shift.event_id)
         log.warning("event ignored", extra={"event_id": shift.event_id, "reason": reason})
         telemetry.count(telemetry.IGNORED_EVENTS)
-        return {**summary, "ignored": ignored.reason}
+        return EventSummary(shift.event_id, detail_type, ignored=ignored.reason)
     now = clock.epoch()
     event_time = shift.event_time.timestamp() if shift.event_time is not None else now
     recorded = zonalshifts.record(rt.aws.dynamodb, rt.settings.table_name, shift.zone_id, shift.kind,
                                   shift.active, event_time, now)
     telemetry.count(telemetry.INTERRUPTIONS, **{telemetry.KIND_DIMENSION: ZONAL_SHIFT_KIND})
-    summary["zonalShift"] = {
-        "zoneId": shift.zone_id,
-        "zone": zone,
-        "kind": str(shift.kind),
-        "shiftedAway": shift.active,
-        # False: an event of this kind newer than this one is recorded already, and stands.
-        "recorded": recorded,
-        "until": clock.format_timestamp(
-            datetime.fromtimestamp(event_time + zonalshifts.MAX_SHIFT_SECONDS, UTC)) if shift.active else None,
-    }
-    summary["handledAt"] = clock.format_timestamp(clock.now())
-    log.info("zonal shift recorded", extra={"summary": summary})
+    until = clock.format_timestamp(
+        datetime.fromtimestamp(event_time + zonalshifts.MAX_SHIFT_SECONDS, UTC)) if shift.active else None
+    record = ZonalShiftRecord(shift.zone_id, zone, shift.kind, shift.active, recorded, until)
+    summary = EventSummary(shift.event_id, detail_type, zonal_shift=record, handled_at=clock.format_timestamp(clock.now()))
+    log.info("zonal shift recorded", extra={"summary": summary.to_json()})
     return summary
 
