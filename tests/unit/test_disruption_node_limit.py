@@ -28,7 +28,7 @@ def test_a_replacement_is_not_launched_past_the_pools_node_limit(recorder: FakeR
     pods = [_pod("moved", "1")]
     at_limit = _world(limit='1000", nodes: "1', instances=[going])
     held = provisioning.launch_capacity(_rt(launcher), at_limit, pods, exclude_nodes=["i-going"])
-    assert launcher.calls == [] and [x["nodePool"] for x in held.limits] == ["default"]
+    assert launcher.calls == [] and [x.nodepool for x in held.limits] == ["default"]
 
     room = _world(limit='1000", nodes: "2', instances=[going])
     launched = provisioning.launch_capacity(_rt(launcher), room, pods, exclude_nodes=["i-going"])
