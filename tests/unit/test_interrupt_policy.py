@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from nodescale.aws.ownership import OwnedInstance
+from nodescale.interruption import actions as policy
 from nodescale.interruption import events as ev
 from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
@@ -53,11 +54,11 @@ def _work(node_annotations: dict[str, str], pool_annotations: dict[str, str]) ->
 
 
 def test_rebalance_is_acted_on_only_where_the_nodepool_or_node_opts_in() -> None:
-    opt_in = {interrupting.REBALANCE_ANNOTATION: interrupting.REBALANCE_INTERRUPT}
+    opt_in = {policy.REBALANCE_ANNOTATION: policy.REBALANCE_INTERRUPT}
     assert interrupting._rebalance_opted_in(*_work({}, opt_in))
     assert interrupting._rebalance_opted_in(*_work(opt_in, {}))
     assert not interrupting._rebalance_opted_in(*_work({}, {}))
-    assert not interrupting._rebalance_opted_in(*_work({}, {interrupting.REBALANCE_ANNOTATION: "record"}))
+    assert not interrupting._rebalance_opted_in(*_work({}, {policy.REBALANCE_ANNOTATION: "record"}))
 
 
 def _handler():

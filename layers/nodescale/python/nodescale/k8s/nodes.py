@@ -18,12 +18,12 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from .. import clock
+from ..disruption.drain_policy import DISRUPTED_TAINT
+from ..disruption.nodes import DISRUPTED_TAINT_KEY
 from ..model.node import Readiness, parse_provider_id, readiness_of
 from ..model.taints import Taint
 from .raw import MERGE_PATCH, path_segment, request_json
 
-DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
-DISRUPTED_TAINT = Taint(DISRUPTED_TAINT_KEY, "NoSchedule")
 CONFLICT_ATTEMPTS = 6
 
 

@@ -68,8 +68,6 @@ def read_world_cached(rt: Runtime) -> World:
 
 log = logging.getLogger(__name__)
 
-REBALANCE_ANNOTATION = actions.REBALANCE_ANNOTATION
-REBALANCE_INTERRUPT = actions.REBALANCE_INTERRUPT
 # Without a caller's deadline (CLI, tests), a drain keeps trying this long.
 DEFAULT_DRAIN_SECONDS = 120.0
 
