@@ -7,6 +7,7 @@ created in the API, and the sim's scheduler marks what it cannot place Unschedul
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 
 import pytest
@@ -536,9 +537,12 @@ def test_pods_asking_for_one_host_port_get_a_node_each_and_all_run(sim: Environm
     request_json(sim.kube_api_client(), "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=doc)
     wait_pending(sim, ns, 3)
 
-    launches = provisioning.provision_once(rt).launches
+    summary = provisioning.provision_once(rt)
 
-    assert sorted(len(x.pods) for x in launches) == [1, 1, 1]
+    # The whole summary and the world it saw on failure: this test has failed once under CI's load.
+    seen = {"summary": summary.to_json(), "nodes": [n["metadata"]["name"] for n in helpers.managed_nodes(sim)],
+            "instances": helpers.instance_ids(sim)}
+    assert sorted(len(x.pods) for x in summary.launches) == [1, 1, 1], json.dumps(seen, default=str)
     running = wait_running(sim, ns, 3)
     assert len({p["spec"]["nodeName"] for p in running}) == 3
     assert provisioning.provision_once(rt).launches == []
