@@ -37,6 +37,8 @@ UNAVAILABLE_OFFERING_TTL = "NODESCALE_UNAVAILABLE_OFFERING_TTL_SECONDS"
 DISRUPTION_SLICE_NODES = "NODESCALE_DISRUPTION_SLICE_NODES"
 DEFAULT_DISRUPTION_SLICE_NODES = 2000
 KUBECONFIG = "KUBECONFIG"
+# Karpenter's name and default: pods with Dynamic Resource Allocation claims are not launched for.
+IGNORE_DRA_REQUESTS = "IGNORE_DRA_REQUESTS"
 REGION = "AWS_REGION"
 DEFAULT_REGION = "AWS_DEFAULT_REGION"
 
@@ -64,6 +66,7 @@ class Settings:
     unavailable_offering_ttl_seconds: float = 180.0
     disruption_slice_nodes: int = DEFAULT_DISRUPTION_SLICE_NODES
     kubeconfig: str | None = None
+    ignore_dra_requests: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -101,7 +104,21 @@ class Settings:
             unavailable_offering_ttl_seconds=_seconds(env, UNAVAILABLE_OFFERING_TTL, 180.0),
             disruption_slice_nodes=_count(env, DISRUPTION_SLICE_NODES, DEFAULT_DISRUPTION_SLICE_NODES),
             kubeconfig=env.get(KUBECONFIG) or None,
+            ignore_dra_requests=_ignore_dra(env.get(IGNORE_DRA_REQUESTS, "")),
         )
+
+
+def _ignore_dra(raw: str) -> bool:
+    """Only Karpenter's default is supported: planning for resource claims (false) is not built yet."""
+    value = raw.strip().lower()
+    if value in ("", "true"):
+        return True
+    if value == "false":
+        raise SettingsError(
+            f"{IGNORE_DRA_REQUESTS}=false: nodescale cannot plan for Dynamic Resource Allocation yet; "
+            "allowed is true (Karpenter's default: pods with resource claims are not launched for)"
+        )
+    raise SettingsError(f"{IGNORE_DRA_REQUESTS}={raw!r}: allowed is true")
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:

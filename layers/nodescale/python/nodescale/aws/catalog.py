@@ -65,6 +65,11 @@ def ec2_labels(facts: TypeFacts, region: str | None = None) -> dict[str, str]:
         # Bare-metal types report no hypervisor; Karpenter still sets the label, to "".
         wk.INSTANCE_HYPERVISOR: facts.hypervisor,
         wk.INSTANCE_ENCRYPTION_IN_TRANSIT: "true" if facts.encryption_in_transit else "false",
+        wk.INSTANCE_NITRO_ENCLAVES: "true" if facts.nitro_enclaves else "false",
+        wk.INSTANCE_CAPABILITY_FLEX: "true" if "-flex" in name.split(".")[0] else "false",
+        # Karpenter offers default and dedicated; nodescale launches default tenancy only, so its types
+        # say so and a pod asking for dedicated hosts finds none rather than a shared one.
+        wk.INSTANCE_TENANCY: "default",
     }
     if region:
         labels[wk.REGION] = region
@@ -78,6 +83,8 @@ def ec2_labels(facts: TypeFacts, region: str | None = None) -> dict[str, str]:
         labels[wk.INSTANCE_SIZE] = parts[1]
     if facts.cpu_manufacturer:
         labels[wk.INSTANCE_CPU_MANUFACTURER] = _kabob(facts.cpu_manufacturer)
+    if facts.cpu_sustained_mhz:
+        labels[wk.INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ] = str(facts.cpu_sustained_mhz)
     if facts.gpu_name:
         labels[wk.INSTANCE_GPU_NAME] = _kabob(facts.gpu_name)
         labels[wk.INSTANCE_GPU_MANUFACTURER] = _kabob(facts.gpu_manufacturer)

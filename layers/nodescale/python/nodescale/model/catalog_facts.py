@@ -42,6 +42,10 @@ class TypeFacts:
     accelerator_name: str = ""  # the one kind of Inferentia/Trainium device, as EC2 names it ("" for none)
     accelerator_manufacturer: str = ""
     accelerator_count: int = 0
+    cpu_sustained_mhz: int = 0  # sustained all-core clock, rounded to MHz; 0 when EC2 does not say
+    nitro_enclaves: bool = False  # NitroEnclavesSupport is "supported"
+    efa_max: int = 0  # EFA interfaces it takes (vpc.amazonaws.com/efa)
+    neuron_cores: int = 0  # NeuronCores over all its Neuron devices (aws.amazon.com/neuroncore)
 
     @property
     def kube_arch(self) -> str | None:
@@ -145,7 +149,21 @@ def facts_from_describe(info: Mapping) -> TypeFacts:
         accelerator_name=str(accelerator.get("Name") or ""),
         accelerator_manufacturer=str(accelerator.get("Manufacturer") or ("AWS" if accelerator else "")),
         accelerator_count=int(accelerator.get("Count") or 0),
+        cpu_sustained_mhz=round(float(processor.get("SustainedClockSpeedInGhz") or 0) * 1000),
+        nitro_enclaves=info.get("NitroEnclavesSupport") == "supported",
+        efa_max=int(((network.get("EfaInfo") or {}).get("MaximumEfaInterfaces")) or 0),
+        neuron_cores=_neuron_cores(neuron_devices),
     )
+
+
+def _neuron_cores(devices: list | None) -> int:
+    """NeuronCores the Neuron device plugin advertises: devices times cores per device. Like Karpenter, the
+    cores per device are read from the first kind of device (EC2 lists one kind per type)."""
+    if not devices:
+        return 0
+    first = devices[0]
+    per_device = int((first.get("CoreInfo") or {}).get("Count") or 0)
+    return int(first.get("Count") or 0) * per_device
 
 
 def _single_accelerator(info: Mapping) -> Mapping:
@@ -164,4 +182,6 @@ def gpu_resource(facts: TypeFacts) -> str | None:
         return "nvidia.com/gpu"
     if facts.gpu_count and maker == "AMD":
         return "amd.com/gpu"
+    if facts.gpu_count and maker == "HABANA":
+        return "habana.ai/gaudi"
     return None

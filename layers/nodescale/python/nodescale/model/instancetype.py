@@ -30,6 +30,13 @@ INSTANCE_LABELS = (
     wk.INSTANCE_ACCELERATOR_NAME,
     wk.INSTANCE_ACCELERATOR_MANUFACTURER,
     wk.INSTANCE_ACCELERATOR_COUNT,
+    wk.INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+    wk.INSTANCE_NITRO_ENCLAVES,
+    wk.INSTANCE_CAPABILITY_FLEX,
+    wk.INSTANCE_TENANCY,
+    # nodescale sets no placement group (placementGroupSelector is read past), so no type is in one.
+    wk.PLACEMENT_GROUP_ID,
+    wk.PLACEMENT_GROUP_PARTITION,
 )
 
 # node.kubernetes.io/windows-build is set by the AMI, not the instance type: the Windows Server build.
@@ -68,6 +75,28 @@ class Offering:
     reservation_id: str = ""
     reservation_type: str = ""
     reservation_capacity: int = 0
+
+    def reservation_labels(self) -> dict[str, str]:
+        """The reservation labels a node launched into it carries; none outside a reservation. Whether the
+        reservation is interruptible is not tracked, so no offering has that label (see ``wk.RESERVATION_KEYS``)."""
+        if not self.reservation_id:
+            return {}
+        return {
+            wk.CAPACITY_RESERVATION_ID: self.reservation_id,
+            wk.CAPACITY_RESERVATION_TYPE: self.reservation_type or "default",
+        }
+
+    def meets(self, reqs: Requirements) -> bool:
+        """Whether its reservation labels meet ``reqs``: an absent label satisfies only NotIn and DoesNotExist."""
+        labels = self.reservation_labels()
+        for key in wk.RESERVATION_KEYS:
+            req = reqs.get(key)
+            if req is None:
+                continue
+            value = labels.get(key)
+            if not (req.allows_absent if value is None else req.has(value)):
+                return False
+        return True
 
 
 @dataclass(slots=True)

@@ -39,6 +39,15 @@ INSTANCE_EBS_BANDWIDTH = "karpenter.k8s.aws/instance-ebs-bandwidth"
 INSTANCE_ACCELERATOR_NAME = "karpenter.k8s.aws/instance-accelerator-name"
 INSTANCE_ACCELERATOR_MANUFACTURER = "karpenter.k8s.aws/instance-accelerator-manufacturer"
 INSTANCE_ACCELERATOR_COUNT = "karpenter.k8s.aws/instance-accelerator-count"
+# Karpenter v1.15's newer type labels: the sustained all-core clock (MHz, an integer for Gt/Lt), whether
+# Nitro Enclaves run on it, whether it is a "-flex" family, and the tenancies it may be launched with.
+INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ = "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz"
+INSTANCE_NITRO_ENCLAVES = "karpenter.k8s.aws/nitro-sandbox"
+INSTANCE_CAPABILITY_FLEX = "karpenter.k8s.aws/instance-capability-flex"
+INSTANCE_TENANCY = "karpenter.k8s.aws/instance-tenancy"
+# Where a node of a NodeClass with a placement group was put (Karpenter v1.15).
+PLACEMENT_GROUP_ID = "karpenter.k8s.aws/placement-group-id"
+PLACEMENT_GROUP_PARTITION = "karpenter.k8s.aws/placement-group-partition"
 
 CAPACITY_SPOT = "spot"
 CAPACITY_ON_DEMAND = "on-demand"
@@ -46,6 +55,9 @@ CAPACITY_ON_DEMAND = "on-demand"
 CAPACITY_RESERVED = "reserved"
 CAPACITY_RESERVATION_ID = "karpenter.k8s.aws/capacity-reservation-id"
 CAPACITY_RESERVATION_TYPE = "karpenter.k8s.aws/capacity-reservation-type"
+CAPACITY_RESERVATION_INTERRUPTIBLE = "karpenter.k8s.aws/capacity-reservation-interruptible"
+# Labels of the offering a node was launched into, not of its instance type.
+RESERVATION_KEYS = (CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_TYPE, CAPACITY_RESERVATION_INTERRUPTIBLE)
 
 # karpenter.sh/provisioner-name is not one of them: it names a v1alpha5 Provisioner's nodes, and
 # karpenter.sh/nodepool a NodePool's (Karpenter v0.32-v0.33 ran both kinds side by side, apart).
@@ -90,8 +102,20 @@ WELL_KNOWN = frozenset(
         INSTANCE_ACCELERATOR_MANUFACTURER,
         INSTANCE_ACCELERATOR_COUNT,
         ZONE_ID,
+        INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ,
+        INSTANCE_NITRO_ENCLAVES,
+        INSTANCE_CAPABILITY_FLEX,
+        INSTANCE_TENANCY,
+        PLACEMENT_GROUP_ID,
+        PLACEMENT_GROUP_PARTITION,
+        *RESERVATION_KEYS,
     }
 )
+# Where Karpenter allows only some values in a requirement (a NodePool asking for another can never launch).
+KNOWN_VALUES = {
+    CAPACITY_TYPE: frozenset({CAPACITY_SPOT, CAPACITY_ON_DEMAND, CAPACITY_RESERVED}),
+    INSTANCE_TENANCY: frozenset({"default", "dedicated"}),
+}
 
 # Label domains a NodePool may not set itself (Karpenter's restricted domains); the exceptions are allowed.
 RESTRICTED_DOMAINS = ("kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws")

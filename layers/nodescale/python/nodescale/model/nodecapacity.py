@@ -41,6 +41,10 @@ def capacity_and_overhead(
         capacity[gpu] = facts.gpu_count
     if facts.neuron_count:
         capacity[res.NEURON] = facts.neuron_count
+    if facts.neuron_cores:
+        capacity[res.NEURON_CORE] = facts.neuron_cores
+    if facts.efa_max:
+        capacity[res.EFA] = facts.efa_max
     if ami.primary_interface_density:
         capacity[res.PRIVATE_IPV4] = oh.primary_interface_addresses(facts.ipv4_per_eni)
     return capacity, oh.node_overhead(cpu, memory, storage, pods, eni_pods, kubelet, ami)

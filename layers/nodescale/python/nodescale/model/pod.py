@@ -119,6 +119,15 @@ class Pod:
         return self.owner_kind == "DaemonSet"
 
     @property
+    def has_dra_requirements(self) -> bool:
+        """It references a ResourceClaim, in the pod or any (init) container (Karpenter's HasDRARequirements)."""
+        spec = self.raw.get("spec") or {}
+        if spec.get("resourceClaims"):
+            return True
+        containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+        return any(((c or {}).get("resources") or {}).get("claims") for c in containers)
+
+    @property
     def is_mirror(self) -> bool:
         return "kubernetes.io/config.mirror" in self.annotations
 

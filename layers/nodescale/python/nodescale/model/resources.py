@@ -17,6 +17,11 @@ PODS = "pods"
 NVIDIA_GPU = "nvidia.com/gpu"
 AMD_GPU = "amd.com/gpu"
 NEURON = "aws.amazon.com/neuron"
+NEURON_CORE = "aws.amazon.com/neuroncore"
+HABANA_GAUDI = "habana.ai/gaudi"
+EFA = "vpc.amazonaws.com/efa"
+# Security groups for pods: branch interfaces the VPC resource controller gives a trunking-capable node.
+POD_ENI = "vpc.amazonaws.com/pod-eni"
 # Windows pods on EKS request one (the VPC resource controller's webhook adds it); Windows nodes advertise
 # how many they hold: the primary interface's IPv4 addresses less the node's own.
 PRIVATE_IPV4 = "vpc.amazonaws.com/PrivateIPv4Address"

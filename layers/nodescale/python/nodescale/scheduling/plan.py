@@ -79,6 +79,7 @@ class UnschedulableKind(StrEnum):
     MIN_VALUES = "MinValues"  # too few instance types fit to keep a requirement's minValues
     LIMITS = "Limits"  # a new node would exceed its nodepool's limits
     TOPOLOGY = "Topology"  # topology spread or pod (anti-)affinity cannot be met
+    DRA = "DynamicResourceAllocation"  # it claims DRA devices, which nodescale does not plan for (yet)
 
 
 @dataclass(slots=True)

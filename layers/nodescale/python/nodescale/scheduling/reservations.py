@@ -188,6 +188,8 @@ def _reservation(
         for o in it.offerings:
             if o.capacity_type != wk.CAPACITY_RESERVED or not o.available or o.zone not in claim.zones:
                 continue
+            if not o.meets(claim.requirements):
+                continue  # its pods ask for another reservation (id or type)
             if free.get(o.reservation_id, o.reservation_capacity) <= 0:
                 continue
             key = (o.price, rank, o.reservation_id, o)

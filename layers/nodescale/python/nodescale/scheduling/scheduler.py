@@ -30,7 +30,7 @@ from .existingnode import NodeBin, NodeRoom, existing_bins
 from .groups import Group, Level, group_pods
 from .instance_selection import InstanceSelector
 from .nodeclaim import ClaimBin, Intersections, Narrowed, build_node_claims, cheapest_with_room
-from .plan import MAX_INSTANCE_TYPES, ExistingNode, ExistingPlacement, Plan, Unschedulable
+from .plan import MAX_INSTANCE_TYPES, ExistingNode, ExistingPlacement, Plan, Unschedulable, UnschedulableKind
 from .reasons import Kind, Refusal, from_clauses, incompatibility, over_limits, topology_refusal
 from .repack import repack, topology_bound_groups
 from .templates import (
@@ -51,6 +51,10 @@ from .topology import HostRules, Topology, deal
 from .topologygroup import capacity_type_quota, compile_level
 
 _EPSILON = 1e-9
+DRA_REASON = (
+    "the pod has Dynamic Resource Allocation claims (spec.resourceClaims), which nodescale does not plan for; "
+    "no node is launched for it (IGNORE_DRA_REQUESTS=true, Karpenter's default)"
+)
 _NO_PODS = (0,) * 64
 # Pods not placed, each with why (None: the caller's fallback); a list, as one batch mixes requests.
 Refused = list[tuple[Pod, Refusal | None]]
@@ -78,7 +82,14 @@ def solve(
     (``kubernetes.io/metadata.name``).
     """
     started = time.perf_counter()
-    pools, nodes, daemons = list(nodepools), list(existing_nodes), list(daemonset_pods)
+    pools, nodes = list(nodepools), list(existing_nodes)
+    # As Karpenter with IGNORE_DRA_REQUESTS (its default): a DaemonSet pod with resource claims adds no
+    # overhead, and a pod with them is neither placed nor launched for, and never relaxed.
+    daemons = [d for d in daemonset_pods if not d.has_dra_requirements]
+    pods = list(pods)
+    claiming = [p for p in pods if p.has_dra_requirements]
+    if claiming:
+        pods = [p for p in pods if not p.has_dra_requirements]
     ruled_out, labels = frozenset(unavailable), node_labels_by_pool or {}
 
     def schedule(pods: list[Pod], nodes: list[ExistingNode], types: Mapping[str, Sequence[InstanceType]]) -> Plan:
@@ -87,7 +98,9 @@ def solve(
 
     # Reserved capacity is shared out last: a claim past a reservation's free count falls back to
     # spot/on-demand, its pods planned again while other reservations still have room.
-    plan = schedule(list(pods), nodes, instance_types_by_pool)
+    plan = schedule(pods, nodes, instance_types_by_pool)
+    plan.unschedulable.extend(Unschedulable(p, DRA_REASON, UnschedulableKind.DRA) for p in claiming)
+    plan.pods += len(claiming)
     plan = reservations.share(plan, instance_types_by_pool, nodes, labels, schedule)
     # A pool's on-demand minimum (nodescale.io/on-demand-min-percent) narrows some of its new claims.
     plan.node_claims = keep_split(plan.node_claims, pools, nodes, instance_types_by_pool, ruled_out)

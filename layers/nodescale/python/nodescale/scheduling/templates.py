@@ -22,7 +22,9 @@ UNLIMITED = 1 << 62
 
 # Labels a node gets from its instance type; a type without one of them does not have that label at all.
 # The Windows build is among them: the catalog sets it on types prepared for a Windows AMI family.
-TYPE_KEYS = frozenset(wk.WELL_KNOWN - {wk.ZONE, wk.ZONE_ID, wk.CAPACITY_TYPE, wk.NODEPOOL, wk.HOSTNAME, wk.REGION})
+TYPE_KEYS = frozenset(
+    wk.WELL_KNOWN - {wk.ZONE, wk.ZONE_ID, wk.CAPACITY_TYPE, wk.NODEPOOL, wk.HOSTNAME, wk.REGION, *wk.RESERVATION_KEYS}
+)
 
 
 def absent_ok(req: Requirement) -> bool:
@@ -159,7 +161,7 @@ def build_template(
     for i, it in enumerate(types):
         if not type_satisfies(it.labels, it.operating_systems, reqs, template.labels):
             continue
-        offers = _offers(it, unavailable, zone_req, zone_id_req, ct_req)
+        offers = _offers(it, unavailable, zone_req, zone_id_req, ct_req, reqs)
         if not offers:
             continue
         overhead = [0] * len(dims)
@@ -187,8 +189,10 @@ def build_template(
 
 
 def _offers(it: InstanceType, unavailable: frozenset[tuple[str, str, str]], zone_req: Requirement | None,
-            zone_id_req: Requirement | None, ct_req: Requirement | None) -> list[tuple[str, str, float]]:
-    """The type's offerings the pool allows, as (zone, capacity type, price), cheapest first."""
+            zone_id_req: Requirement | None, ct_req: Requirement | None,
+            reqs: Requirements) -> list[tuple[str, str, float]]:
+    """The type's offerings the pool allows (its zone, capacity type and reservation labels), as (zone,
+    capacity type, price), cheapest first."""
     return sorted(
         (
             (o.zone, o.capacity_type, o.price)
@@ -198,6 +202,7 @@ def _offers(it: InstanceType, unavailable: frozenset[tuple[str, str, str]], zone
             and (zone_req is None or zone_req.has(o.zone))
             and (zone_id_req is None or zone_id_req.has(o.zone_id))
             and (ct_req is None or ct_req.has(o.capacity_type))
+            and o.meets(reqs)
         ),
         key=lambda o: o[2],
     )
@@ -279,17 +284,41 @@ def fit_level(template: PoolTemplate, reqs: Requirements, tolerations: tuple) ->
         # A zone id names one zone: the claim's zones (what the launch reads) are cut to those it allows.
         zones = frozenset(z for z in zones if zone_id_req.has(template.zone_ids.get(z, "")))
     capacity_types = frozenset(c for c in template.capacity_types if ct_req is None or ct_req.has(c))
+    reservation = _reservation_requirements(combined)
+    if reservation is not None and _needs_reservation(reservation):
+        # Only reserved offerings carry reservation labels; allot() pins the claim to one that matches.
+        capacity_types &= frozenset({wk.CAPACITY_RESERVED})
     if not template.types:
         return f"no instance type meets the nodepool's requirements ({_describe(template.pool.requirements)})"
     types = []
     for t in template.types:
-        if type_satisfies(t.it.labels, t.it.operating_systems, reqs, template.labels) and t.price(zones, capacity_types) is not None:
+        if not type_satisfies(t.it.labels, t.it.operating_systems, reqs, template.labels):
+            continue
+        if t.price(zones, capacity_types) is None:
+            continue
+        if reservation is None or _has_offering(t.it, zones, capacity_types, reservation):
             types.append(t)
     if not types:
         return f"no instance type satisfies {_describe(reqs)}" if len(reqs) else "no instance type is offered"
     if zones != template.zones or capacity_types != template.capacity_types:
         types.sort(key=lambda t: (t.price(zones, capacity_types), t.name))
     return Fit(template, combined, zones, capacity_types, types)
+
+
+def _reservation_requirements(reqs: Requirements) -> Requirements | None:
+    """The pod's requirements on reservation labels (offering labels), or None when it has none."""
+    found = [r for k in wk.RESERVATION_KEYS if (r := reqs.get(k)) is not None]
+    return Requirements(found) if found else None
+
+
+def _needs_reservation(reqs: Requirements) -> bool:
+    return any(not r.allows_absent for r in reqs.values())
+
+
+def _has_offering(it: InstanceType, zones: frozenset[str], capacity_types: frozenset[str], reqs: Requirements) -> bool:
+    return any(
+        o.available and o.zone in zones and o.capacity_type in capacity_types and o.meets(reqs) for o in it.offerings
+    )
 
 
 def _describe(reqs: Requirements) -> str:
