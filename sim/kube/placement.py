@@ -137,7 +137,7 @@ def allocatable(node: dict[str, Any]) -> dict[str, int]:
 
 def static_reason(spec: dict[str, Any], node: dict[str, Any]) -> str | None:
     """Why the pod cannot go to the node whatever the node's load, or None: the scheduler's
-    NodeUnschedulable, TaintToleration and NodeAffinity filters in their order."""
+    NodeUnschedulable, TaintToleration, NodeAffinity and DynamicResources filters in their order."""
     tolerations = spec.get("tolerations") or []
     if (node.get("spec") or {}).get("unschedulable") and not tolerates(tolerations, UNSCHEDULABLE_TAINT):
         return "node(s) were unschedulable"
@@ -146,6 +146,10 @@ def static_reason(spec: dict[str, Any], node: dict[str, Any]) -> str | None:
         return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
     if not matches_node_selection(spec, node):
         return "node(s) didn't match Pod's node affinity/selector"
+    if spec.get("resourceClaims"):
+        # kube-scheduler's DynamicResources filter: sim runs no DRA driver and publishes no ResourceSlices,
+        # so no node can allocate a claim (never forgiving a pod EKS would leave pending).
+        return "cannot allocate all claims"
     return None
 
 

@@ -175,3 +175,50 @@ def test_the_nomination_is_read_from_the_event_data_not_its_text(sim: Environmen
     assert fleet_calls(sim) == before + 1 and not summary.launches
     [why] = summary.unschedulable
     assert launch.instance_id in why.reason
+
+
+V115_REQUIREMENTS = """        - key: karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz
+          operator: Gt
+          values: ["3000"]
+        - key: karpenter.k8s.aws/capacity-reservation-type
+          operator: DoesNotExist
+"""
+
+
+def test_v115_labels_are_planned_for_and_written_on_the_node_and_dra_pods_are_not_launched_for(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """#31.3, #31.4: a NodePool requiring Karpenter v1.15 labels (sustained clock speed, reservation type) is
+    accepted, not refused as restricted; a pod selecting another (nitro-sandbox, instance-capability-flex)
+    gets a node that carries them all, as Karpenter labels its nodes (aws/karpenter-provider-aws
+    instancetype suite_test.go "should launch pod in non-flex instances"); a pod with resource claims is
+    not launched for and the summary says why (kubernetes-sigs/karpenter scheduling suite_test.go,
+    "should handle DRA pods correctly", IGNORE_DRA_REQUESTS=true)."""
+    text = (EXAMPLES / V1).read_text().replace("  limits:\n", V115_REQUIREMENTS + "  limits:\n", 1)
+    assert V115_REQUIREMENTS in text
+    selector = {wk.INSTANCE_NITRO_ENCLAVES: "false", wk.INSTANCE_CAPABILITY_FLEX: "false"}
+    start(sim, ns, "karpenter-v1/default.yaml", selector)
+    put_pool(sim, text, "default")
+    dra = pod_with(ns, "dra", {})
+    dra["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
+    request_json(sim.kube_api_client(), "POST", f"/api/v1/namespaces/{ns}/pods", body=dra)
+    wait_for("both pods unschedulable", lambda: len([p for p in pods(sim, ns) if any(
+        c.get("reason") == "Unschedulable" for c in (p.get("status") or {}).get("conditions") or [])]) == 2)
+    before = fleet_calls(sim)
+
+    summary = provisioning.provision_once(rt)
+    [launch] = summary.launches
+    [stuck] = summary.unschedulable
+    assert stuck.pod == f"{ns}/dra" and "IGNORE_DRA_REQUESTS" in stuck.reason
+    for _ in range(4):
+        provisioning.provision_once(runtime_for(sim))
+        if all(p["spec"].get("nodeName") for p in pods(sim, ns) if p["metadata"]["name"] == "p"):
+            break
+        sim.advance(2)
+    wait_for("the pod bound", lambda: next(p for p in pods(sim, ns) if p["metadata"]["name"] == "p")["spec"].get("nodeName"))
+    labels = node_of(sim, launch.instance_id)["metadata"]["labels"]
+    assert int(labels[wk.INSTANCE_CPU_SUSTAINED_CLOCK_SPEED_MHZ]) > 3000
+    assert all(labels.get(k) == v for k, v in selector.items())
+    assert labels[wk.INSTANCE_TENANCY] == "default" and wk.CAPACITY_RESERVATION_TYPE not in labels
+    assert fleet_calls(sim) == before + 1
+    assert not next(p for p in pods(sim, ns) if p["metadata"]["name"] == "dra")["spec"].get("nodeName")

@@ -74,6 +74,14 @@ def test_taints_and_tolerations() -> None:
     assert static_reason({}, _node({}, [prefer_no_schedule])) is None
 
 
+def test_a_pod_with_resource_claims_fits_no_node() -> None:
+    """#31.4: sim has no DRA driver, so, as kube-scheduler's DynamicResources filter, it places no pod whose
+    claims cannot be allocated (it used to bind such a pod like any other)."""
+    spec = {"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]}
+    assert static_reason(spec, _node({})) == "cannot allocate all claims"
+    assert static_reason({}, _node({})) is None
+
+
 def _healthy_pod(store: Store, name: str) -> None:
     spec = {"nodeName": "n", "containers": [{"name": "app", "image": "nginx"}]}
     store.create("v1/pods", {"metadata": {"name": name, "labels": {"app": "x"}}, "spec": spec}, "default")
