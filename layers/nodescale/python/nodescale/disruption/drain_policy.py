@@ -263,3 +263,29 @@ def backoff(result: DrainResult, delay: float) -> tuple[float, float]:
     blocked = result.blocked_by_pdb or result.failed or result.blocked_by_do_not_disrupt
     pause = max(result.retry_after, delay if blocked else SETTLE_SECONDS)
     return pause, (min(delay * 2, MAX_BACKOFF_SECONDS) if blocked else FIRST_BACKOFF_SECONDS)
+
+
+def claims_of(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(namespace, claim name) of every PersistentVolumeClaim the pod mounts."""
+    namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+    volumes = (pod.get("spec") or {}).get("volumes") or []
+    return [(namespace, str(v["persistentVolumeClaim"]["claimName"])) for v in volumes
+            if (v.get("persistentVolumeClaim") or {}).get("claimName")]
+
+
+def undrainable_claims(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """The claims of the pods a drain leaves on the node: their volumes stay attached, so Karpenter does
+    not wait for those to detach."""
+    return [claim for pod in pods if skip_reason(pod) is not None for claim in claims_of(pod)]
+
+
+def pending_attachments(attachments: Iterable[Mapping[str, Any]], kept_volumes: Iterable[str]) -> list[str]:
+    """The VolumeAttachments a termination still waits for before the instance goes: those of a
+    PersistentVolume, except the volumes of pods that are not drained (``kept_volumes``, PV names)."""
+    kept = set(kept_volumes)
+    names = []
+    for attachment in attachments:
+        pv = (((attachment.get("spec") or {}).get("source")) or {}).get("persistentVolumeName")
+        if pv and pv not in kept:
+            names.append(str((attachment.get("metadata") or {}).get("name")))
+    return sorted(names)
