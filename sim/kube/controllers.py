@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..clock import Clock, parse_time
+from . import volumes
 from .disruption import refresh_pdb_status
 from .lifecycle import (
     advance_foreground,
@@ -69,10 +70,14 @@ class Controllers:
     """Workload, garbage-collection, disruption-budget, ClusterRole-aggregation, scheduling and pod-lifecycle
     controllers."""
 
-    def __init__(self, store: Store, clock: Clock | None = None, ready_delay: float = 1.0) -> None:
+    def __init__(
+        self, store: Store, clock: Clock | None = None, ready_delay: float = 1.0, detach_delay: float = 2.0
+    ) -> None:
         self.store = store
         self.clock = clock or store.clock
         self.ready_delay = ready_delay
+        self.detach_delay = detach_delay  # simulated seconds a CSI detach takes
+        self._volume_nodes: set[str] = set()
         self.scheduler = Scheduler(store)
         self._events: queue.SimpleQueue[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = queue.SimpleQueue()
         self._stop = threading.Event()
@@ -176,6 +181,8 @@ class Controllers:
                 finish_pod(self.store, args[0], args[1])
             elif action == "reap":
                 finish_deletion(self.store, args[0], args[1], args[2])
+            elif action == "detach":
+                volumes.detach(self.store, args[0])
 
     def _elapsed_at(self, timestamp: str) -> float:
         return self.clock.elapsed() + (parse_time(timestamp) - self.clock.now()).total_seconds()
@@ -213,6 +220,8 @@ class Controllers:
             self._dirty[_OWNER_KINDS[ref["kind"]]].add((key[0], ref.get("name", "")))
         self._pdb_namespaces.add(key[0])
         self.scheduler.observe(event_type, pod)
+        if spec.get("nodeName") and volumes.uses_claims(pod):
+            self._volume_nodes.add(spec["nodeName"])
         if event_type == "DELETED":
             self._pending.discard(key)
             if spec.get("nodeName"):
@@ -255,6 +264,7 @@ class Controllers:
     def _node_event(self, event_type: str, node: dict[str, Any], old: dict[str, Any] | None) -> None:
         name = meta(node)["name"]
         if event_type == "DELETED":
+            self._volume_nodes.add(name)
             delete_pods_on_node(self.store, name)
             self._all_daemonsets = True
             self._schedule = True
@@ -303,6 +313,7 @@ class Controllers:
                 # Let pending pods pile up between passes in proportion to what a pass costs: a
                 # pass over thousands of nodes is worth making for many pods at once.
                 self._next_pass = time.monotonic() + min(1.0, max(0.02, time.monotonic() - started))
+        self._sync_volumes()
         if self._aggregate:
             self._aggregate = False
             aggregate_cluster_roles(self.store)
@@ -310,6 +321,12 @@ class Controllers:
         for namespace in sorted(namespaces):
             for pdb in self.store.snapshot("policy/v1/poddisruptionbudgets", namespace):
                 refresh_pdb_status(self.store, pdb)
+
+    def _sync_volumes(self) -> None:
+        nodes, self._volume_nodes = self._volume_nodes, set()
+        for node_name in sorted(nodes):
+            for name in volumes.sync(self.store, node_name):
+                self._at(self.clock.elapsed() + self.detach_delay, "detach", name)
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Block until every store change made before the call has been handled, and whatever

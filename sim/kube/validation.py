@@ -603,6 +603,18 @@ def validate_data(obj: dict[str, Any], errs: Errors) -> None:
         errs.too_long("", CONFIG_MAP_SIZE_LIMIT)
 
 
+def validate_volume_attachment(obj: dict[str, Any], errs: Errors) -> None:
+    """storage's `ValidateVolumeAttachment`: an attacher, a node and exactly one source."""
+    spec = obj.get("spec") or {}
+    for name in ("attacher", "nodeName"):
+        if not spec.get(name):
+            errs.required(f"spec.{name}")
+    source = spec.get("source") or {}
+    given = [k for k in ("persistentVolumeName", "inlineVolumeSpec") if source.get(k)]
+    if len(given) != 1:
+        errs.forbidden("spec.source", "must specify exactly one of inlineVolumeSpec and persistentVolumeName")
+
+
 def validate_event(obj: dict[str, Any], errs: Errors) -> None:
     """core's `legacyValidateEvent`: the involved object's namespace agrees with the event's; a
     new-style event (with eventTime) names its reporter, action and reason."""
@@ -647,6 +659,7 @@ _BY_RESOURCE: dict[str, Callable[[dict[str, Any], Errors], None]] = {
     "apps/v1/statefulsets": validate_workload,
     "batch/v1/jobs": validate_job,
     "policy/v1/poddisruptionbudgets": validate_pdb,
+    "storage.k8s.io/v1/volumeattachments": validate_volume_attachment,
 }
 
 

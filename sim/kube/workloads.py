@@ -228,15 +228,21 @@ def daemon_tolerations(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return tolerations
 
 
-def daemon_wants_node(template_spec: dict[str, Any], node: dict[str, Any]) -> bool:
-    """Whether a DaemonSet runs a pod on the node: selection matches and every taint is tolerated."""
-    if meta(node).get("deletionTimestamp") or not matches_node_selection(template_spec, node):
+def daemon_wants_node(template_spec: dict[str, Any], node: dict[str, Any], *, running: bool = False) -> bool:
+    """Whether a DaemonSet runs a pod on the node: selection matches and every taint is tolerated. A pod
+    already ``running`` there stays unless a NoExecute taint is not tolerated, as the DaemonSet controller's
+    shouldContinueRunning says: a NoSchedule taint (a cordon, karpenter.sh/disrupted) or the node's deletion
+    (held by a finalizer) only keeps new pods off, the drain removes the old."""
+    if not matches_node_selection(template_spec, node):
+        return False
+    if meta(node).get("deletionTimestamp") and not running:
         return False
     tolerations = daemon_tolerations(template_spec)
+    effects = ("NoExecute",) if running else ("NoSchedule", "NoExecute")
     return all(
         tolerates(tolerations, taint)
         for taint in (node.get("spec") or {}).get("taints") or []
-        if taint.get("effect") in ("NoSchedule", "NoExecute")
+        if taint.get("effect") in effects
     )
 
 
@@ -252,7 +258,8 @@ def reconcile_daemonset(store: Store, namespace: str, name: str) -> None:
         if _active(pod):
             by_node.setdefault((pod.get("spec") or {}).get("nodeName", ""), []).append(pod)
     for node_name, pods in by_node.items():
-        keep = 1 if node_name in wanted else 0
+        stays = node_name in nodes and daemon_wants_node(template_spec, nodes[node_name], running=True)
+        keep = 1 if node_name in wanted or stays else 0
         for pod in sorted(pods, key=lambda p: meta(p).get("creationTimestamp", ""))[keep:]:
             _delete_quietly(store, namespace, meta(pod)["name"], grace=0 if node_name not in nodes else None)
     for node_name in sorted(wanted - set(by_node)):

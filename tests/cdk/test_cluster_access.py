@@ -88,6 +88,11 @@ def test_rbac_grants_exactly_what_the_functions_do() -> None:
     expected |= {(g, r, v) for g, r in (("autoscaling.x-k8s.io", "capacitybuffers"), ("", "podtemplates"))
                  for v in ("get", "list", "watch")}
     expected |= {("apps", r, "get") for r in ("deployments", "statefulsets", "replicasets")}
+    # #30.3: the termination waits for VolumeAttachments (and reads the claims of pods left on the node);
+    # deleted NodeClaims lose their finalizer.
+    expected |= {("storage.k8s.io", "volumeattachments", v) for v in ("get", "list", "watch")}
+    expected |= {("", "persistentvolumeclaims", "get")}
+    expected |= {("karpenter.sh", "nodeclaims", v) for v in ("get", "list", "watch", "patch")}
     assert granted == expected
 
 

@@ -89,16 +89,15 @@ def test_a_round_never_takes_down_more_than_the_pdb_allows_and_a_later_round_car
 
 
 def test_pods_a_drain_leaves_alone(env):
+    """DaemonSet pods are no longer among them (#30.3): Karpenter v1 drains them, after the other pods."""
     store, api, ns, node, admin = env
-    run_pod(admin, ns, "ds", node, meta={"ownerReferences": [
-        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u1", "controller": True}]})
     run_pod(admin, ns, "static", node, annotations={"kubernetes.io/config.mirror": "x"})
     run_pod(admin, ns, "done", node, phase="Succeeded")
     run_pod(admin, ns, "tolerant", node, tolerations=[{"key": "karpenter.sh/disrupted", "operator": "Exists"}])
     result = drain.drain_round(api, node, involuntary=True)
     assert result.empty and result.evicted == []
-    assert sorted(result.skipped) == [f"{ns}/{n}" for n in ("done", "ds", "static", "tolerant")]
-    assert names(store, ns, node=node) == ["done", "ds", "static", "tolerant"]
+    assert sorted(result.skipped) == [f"{ns}/{n}" for n in ("done", "static", "tolerant")]
+    assert names(store, ns, node=node) == ["done", "static", "tolerant"]
 
 
 def test_do_not_disrupt_blocks_voluntary_drains_only(env):

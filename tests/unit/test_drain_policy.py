@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from nodescale.disruption.drain_policy import (
+    DrainGroup,
     DrainResult,
     EvictionOutcome,
     EvictionResult,
     backoff,
+    current_group,
+    drain_group,
     has_do_not_disrupt,
     skip_reason,
+    sort_pods,
 )
+
+_NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def running(name="r", **meta) -> dict:
@@ -27,7 +35,6 @@ def running(name="r", **meta) -> dict:
     [
         ({**running(), "status": {"phase": "Succeeded"}}, "finished"),
         (running(annotations={"kubernetes.io/config.mirror": "abc"}), "mirror"),
-        (running(ownerReferences=[{"kind": "DaemonSet", "name": "x"}]), "DaemonSet"),
         (running(ownerReferences=[{"kind": "Node", "name": "n1"}]), "static"),
         ({**running(), "spec": {"tolerations": [{"operator": "Exists"}]}}, "tolerates"),
         ({**running(), "spec": {"tolerations": [{"key": "karpenter.sh/disrupted", "operator": "Exists"}]}}, "tolerates"),
@@ -88,3 +95,81 @@ def test_eviction_outcomes_are_counted_by_their_enum():
     assert result.failed == {"ns/f": "500: boom"}
     assert "ns/e" not in result.remaining
     assert str(EvictionResult.BLOCKED_BY_PDB) == "blocked by a PodDisruptionBudget"
+
+
+def _pod(name: str, *, daemon: bool = False, priority: str | None = None, **extra) -> dict:
+    pod = running(name, **({"ownerReferences": [{"kind": "DaemonSet", "name": "ds"}]} if daemon else {}), **extra)
+    if priority:
+        pod["spec"]["priorityClassName"] = priority
+    return pod
+
+
+def test_drain_groups_follow_karpenters_order():
+    """#30.3, restating kubernetes-sigs/karpenter pkg/controllers/node/termination/suite_test.go, Describe
+    "Termination" / It "should evict pods in order and wait until pods are fully deleted": non-critical pods,
+    then non-critical DaemonSet pods, then critical (system-cluster-critical / system-node-critical) pods,
+    then critical DaemonSet pods. DaemonSet pods are drained too (they were left on the node before)."""
+    assert drain_group(_pod("a")) is DrainGroup.NON_CRITICAL
+    assert drain_group(_pod("b", daemon=True)) is DrainGroup.NON_CRITICAL_DAEMON
+    assert drain_group(_pod("c", priority="system-node-critical")) is DrainGroup.CRITICAL
+    assert drain_group(_pod("d", priority="system-cluster-critical")) is DrainGroup.CRITICAL
+    assert drain_group(_pod("e", daemon=True, priority="system-node-critical")) is DrainGroup.CRITICAL_DAEMON
+    assert drain_group(_pod("f", priority="high")) is DrainGroup.NON_CRITICAL
+    assert skip_reason(_pod("g", daemon=True)) is None
+
+
+@pytest.mark.parametrize(
+    ("names", "evicted_first"),
+    [
+        (["app", "ds", "crit", "critds"], {"default/app"}),
+        (["ds", "crit", "critds"], {"default/ds"}),
+        (["crit", "critds"], {"default/crit"}),
+        (["critds"], {"default/critds"}),
+    ],
+)
+def test_a_round_evicts_only_the_first_group_left(names, evicted_first):
+    """#30.3 (same upstream It): a group starts only once every pod of the earlier groups is gone; the
+    later groups' pods wait (and keep the node from counting as drained)."""
+    pods = {
+        "app": _pod("app"),
+        "ds": _pod("ds", daemon=True),
+        "crit": _pod("crit", priority="system-cluster-critical"),
+        "critds": _pod("critds", daemon=True, priority="system-node-critical"),
+    }
+    result = DrainResult("n1")
+    to_evict, to_delete = sort_pods(result, [pods[n] for n in names], False, None, _NOW)
+    assert {f"default/{p['metadata']['name']}" for p in to_evict} == evicted_first
+    assert not to_delete
+    assert set(result.waiting) == {f"default/{n}" for n in names} - evicted_first
+    assert result.empty == (len(names) == 1)  # the evictions themselves are recorded by the round
+
+
+def test_a_terminating_pod_holds_back_the_next_group():
+    """#30.3 (same upstream It, "wait until pods are fully deleted"): a pod of the first group that is
+    shutting down still blocks the DaemonSet pods."""
+    leaving = _pod("app", deletionTimestamp="2026-01-01T00:00:00Z")
+    result = DrainResult("n1")
+    to_evict, _ = sort_pods(result, [leaving, _pod("ds", daemon=True)], False, None, _NOW)
+    assert to_evict == [] and result.terminating == ["default/app"] and result.waiting == ["default/ds"]
+
+
+def test_pods_a_drain_never_evicts_do_not_start_a_group():
+    """#30.3, restating karpenter's termination suite_test.go It "should not evict pods that tolerate karpenter
+    disruption taint with equal operator" and "should delete nodes with terminal pods": such pods are no group's,
+    so the next group starts without them."""
+    tolerating = _pod("tol", tolerations=[])
+    tolerating["spec"]["tolerations"] = [
+        {"key": "karpenter.sh/disrupted", "operator": "Equal", "value": "", "effect": "NoSchedule"}]
+    finished = {**_pod("done"), "status": {"phase": "Succeeded"}}
+    mirror = _pod("mirror", annotations={"kubernetes.io/config.mirror": "x"})
+    assert current_group([tolerating, finished, mirror, _pod("ds", daemon=True)]) is DrainGroup.NON_CRITICAL_DAEMON
+    assert current_group([tolerating, finished, mirror]) is None
+
+
+def test_a_later_group_pod_past_its_delete_time_is_deleted_at_once():
+    """#30.3: Karpenter deletes every pod whose terminationGracePeriod delete time has come, whatever its
+    group (termination suite_test.go It "should preemptively delete pods to satisfy their
+    terminationGracePeriodSeconds")."""
+    result = DrainResult("n1")
+    to_evict, to_delete = sort_pods(result, [_pod("app"), _pod("ds", daemon=True)], False, _NOW, _NOW)
+    assert [p["metadata"]["name"] for p in to_delete] == ["app", "ds"] and not to_evict

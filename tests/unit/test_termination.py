@@ -101,6 +101,9 @@ def empty_tainted_nodes(ids: list[str]) -> tuple[Runtime, list[dict]]:
         nodes.append(node)
     rt = fakes.runtime([fakes.instance(iid, OURS, dns=f"n{n}") for n, iid in enumerate(ids)], nodes)
     rt.api.objects["/api/v1/pods"] = {"kind": "PodList", "metadata": {}, "items": []}
+    # No VolumeAttachments either (#30.3: an emptied node's instance waits for them).
+    rt.api.objects["/apis/storage.k8s.io/v1/volumeattachments"] = {
+        "kind": "VolumeAttachmentList", "metadata": {}, "items": []}
     return rt, nodes
 
 

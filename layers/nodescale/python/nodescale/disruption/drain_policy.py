@@ -1,5 +1,5 @@
-"""The drain policy: which pods a drain evicts, leaves, waits for or deletes, with what grace, and how
-long to wait between rounds. Pure: the Kubernetes adapter (``k8s/drain``) lists pods, sends the
+"""The drain policy: which pods a drain evicts, leaves, waits for or deletes, in what order, with what
+grace, and how long to wait between rounds. Pure: the Kubernetes adapter (``k8s/drain``) lists pods, sends the
 evictions and deletes, and sleeps; both the interruption and the disruption use-cases drain through it.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import Enum
+from enum import Enum, IntEnum
 from typing import Any
 
 from ..model.pod import do_not_disrupt, started_at
@@ -23,6 +23,18 @@ FIRST_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 8.0
 # Evictions just accepted need only a moment to finish.
 SETTLE_SECONDS = 0.25
+# Pods of these priority classes keep the node running (kube-proxy, CNI, DNS): they leave last.
+CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+
+
+class DrainGroup(IntEnum):
+    """Karpenter's drain order (after the kubelet's graceful node shutdown): a group is evicted only once
+    every pod of the groups before it has left the node."""
+
+    NON_CRITICAL = 0
+    NON_CRITICAL_DAEMON = 1
+    CRITICAL = 2
+    CRITICAL_DAEMON = 3
 
 
 class EvictionResult(Enum):
@@ -55,6 +67,7 @@ class DrainResult:
     in_flight: list[str] = field(default_factory=list)  # evicted in the latest round, not seen gone yet
     failed: dict[str, str] = field(default_factory=dict)  # pod -> error message, retried next round
     skipped: dict[str, str] = field(default_factory=dict)  # pod -> why it is left on the node
+    waiting: list[str] = field(default_factory=list)  # in a later drain group: evicted once the earlier ones left
     retry_after: float = 0.0  # a server's Retry-After hint from a 429, seconds
 
     @property
@@ -66,6 +79,7 @@ class DrainResult:
             *self.terminating,
             *self.failed,
             *self.in_flight,
+            *self.waiting,
         ]
 
     @property
@@ -99,6 +113,7 @@ class DrainResult:
             in_flight=later.in_flight,
             failed=later.failed,
             skipped=later.skipped,
+            waiting=later.waiting,
             retry_after=later.retry_after,
         )
 
@@ -111,6 +126,7 @@ class DrainResult:
             "blockedByDoNotDisrupt": sorted(self.blocked_by_do_not_disrupt),
             "terminating": len(self.terminating),
             "failed": dict(self.failed),
+            "waitingForEarlierGroups": len(self.waiting),
             "empty": self.empty,
         }
 
@@ -134,13 +150,34 @@ def skip_reason(pod: Mapping[str, Any]) -> str | None:
     if "kubernetes.io/config.mirror" in (meta.get("annotations") or {}):
         return "mirror (static) pod"
     owners = meta.get("ownerReferences") or []
-    if any(o.get("kind") == "DaemonSet" for o in owners):
-        return "DaemonSet pod"
     if any(o.get("kind") == "Node" for o in owners):
         return "static pod"
     if any(Toleration.from_dict(t).tolerates(DISRUPTED_TAINT) for t in spec.get("tolerations") or []):
         return f"tolerates {DISRUPTED_TAINT}"
     return None
+
+
+def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
+    """Whether a DaemonSet owns the pod: drained, but never rescheduled elsewhere (its DaemonSet runs one
+    on every node it selects)."""
+    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return any(o.get("kind") == "DaemonSet" for o in owners)
+
+
+def drain_group(pod: Mapping[str, Any]) -> DrainGroup:
+    """Where the pod comes in Karpenter's drain order."""
+    critical = (pod.get("spec") or {}).get("priorityClassName") in CRITICAL_PRIORITY_CLASSES
+    daemon = is_daemonset_pod(pod)
+    if critical:
+        return DrainGroup.CRITICAL_DAEMON if daemon else DrainGroup.CRITICAL
+    return DrainGroup.NON_CRITICAL_DAEMON if daemon else DrainGroup.NON_CRITICAL
+
+
+def current_group(pods: Iterable[Mapping[str, Any]]) -> DrainGroup | None:
+    """The group a drain evicts now: the first with a pod still on the node that the drain has to remove
+    (terminating ones included: a group is done only once its pods are gone), None when there is none."""
+    groups = [drain_group(p) for p in pods if skip_reason(p) is None]
+    return min(groups) if groups else None
 
 
 def has_do_not_disrupt(pod: Mapping[str, Any], now: datetime | None = None) -> bool:
@@ -177,10 +214,14 @@ def sort_pods(
     now: datetime,
 ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
     """(pods to evict, pods whose grace-period delete time has come); the rest go into ``result``.
-    Pods to evict include do-not-disrupt ones when ``involuntary``."""
+    Pods to evict include do-not-disrupt ones when ``involuntary``. Only the current drain group's pods are
+    evicted (``current_group``); a later group's pods wait, unless their delete time has come, which
+    Karpenter honours whatever the group."""
+    pods = list(candidates)
+    group = current_group(pods)
     to_evict: list[Mapping[str, Any]] = []
     to_delete: list[Mapping[str, Any]] = []
-    for pod in candidates:
+    for pod in pods:
         key = pod_key(pod)
         reason = skip_reason(pod)
         due = pod_delete_time(pod, grace_deadline)
@@ -190,6 +231,8 @@ def sort_pods(
             result.terminating.append(key)
         elif due is not None and now >= due:
             to_delete.append(pod)
+        elif drain_group(pod) != group:
+            result.waiting.append(key)
         elif has_do_not_disrupt(pod, now) and not involuntary:
             result.blocked_by_do_not_disrupt.append(key)
         else:
@@ -220,3 +263,29 @@ def backoff(result: DrainResult, delay: float) -> tuple[float, float]:
     blocked = result.blocked_by_pdb or result.failed or result.blocked_by_do_not_disrupt
     pause = max(result.retry_after, delay if blocked else SETTLE_SECONDS)
     return pause, (min(delay * 2, MAX_BACKOFF_SECONDS) if blocked else FIRST_BACKOFF_SECONDS)
+
+
+def claims_of(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(namespace, claim name) of every PersistentVolumeClaim the pod mounts."""
+    namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+    volumes = (pod.get("spec") or {}).get("volumes") or []
+    return [(namespace, str(v["persistentVolumeClaim"]["claimName"])) for v in volumes
+            if (v.get("persistentVolumeClaim") or {}).get("claimName")]
+
+
+def undrainable_claims(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """The claims of the pods a drain leaves on the node: their volumes stay attached, so Karpenter does
+    not wait for those to detach."""
+    return [claim for pod in pods if skip_reason(pod) is not None for claim in claims_of(pod)]
+
+
+def pending_attachments(attachments: Iterable[Mapping[str, Any]], kept_volumes: Iterable[str]) -> list[str]:
+    """The VolumeAttachments a termination still waits for before the instance goes: those of a
+    PersistentVolume, except the volumes of pods that are not drained (``kept_volumes``, PV names)."""
+    kept = set(kept_volumes)
+    names = []
+    for attachment in attachments:
+        pv = (((attachment.get("spec") or {}).get("source")) or {}).get("persistentVolumeName")
+        if pv and pv not in kept:
+            names.append(str((attachment.get("metadata") or {}).get("name")))
+    return sorted(names)

@@ -19,6 +19,10 @@ ZONE_ID = "topology.k8s.aws/zone-id"
 # Karpenter marks its nodes registered once it has synced its labels onto them, initialized once Ready.
 REGISTERED = "karpenter.sh/registered"
 INITIALIZED = "karpenter.sh/initialized"
+# On the Nodes (and NodeClaims) nodescale launched: deleting one goes through nodescale's termination.
+TERMINATION_FINALIZER = "karpenter.sh/termination"
+# A terminating node leaves the cloud load balancers' targets first (Karpenter sets it, value "karpenter").
+EXCLUDE_FROM_LOAD_BALANCERS = "node.kubernetes.io/exclude-from-external-load-balancers"
 
 INSTANCE_CATEGORY = "karpenter.k8s.aws/instance-category"
 INSTANCE_FAMILY = "karpenter.k8s.aws/instance-family"

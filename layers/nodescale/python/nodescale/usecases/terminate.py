@@ -22,6 +22,12 @@ is the instance itself: once EC2 has stopped it, what could not be evicted goes 
 the interruption function marked (annotation ``nodescale.io/interruption``) is involuntary whoever
 continues it.
 
+Before the instance goes, the node's VolumeAttachments must be gone (Karpenter's ``awaitVolumeDetachment``),
+so a pod's volume can attach to its new node; those of pods a drain leaves on the node are not waited for,
+and neither is anything once the grace period is over or the instance no longer runs. A Node carrying the
+``karpenter.sh/termination`` finalizer (nodes nodescale launched) loses it last, once the instance is
+terminated and the Node deleted.
+
 A node whose instance this cluster cannot prove it owns (no ``nodescale.io/cluster`` tag, e.g. a
 node Karpenter itself tainted) is left exactly as it is.
 """
@@ -41,8 +47,12 @@ from ..aws import instances as ec2_instances
 from ..aws.ownership import GONE_STATES, NOT_RUNNING_STATES, classify
 from ..disruption import drain_policy
 from ..k8s import drain as k8s_drain
+from ..k8s import finalizers as k8s_finalizers
 from ..k8s import nodes as k8s_nodes
+from ..k8s import volumes as k8s_volumes
 from ..k8s.events import WARNING, EventRecorder
+from ..k8s.listing import pods_on_node
+from ..model.labels import TERMINATION_FINALIZER
 from ..model.node import ClusterNode, name_matches_instance
 from ..model.nodelabels import pool_key
 from ..model.pod import DO_NOT_DISRUPT
@@ -79,6 +89,7 @@ class TerminationStep:
     involuntary: bool = False
     delete_after: datetime | None = None
     blocked_pods: list[str] = field(default_factory=list)
+    volume_attachments: list[str] = field(default_factory=list)  # waited for before the instance goes
 
     @property
     def done(self) -> bool:
@@ -92,6 +103,8 @@ class TerminationStep:
             out["drain"] = self.drain.summary()
         out["instanceTerminated"] = self.instance_terminated
         out["nodeDeleted"] = self.node_deleted
+        if self.volume_attachments:
+            out["volumeAttachments"] = list(self.volume_attachments)
         if self.delete_after is not None:
             out["forceAfter"] = clock.format_timestamp(self.delete_after)
         return out
@@ -171,6 +184,10 @@ def continue_termination(
         # Not among the live instances: it may be stopped or terminated, or not ours at all.
         found = classify(rt.aws.ec2, [iid], rt.cluster)
         owned = found.owned.get(iid)
+        if owned is None and iid not in found.not_ours and _deleted_without_kubelet(node):
+            # Karpenter's rule: no instance and no kubelet keeping the node Ready, so nothing is left to drain.
+            _node_gone(rt, step)
+            return step
         if owned is None:
             step.reason = found.not_ours[iid].message if iid in found.not_ours else f"instance {iid} not found"
             return step
@@ -190,6 +207,12 @@ def continue_termination(
     if not result.empty and state not in NOT_RUNNING_STATES and not grace_over:
         step.state = DRAINING
         return step
+    if state not in NOT_RUNNING_STATES and not grace_over:
+        step.volume_attachments = pending_volumes(rt, name)
+        if step.volume_attachments:
+            step.state = DRAINING
+            step.reason = f"waiting for {len(step.volume_attachments)} VolumeAttachment(s) to detach"
+            return step
     if state in GONE_STATES:
         _node_gone(rt, step)
         return step
@@ -199,6 +222,22 @@ def continue_termination(
     if own:
         batch.flush()
     return step
+
+
+def _deleted_without_kubelet(node: dict[str, Any]) -> bool:
+    meta = node.get("metadata") or {}
+    return bool(meta.get("deletionTimestamp")) and TERMINATION_FINALIZER in (meta.get("finalizers") or []) \
+        and not k8s_nodes.readiness(node).ready
+
+
+def pending_volumes(rt: Runtime, name: str) -> list[str]:
+    """The node's VolumeAttachments the instance's termination waits for (see the module docstring)."""
+    attachments = k8s_volumes.attachments_on_node(rt.api, name)
+    if not attachments:
+        return []
+    kept = {pv for ns, claim in drain_policy.undrainable_claims(pods_on_node(rt.api, name))
+            if (pv := k8s_volumes.claim_volume(rt.api, ns, claim))}
+    return drain_policy.pending_attachments(attachments, kept)
 
 
 def _drain(
@@ -284,7 +323,9 @@ def _say_blocked(rt: Runtime, node: str, result: drain_policy.DrainResult) -> No
 
 
 def _node_gone(rt: Runtime, step: TerminationStep) -> None:
+    """Delete the Node, then (the instance being gone) let it go: remove nodescale's finalizer."""
     k8s_nodes.delete_node(rt.api, step.node)  # False when EC2's node lifecycle already removed it: gone either way
+    release(rt, step.node)
     step.node_deleted = True
     step.state = TERMINATED
     log.info(
@@ -292,3 +333,16 @@ def _node_gone(rt: Runtime, step: TerminationStep) -> None:
         extra={"node": step.node, "instance_id": step.instance_id,
                "evicted": len(step.drain.evicted) if step.drain is not None else 0},
     )
+
+
+def release(rt: Runtime, name: str) -> None:
+    """Remove the termination finalizer from the Node as it is now (the last step of its termination)."""
+    try:
+        current = k8s_nodes.get_node(rt.api, name)
+        if k8s_finalizers.remove(rt.api, k8s_nodes.node_path(name), current, TERMINATION_FINALIZER):
+            log.info("termination finalizer removed", extra={"node": name})
+    except k8s_nodes.NodeGoneError:
+        return
+    except k8s_finalizers.FinalizerConflict as exc:
+        # Someone changed the finalizers meanwhile: the next pass finds the instance gone and tries again.
+        log.warning("termination finalizer not removed", extra={"node": name, "error": str(exc)})

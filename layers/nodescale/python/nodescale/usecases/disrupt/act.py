@@ -25,6 +25,7 @@ from ...k8s import events as k8s_events
 from ...k8s import nodes as k8s_nodes
 from ...model.currency import render
 from ...model.nodelabels import pool_key
+from .. import finalize
 from ..provision.provisioner import launch_claims
 from ..terminate import TERMINATING, TerminationStep, continue_termination
 from .state import (
@@ -65,6 +66,11 @@ def finish_under_way(run: RunState, pools: frozenset[str] | None = None) -> tupl
                 in_progress.add(name)
                 protected.update(_nodes_of(run, replacement_ids(raw)))
             continue
+        if finalize.deleting(raw):
+            in_progress.add(name)
+            raw = _start_deleted(run, raw)
+            if raw is None:
+                continue
         if k8s_nodes.has_taint(raw, k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule"):
             in_progress.add(name)
             # Its replacement takes the pods this drain evicts: not a candidate while that goes on.
@@ -74,6 +80,22 @@ def finish_under_way(run: RunState, pools: frozenset[str] | None = None) -> tupl
             in_progress.add(name)
             protected.update(await_replacement(run, raw))
     return in_progress, protected
+
+
+def _start_deleted(run: RunState, raw: dict[str, Any]) -> dict[str, Any] | None:
+    """A Node deleted with nodescale's finalizer (``kubectl delete node``): tainted and labelled now, then
+    terminated as any node under way (``usecases/finalize``). None when this run cannot go on with it."""
+    name = node_name(raw)
+    if run.dry_run:
+        run.report.terminations.append({"node": name, "state": "draining", "reason": "node deleted"})
+        return None
+    try:
+        return finalize.start(run.rt, raw)
+    except k8s_nodes.NodeGoneError:
+        return None
+    except ApiException as exc:
+        run.report.errors.append(f"node {name}: could not start its termination: {exc.status} {exc.reason}")
+        return None
 
 
 def _nodes_of(run: RunState, instance_ids: list[str]) -> list[str]:

@@ -1,10 +1,14 @@
 """The disruption run's clean-up of leftovers: this cluster's instances that never registered as Nodes,
-Nodes whose instance is gone, and launch templates no NodePool would use today.
+Nodes whose instance is gone, launch templates no NodePool would use today, and NodeClaims deleted with
+nodescale's finalizer (``usecases/finalize``).
 
 Each part writes what it removed (or, in a dry run, would remove) into the run's report.
 """
 
 from __future__ import annotations
+
+from botocore.exceptions import BotoCoreError, ClientError
+from kubernetes.client.exceptions import ApiException
 
 from ... import telemetry
 from ...aws import instances as ec2_instances
@@ -13,6 +17,8 @@ from ...aws.ownership import GONE_STATES, classify
 from ...disruption.decisions import ORPHANED
 from ...k8s import nodes as k8s_nodes
 from ...model.nodelabels import pool_key
+from ..finalize import finalize_nodeclaims
+from ..terminate import release
 from .state import RunState
 
 # Launch templates younger than this are kept: another function may be launching with one.
@@ -23,6 +29,21 @@ def clean_up(run: RunState) -> None:
     unregistered_instances(run)
     orphaned_nodes(run)
     unused_launch_templates(run)
+    deleted_nodeclaims(run)
+
+
+def deleted_nodeclaims(run: RunState) -> None:
+    """One step further for every NodeClaim deleted with nodescale's finalizer."""
+    if run.dry_run:
+        return
+    try:
+        steps = finalize_nodeclaims(run.rt, run.world)
+    except (ApiException, ClientError, BotoCoreError) as exc:
+        run.report.errors.append(f"deleted NodeClaims: {exc}; the next pass tries again")
+        return
+    if steps:
+        run.report.cleanup["nodeClaims"] = [f"{s.name}: {s.state}" + (f" ({s.reason})" if s.reason else "")
+                                            for s in steps]
 
 
 def unregistered_instances(run: RunState) -> None:
@@ -66,8 +87,10 @@ def orphaned_nodes(run: RunState) -> None:
         elif not (view is not None and pool_key(view.labels, world.nodepools) in world.nodepools
                   and found.missing(iid)):
             continue  # someone else's instance, or a node nodescale never made
-        if not run.dry_run and not k8s_nodes.delete_node(run.rt.api, name):
-            continue
+        if not run.dry_run:
+            if not k8s_nodes.delete_node(run.rt.api, name):
+                continue
+            release(run.rt, name)  # the instance is gone: nothing left for the finalizer to wait for
         removed.append(name)
         run.log.info(
             f"deleted node {name}: its instance {iid} no longer exists",

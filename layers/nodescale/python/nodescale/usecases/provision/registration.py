@@ -1,6 +1,7 @@
 """Karpenter's registration and initialization, for the nodes of this cluster's instances.
 
     sync_nodes(rt, world) -> World   label newly registered nodes; returns the snapshot with their labels
+    add_finalizers(rt, world)        put karpenter.sh/termination on the nodes nodescale launched (#30.3)
 
 When a Node of an instance nodescale launched appears, it carries only what its kubelet may set
 (``--node-labels``, see ``aws/userdata.node_labels``). Karpenter copies its NodeClaim's labels onto the
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.exceptions import ApiException
 
+from ...k8s import finalizers as k8s_finalizers
 from ...k8s import nodes as k8s_nodes
 from ...model import labels as wk
 from ...model.instancetype import InstanceType
@@ -79,6 +81,7 @@ def initialized(node: Mapping[str, Any], pool: NodePool, it: InstanceType) -> bo
 def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False) -> World:
     """Label this cluster's newly registered (and newly initialized) nodes, and return the snapshot with the
     labels they now carry (``world`` itself is left as read), which the pass that called this plans with."""
+    add_finalizers(rt, world, dry_run=dry_run)
     changed: dict[str, dict[str, str]] = {}
     for view in world.nodes:
         want = labels_to_sync(world, view)
@@ -96,3 +99,34 @@ def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False) -> World:
         changed[name] = want
         log.info("node labels synced", extra={"node": name, "labels": sorted(want)})
     return world.with_node_labels(changed) if changed else world
+
+
+def needs_finalizer(world: World, view: ClusterNode) -> bool:
+    """A Node of an instance nodescale launched for this cluster, not being deleted, without the termination
+    finalizer. A Node nodescale did not launch never gets it: deleting it is not nodescale's business."""
+    iid = world.trusted_instance_id(view)
+    if not iid or world.instance(iid) is None:
+        return False
+    meta = view.raw.get("metadata") or {}
+    return not meta.get("deletionTimestamp") and wk.TERMINATION_FINALIZER not in (meta.get("finalizers") or [])
+
+
+def add_finalizers(rt: Runtime, world: World, *, dry_run: bool = False) -> list[str]:
+    """Put ``karpenter.sh/termination`` on this cluster's registered Nodes that lack it, as Karpenter's
+    registration does, so a ``kubectl delete node`` waits for nodescale to drain the node and terminate its
+    instance (``usecases/finalize``). Returns the nodes given it."""
+    added = []
+    for view in world.nodes:
+        if not needs_finalizer(world, view) or dry_run:
+            continue
+        try:
+            # Read again: the snapshot's version is older than the kubelet's latest status update.
+            k8s_finalizers.ensure(rt.api, k8s_nodes.node_path(view.name), wk.TERMINATION_FINALIZER)
+        except (ApiException, k8s_finalizers.FinalizerConflict) as exc:
+            # The node changed since it was read (or went): the next pass reads it again.
+            log.warning("termination finalizer not added", extra={"node": view.name, "error": str(exc)})
+            continue
+        added.append(view.name)
+    if added:
+        log.info("termination finalizer added", extra={"nodes": added})
+    return added
