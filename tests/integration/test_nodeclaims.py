@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes.client.exceptions import ApiException
 
 from nodescale.k8s.raw import MERGE_PATCH, WatchStream, request_json
@@ -183,3 +184,27 @@ def _served(sim: Environment) -> bool:
             return False
         raise
     return True
+
+
+def test_a_cluster_nodepool_owns_its_nodeclaims(sim: Environment, ns: str) -> None:
+    """#30.1: a NodePool kept in the cluster is its NodeClaims' owner (Karpenter's ownerReference, so deleting the
+    pool collects them), as the pinned kubectl shows."""
+    helpers.install_karpenter_crds(sim)
+    api = sim.kube_api_client()
+    for doc in yaml.safe_load_all((EXAMPLES / V1).read_text()):
+        plural = {"NodePool": "karpenter.sh/v1/nodepools", "EC2NodeClass": "karpenter.k8s.aws/v1/ec2nodeclasses"}
+        request_json(api, "POST", f"/apis/{plural[doc['kind']]}", body=doc)
+    uid = request_json(api, "GET", "/apis/karpenter.sh/v1/nodepools/default")["metadata"]["uid"]
+    request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": ns},
+        "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "500m"}}}]}})
+    wait_for("the pod unschedulable", lambda: any(
+        c.get("reason") == "Unschedulable"
+        for p in helpers.pods(sim, ns) for c in (p.get("status") or {}).get("conditions") or []))
+
+    [launch] = provisioning.provision_once(runtime_for(sim, nodepool_sources=("cluster",))).launches
+
+    [owner] = json.loads(kubectl(sim, "get", "nodeclaims", "-o", "json"))["items"][0]["metadata"]["ownerReferences"]
+    assert owner == {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "name": "default", "uid": uid,
+                     "blockOwnerDeletion": True}
+    assert nodeclaims(sim)[0]["status"]["providerID"].endswith(launch.instance_id)
