@@ -23,6 +23,8 @@ class ResourceType:
     has_status: bool = True
     builtin: bool = True
     extra_subresources: tuple[str, ...] = field(default=())
+    # A CRD version's additionalPrinterColumns (the columns `kubectl get` shows for it).
+    printer_columns: tuple[dict[str, Any], ...] = field(default=(), compare=False)
 
     @property
     def key(self) -> str:
@@ -126,6 +128,8 @@ class Registry:
                     has_status="status" in (version.get("subresources") or {}),
                     builtin=False,
                     extra_subresources=("scale",) if "scale" in (version.get("subresources") or {}) else (),
+                    printer_columns=tuple(c for c in version.get("additionalPrinterColumns") or ()
+                                          if isinstance(c, dict)),
                 )
                 self._by_key[rt.key] = rt
                 added.append(rt)

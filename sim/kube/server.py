@@ -358,7 +358,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _table(self, rt: ResourceType, objects: list[dict[str, Any]], list_meta: dict[str, Any],
                query: dict[str, str], api_version: str) -> dict[str, Any]:
         return tables.table(rt.group, rt.kind, objects, self.server.store.clock.now(), list_meta,
-                            query.get("includeObject") or "Metadata", api_version)
+                            query.get("includeObject") or "Metadata", api_version, rt.printer_columns)
 
     def _do_list(self, request: _Request, query: dict[str, str]) -> None:
         try:

@@ -4,7 +4,8 @@ kubectl asks for a list or an object with `Accept: application/json;as=Table;v=v
 and prints the columns the server sends (upper-cased), the ones with `priority` 1 only with
 `-o wide`. The columns and cells follow kube-apiserver's printers (`pkg/printers/internalversion`)
 for pods, nodes, events, deployments, namespaces and PodDisruptionBudgets; every other kind gets the
-name and age, as kube-apiserver's printers do for custom resources without printer columns.
+name and age, as kube-apiserver's printers do for custom resources without printer columns; a custom
+resource whose CRD has additionalPrinterColumns gets them (printcolumns.py).
 
 Each row carries the object's metadata (`includeObject=Metadata`, the default), the whole object
 (`Object`) or nothing (`None`): kubectl reads the namespace (`-A`) and labels (`--show-labels`) there.
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from . import printcolumns
 from .errors import ApiError
 from .objects import meta
 
@@ -245,6 +247,19 @@ PRINTERS: dict[tuple[str, str], tuple[list[Column], Cells]] = {
 }
 
 
+def _custom_columns(printer_columns: tuple[dict[str, Any], ...]) -> tuple[list[Column], Cells]:
+    """The Name column, then the CRD's own (a `date` one shows an age)."""
+    columns: list[Column] = [_NAME] + [
+        (str(c.get("name", "")), str(c.get("type", "string")), str(c.get("format", "")), int(c.get("priority") or 0))
+        for c in printer_columns
+    ]
+
+    def cells(obj: dict[str, Any], now: datetime) -> list[Any]:
+        return [meta(obj).get("name", "")] + [printcolumns.cell(c, obj, now, since) for c in printer_columns]
+
+    return columns, cells
+
+
 def column_definitions(columns: list[Column]) -> list[dict[str, Any]]:
     return [
         {"name": name, "type": kind, "format": fmt, "description": _DESCRIPTIONS.get(name, name), "priority": priority}
@@ -263,12 +278,17 @@ def _row_object(obj: dict[str, Any], include: str) -> dict[str, Any] | None:
 def table(
     group: str, kind: str, objects: list[dict[str, Any]], now: datetime, list_meta: dict[str, Any],
     include_object: str = "Metadata", api_version: str = "meta.k8s.io/v1",
+    printer_columns: tuple[dict[str, Any], ...] = (),
 ) -> dict[str, Any]:
-    """A Table of `objects` of one kind, with kube-apiserver's columns for it."""
+    """A Table of `objects` of one kind, with kube-apiserver's columns for it (a custom resource's: its CRD's
+    additionalPrinterColumns, when it has them)."""
     if include_object not in ("None", "Metadata", "Object"):
         raise ApiError(400, "BadRequest", f'includeObject: Unsupported value: "{include_object}": supported '
                        'values: "Metadata", "None", "Object"')
-    columns, cells = PRINTERS.get((group, kind), ([_NAME, _AGE], _default_cells))
+    if printer_columns:
+        columns, cells = _custom_columns(printer_columns)
+    else:
+        columns, cells = PRINTERS.get((group, kind), ([_NAME, _AGE], _default_cells))
     rows = []
     for obj in objects:
         row: dict[str, Any] = {"cells": cells(obj, now)}

@@ -65,7 +65,8 @@ def test_v2_document_and_custom_resources(docs: OpenApiDocuments) -> None:
     # #28.4: the kinds nodescale reads have structural schemas (infra/manifests/crds/); NodeClaim keeps all.
     assert "x-kubernetes-preserve-unknown-fields" not in nodepool
     assert "requirements" in nodepool["properties"]["spec"]["properties"]["template"]["properties"]["spec"]["properties"]
-    assert v2["definitions"]["sh.karpenter.v1.NodeClaim"]["x-kubernetes-preserve-unknown-fields"] is True
+    assert "x-kubernetes-preserve-unknown-fields" not in v2["definitions"]["sh.karpenter.v1.NodeClaim"]
+    assert v2["definitions"]["sh.karpenter.v1alpha5.Machine"]["x-kubernetes-preserve-unknown-fields"] is True
     assert nodepool["x-kubernetes-group-version-kind"] == [{"group": "karpenter.sh", "version": "v1", "kind": "NodePool"}]
 
 
@@ -100,7 +101,8 @@ def test_unknown_fields_and_the_three_modes(docs: OpenApiDocuments) -> None:
     nodeclaims = registry.lookup("karpenter.sh", "v1", "nodeclaims")
     assert nodeclaims is not None
     nodeclaim, components = docs.schema_for(nodeclaims) or ({}, {})
-    assert fieldvalidation.unknown_fields({"spec": {"anything": 1}}, nodeclaim, components) == []
+    assert fieldvalidation.unknown_fields({"spec": {"anything": 1, "expireAfter": "1h"}}, nodeclaim, components) == [
+        "spec.anything"]
 
 
 def test_served_over_https_with_the_documents_and_tables() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from nodescale.config.nodeclaim_schema import PRINTER_COLUMNS
 from sim.kube.tables import human_duration, table, wants_table
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -89,3 +90,27 @@ def test_event_and_deployment_and_default_tables() -> None:
     generic = table("karpenter.sh", "NodePool", [{"metadata": {"name": "default"}}], NOW, {})
     assert _columns(generic) == [("Name", 0), ("Age", 0)]
     assert generic["rows"][0]["cells"] == ["default", "<unknown>"]
+
+
+def test_a_custom_resource_gets_its_crds_printer_columns() -> None:
+    """#30.7: kube-apiserver's custom resource table convertor (apiextensions-apiserver tableconvertor): Name, then
+    each additionalPrinterColumn's JSONPath evaluated on the object (escaped dots in label keys, a filter over
+    conditions); nothing found is an empty (nil) cell; a date column is an age."""
+    claim = {"metadata": {"name": "default-ab12c", "creationTimestamp": "2026-01-01T11:00:00Z",
+                          "labels": {"node.kubernetes.io/instance-type": "m5.large", "karpenter.sh/capacity-type": "spot",
+                                     "topology.kubernetes.io/zone": "us-east-1a", "karpenter.sh/nodepool": "default"}},
+             "spec": {"nodeClassRef": {"name": "default"}},
+             "status": {"providerID": "aws:///us-east-1a/i-1", "nodeName": "ip-10-0-0-1.ec2.internal",
+                        "conditions": [{"type": "Launched", "status": "True"}, {"type": "Ready", "status": "True"}]}}
+    launching = {"metadata": {"name": "default-zz999", "creationTimestamp": "2026-01-01T11:59:30Z"}}
+    result = table("karpenter.sh", "NodeClaim", [claim, launching], NOW, {}, printer_columns=tuple(
+        PRINTER_COLUMNS["nodeclaims"]))
+    assert _columns(result) == [("Name", 0), ("Type", 0), ("Capacity", 0), ("Zone", 0), ("Node", 0), ("Ready", 0),
+                                ("Age", 0), ("ImageID", 1), ("ID", 1), ("NodePool", 1), ("NodeClass", 1),
+                                ("Drifted", 1)]
+    assert result["columnDefinitions"][6]["type"] == "date"
+    assert result["rows"][0]["cells"] == ["default-ab12c", "m5.large", "spot", "us-east-1a",
+                                          "ip-10-0-0-1.ec2.internal", "True", "60m", None, "aws:///us-east-1a/i-1",
+                                          "default", "default", None]
+    assert result["rows"][1]["cells"] == ["default-zz999"] + [None] * 5 + ["30s"] + [None] * 5
+    assert _columns(table("karpenter.sh", "NodeClaim", [claim], NOW, {})) == [("Name", 0), ("Age", 0)]

@@ -15,6 +15,7 @@ from nodescale.aws.launchtemplates import LaunchTemplateSpec
 from nodescale.aws.subnets import Subnet
 from nodescale.config.capacityreservations import parse_terms
 from nodescale.config.fields import FieldError
+from nodescale.k8s import nodeclaims
 from nodescale.model import capacityreservation as cr
 from nodescale.model import labels as wk
 from nodescale.model.instancetype import InstanceType, Offering
@@ -373,7 +374,8 @@ def test_a_reserved_launch_gives_a_new_snapshot_with_one_fewer_free_and_leaves_t
     monkeypatch.setattr(provisioner, "refresh_instances", lambda world, ec2: world)
     monkeypatch.setattr(provisioner, "_recorder", lambda rt, world: _Events())
     rt = SimpleNamespace(settings=Settings(cluster_name="demo", region="us-east-1"), launcher=_ReservedLauncher(),
-                         api=None, cluster="demo", aws=SimpleNamespace(dynamodb=None, ec2=None))
+                         api=None, cluster="demo", aws=SimpleNamespace(dynamodb=None, ec2=None),
+                         nodeclaims=nodeclaims.State(missing=True))  # no cluster: no NodeClaims (#30.1)
     w = _reserved_world(available=1).with_instances([])  # no in-flight node to take the pod
 
     def free(world) -> list[int]:

@@ -15,6 +15,7 @@ from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.fleet import LaunchedInstance, LaunchResult, OfferingError
 from nodescale.commands.provision import to_text
 from nodescale.config import load, parse_documents
+from nodescale.k8s import nodeclaims
 from nodescale.model.currency import USD, render
 from nodescale.model.instance import ManagedInstance
 from nodescale.model.pod import Pod
@@ -116,7 +117,9 @@ def _rt(launcher: FakeLauncher, **limits: str) -> Any:
     settings = Settings(cluster_name="demo", region="us-east-1", cluster_limits=limits)
     # No table: the launch lease is this process's own lock.
     aws = SimpleNamespace(dynamodb=None, ec2=None)
-    return SimpleNamespace(settings=settings, launcher=launcher, api=None, cluster="demo", aws=aws)
+    # No cluster behind it: launches without NodeClaims, as in a cluster without their CRD (#30.1).
+    return SimpleNamespace(settings=settings, launcher=launcher, api=None, cluster="demo", aws=aws,
+                           nodeclaims=nodeclaims.State(missing=True))
 
 
 @pytest.fixture(autouse=True)

@@ -15,6 +15,7 @@ from kubernetes import client as k8s
 from .aws import clients
 from .aws.clients import AwsClients
 from .aws.launcher import Launcher
+from .k8s import nodeclaims
 from .k8s.client import build_api_client
 from .settings import Settings
 
@@ -36,11 +37,17 @@ class Runtime:
         a warm container must see a new AMI release, or drift would go unnoticed and replacements would
         launch with the old image. Clients and the instance-type catalog are kept."""
         self.__dict__.pop("launcher", None)
+        self.__dict__.pop("nodeclaims", None)
         return self
 
     @cached_property
     def launcher(self) -> Launcher:
         return Launcher.from_settings(self.settings, self.aws)
+
+    @cached_property
+    def nodeclaims(self) -> nodeclaims.State:
+        """What this invocation learned about NodeClaims (the CRD missing, owners' uids)."""
+        return nodeclaims.State()
 
     @cached_property
     def custom(self) -> k8s.CustomObjectsApi:

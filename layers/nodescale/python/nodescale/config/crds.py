@@ -10,10 +10,12 @@ manifests as YAML (scripts/gen_crds.py writes them; a test checks they are curre
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
 
+from .nodeclaim_schema import NODECLAIM_V1, PRINTER_COLUMNS
 from .schema import ANY, FREE, SCALAR, SCHEMAS, Leaf, Refused, Schema
 
 # (group, plural, kind, served versions, storage version, scope); the first served version is the storage one.
@@ -24,6 +26,8 @@ KINDS: tuple[tuple[str, str, str, tuple[str, ...], str], ...] = (
     ("karpenter.k8s.aws", "awsnodetemplates", "AWSNodeTemplate", ("v1alpha1",), "Cluster"),
     ("karpenter.sh", "nodeoverlays", "NodeOverlay", ("v1alpha1",), "Cluster"),
     ("autoscaling.x-k8s.io", "capacitybuffers", "CapacityBuffer", ("v1", "v1beta1", "v1alpha1"), "Namespaced"),
+    # Not read but written (#30.1): every launch is a NodeClaim.
+    ("karpenter.sh", "nodeclaims", "NodeClaim", ("v1",), "Cluster"),
 )
 
 _PRESERVE = {"x-kubernetes-preserve-unknown-fields": True}
@@ -50,6 +54,8 @@ def openapi(schema: Schema) -> dict[str, Any]:
 
 def object_schema(api_version: str, kind: str) -> dict[str, Any]:
     """A whole object's schema: apiVersion, kind, metadata (the API server's own), spec and status."""
+    if (api_version, kind) == ("karpenter.sh/v1", "NodeClaim"):
+        return _fresh(NODECLAIM_V1)  # written by nodescale, status included: its own table (nodeclaim_schema.py)
     fields = dict(SCHEMAS[(api_version, kind)])
     out = openapi({k: v for k, v in fields.items() if k != "metadata"})
     out["properties"]["metadata"] = {"type": "object"}
@@ -67,13 +73,24 @@ def crd(group: str, plural: str, kind: str, versions: tuple[str, ...], scope: st
             "group": group,
             "scope": scope,
             "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
-            "versions": [
-                {"name": v, "served": True, "storage": i == 0, "subresources": {"status": {}},
-                 "schema": {"openAPIV3Schema": object_schema(f"{group}/{v}", kind)}}
-                for i, v in enumerate(versions)
-            ],
+            "versions": [_version(group, plural, kind, v, i == 0) for i, v in enumerate(versions)],
         },
     }
+
+
+def _fresh(value: Any) -> Any:
+    """A copy sharing no dict with the table (YAML would write a shared one as an anchor and aliases)."""
+    return json.loads(json.dumps(value))
+
+
+def _version(group: str, plural: str, kind: str, version: str, storage: bool) -> dict[str, Any]:
+    """One served version; the v1 of Karpenter's kinds with Karpenter's printer columns."""
+    out: dict[str, Any] = {"name": version, "served": True, "storage": storage}
+    if version == "v1" and plural in PRINTER_COLUMNS:
+        out["additionalPrinterColumns"] = _fresh(PRINTER_COLUMNS[plural])
+    out["subresources"] = {"status": {}}
+    out["schema"] = {"openAPIV3Schema": object_schema(f"{group}/{version}", kind)}
+    return out
 
 
 def all_crds() -> list[dict[str, Any]]:
@@ -88,6 +105,7 @@ _ABOUT = {
     "awsnodetemplates": "AWSNodeTemplates: the node class of Karpenter before v0.32.",
     "nodeoverlays": "NodeOverlays (karpenter.sh/v1alpha1, Karpenter v1.6+): price and capacity changes nodescale\n"
                     "# applies to the instance types it plans with.",
+    "nodeclaims": "NodeClaims (karpenter.sh/v1): nodescale writes one per launch, with its status and conditions.",
     "capacitybuffers": "CapacityBuffers (autoscaling.x-k8s.io, the API Cluster Autoscaler and Karpenter v1.14\n"
                        "# share): spare room for pods of a template.",
 }

@@ -32,11 +32,13 @@ from ...aws.launchfailures import LaunchFailure
 from ...interruption.parsers.base import instance_id
 from ...k8s import events as k8s_events
 from ...model.instancetype import InstanceType
+from ...model.nodepool import NodeClass, NodePool
 from ...model.pod import Pod
 from ...runtime import Runtime
 from ...scheduling import NodeClaim
 from ...settings import SettingsError
 from ..world import World
+from . import nodeclaims
 
 log = logging.getLogger(__name__)
 
@@ -284,22 +286,14 @@ def _launch_claims(
     key = keys[0] if len(keys) == 1 and not replaced else hashlib.sha256(
         "\0".join([*keys, *replaced]).encode()
     ).hexdigest()[:32]
+    names = nodeclaims.created(rt, pool, claims, options)
     try:
-        result = rt.launcher.launch(pool, node_class, options, key, len(claims), first.requirements, fence=fence)
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        code = error.get("Code") or "Unknown"
-        outcome.count_error(code, f"nodepool {pool.name}: {error.get('Message', '')}")
-        telemetry.count(telemetry.LAUNCH_FAILURES, **{telemetry.ERROR_CODE_DIMENSION: code})
-        _failing(rt, outcome, pool.name, code, error.get("Message", ""))
-        return [(c, None, set()) for c in claims]
-    except (ValueError, SettingsError, BotoCoreError) as exc:
-        # Configuration the account cannot satisfy (no AMI, no subnet, bad user data...): say which. An
-        # error that wraps AWS's (the node role's instance profiles could not be listed) carries AWS's code.
-        code = getattr(exc, "code", "") or type(exc).__name__
-        outcome.count_error(code, f"nodepool {pool.name}: {exc}")
-        telemetry.count(telemetry.LAUNCH_FAILURES, **{telemetry.ERROR_CODE_DIMENSION: code})
-        _failing(rt, outcome, pool.name, code, str(exc))
+        result = _fleet(rt, pool, node_class, options, key, claims, outcome, fence)
+    except BaseException:
+        nodeclaims.discard(rt, names)  # the launch ended before EC2 answered: no instance for any of them
+        raise
+    if result is None:
+        nodeclaims.discard(rt, names)
         return [(c, None, set()) for c in claims]
     _count_launch_errors(result, outcome, pool.name)
     ledger = LaunchLedger() if ledger is None else ledger
@@ -316,10 +310,14 @@ def _launch_claims(
     failed = {e.offering for e in result.offering_errors if e.is_capacity_error}
     out: list[tuple[NodeClaim, Launch | None, set[tuple[str, str, str]]]] = []
     now = clock.now()
-    for claim, inst in zip(claims, [*result.instances, *([None] * len(claims))], strict=False):
+    images = _image_ids(rt, pool, node_class, options) if result.instances and any(names) else {}
+    by_type = {it.name: it for it in options}
+    for claim, name, inst in zip(claims, names, [*result.instances, *([None] * len(claims))], strict=False):
         if inst is None:
+            nodeclaims.discard(rt, [name])
             out.append((claim, None, failed))
             continue
+        nodeclaims.launched(rt, name, inst, by_type.get(inst.instance_type), images.get(inst.instance_type, ""))
         launch = Launch(pool.name, inst.instance_id, inst.instance_type, inst.zone, inst.capacity_type, inst.price,
                         [p.key for p in claim.pods], list(claim.instance_types), inst.launch_template)
         telemetry.count(telemetry.LAUNCHES, **{telemetry.NODEPOOL_DIMENSION: pool.name,
@@ -335,6 +333,40 @@ def _launch_claims(
         )
         out.append((claim, launch, failed))
     return out
+
+
+def _fleet(
+    rt: Runtime, pool: NodePool, node_class: NodeClass, options: list[InstanceType], key: str,
+    claims: list[NodeClaim], outcome: LaunchOutcome, fence: Callable[[], None] | None,
+) -> LaunchResult | None:
+    """The Fleet call; None (the failure counted and recorded) when it was refused as a whole."""
+    try:
+        return rt.launcher.launch(pool, node_class, options, key, len(claims), claims[0].requirements, fence=fence)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code = error.get("Code") or "Unknown"
+        outcome.count_error(code, f"nodepool {pool.name}: {error.get('Message', '')}")
+        telemetry.count(telemetry.LAUNCH_FAILURES, **{telemetry.ERROR_CODE_DIMENSION: code})
+        _failing(rt, outcome, pool.name, code, error.get("Message", ""))
+        return None
+    except (ValueError, SettingsError, BotoCoreError) as exc:
+        # Configuration the account cannot satisfy (no AMI, no subnet, bad user data...): say which. An
+        # error that wraps AWS's (the node role's instance profiles could not be listed) carries AWS's code.
+        code = getattr(exc, "code", "") or type(exc).__name__
+        outcome.count_error(code, f"nodepool {pool.name}: {exc}")
+        telemetry.count(telemetry.LAUNCH_FAILURES, **{telemetry.ERROR_CODE_DIMENSION: code})
+        _failing(rt, outcome, pool.name, code, str(exc))
+        return None
+
+
+def _image_ids(rt: Runtime, pool: NodePool, node_class: NodeClass, options: list[InstanceType]) -> dict[str, str]:
+    """The image each offered instance type launches with (the launch templates the launcher chose from)."""
+    try:
+        planned = rt.launcher.templates(pool, node_class, options)
+    except (ClientError, BotoCoreError, ValueError, SettingsError) as exc:
+        log.warning("could not tell the launched image", extra={"nodepool": pool.name, "error": str(exc)})
+        return {}
+    return {it.name: t.ami.image_id for t in planned for it in t.instance_types}
 
 
 def _failing(rt: Runtime, outcome: LaunchOutcome, pool: str, code: str, message: str) -> None:

@@ -461,6 +461,7 @@ def _pass(rt: Runtime, tally: Tally, dry_run: bool) -> LaunchOutcome:
     world = read_world(rt, pod_cache=True)
     tally.add_world(world)
     world = node_registration.sync_nodes(rt, world, dry_run=dry_run)
+    node_registration.sync_nodeclaims(rt, world, dry_run=dry_run)
     stale = _expire_unregistered(rt, world, tally, dry_run)
     pods = world.pending
     telemetry.gauge(telemetry.PENDING_PODS, len(pods), telemetry.Unit.Count)
@@ -507,6 +508,7 @@ def provision_watch(rt: Runtime, deadline: float, *, dry_run: bool = False) -> S
         podcache.shared(rt.api).sync(rt.api)
         tally.add_world(world)
         world = node_registration.sync_nodes(rt, world, dry_run=dry_run)
+        node_registration.sync_nodeclaims(rt, world, dry_run=dry_run)
         _expire_unregistered(rt, world, tally, dry_run)
         # Static pools topped up to spec.replicas; what launched joins the summary's launches.
         tally.add_static(keep_static_capacity(rt, world, dry_run=dry_run))

@@ -2,6 +2,7 @@
 
     sync_nodes(rt, world) -> World   label newly registered nodes; returns the snapshot with their labels
     add_finalizers(rt, world)        put karpenter.sh/termination on the nodes nodescale launched (#30.3)
+    sync_nodeclaims(rt, world)       their NodeClaims' nodeName, Registered, Initialized (#30.1)
 
 When a Node of an instance nodescale launched appears, it carries only what its kubelet may set
 (``--node-labels``, see ``aws/userdata.node_labels``). Karpenter copies its NodeClaim's labels onto the
@@ -17,19 +18,22 @@ on the node afterwards is the operator's business. The provisioner runs it on ev
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.exceptions import ApiException
 
 from ...k8s import finalizers as k8s_finalizers
+from ...k8s import nodeclaims as k8s_nodeclaims
 from ...k8s import nodes as k8s_nodes
 from ...model import labels as wk
 from ...model.instancetype import InstanceType
-from ...model.node import ClusterNode
+from ...model.node import ClusterNode, parse_provider_id
 from ...model.nodepool import NodePool
+from ...scheduling import nodeclaim_manifest as ncm
 from ...scheduling.inflight import startup_keys
 from ..world import World
+from . import nodeclaims
 
 if TYPE_CHECKING:
     from ...runtime import Runtime
@@ -130,3 +134,79 @@ def add_finalizers(rt: Runtime, world: World, *, dry_run: bool = False) -> list[
     if added:
         log.info("termination finalizer added", extra={"nodes": added})
     return added
+# ------------------------------------------------------------------------------------- NodeClaims (#30.1)
+
+
+def nodeclaim_status(claim: Mapping[str, Any], node_name: str, ready: bool, now: str) -> dict[str, Any] | None:
+    """The status to write on ``claim`` now that its node ``node_name`` registered (and, with ``ready``,
+    initialized): nodeName, Registered, Initialized, Ready; None when it already says all that."""
+    status = claim.get("status") or {}
+    old = status.get("conditions") or []
+    generation = int((claim.get("metadata") or {}).get("generation") or 1)
+    conditions = ncm.set_condition(old, ncm.REGISTERED, ncm.TRUE, now=now, generation=generation)
+    if ready:
+        conditions = ncm.set_condition(conditions, ncm.INITIALIZED, ncm.TRUE, now=now, generation=generation)
+    conditions = ncm.with_ready(conditions, now=now, generation=generation)
+    if status.get("nodeName") == node_name and _statuses(conditions) == _statuses(old):
+        return None
+    return {"nodeName": node_name, "conditions": conditions}
+
+
+def _statuses(conditions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    return {c.get("type"): c.get("status") for c in conditions}
+
+
+def _claims_by_instance(rt: Runtime) -> dict[str, dict[str, Any]] | None:
+    """This cluster's NodeClaims by the instance their providerID names; None without the CRD or on an error."""
+    book = nodeclaims.state(rt)
+    if book.missing:
+        return None
+    try:
+        claims = k8s_nodeclaims.list_all(rt.api)
+    except k8s_nodeclaims.NodeClaimsMissing:
+        book.missing = True
+        log.warning("the cluster has no NodeClaim CRD (nodeclaims.karpenter.sh): NodeClaims are not kept")
+        return None
+    except ApiException as exc:
+        log.warning("could not list NodeClaims", extra={"error": str(exc)})
+        return None
+    out = {}
+    for claim in claims:
+        parsed = parse_provider_id(str((claim.get("status") or {}).get("providerID") or ""))
+        if parsed is not None:
+            out[parsed[1]] = claim
+    return out
+
+
+def sync_nodeclaims(rt: Runtime, world: World, *, dry_run: bool = False) -> int:
+    """Karpenter's registration and initialization on the NodeClaims of this cluster's registered nodes:
+    nodeName and Registered=True, then Initialized=True (and Ready) once the node is initialized. Writes
+    only what changed, through the status subresource; returns how many NodeClaims it wrote."""
+    by_instance = None if dry_run else _claims_by_instance(rt)
+    if not by_instance:
+        return 0
+    written = 0
+    now = nodeclaims.now_text()
+    for view in world.nodes:
+        iid = world.trusted_instance_id(view)
+        claim = by_instance.get(iid) if iid else None
+        inst = world.instance(iid) if iid else None
+        if claim is None or inst is None:
+            continue
+        pool = world.nodepools.get(inst.nodepool or "")
+        it = world.instance_type(inst.instance_type, inst.nodepool) if pool is not None else None
+        labels = (view.raw.get("metadata") or {}).get("labels") or {}
+        ready = labels.get(wk.INITIALIZED) == TRUE or (
+            pool is not None and it is not None and initialized(view.raw, pool, it))
+        status = nodeclaim_status(claim, view.name, ready, now)
+        if status is None:
+            continue
+        name = (claim.get("metadata") or {}).get("name", "")
+        try:
+            k8s_nodeclaims.patch_status(rt.api, name, status)
+        except ApiException as exc:  # the next pass tries again
+            log.warning("could not write a NodeClaim's registration", extra={"nodeclaim": name, "error": str(exc)})
+            continue
+        written += 1
+        log.info("nodeclaim registered", extra={"nodeclaim": name, "node": view.name, "initialized": ready})
+    return written

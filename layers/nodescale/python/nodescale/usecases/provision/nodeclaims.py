@@ -1,0 +1,109 @@
+"""The NodeClaim of each launch (#30.1): created before the Fleet call, its status written after it, deleted
+when the launch gave it no instance.
+
+    created(rt, pool, claims, options) -> names      one NodeClaim per planned node ("" where none was made)
+    launched(rt, name, inst, it, image_id)           providerID, imageID, capacity, allocatable, Launched=True
+    discard(rt, names)                               a launch that got no instance leaves no NodeClaim
+
+Bookkeeping never holds capacity back: without the NodeClaim CRD (a 404 on the collection) or when a write
+fails, the launch goes on, and a warning says so (once per invocation for the missing CRD).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from kubernetes.client.exceptions import ApiException
+
+from ... import clock
+from ...aws.fleet import LaunchedInstance
+from ...k8s import nodeclaims as k8s_nodeclaims
+from ...k8s.raw import path_segment, request_json
+from ...model.instancetype import InstanceType
+from ...model.nodepool import NodePool
+from ...model.timestamps import format_timestamp
+from ...scheduling import NodeClaim
+from ...scheduling import nodeclaim_manifest as ncm
+
+if TYPE_CHECKING:
+    from ...runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+CLUSTER_NODEPOOL_SOURCE = "cluster:NodePool/"
+
+
+def state(rt: Runtime) -> k8s_nodeclaims.State:
+    """What this invocation learned about NodeClaims (kept on the runtime until the next one begins)."""
+    return rt.nodeclaims
+
+
+def now_text() -> str:
+    return format_timestamp(clock.now())
+
+
+def _owner_uid(rt: Runtime, pool: NodePool) -> str:
+    """The uid of the pool's NodePool object when the pool is one (the NodeClaims' owner), else ""."""
+    if not pool.source.startswith(CLUSTER_NODEPOOL_SOURCE) or pool.kind != "NodePool":
+        return ""
+    known = state(rt).owners
+    if pool.real_name not in known:
+        try:
+            obj = request_json(rt.api, "GET", f"/apis/karpenter.sh/v1/nodepools/{path_segment(pool.real_name)}")
+            known[pool.real_name] = str((obj.get("metadata") or {}).get("uid") or "")
+        except ApiException as exc:
+            log.warning("could not read the NodePool's uid", extra={"nodepool": pool.real_name, "error": str(exc)})
+            known[pool.real_name] = ""
+    return known[pool.real_name]
+
+
+def created(rt: Runtime, pool: NodePool, claims: Sequence[NodeClaim], options: Sequence[InstanceType]) -> list[str]:
+    """One NodeClaim per claim, before the launch; "" for each one not made (no CRD, or the write failed)."""
+    book = state(rt)
+    if book.missing:
+        return [""] * len(claims)
+    offered = [it.name for it in options]
+    uid = _owner_uid(rt, pool)
+    names: list[str] = []
+    for claim in claims:
+        name = ncm.claim_name(pool.real_name, k8s_nodeclaims.random_suffix())
+        manifest = ncm.nodeclaim_object(claim, pool, offered, name=name, owner_uid=uid)
+        try:
+            names.append(str(k8s_nodeclaims.create(rt.api, manifest)["metadata"]["name"]))
+        except k8s_nodeclaims.NodeClaimsMissing:
+            book.missing = True
+            log.warning("the cluster has no NodeClaim CRD (nodeclaims.karpenter.sh): launching without NodeClaims",
+                        extra={"nodepool": pool.real_name})
+            return names + [""] * (len(claims) - len(names))
+        except ApiException as exc:
+            log.warning("could not create a NodeClaim", extra={"nodepool": pool.real_name, "error": str(exc)})
+            names.append("")
+    return names
+
+
+def launched(rt: Runtime, name: str, inst: LaunchedInstance, it: InstanceType | None, image_id: str) -> None:
+    """The launched instance's labels and status on its NodeClaim (Karpenter's lifecycle launch step)."""
+    if not name or it is None:
+        return
+    try:
+        written = k8s_nodeclaims.patch_labels(rt.api, name, ncm.launched_labels(it, inst.zone, inst.capacity_type))
+        generation = int((written.get("metadata") or {}).get("generation") or 1)
+        status = ncm.launched_status(it, inst.zone, inst.instance_id, image_id, now=now_text(), generation=generation)
+        k8s_nodeclaims.patch_status(rt.api, name, status)
+    except ApiException as exc:
+        log.warning("could not write a NodeClaim's launch", extra={"nodeclaim": name, "instance": inst.instance_id,
+                                                                   "error": str(exc)})
+
+
+def discard(rt: Runtime, names: Iterable[str]) -> None:
+    """Delete the NodeClaims of planned nodes that got no instance (their finalizer first: ours)."""
+    for name in names:
+        if not name:
+            continue
+        try:
+            k8s_nodeclaims.delete(rt.api, name)
+        except ApiException as exc:
+            log.warning("could not delete the NodeClaim of a failed launch", extra={"nodeclaim": name,
+                                                                                     "error": str(exc)})

@@ -1,0 +1,210 @@
+"""#30.1 on sim/: every launch is a karpenter.sh/v1 NodeClaim, and `kubectl get nodeclaims` (the pinned kubectl)
+shows it launched, registered and initialized, with its node, in Karpenter's columns.
+
+Karpenter behaviours restated (kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle):
+- launch_test.go "Launch" / "should launch an instance when a new NodeClaim is created" and "should add the
+  Launched status condition after creating the NodeClaim": the NodeClaim exists before the instance, and after
+  the launch carries providerID, imageID, capacity, allocatable and Launched=True;
+- registration_test.go "Registration" / "should match the nodeClaim to the Node when the Node comes online" and
+  "should add the Registered status condition when the node is registered": status.nodeName, Registered=True;
+- initialization_test.go "Initialization" / "should consider the nodeClaim initialized when all initialization
+  conditions are met": Initialized=True (and the root Ready) once the node is Ready;
+- launch_test.go "should delete the nodeclaim if InsufficientCapacity is returned from the cloudprovider" (and
+  any launch error): a launch that gets no instance leaves no NodeClaim.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from nodescale.k8s.raw import MERGE_PATCH, WatchStream, request_json
+from nodescale.model import labels as wk
+from nodescale.runtime import Runtime
+from nodescale.scheduling import nodeclaim_manifest as ncm
+from nodescale.usecases.provision import provisioner as provisioning
+from sim.environment import Environment
+from tests.integration import helpers
+from tests.integration.helpers import EXAMPLES, node_of, put_pool, runtime_for, wait_for
+
+pytestmark = pytest.mark.integration
+
+env = helpers.environment_fixture("nodeclaims")
+sim = helpers.emptied_environment_fixture(node_timeout=20)
+rt = helpers.runtime_fixture()
+ns = helpers.namespace_fixture()
+
+KUBECTL = Path(sys.executable).parent / "kubectl"
+V1 = "karpenter-v1/default.yaml"
+COLLECTION = "/apis/karpenter.sh/v1/nodeclaims"
+
+
+@pytest.fixture(autouse=True)
+def no_nodeclaims(sim: Environment) -> None:
+    """The module's environment without the NodeClaims an earlier test left (their finalizer removed first)."""
+    if not _served(sim):
+        return
+    api = sim.kube_api_client()
+    for claim in nodeclaims(sim):
+        path = f"{COLLECTION}/{claim['metadata']['name']}"
+        request_json(api, "PATCH", path, body={"metadata": {"finalizers": None}}, content_type=MERGE_PATCH)
+        helpers.delete_quietly(api, path)
+
+
+def kubectl(sim: Environment, *args: str) -> str:
+    """The pinned kubectl as the cluster administrator, with its own cache."""
+    cache = Path(sim.admin_kubeconfig).parent / "kubectl-cache"
+    result = subprocess.run(
+        [str(KUBECTL), f"--kubeconfig={sim.admin_kubeconfig}", f"--cache-dir={cache}", *args],
+        capture_output=True, text=True, timeout=120, check=False, env={"PATH": "/usr/bin:/bin", "HOME": str(cache)},
+    )
+    assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def nodeclaims(sim: Environment) -> list[dict[str, Any]]:
+    return request_json(sim.kube_api_client(), "GET", COLLECTION).get("items") or []
+
+
+def conditions(claim: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in (claim.get("status") or {}).get("conditions") or []}
+
+
+def pending_pod(sim: Environment, ns: str) -> None:
+    put_pool(sim, (EXAMPLES / V1).read_text(), "default")
+    request_json(sim.kube_api_client(), "POST", f"/api/v1/namespaces/{ns}/pods", body={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": ns},
+        "spec": {"containers": [{"name": "c", "image": "pause",
+                                 "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}}]}})
+    wait_for("the pod unschedulable", lambda: any(
+        c.get("reason") == "Unschedulable"
+        for p in helpers.pods(sim, ns) for c in (p.get("status") or {}).get("conditions") or []))
+
+
+def test_kubectl_get_nodeclaims_lists_the_launch_launched_registered_and_initialized(
+    sim: Environment, rt: Runtime, ns: str,
+) -> None:
+    """#30.1 (and #30.7's printer columns): the NodeClaim is written at launch and through registration."""
+    helpers.install_karpenter_crds(sim)
+    pending_pod(sim, ns)
+
+    [launch] = provisioning.provision_once(rt).launches
+    [claim] = nodeclaims(sim)
+    name = claim["metadata"]["name"]
+    assert name.startswith("default-") and len(name) == len("default-") + 5
+    assert claim["metadata"]["finalizers"] == [ncm.TERMINATION_FINALIZER]
+    assert claim["metadata"]["labels"][wk.NODEPOOL] == "default"
+    assert claim["metadata"]["labels"][wk.NODECLASS] == "default"
+    assert claim["metadata"]["labels"]["team"] == "platform"
+    assert claim["metadata"]["labels"][wk.INSTANCE_TYPE] == launch.instance_type
+    spec = claim["spec"]
+    assert spec["nodeClassRef"] == {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+    assert spec["expireAfter"] == "720h" and spec["terminationGracePeriod"] == "48h"
+    types = next(r for r in spec["requirements"] if r["key"] == wk.INSTANCE_TYPE)
+    assert types["operator"] == "In" and launch.instance_type in types["values"]
+    assert spec["resources"]["requests"]["pods"] == "1"
+    status = claim["status"]
+    assert status["providerID"] == f"aws:///{launch.zone}/{launch.instance_id}"
+    assert status["imageID"].startswith("ami-") and status["capacity"]["cpu"] and status["allocatable"]["memory"]
+    launched = conditions(claim)
+    assert launched["Launched"]["status"] == "True" and launched["Launched"]["reason"] == "Launched"
+    assert set(launched["Launched"]) == {"type", "status", "reason", "message", "lastTransitionTime",
+                                         "observedGeneration"}
+    assert launched["Registered"]["status"] == "Unknown" and launched["Ready"]["status"] == "Unknown"
+
+    node = node_of(sim, launch.instance_id)["metadata"]["name"]
+    for _ in range(6):  # each pass syncs what registered and became Ready
+        provisioning.provision_once(runtime_for(sim))
+        if conditions(nodeclaims(sim)[0]).get("Initialized", {}).get("status") == "True":
+            break
+        sim.advance(2)
+    [claim] = nodeclaims(sim)
+    assert claim["status"]["nodeName"] == node
+    assert {t: c["status"] for t, c in conditions(claim).items()} == {
+        "Launched": "True", "Registered": "True", "Initialized": "True", "Ready": "True"}
+
+    table = kubectl(sim, "get", "nodeclaims").splitlines()
+    assert table[0].split() == ["NAME", "TYPE", "CAPACITY", "ZONE", "NODE", "READY", "AGE"]
+    row = table[1].split()
+    assert row[:6] == [name, launch.instance_type, launch.capacity_type, launch.zone, node, "True"]
+    wide = kubectl(sim, "get", "nodeclaims", "-o", "wide").splitlines()
+    assert wide[0].split()[7:] == ["IMAGEID", "ID", "NODEPOOL", "NODECLASS", "DRIFTED"]
+    assert wide[1].split()[7:11] == [claim["status"]["imageID"], claim["status"]["providerID"], "default", "default"]
+    [listed] = json.loads(kubectl(sim, "get", "nodeclaims", "-o", "json"))["items"]
+    assert listed["status"]["nodeName"] == node
+    assert all(c["status"] == "True" for c in listed["status"]["conditions"])
+
+
+def test_a_failed_fleet_launch_leaves_no_nodeclaim(sim: Environment, rt: Runtime, ns: str) -> None:
+    """#30.1: the NodeClaim made before the Fleet call goes (its finalizer first) when EC2 refuses the launch."""
+    helpers.install_karpenter_crds(sim)
+    pending_pod(sim, ns)
+    sim.add_aws_fault(kind="error", service="ec2", action="CreateFleet", code="UnauthorizedOperation", status=403)
+    since = request_json(sim.kube_api_client(), "GET", COLLECTION)["metadata"]["resourceVersion"]
+
+    summary = provisioning.provision_once(rt)
+
+    assert not summary.launches and sim.aws_calls(service="ec2", action="CreateFleet")
+    assert nodeclaims(sim) == []
+    stream = WatchStream(sim.kube_api_client(), COLLECTION,
+                         {"watch": "true", "resourceVersion": since, "timeoutSeconds": 1}, None)
+    seen = [(e["type"], e["object"]["metadata"]["name"]) for e in stream.events()]
+    created = [n for t, n in seen if t == "ADDED"]
+    assert created and [n for t, n in seen if t == "DELETED"] == created  # made before the call, gone after
+
+
+def test_without_the_nodeclaim_crd_the_launch_goes_on(sim: Environment, rt: Runtime, ns: str,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """#30.1 (3): capacity never waits on bookkeeping: no NodeClaim CRD, one warning, the node is launched."""
+    crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/nodeclaims.karpenter.sh"
+    helpers.delete_quietly(sim.kube_api_client(), crd)
+    wait_for("the NodeClaim CRD gone", lambda: not _served(sim))
+    pending_pod(sim, ns)
+
+    with caplog.at_level("WARNING"):
+        summary = provisioning.provision_once(rt)
+
+    assert len(summary.launches) == 1
+    warnings = [r for r in caplog.records if "no NodeClaim CRD" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+def _served(sim: Environment) -> bool:
+    try:
+        request_json(sim.kube_api_client(), "GET", COLLECTION)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def test_a_cluster_nodepool_owns_its_nodeclaims(sim: Environment, ns: str) -> None:
+    """#30.1: a NodePool kept in the cluster is its NodeClaims' owner (Karpenter's ownerReference, so deleting the
+    pool collects them), as the pinned kubectl shows."""
+    helpers.install_karpenter_crds(sim)
+    api = sim.kube_api_client()
+    for doc in yaml.safe_load_all((EXAMPLES / V1).read_text()):
+        plural = {"NodePool": "karpenter.sh/v1/nodepools", "EC2NodeClass": "karpenter.k8s.aws/v1/ec2nodeclasses"}
+        request_json(api, "POST", f"/apis/{plural[doc['kind']]}", body=doc)
+    uid = request_json(api, "GET", "/apis/karpenter.sh/v1/nodepools/default")["metadata"]["uid"]
+    request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": ns},
+        "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "500m"}}}]}})
+    wait_for("the pod unschedulable", lambda: any(
+        c.get("reason") == "Unschedulable"
+        for p in helpers.pods(sim, ns) for c in (p.get("status") or {}).get("conditions") or []))
+
+    [launch] = provisioning.provision_once(runtime_for(sim, nodepool_sources=("cluster",))).launches
+
+    [owner] = json.loads(kubectl(sim, "get", "nodeclaims", "-o", "json"))["items"][0]["metadata"]["ownerReferences"]
+    assert owner == {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "name": "default", "uid": uid,
+                     "blockOwnerDeletion": True}
+    assert nodeclaims(sim)[0]["status"]["providerID"].endswith(launch.instance_id)
