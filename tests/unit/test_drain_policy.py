@@ -8,10 +8,13 @@ from nodescale.disruption.drain_policy import (
     DrainResult,
     EvictionOutcome,
     EvictionResult,
+    SkipKind,
     backoff,
     has_do_not_disrupt,
+    pod_skip,
     skip_reason,
 )
+from nodescale.model.pod import Pod
 
 
 def running(name="r", **meta) -> dict:
@@ -23,24 +26,33 @@ def running(name="r", **meta) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("pod", "reason"),
+    ("pod", "kind", "reason"),
     [
-        ({**running(), "status": {"phase": "Succeeded"}}, "finished"),
-        (running(annotations={"kubernetes.io/config.mirror": "abc"}), "mirror"),
-        (running(ownerReferences=[{"kind": "DaemonSet", "name": "x"}]), "DaemonSet"),
-        (running(ownerReferences=[{"kind": "Node", "name": "n1"}]), "static"),
-        ({**running(), "spec": {"tolerations": [{"operator": "Exists"}]}}, "tolerates"),
-        ({**running(), "spec": {"tolerations": [{"key": "karpenter.sh/disrupted", "operator": "Exists"}]}}, "tolerates"),
+        ({**running(), "status": {"phase": "Succeeded"}}, SkipKind.FINISHED, "finished (Succeeded)"),
+        (running(annotations={"kubernetes.io/config.mirror": "abc"}), SkipKind.MIRROR, "mirror (static) pod"),
+        (running(ownerReferences=[{"kind": "DaemonSet", "name": "x"}]), SkipKind.DAEMONSET, "DaemonSet pod"),
+        (running(ownerReferences=[{"kind": "Node", "name": "n1"}]), SkipKind.STATIC, "static pod"),
+        # Any owner counts, not only the controller.
+        (running(ownerReferences=[{"kind": "ReplicaSet", "name": "r", "controller": True},
+                                  {"kind": "DaemonSet", "name": "x"}]), SkipKind.DAEMONSET, "DaemonSet pod"),
+        ({**running(), "spec": {"tolerations": [{"operator": "Exists"}]}}, SkipKind.TOLERATES,
+         "tolerates karpenter.sh/disrupted=:NoSchedule"),
+        ({**running(), "spec": {"tolerations": [{"key": "karpenter.sh/disrupted", "operator": "Exists"}]}},
+         SkipKind.TOLERATES, "tolerates karpenter.sh/disrupted=:NoSchedule"),
     ],
 )
-def test_pods_a_drain_leaves_on_the_node(pod, reason):
-    assert reason in (skip_reason(pod) or "")
+def test_pods_a_drain_leaves_on_the_node(pod, kind, reason):
+    """#29.3: a typed Skip (kind and message); #29.1: the parsed Pod gets the same answer as the raw pod."""
+    skip = skip_reason(pod)
+    assert skip is not None and skip.kind is kind and str(skip) == reason
+    assert pod_skip(Pod.from_dict(pod)) == skip
 
 
 def test_pods_a_drain_removes():
     assert skip_reason(running()) is None
     other_toleration = {**running(), "spec": {"tolerations": [{"key": "other", "operator": "Exists"}]}}
     assert skip_reason(other_toleration) is None
+    assert pod_skip(Pod.from_dict(running())) is None and pod_skip(Pod.from_dict(other_toleration)) is None
 
 
 def test_do_not_disrupt_annotations():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import Enum
 
 from . import labels as wk
 from . import resources as res
@@ -100,6 +101,7 @@ class Pod:
     affinity_terms: list[PodAffinityTerm]
     owner_kind: str = ""
     owner_name: str = ""
+    owner_kinds: frozenset[str] = frozenset()  # of every owner, the controller or not
     node_name: str = ""
     phase: str = "Pending"
     scheduler_name: str = DEFAULT_SCHEDULER
@@ -155,6 +157,7 @@ class Pod:
             affinity_terms=_pod_affinity_terms(affinity, labels),
             owner_kind=owner.get("kind") or "",
             owner_name=owner.get("name") or "",
+            owner_kinds=frozenset(o.get("kind") or "" for o in owners),
             node_name=spec.get("nodeName") or "",
             phase=status.get("phase") or "Pending",
             scheduler_name=spec.get("schedulerName") or DEFAULT_SCHEDULER,
@@ -384,7 +387,26 @@ def do_not_disrupt(
     return None
 
 
-def invalid_do_not_disrupt(annotations: Mapping[str, str]) -> str | None:
+class DoNotDisruptProblem(Enum):
+    """What is wrong with an ignored ``karpenter.sh/do-not-disrupt`` value."""
+
+    UNPARSABLE = "unparsable"  # not "true", "false" or a duration Go can hold
+    NOT_POSITIVE = "not-positive"  # a duration of zero or less
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidDoNotDisrupt:
+    """An ignored ``karpenter.sh/do-not-disrupt`` value: what it was, what is wrong, and why (the message)."""
+
+    value: str
+    problem: DoNotDisruptProblem
+    why: str
+
+    def __str__(self) -> str:
+        return self.why
+
+
+def invalid_do_not_disrupt(annotations: Mapping[str, str]) -> InvalidDoNotDisrupt | None:
     """Why the pod's ``karpenter.sh/do-not-disrupt`` value is ignored, or None when it is absent or valid."""
     value = annotations.get(DO_NOT_DISRUPT)
     if value is None or value in ("true", "false"):
@@ -392,7 +414,9 @@ def invalid_do_not_disrupt(annotations: Mapping[str, str]) -> str | None:
     try:
         ns = parse_nanoseconds(value)
     except DurationError as exc:
-        return f"invalid {DO_NOT_DISRUPT} annotation: {exc}; ignored (use \"true\" or a duration like 30m or 4h)"
+        return InvalidDoNotDisrupt(value, DoNotDisruptProblem.UNPARSABLE, f"invalid {DO_NOT_DISRUPT} annotation: "
+                                   f"{exc}; ignored (use \"true\" or a duration like 30m or 4h)")
     if ns <= 0:
-        return f"invalid {DO_NOT_DISRUPT} annotation: {value!r} is not a positive duration; ignored"
+        return InvalidDoNotDisrupt(value, DoNotDisruptProblem.NOT_POSITIVE, f"invalid {DO_NOT_DISRUPT} annotation: "
+                                   f"{value!r} is not a positive duration; ignored")
     return None

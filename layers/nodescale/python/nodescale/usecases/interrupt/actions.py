@@ -170,7 +170,7 @@ def pods_to_move(world: World, node_name: str) -> list[Pod]:
     """The node's pods a drain will evict, as pending pods for the bin-packer."""
     out = []
     for pod in world.pods_by_node.get(node_name, []):
-        if pod.deleting or drain_policy.skip_reason(pod.raw) is not None:
+        if pod.deleting or drain_policy.pod_skip(pod) is not None:
             continue
         out.append(dataclasses.replace(pod, node_name="", phase="Pending"))
     return out
