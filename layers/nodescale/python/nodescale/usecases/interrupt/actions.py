@@ -64,8 +64,10 @@ class ReplacementReport:
                 "unschedulable": [u.to_json() for u in self.unschedulable], "errors": dict(self.errors)}
 
 
-@dataclass
+@dataclass(frozen=True)
 class InstanceReport:
+    """What was done for one instance of an event; each step makes the next with ``dataclasses.replace``."""
+
     instance_id: str
     kind: str
     node: str | None = None
@@ -73,13 +75,13 @@ class InstanceReport:
     reason: str = ""
     already_disrupted: bool = False
     replacement: ReplacementReport | None = None
-    evicted: list[str] = field(default_factory=list)
-    blocked_by_pdb: list[str] = field(default_factory=list)
+    evicted: tuple[str, ...] = ()
+    blocked_by_pdb: tuple[str, ...] = ()
     blocked_total: int = 0
     instance_terminated: bool = False
     node_deleted: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"instanceId": self.instance_id, "kind": self.kind, "node": self.node,
                                "action": self.action}
         if self.reason:
@@ -109,6 +111,10 @@ class Work:
     def name(self) -> str:
         return terminate.node_name(self.node)
 
+    def update(self, **changes: Any) -> None:
+        """The instance's report, with ``changes``: the report is frozen, the work item holds the latest one."""
+        self.report = dataclasses.replace(self.report, **changes)
+
 
 def mark_offering(rt: Runtime, owned: OwnedInstance) -> None:
     rt.launcher.offerings.mark(
@@ -121,24 +127,24 @@ def mark(rt: Runtime, recorder: EventRecorder, item: Work) -> bool:
 
     False when the Node disappeared meanwhile: there is nothing left to drain.
     """
-    item.report.already_disrupted = k8s_nodes.has_taint(item.node, k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule")
+    already = k8s_nodes.has_taint(item.node, k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule")
+    item.update(already_disrupted=already)
     try:
         change = k8s_nodes.mark_disrupted(rt.api, item.name)
     except k8s_nodes.NodeGoneError:
-        item.report.reason = Reason.NODE_GONE
+        item.update(reason=Reason.NODE_GONE)
         return False
-    item.report.action = Outcome.DRAINING
+    item.update(action=Outcome.DRAINING)
     item.node = change.node
     when = item.intent.event_time
-    if not item.report.already_disrupted and when is not None:
+    if not already and when is not None:
         telemetry.seconds(telemetry.EVENT_TO_CORDON, since(when))
     patch = _interruption_annotations(item)
     if patch:
         try:
             item.node = k8s_nodes.patch_metadata(rt.api, item.name, annotations=patch)
         except k8s_nodes.NodeGoneError:
-            item.report.reason = Reason.NODE_GONE
-            item.report.action = Outcome.NOTHING
+            item.update(reason=Reason.NODE_GONE, action=Outcome.NOTHING)
             return False
     telemetry.count(telemetry.INTERRUPTION_ACTIONS, **{telemetry.KIND_DIMENSION: item.intent.kind})
     what = item.intent.detail or item.intent.kind
@@ -161,7 +167,7 @@ def _interruption_annotations(item: Work) -> dict[str, str | None]:
 
 
 def record(recorder: EventRecorder, item: Work) -> None:
-    item.report.action = Outcome.RECORDED
+    item.update(action=Outcome.RECORDED)
     node_event(recorder, item, "rebalance recommended: the instance is at elevated risk of interruption")
     telemetry.count(telemetry.INTERRUPTION_ACTIONS, **{telemetry.KIND_DIMENSION: item.intent.kind})
 
@@ -185,7 +191,7 @@ def replace(rt: Runtime, world: World, work: list[Work]) -> World:
     items = [item for item in work if moving[item.name]]
     for item in work:
         if not moving[item.name]:
-            item.report.replacement = ReplacementReport.none("no pods to move")
+            item.update(replacement=ReplacementReport.none("no pods to move"))
     if not items:
         return world
     # Pods already waiting (e.g. evicted by an earlier interruption) are planned alongside, so capacity on
@@ -203,7 +209,7 @@ def replace(rt: Runtime, world: World, work: list[Work]) -> World:
     except Exception as exc:  # a failed replacement never keeps the nodes from being drained
         log.exception("replacement failed", extra={"nodes": [item.name for item in items]})
         for item in items:
-            item.report.replacement = ReplacementReport.none(f"replacement failed: {exc}")
+            item.update(replacement=ReplacementReport.none(f"replacement failed: {exc}"))
         return world
     for item in items:
         _report_replacement(item, {p.key for p in moving[item.name]}, outcome)
@@ -217,8 +223,8 @@ def _report_replacement(item: Work, mine: set[str], outcome: LaunchOutcome) -> N
     unschedulable = [PodReason(p, why) for p, why in outcome.unschedulable if p in mine]
     elsewhere = {p for launch in launched for p in launch.pods} | {
         p for node in waiting for p in outcome.waiting[node]} | {u.pod for u in unschedulable}
-    item.report.replacement = ReplacementReport(launched, waiting, len(mine - elsewhere), unschedulable,
-                                                dict(outcome.errors))
+    item.update(replacement=ReplacementReport(launched, waiting, len(mine - elsewhere), unschedulable,
+                                              dict(outcome.errors)))
     if launched and item.intent.event_time is not None:
         telemetry.seconds(telemetry.EVENT_TO_REPLACEMENT, since(item.intent.event_time))
 
@@ -230,7 +236,7 @@ def drain(rt: Runtime, world: World, work: list[Work], deadline: float, sleep: C
                                   max_delay=MAX_BACKOFF_SECONDS, sleep=sleep)
     if not done:
         for item in active.values():
-            item.report.reason = Reason.OUT_OF_TIME
+            item.update(reason=Reason.OUT_OF_TIME)
 
 
 def _drain_round(
@@ -249,15 +255,14 @@ def _drain_round(
             fresh = k8s_nodes.get_node(rt.api, name)
         except k8s_nodes.NodeGoneError:
             # Someone else finished it (the disruption function, or EC2's terminated instance).
-            item.report.action = Outcome.DRAINED
-            item.report.reason = item.report.reason or Reason.NODE_DELETED
+            item.update(action=Outcome.DRAINED, reason=item.report.reason or Reason.NODE_DELETED)
             del active[name]
             continue
         step = terminate.continue_termination(rt, world, fresh, involuntary=True, deadline_monotonic=deadline,
                                               batch=batch)
         result = step.drain
         if result is not None:
-            _note_drain(item.report, result)
+            _note_drain(item, result)
             blocking.retry_after = max(blocking.retry_after, result.retry_after)
             blocking.blocked_by_pdb += result.blocked_by_pdb
             blocking.failed.update(result.failed)
@@ -272,22 +277,23 @@ def _drain_round(
 
 def _settle(active: dict[str, Work], item: Work, step: terminate.TerminationStep) -> None:
     """The node's report after its step; a node that is done (terminated, or left alone) leaves ``active``."""
-    item.report.instance_terminated = item.report.instance_terminated or step.instance_terminated
-    item.report.node_deleted = item.report.node_deleted or step.node_deleted
+    item.update(instance_terminated=item.report.instance_terminated or step.instance_terminated,
+                node_deleted=item.report.node_deleted or step.node_deleted)
     if step.state == terminate.TERMINATED:
-        item.report.action = Outcome.DRAINED
+        item.update(action=Outcome.DRAINED)
         if item.intent.event_time is not None:
             telemetry.seconds(telemetry.EVENT_TO_EMPTY, since(item.intent.event_time))
         del active[item.name]
     elif step.state == terminate.SKIPPED:
-        item.report.reason = step.reason
+        item.update(reason=step.reason)
         del active[item.name]
 
 
-def _note_drain(report: InstanceReport, result: drain_policy.DrainResult) -> None:
-    report.evicted = list(dict.fromkeys([*report.evicted, *result.evicted]))
-    report.blocked_by_pdb = list(result.blocked_by_pdb)
-    report.blocked_total += len(result.blocked_by_pdb)
+def _note_drain(item: Work, result: drain_policy.DrainResult) -> None:
+    report = item.report
+    item.update(evicted=tuple(dict.fromkeys([*report.evicted, *result.evicted])),
+                blocked_by_pdb=tuple(result.blocked_by_pdb),
+                blocked_total=report.blocked_total + len(result.blocked_by_pdb))
     if result.blocked_by_pdb:
         telemetry.count(telemetry.EVICTIONS_BLOCKED, len(result.blocked_by_pdb))
 
