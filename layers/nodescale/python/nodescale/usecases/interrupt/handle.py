@@ -50,7 +50,7 @@ from ...interruption.actions import Outcome, Reason, Step, action_for
 from ...k8s import listing
 from ...k8s import nodes as k8s_nodes
 from ...k8s.events import EventRecorder
-from ...model.node import trust_nodes
+from ...model.node import ClusterNode, trust_nodes
 from ...model.nodepool import NodePool
 from ...runtime import Runtime
 from ...settings import Settings
@@ -287,8 +287,9 @@ def _nodes_of(rt: Runtime, owned: list[OwnedInstance]) -> dict[str, Mapping[str,
     else:
         return found
     # The same trust as the world's (#27.5): a Node named for the instance, the only one so named.
-    trust = trust_nodes(listing.list_nodes(rt.api).items, {inst.instance_id: inst.private_dns_name for inst in owned})
-    return trust.trusted
+    listed = [ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items]
+    trust = trust_nodes(listed, {inst.instance_id: inst.private_dns_name for inst in owned})
+    return {iid: view.raw for iid, view in trust.trusted.items()}
 
 
 def _owned(
