@@ -107,6 +107,11 @@ class Pod:
     scheduler_name: str = DEFAULT_SCHEDULER
     priority: int = 0
     deleting: bool = False
+    # spec.nodeSelector as written: kube-scheduler compares its keys literally (``node_selector`` has aliases).
+    node_selector_labels: dict[str, str] = field(default_factory=dict)
+    created: datetime | None = None
+    started: datetime | None = None  # status.startTime, else its creation (``started_at``)
+    unschedulable_since: datetime | None = None  # lastTransitionTime of its PodScheduled=False condition
     raw: Mapping = field(default_factory=dict, repr=False)
     # A virtual pod of a CapacityBuffer ("namespace/name" of the buffer): planned for, never bound, evicted
     # or told about in an event. Empty for every real pod.
@@ -128,11 +133,6 @@ class Pod:
     def finished(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
 
-    @property
-    def started(self) -> datetime | None:
-        """When the pod started (its creation when the kubelet has not said yet)."""
-        return started_at(self.raw)
-
     @classmethod
     def from_dict(cls, raw: Mapping) -> Pod:
         meta = raw.get("metadata") or {}
@@ -142,6 +142,7 @@ class Pod:
         owner = next((o for o in owners if o.get("controller")), owners[0] if owners else {})
         affinity = spec.get("affinity") or {}
         labels = dict(meta.get("labels") or {})
+        created = parse_timestamp(meta.get("creationTimestamp"))
         return cls(
             namespace=meta.get("namespace") or "default",
             name=meta.get("name") or "",
@@ -163,8 +164,22 @@ class Pod:
             scheduler_name=spec.get("schedulerName") or DEFAULT_SCHEDULER,
             priority=pod_priority(spec),
             deleting=bool(meta.get("deletionTimestamp")),
+            node_selector_labels=dict(spec.get("nodeSelector") or {}),
+            created=created,
+            started=parse_timestamp(status.get("startTime")) or created,
+            unschedulable_since=_unschedulable_since(status),
             raw=raw,
         )
+
+
+def _unschedulable_since(status: Mapping) -> datetime | None:
+    """When the scheduler first said the pod cannot be placed: its PodScheduled=False condition's time."""
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            found = parse_timestamp(cond.get("lastTransitionTime"))
+            if found is not None:
+                return found
+    return None
 
 
 @dataclass(frozen=True, slots=True)
