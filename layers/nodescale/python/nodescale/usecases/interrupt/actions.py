@@ -25,6 +25,7 @@ from ...k8s import drain as k8s_drain
 from ...k8s import nodes as k8s_nodes
 from ...k8s.events import WARNING, EventRecorder
 from ...model import labels as wk
+from ...model.node import ClusterNode
 from ...model.pod import Pod
 from ...runtime import Runtime
 from .. import terminate
@@ -104,12 +105,12 @@ class Work:
 
     intent: Intent
     instance: OwnedInstance
-    node: dict[str, Any]
+    node: ClusterNode  # as last read or written (each patch's answer is parsed again)
     report: InstanceReport
 
     @property
     def name(self) -> str:
-        return terminate.node_name(self.node)
+        return self.node.name
 
     def update(self, **changes: Any) -> None:
         """The instance's report, with ``changes``: the report is frozen, the work item holds the latest one."""
@@ -127,7 +128,7 @@ def mark(rt: Runtime, recorder: EventRecorder, item: Work) -> bool:
 
     False when the Node disappeared meanwhile: there is nothing left to drain.
     """
-    already = k8s_nodes.has_taint(item.node, k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule")
+    already = item.node.has_taint(k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule")
     item.update(already_disrupted=already)
     try:
         change = k8s_nodes.mark_disrupted(rt.api, item.name)
@@ -135,14 +136,14 @@ def mark(rt: Runtime, recorder: EventRecorder, item: Work) -> bool:
         item.update(reason=Reason.NODE_GONE)
         return False
     item.update(action=Outcome.DRAINING)
-    item.node = change.node
+    item.node = ClusterNode.from_dict(change.node)
     when = item.intent.event_time
     if not already and when is not None:
         telemetry.seconds(telemetry.EVENT_TO_CORDON, since(when))
     patch = _interruption_annotations(item)
     if patch:
         try:
-            item.node = k8s_nodes.patch_metadata(rt.api, item.name, annotations=patch)
+            item.node = ClusterNode.from_dict(k8s_nodes.patch_metadata(rt.api, item.name, annotations=patch))
         except k8s_nodes.NodeGoneError:
             item.update(reason=Reason.NODE_GONE, action=Outcome.NOTHING)
             return False
@@ -155,12 +156,12 @@ def mark(rt: Runtime, recorder: EventRecorder, item: Work) -> bool:
 
 def _interruption_annotations(item: Work) -> dict[str, str | None]:
     """The first interruption's kind, and the earliest deadline any event gave (a repeat keeps both)."""
-    annotations = (item.node.get("metadata") or {}).get("annotations") or {}
+    annotations = item.node.annotations
     patch: dict[str, str | None] = {}
     if not annotations.get(terminate.INTERRUPTION_ANNOTATION):
         patch[terminate.INTERRUPTION_ANNOTATION] = item.intent.kind
     deadline = item.intent.deadline
-    known = terminate.interruption_deadline(item.node)
+    known = clock.parse_timestamp(annotations.get(terminate.DEADLINE_ANNOTATION))
     if deadline is not None and (known is None or deadline < known):
         patch[terminate.DEADLINE_ANNOTATION] = clock.format_timestamp(deadline)
     return patch
@@ -300,9 +301,8 @@ def _note_drain(item: Work, result: drain_policy.DrainResult) -> None:
 
 def node_event(recorder: EventRecorder, item: Work, message: str, type_: str = "Normal") -> None:
     reason = NODE_EVENT_REASONS.get(item.intent.kind, item.intent.kind)
-    uid = (item.node.get("metadata") or {}).get("uid") or ""
     try:
-        recorder.node(item.name, reason, message, type_, uid=uid)
+        recorder.node(item.name, reason, message, type_, uid=item.node.uid)
     except ApiException as exc:
         # An event is a courtesy: the action it describes must not fail because of it.
         log.warning("could not record a node event", extra={"node": item.name, "status": exc.status})

@@ -54,7 +54,6 @@ from ...model.node import ClusterNode, trust_nodes
 from ...model.nodepool import NodePool
 from ...runtime import Runtime
 from ...settings import Settings
-from .. import terminate
 from ..world import World, read_nodes_and_pods, read_world
 from . import actions as act
 from . import zonal_shift
@@ -225,7 +224,7 @@ def _act(
     for k, intent, owned in ours:
         node = by_instance.get(intent.instance_id)
         if node is not None and intent.action == events.REBALANCE_RISK:
-            started[k] = Work(intent, owned, dict(node), replace(out[k], node=terminate.node_name(dict(node))))
+            started[k] = Work(intent, owned, node, replace(out[k], node=node.name))
             rebalances.append(started[k])
             continue
         out[k], item = _start(rt, recorder, intent, out[k], owned, node)
@@ -268,20 +267,20 @@ def _replace_and_drain(
     act.drain(rt, world, work, deadline, sleep)
 
 
-def _nodes_of(rt: Runtime, owned: list[OwnedInstance]) -> dict[str, Mapping[str, Any]]:
+def _nodes_of(rt: Runtime, owned: list[OwnedInstance]) -> dict[str, ClusterNode]:
     """The Nodes of the interrupted instances, by instance id: each read by its name (EC2's PrivateDnsName,
     under which kubelet registers on EKS), so an event costs the API server a GET per node rather than a list
     of every node (tens of MB at 10,000 nodes). One list when a name is unknown or names another instance
     (a custom hostname); an instance whose node is not found by either has not registered."""
-    found: dict[str, Mapping[str, Any]] = {}
+    found: dict[str, ClusterNode] = {}
     for inst in owned:
         if not inst.private_dns_name:
             break
         try:
-            node = k8s_nodes.get_node(rt.api, inst.private_dns_name)
+            node = ClusterNode.from_dict(k8s_nodes.get_node(rt.api, inst.private_dns_name))
         except k8s_nodes.NodeGoneError:
             break
-        if k8s_nodes.instance_id(node) != inst.instance_id:
+        if node.instance_id != inst.instance_id:
             break
         found[inst.instance_id] = node
     else:
@@ -289,7 +288,7 @@ def _nodes_of(rt: Runtime, owned: list[OwnedInstance]) -> dict[str, Mapping[str,
     # The same trust as the world's (#27.5): a Node named for the instance, the only one so named.
     listed = [ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items]
     trust = trust_nodes(listed, {inst.instance_id: inst.private_dns_name for inst in owned})
-    return {iid: view.raw for iid, view in trust.trusted.items()}
+    return trust.trusted
 
 
 def _owned(
@@ -317,7 +316,7 @@ def _start(
     intent: events.Intent,
     report: InstanceReport,
     owned: OwnedInstance,
-    node: Mapping[str, Any] | None,
+    node: ClusterNode | None,
 ) -> tuple[InstanceReport, Work | None]:
     """Act on an intent whose action needs no NodePool: its report so far, and the Work to replace and
     drain, if any."""
@@ -327,7 +326,7 @@ def _start(
         act.mark_offering(rt, owned)
     if node is None:
         return replace(report, reason=action.reason), None
-    item = Work(intent, owned, dict(node), replace(report, node=terminate.node_name(dict(node))))
+    item = Work(intent, owned, node, replace(report, node=node.name))
     if action.step == Step.DRAIN and act.mark(rt, recorder, item):
         return item.report, item
     return item.report, None
