@@ -19,7 +19,12 @@ from nodescale.disruption.replacement import Simulation
 from nodescale.model import labels as wk
 from nodescale.model.requirements import Requirement
 from nodescale.scheduling import ExistingNode, solve
-from nodescale.scheduling.capacity_split import removal_breaks_split, required_on_demand
+from nodescale.scheduling.capacity_split import (
+    SplitRefusal,
+    removal_breaks_split,
+    required_on_demand,
+    split_refusal,
+)
 from tests.builders import MEDIUM, inputs, node, pods, since
 from tests.builders import pool as disruption_pool
 from tests.builders import scheduling_pool as pool
@@ -65,6 +70,17 @@ def test_a_removal_breaks_the_split_only_when_it_ends_under_it_with_fewer_on_dem
     assert not removal_breaks_split(30, [spot] * 5, [spot] * 4)  # already under it: spot may still go
     assert not removal_breaks_split(30, [od] * 3, [od] * 2)  # 2 of 2 is more than 30%
     assert not removal_breaks_split(None, three_of_ten, [spot])
+
+
+def test_a_refused_split_is_a_typed_result_with_the_counts_and_the_message() -> None:
+    """#29.3: split_refusal returns the pool, its percent and the counts, not only a string."""
+    od, spot = wk.CAPACITY_ON_DEMAND, wk.CAPACITY_SPOT
+    before = [od] * 3 + [spot] * 7
+    assert split_refusal(split_pool(30), before, [od] * 3 + [spot] * 6) is None
+    refusal = split_refusal(split_pool(30), before, [od] * 2 + [spot] * 7)
+    assert refusal == SplitRefusal("default", 30, off=2, total=9, needed=3)
+    assert str(refusal) == refusal.why == ("NodePool default keeps at least 30% of its nodes off spot "
+                                           "(nodescale.io/on-demand-min-percent): 2 of 9 would be, and 3 are needed")
 
 
 # ---------------------------------------------------------------------------------------------- config

@@ -43,3 +43,15 @@ def test_nodes_already_disrupting_count_against_the_budget():
 
 def test_default_is_ten_percent():
     assert b.allowed_disruptions((), 30, 0, b.UNDERUTILIZED, MONDAY_10AM).allowed == 3
+
+
+def test_an_allowance_carries_the_limiting_budget_and_its_counts_besides_the_message():
+    """#29.3: the allowance is typed (the budget, the reason and the counts); its message is built from them."""
+    three = Budget(nodes="3")
+    got = b.allowed_disruptions((three,), 10, 2, b.EMPTY, MONDAY_10AM)
+    assert (got.allowed, got.limiting, got.reason, got.total, got.disrupting, got.budget_nodes) == (
+        1, three, b.EMPTY, 10, 2, 3)
+    assert str(got) == got.why == "budget nodes=3 allows 3 of 10 node(s), 2 already disrupting"
+    only_drift = (Budget(nodes="0", reasons=(b.DRIFTED,)),)
+    free = b.allowed_disruptions(only_drift, 4, 1, b.EMPTY, MONDAY_10AM)
+    assert (free.allowed, free.limiting, free.why) == (4, None, "no budget applies to reason Empty")

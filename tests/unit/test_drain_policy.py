@@ -11,13 +11,17 @@ from nodescale.disruption.drain_policy import (
     DrainResult,
     EvictionOutcome,
     EvictionResult,
+    Skip,
+    SkipKind,
     backoff,
     current_group,
     drain_group,
     has_do_not_disrupt,
+    pod_skip,
     skip_reason,
     sort_pods,
 )
+from nodescale.model.pod import Pod
 
 _NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -31,23 +35,29 @@ def running(name="r", **meta) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("pod", "reason"),
+    ("pod", "kind", "reason"),
     [
-        ({**running(), "status": {"phase": "Succeeded"}}, "finished"),
-        (running(annotations={"kubernetes.io/config.mirror": "abc"}), "mirror"),
-        (running(ownerReferences=[{"kind": "Node", "name": "n1"}]), "static"),
-        ({**running(), "spec": {"tolerations": [{"operator": "Exists"}]}}, "tolerates"),
-        ({**running(), "spec": {"tolerations": [{"key": "karpenter.sh/disrupted", "operator": "Exists"}]}}, "tolerates"),
+        ({**running(), "status": {"phase": "Succeeded"}}, SkipKind.FINISHED, "finished (Succeeded)"),
+        (running(annotations={"kubernetes.io/config.mirror": "abc"}), SkipKind.MIRROR, "mirror (static) pod"),
+        (running(ownerReferences=[{"kind": "Node", "name": "n1"}]), SkipKind.STATIC, "static pod"),
+        ({**running(), "spec": {"tolerations": [{"operator": "Exists"}]}}, SkipKind.TOLERATES,
+         "tolerates karpenter.sh/disrupted=:NoSchedule"),
+        ({**running(), "spec": {"tolerations": [{"key": "karpenter.sh/disrupted", "operator": "Exists"}]}},
+         SkipKind.TOLERATES, "tolerates karpenter.sh/disrupted=:NoSchedule"),
     ],
 )
-def test_pods_a_drain_leaves_on_the_node(pod, reason):
-    assert reason in (skip_reason(pod) or "")
+def test_pods_a_drain_leaves_on_the_node(pod, kind, reason):
+    """#29.3: a typed Skip (kind and message); #29.1: the parsed Pod gets the same answer as the raw pod."""
+    skip = skip_reason(pod)
+    assert skip is not None and skip.kind is kind and str(skip) == reason
+    assert pod_skip(Pod.from_dict(pod)) == skip
 
 
 def test_pods_a_drain_removes():
     assert skip_reason(running()) is None
     other_toleration = {**running(), "spec": {"tolerations": [{"key": "other", "operator": "Exists"}]}}
     assert skip_reason(other_toleration) is None
+    assert pod_skip(Pod.from_dict(running())) is None and pod_skip(Pod.from_dict(other_toleration)) is None
 
 
 def test_do_not_disrupt_annotations():
@@ -62,7 +72,7 @@ def test_drain_result_is_empty_only_when_nothing_is_left_to_wait_for():
     assert not DrainResult("n1", evicted=["a"], in_flight=["a"]).empty
     assert not DrainResult("n1", blocked_by_pdb=["a"]).empty
     assert not DrainResult("n1", terminating=["a"]).empty
-    assert DrainResult("n1", skipped={"a": "DaemonSet pod"}).empty
+    assert DrainResult("n1", skipped={"a": Skip(SkipKind.MIRROR, "mirror (static) pod")}).empty
     total = DrainResult("n1", evicted=["a"], in_flight=["a"]).merge(DrainResult("n1"))
     assert total.empty and total.evicted == ["a"]
 

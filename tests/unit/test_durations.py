@@ -26,7 +26,7 @@ from nodescale.model.durations import (
     go_duration_seconds,
     parse_nanoseconds,
 )
-from nodescale.model.pod import do_not_disrupt, invalid_do_not_disrupt
+from nodescale.model.pod import DoNotDisruptProblem, do_not_disrupt, invalid_do_not_disrupt
 from nodescale.model.timestamps import shifted
 from nodescale.usecases.terminate import grace_deadline
 
@@ -113,7 +113,8 @@ def test_a_pod_annotation_beyond_the_range_is_ignored_and_says_why() -> None:
     # Used to raise OverflowError (timedelta of 3.6e20 seconds), from the planner and from every drain.
     assert do_not_disrupt(annotations, started, NOW) is None
     assert do_not_disrupt(annotations) is None
-    assert "out of range" in (invalid_do_not_disrupt(annotations) or "")
+    invalid = invalid_do_not_disrupt(annotations)
+    assert invalid is not None and invalid.problem is DoNotDisruptProblem.UNPARSABLE and "out of range" in invalid.why
 
 
 @pytest.mark.parametrize("value", ["yes", "True", " true", "30", "1d", "0s", "-5m", "2562048h"])
@@ -125,7 +126,10 @@ def test_any_value_but_true_false_or_a_positive_duration_is_ignored_with_a_reaso
     annotations = {"karpenter.sh/do-not-disrupt": value}
     assert do_not_disrupt(annotations, NOW - timedelta(minutes=1), NOW) is None
     assert do_not_disrupt(annotations) is None
-    assert invalid_do_not_disrupt(annotations) is not None
+    invalid = invalid_do_not_disrupt(annotations)
+    # #29.3: a typed result, the value and what is wrong with it, besides the message.
+    assert invalid is not None and invalid.value == value and value in str(invalid)
+    assert invalid.problem is (DoNotDisruptProblem.NOT_POSITIVE if value in ("0s", "-5m") else DoNotDisruptProblem.UNPARSABLE)
 
 
 @pytest.mark.parametrize("value", ["true", "false", "30m", "2562047h"])

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from nodescale.aws.ownership import OwnedInstance
 from nodescale.interruption import actions as policy
 from nodescale.interruption import events as ev
+from nodescale.model.node import ClusterNode
 from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirements
@@ -46,8 +47,8 @@ def test_only_pods_a_drain_evicts_are_replaced_and_they_are_planned_as_pending()
 def _work(node_annotations: dict[str, str], pool_annotations: dict[str, str]) -> tuple[World, interrupt_actions.Work]:
     pool = NodePool("spot", Requirements(), "default", annotations=pool_annotations)
     world = World(now=T0, cluster="c", nodepools={"spot": pool})
-    node = {"metadata": {"name": "n1", "labels": {"karpenter.sh/nodepool": "spot"}, "annotations": node_annotations},
-            "spec": {}}
+    node = ClusterNode.from_dict({"metadata": {"name": "n1", "labels": {"karpenter.sh/nodepool": "spot"},
+                                               "annotations": node_annotations}, "spec": {}})
     intent = ev.Intent("i-0a1b2c3d4e5f60718", ev.REBALANCE_RISK, "RebalanceRecommendation", "e1", T0)
     owned = OwnedInstance("i-0a1b2c3d4e5f60718", "m5.large", "us-east-1a", "spot", "running", "spot")
     return world, interrupt_actions.Work(intent, owned, node, interrupt_actions.InstanceReport(owned.instance_id, intent.kind))

@@ -17,6 +17,7 @@ from nodescale.interruption.actions import (
     nodepool_name,
 )
 from nodescale.interruption.intents import Intent, IntentAction, Kind
+from nodescale.model.node import ClusterNode
 from nodescale.model.nodepool import NodePool
 from nodescale.model.requirements import Requirements
 
@@ -29,9 +30,9 @@ def intent(action: IntentAction, kind: Kind, detail: str = "") -> Intent:
     return Intent(IID, action, kind, "e1", T0, detail)
 
 
-def node(annotations: dict[str, str] | None = None) -> dict:
-    return {"metadata": {"name": "n1", "labels": {"karpenter.sh/nodepool": "spot"},
-                         "annotations": annotations or {}}}
+def node(annotations: dict[str, str] | None = None) -> ClusterNode:
+    return ClusterNode.from_dict({"metadata": {"name": "n1", "labels": {"karpenter.sh/nodepool": "spot"},
+                                               "annotations": annotations or {}}})
 
 
 def pool(annotations: dict[str, str] | None = None) -> NodePool:
@@ -70,7 +71,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("intent_", "node_", "pool_", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_action_for(intent_: Intent, node_: dict | None, pool_: NodePool | None, expected: Action) -> None:
+def test_action_for(intent_: Intent, node_: ClusterNode | None, pool_: NodePool | None, expected: Action) -> None:
     assert action_for(intent_, node_, pool_) == expected
 
 
@@ -83,5 +84,6 @@ def test_the_words_are_the_summaries_strings() -> None:
 def test_the_instance_tag_names_the_pool_before_the_node_labels() -> None:
     assert nodepool_name(node(), "tagged") == "tagged"
     assert nodepool_name(node(), "") == "spot"
-    assert nodepool_name({"metadata": {"labels": {"karpenter.sh/provisioner-name": "old"}}}, "") == "old"
-    assert nodepool_name({}, "") == ""
+    assert nodepool_name(ClusterNode.from_dict({"metadata": {"labels": {"karpenter.sh/provisioner-name": "old"}}}),
+                         "") == "old"
+    assert nodepool_name(ClusterNode.from_dict({}), "") == ""

@@ -71,3 +71,17 @@ def test_capacity_allocatable_and_taints_are_parsed_once_and_a_bad_one_is_named(
     assert bad.resources.error.startswith("status.allocatable.cpu")
     assert existing_nodes([bad], {}, {}, {}, {}) == (
         [], {bad.name: f"Node {bad.name}: {bad.resources.error}"})
+
+
+def test_labels_synced_since_the_read_land_on_the_typed_node_and_the_rest_stays_parsed() -> None:
+    """#29.1: World.with_node_labels sets the labels on the typed Node (no re-parse of the raw object):
+    its pool and the instance it speaks for follow, its other fields are the very same objects."""
+    inst = ManagedInstance("i-0123456789abcdef0", "m5.large", "us-east-1a", "spot", "default", "running", None,
+                           private_dns_name="ip-10-0-1-4.ec2.internal")
+    world = World(now=datetime.now(UTC), cluster="c", nodes=cluster_nodes(RAW), instances=[inst])
+    before = world.node("ip-10-0-1-4.ec2.internal")
+    after = world.with_node_labels({before.name: {"karpenter.sh/registered": "true"}}).node(before.name)
+    assert after.labels == {**RAW["metadata"]["labels"], "karpenter.sh/registered": "true"}
+    assert after.nodepool == "default" and after.resources is before.resources and after.readiness is before.readiness
+    assert before.labels == RAW["metadata"]["labels"]  # the snapshot read is left as it was
+    assert world.with_node_labels({before.name: {}}).node_for_instance(inst.instance_id).name == before.name

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from nodescale.model.node import name_matches_instance, trust_nodes
+from nodescale.model.node import ClusterNode, name_matches_instance, trust_nodes
 
 IID = "i-0a1b2c3d4e5f60718"
 DNS = "ip-10-0-0-1.ec2.internal"
 
 
-def node(name: str, iid: str = IID) -> dict:
-    return {"metadata": {"name": name}, "spec": {"providerID": f"aws:///us-east-1a/{iid}"}}
+def node(name: str, iid: str = IID) -> ClusterNode:
+    return ClusterNode.from_dict({"metadata": {"name": name}, "spec": {"providerID": f"aws:///us-east-1a/{iid}"}})
 
 
 @pytest.mark.parametrize(("name", "dns", "matches"), [
@@ -36,7 +36,7 @@ def test_an_impostor_beside_the_real_node_is_untrusted_and_the_real_one_trusted(
     """#27.5: order does not matter: the last Node naming an instance no longer wins."""
     for nodes in ([node(DNS), node("impostor")], [node("impostor"), node(DNS)]):
         trust = trust_nodes(nodes, {IID: DNS})
-        assert trust.trusted[IID]["metadata"]["name"] == DNS
+        assert trust.trusted[IID] is nodes[0 if nodes[0].name == DNS else 1]  # the typed Node itself (#29.1)
         assert list(trust.untrusted) == ["impostor"] and IID in trust.untrusted["impostor"]
 
 
@@ -54,6 +54,6 @@ def test_two_nodes_both_named_for_the_instance_are_both_untrusted() -> None:
 
 def test_nodes_of_instances_not_known_are_neither_trusted_nor_warned_about() -> None:
     """#27.5: another cluster's or another system's instances are not ours to judge."""
-    trust = trust_nodes([node("whatever", "i-0ffffffffffffffff"), {"metadata": {"name": "x"}, "spec": {}}],
+    trust = trust_nodes([node("whatever", "i-0ffffffffffffffff"), ClusterNode.from_dict({"metadata": {"name": "x"}})],
                         {IID: DNS})
     assert trust.trusted == {} and trust.untrusted == {}

@@ -22,9 +22,26 @@ REASONS = (EMPTY, DRIFTED, UNDERUTILIZED)
 
 @dataclass(frozen=True, slots=True)
 class Allowance:
+    """How many more of a pool's nodes may be disrupted for ``reason`` now, and which budget said so."""
+
     allowed: int  # how many more nodes may be disrupted now (never negative)
-    limiting: Budget | None  # the budget that set the number
-    why: str
+    limiting: Budget | None  # the budget that set the number; None when no budget applies to the reason
+    reason: str
+    total: int  # the pool's nodes
+    disrupting: int  # of them, already being disrupted
+    budget_nodes: int  # what the limiting budget allows of ``total``, before those disrupting count
+
+    @property
+    def why(self) -> str:
+        b = self.limiting
+        if b is None:
+            return f"no budget applies to reason {self.reason}"
+        window = f" (schedule {b.schedule!r} for {_duration(b.duration_seconds)})" if b.schedule else ""
+        return (f"budget nodes={b.nodes}{window} allows {self.budget_nodes} of {self.total} node(s), "
+                f"{self.disrupting} already disrupting")
+
+    def __str__(self) -> str:
+        return self.why
 
 
 def is_active(budget: Budget, now: datetime) -> bool:
@@ -63,11 +80,9 @@ def allowed_disruptions(
         n = budget_nodes(b, total_nodes)
         allowed = max(0, n - disrupting)
         if best is None or allowed < best.allowed:
-            window = f" (schedule {b.schedule!r} for {_duration(b.duration_seconds)})" if b.schedule else ""
-            why = f"budget nodes={b.nodes}{window} allows {n} of {total_nodes} node(s), {disrupting} already disrupting"
-            best = Allowance(allowed, b, why)
+            best = Allowance(allowed, b, reason, total_nodes, disrupting, n)
     if best is None:
-        return Allowance(total_nodes, None, f"no budget applies to reason {reason}")
+        return Allowance(total_nodes, None, reason, total_nodes, disrupting, total_nodes)
     return best
 
 

@@ -5,13 +5,13 @@ evictions and deletes, and sleeps; both the interruption and the disruption use-
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum, IntEnum
 from typing import Any
 
-from ..model.pod import do_not_disrupt, started_at
+from ..model.pod import Pod, do_not_disrupt, started_at
 from ..model.taints import Taint, Toleration
 from ..model.timestamps import shifted
 from .nodes import DISRUPTED_TAINT_KEY
@@ -66,7 +66,7 @@ class DrainResult:
     terminating: list[str] = field(default_factory=list)  # already shutting down; waited for, not evicted again
     in_flight: list[str] = field(default_factory=list)  # evicted in the latest round, not seen gone yet
     failed: dict[str, str] = field(default_factory=dict)  # pod -> error message, retried next round
-    skipped: dict[str, str] = field(default_factory=dict)  # pod -> why it is left on the node
+    skipped: dict[str, Skip] = field(default_factory=dict)  # pod -> why it is left on the node
     waiting: list[str] = field(default_factory=list)  # in a later drain group: evicted once the earlier ones left
     retry_after: float = 0.0  # a server's Retry-After hint from a 429, seconds
 
@@ -140,20 +140,53 @@ def pod_key(pod: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
 
 
-def skip_reason(pod: Mapping[str, Any]) -> str | None:
-    """Why a drain leaves this pod alone, or None when it has to go."""
+class SkipKind(Enum):
+    """The kinds of pod a drain leaves on the node."""
+
+    FINISHED = "finished"
+    MIRROR = "mirror"
+    STATIC = "static"
+    TOLERATES = "tolerates"
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """Why a drain leaves a pod on its node: the kind, and the message."""
+
+    kind: SkipKind
+    why: str
+
+    def __str__(self) -> str:
+        return self.why
+
+
+def skip_reason(pod: Mapping[str, Any]) -> Skip | None:
+    """Why a drain leaves this pod (as the API returns it) alone, or None when it has to go."""
     meta = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    phase = (pod.get("status") or {}).get("phase")
+    return _skip(
+        (pod.get("status") or {}).get("phase"),
+        meta.get("annotations") or {},
+        {o.get("kind") for o in meta.get("ownerReferences") or []},
+        (Toleration.from_dict(t) for t in (pod.get("spec") or {}).get("tolerations") or []),
+    )
+
+
+def pod_skip(pod: Pod) -> Skip | None:
+    """``skip_reason`` for a pod the world reader parsed."""
+    return _skip(pod.phase, pod.annotations, pod.owner_kinds, pod.tolerations)
+
+
+def _skip(
+    phase: str | None, annotations: Mapping[str, str], owner_kinds: Collection[Any], tolerations: Iterable[Toleration]
+) -> Skip | None:
     if phase in ("Succeeded", "Failed"):
-        return f"finished ({phase})"
-    if "kubernetes.io/config.mirror" in (meta.get("annotations") or {}):
-        return "mirror (static) pod"
-    owners = meta.get("ownerReferences") or []
-    if any(o.get("kind") == "Node" for o in owners):
-        return "static pod"
-    if any(Toleration.from_dict(t).tolerates(DISRUPTED_TAINT) for t in spec.get("tolerations") or []):
-        return f"tolerates {DISRUPTED_TAINT}"
+        return Skip(SkipKind.FINISHED, f"finished ({phase})")
+    if "kubernetes.io/config.mirror" in annotations:
+        return Skip(SkipKind.MIRROR, "mirror (static) pod")
+    if "Node" in owner_kinds:
+        return Skip(SkipKind.STATIC, "static pod")
+    if any(t.tolerates(DISRUPTED_TAINT) for t in tolerations):
+        return Skip(SkipKind.TOLERATES, f"tolerates {DISRUPTED_TAINT}")
     return None
 
 

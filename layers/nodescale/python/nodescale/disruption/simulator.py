@@ -68,9 +68,9 @@ def bin_packing_simulator(
                      if e.nodepool == name and not e.unschedulable and e.name not in gone]
             after += [wk.CAPACITY_SPOT if wk.CAPACITY_SPOT in r.capacity_types else wk.CAPACITY_ON_DEMAND
                       for r in sim.replacements if r.nodepool == name]
-            why = split_refusal(pool, before, after)
-            if why:
-                return why
+            refusal = split_refusal(pool, before, after)
+            if refusal is not None:
+                return refusal.why
         return ""
 
     return simulate

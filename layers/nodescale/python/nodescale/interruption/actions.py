@@ -16,11 +16,11 @@ Also the words of the summary: what was done per instance (``Outcome``) and the 
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+from collections.abc import Container
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
+from ..model.node import ClusterNode
 from ..model.nodelabels import pool_key
 from ..model.nodepool import NodePool
 from .intents import Intent, IntentAction, Kind, ShiftKind, ZoneShift
@@ -75,7 +75,7 @@ class Action:
     reason: str = ""  # what the summary says, where the step alone does not
 
 
-def action_for(intent: Intent, node: Mapping[str, Any] | None, pool: NodePool | None) -> Action:
+def action_for(intent: Intent, node: ClusterNode | None, pool: NodePool | None) -> Action:
     """The action for one instance of this cluster: ``node`` is its Node (None when no Node names
     it), ``pool`` its NodePool (None when unknown; only a rebalance recommendation reads it)."""
     if intent.action == IntentAction.NO_ACTION:
@@ -91,18 +91,16 @@ def action_for(intent: Intent, node: Mapping[str, Any] | None, pool: NodePool | 
     return Action(Step.RECORD, mark)
 
 
-def rebalance_opted_in(node: Mapping[str, Any], pool: NodePool | None) -> bool:
+def rebalance_opted_in(node: ClusterNode, pool: NodePool | None) -> bool:
     """Whether the Node or its NodePool asks for a rebalance recommendation to be acted on."""
-    annotations = (node.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(REBALANCE_ANNOTATION) == REBALANCE_INTERRUPT:
+    if node.annotations.get(REBALANCE_ANNOTATION) == REBALANCE_INTERRUPT:
         return True
     return pool is not None and pool.annotations.get(REBALANCE_ANNOTATION) == REBALANCE_INTERRUPT
 
 
-def nodepool_name(node: Mapping[str, Any], instance_pool: str | None, keys: Container[str] = ()) -> str:
+def nodepool_name(node: ClusterNode, instance_pool: str | None, keys: Container[str] = ()) -> str:
     """The key of the pool an instance belongs to among ``keys``: its own tags first, else the Node's labels."""
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    return instance_pool or pool_key(labels, keys)
+    return instance_pool or pool_key(node.labels, keys)
 
 
 def zone_shift_ignored(shift: ZoneShift, cluster: str) -> str | None:

@@ -3,7 +3,7 @@ behind it, parsed once per snapshot instead of dug out of the raw object at ever
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -154,34 +154,34 @@ class NodeTrust:
     """Which Node speaks for each instance: ``trusted`` (instance id -> its one Node) and ``untrusted`` (Node
     name -> why it is ignored: another Node, or a name that is not the instance's, claims that instance)."""
 
-    trusted: dict[str, Mapping[str, Any]]
+    trusted: dict[str, ClusterNode]
     untrusted: dict[str, str]
 
 
-def trust_nodes(nodes: list[Mapping[str, Any]], dns_names: Mapping[str, str]) -> NodeTrust:
+def trust_nodes(nodes: Iterable[ClusterNode], dns_names: Mapping[str, str]) -> NodeTrust:
     """Match Nodes to the known instances (``dns_names``: instance id -> PrivateDnsName) by ``providerID``.
 
     Anyone who may write Nodes can name any instance in a providerID (#27.5): a Node is trusted for an
     instance only when its name is the instance's and no other Node with such a name claims it. The
     others naming that instance are untrusted; Nodes naming instances not in ``dns_names`` are neither.
     """
-    claims: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
-    for raw in nodes:
-        parsed = parse_provider_id((raw.get("spec") or {}).get("providerID") or "")
-        if parsed is not None and parsed[1] in dns_names:
-            claims.setdefault(parsed[1], []).append((str((raw.get("metadata") or {}).get("name") or ""), raw))
-    trusted: dict[str, Mapping[str, Any]] = {}
+    claims: dict[str, list[ClusterNode]] = {}
+    for view in nodes:
+        if view.instance_id is not None and view.instance_id in dns_names:
+            claims.setdefault(view.instance_id, []).append(view)
+    trusted: dict[str, ClusterNode] = {}
     untrusted: dict[str, str] = {}
     for iid, named in claims.items():
-        matching = [(n, raw) for n, raw in named if name_matches_instance(n, iid, dns_names[iid])]
+        matching = [v for v in named if name_matches_instance(v.name, iid, dns_names[iid])]
         if len(matching) == 1:
-            trusted[iid] = matching[0][1]
-        for name, _raw in named:
-            if iid in trusted and name == matching[0][0]:
+            trusted[iid] = matching[0]
+        for view in named:
+            name = view.name
+            if iid in trusted and name == matching[0].name:
                 continue
-            if all(n != name for n, _m in matching):
+            if all(v.name != name for v in matching):
                 why = f"its name is not instance {iid}'s ({dns_names[iid] or iid})"
             else:
-                why = f"Node(s) {', '.join(sorted(n for n, _m in matching if n != name))} with the instance's name too"
+                why = f"Node(s) {', '.join(sorted(v.name for v in matching if v.name != name))} with the instance's name too"
             untrusted[name] = f"spec.providerID names instance {iid}, but {why}: ignored for that instance"
     return NodeTrust(trusted, untrusted)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import Enum
 
 from . import labels as wk
 from . import resources as res
@@ -100,11 +101,17 @@ class Pod:
     affinity_terms: list[PodAffinityTerm]
     owner_kind: str = ""
     owner_name: str = ""
+    owner_kinds: frozenset[str] = frozenset()  # of every owner, the controller or not
     node_name: str = ""
     phase: str = "Pending"
     scheduler_name: str = DEFAULT_SCHEDULER
     priority: int = 0
     deleting: bool = False
+    # spec.nodeSelector as written: kube-scheduler compares its keys literally (``node_selector`` has aliases).
+    node_selector_labels: dict[str, str] = field(default_factory=dict)
+    created: datetime | None = None
+    started: datetime | None = None  # status.startTime, else its creation (``started_at``)
+    unschedulable_since: datetime | None = None  # lastTransitionTime of its PodScheduled=False condition
     raw: Mapping = field(default_factory=dict, repr=False)
     # A virtual pod of a CapacityBuffer ("namespace/name" of the buffer): planned for, never bound, evicted
     # or told about in an event. Empty for every real pod.
@@ -135,11 +142,6 @@ class Pod:
     def finished(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
 
-    @property
-    def started(self) -> datetime | None:
-        """When the pod started (its creation when the kubelet has not said yet)."""
-        return started_at(self.raw)
-
     @classmethod
     def from_dict(cls, raw: Mapping) -> Pod:
         meta = raw.get("metadata") or {}
@@ -149,6 +151,7 @@ class Pod:
         owner = next((o for o in owners if o.get("controller")), owners[0] if owners else {})
         affinity = spec.get("affinity") or {}
         labels = dict(meta.get("labels") or {})
+        created = parse_timestamp(meta.get("creationTimestamp"))
         return cls(
             namespace=meta.get("namespace") or "default",
             name=meta.get("name") or "",
@@ -164,13 +167,28 @@ class Pod:
             affinity_terms=_pod_affinity_terms(affinity, labels),
             owner_kind=owner.get("kind") or "",
             owner_name=owner.get("name") or "",
+            owner_kinds=frozenset(o.get("kind") or "" for o in owners),
             node_name=spec.get("nodeName") or "",
             phase=status.get("phase") or "Pending",
             scheduler_name=spec.get("schedulerName") or DEFAULT_SCHEDULER,
             priority=pod_priority(spec),
             deleting=bool(meta.get("deletionTimestamp")),
+            node_selector_labels=dict(spec.get("nodeSelector") or {}),
+            created=created,
+            started=parse_timestamp(status.get("startTime")) or created,
+            unschedulable_since=_unschedulable_since(status),
             raw=raw,
         )
+
+
+def _unschedulable_since(status: Mapping) -> datetime | None:
+    """When the scheduler first said the pod cannot be placed: its PodScheduled=False condition's time."""
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            found = parse_timestamp(cond.get("lastTransitionTime"))
+            if found is not None:
+                return found
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,7 +411,26 @@ def do_not_disrupt(
     return None
 
 
-def invalid_do_not_disrupt(annotations: Mapping[str, str]) -> str | None:
+class DoNotDisruptProblem(Enum):
+    """What is wrong with an ignored ``karpenter.sh/do-not-disrupt`` value."""
+
+    UNPARSABLE = "unparsable"  # not "true", "false" or a duration Go can hold
+    NOT_POSITIVE = "not-positive"  # a duration of zero or less
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidDoNotDisrupt:
+    """An ignored ``karpenter.sh/do-not-disrupt`` value: what it was, what is wrong, and why (the message)."""
+
+    value: str
+    problem: DoNotDisruptProblem
+    why: str
+
+    def __str__(self) -> str:
+        return self.why
+
+
+def invalid_do_not_disrupt(annotations: Mapping[str, str]) -> InvalidDoNotDisrupt | None:
     """Why the pod's ``karpenter.sh/do-not-disrupt`` value is ignored, or None when it is absent or valid."""
     value = annotations.get(DO_NOT_DISRUPT)
     if value is None or value in ("true", "false"):
@@ -401,7 +438,9 @@ def invalid_do_not_disrupt(annotations: Mapping[str, str]) -> str | None:
     try:
         ns = parse_nanoseconds(value)
     except DurationError as exc:
-        return f"invalid {DO_NOT_DISRUPT} annotation: {exc}; ignored (use \"true\" or a duration like 30m or 4h)"
+        return InvalidDoNotDisrupt(value, DoNotDisruptProblem.UNPARSABLE, f"invalid {DO_NOT_DISRUPT} annotation: "
+                                   f"{exc}; ignored (use \"true\" or a duration like 30m or 4h)")
     if ns <= 0:
-        return f"invalid {DO_NOT_DISRUPT} annotation: {value!r} is not a positive duration; ignored"
+        return InvalidDoNotDisrupt(value, DoNotDisruptProblem.NOT_POSITIVE, f"invalid {DO_NOT_DISRUPT} annotation: "
+                                   f"{value!r} is not a positive duration; ignored")
     return None

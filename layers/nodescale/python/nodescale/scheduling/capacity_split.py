@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from ..model import labels as wk
 from ..model.instancetype import InstanceType
@@ -24,8 +25,8 @@ from ..model.nodepool import ON_DEMAND_MIN_PERCENT, NodePool
 from .nodeclaim import pinned
 from .plan import ExistingNode, NodeClaim
 
-__all__ = ["ON_DEMAND_MIN_PERCENT", "keep_split", "on_demand_only", "removal_breaks_split", "required_on_demand",
-           "split_refusal"]
+__all__ = ["ON_DEMAND_MIN_PERCENT", "SplitRefusal", "keep_split", "on_demand_only", "removal_breaks_split",
+           "required_on_demand", "split_refusal"]
 
 
 def required_on_demand(percent: int, total: int) -> int:
@@ -47,15 +48,33 @@ def removal_breaks_split(percent: int | None, before: Sequence[str], after: Sequ
     return have_after < required_on_demand(percent, len(after)) and have_after < sum(map(off_spot, before))
 
 
-def split_refusal(pool: NodePool, before: Sequence[str], after: Sequence[str]) -> str | None:
+@dataclass(frozen=True, slots=True)
+class SplitRefusal:
+    """A pool's on-demand minimum refusing a change: ``off`` of ``total`` nodes would be off spot, ``needed`` are."""
+
+    pool: str
+    percent: int
+    off: int
+    total: int
+    needed: int
+
+    @property
+    def why(self) -> str:
+        return (f"NodePool {self.pool} keeps at least {self.percent}% of its nodes off spot ({ON_DEMAND_MIN_PERCENT}): "
+                f"{self.off} of {self.total} would be, and {self.needed} are needed")
+
+    def __str__(self) -> str:
+        return self.why
+
+
+def split_refusal(pool: NodePool, before: Sequence[str], after: Sequence[str]) -> SplitRefusal | None:
     """Why the pool may not go from nodes of capacity types ``before`` to ``after``, or None when it may."""
     percent = pool.on_demand_min_percent
     if not removal_breaks_split(percent, before, after):
         return None
     assert percent is not None
-    off = sum(map(off_spot, after))
-    return (f"NodePool {pool.name} keeps at least {percent}% of its nodes off spot ({ON_DEMAND_MIN_PERCENT}): "
-            f"{off} of {len(after)} would be, and {required_on_demand(percent, len(after))} are needed")
+    return SplitRefusal(pool.name, percent, sum(map(off_spot, after)), len(after),
+                        required_on_demand(percent, len(after)))
 
 
 def keep_split(

@@ -121,9 +121,8 @@ class World:
         derive("_claimed", frozenset(view.instance_id for view in self.nodes if view.instance_id))
         # The one mapping every use-case goes through (#27.5): a Node speaks for an instance only when its
         # name is the instance's and no other such Node claims it.
-        by_raw = {id(n.raw): n for n in self.nodes}
-        trust = trust_nodes([n.raw for n in self.nodes], {i.instance_id: i.private_dns_name for i in self.instances})
-        derive("_node_by_instance", {iid: by_raw[id(raw)] for iid, raw in trust.trusted.items()})
+        trust = trust_nodes(self.nodes, {i.instance_id: i.private_dns_name for i in self.instances})
+        derive("_node_by_instance", trust.trusted)
         derive("untrusted", trust.untrusted)
         derive("_zone_ids", {o.zone: o.zone_id for it in self.catalog for o in it.offerings if o.zone_id})
 
@@ -171,9 +170,7 @@ class World:
     def with_node_labels(self, labels: Mapping[str, Mapping[str, str]]) -> World:
         """This snapshot with ``labels`` (node name -> labels) set on those Nodes (written since it was read)."""
         def relabelled(node: ClusterNode) -> ClusterNode:
-            meta = node.raw.get("metadata") or {}
-            raw = {**node.raw, "metadata": {**meta, "labels": {**(meta.get("labels") or {}), **labels[node.name]}}}
-            return ClusterNode.from_dict(raw)
+            return replace(node, labels={**node.labels, **labels[node.name]})
 
         return replace(self, nodes=[relabelled(n) if n.name in labels else n for n in self.nodes])
 

@@ -74,5 +74,5 @@ def _split_blocks(v: NodeView, ctx: Context) -> Hold | None:
     gone = {n for d in ctx.out.decisions for n in d.nodes} | set(ctx.inputs.in_progress)
     before = [x.capacity_type for x in ctx.by_pool.get(v.nodepool, []) if x.name not in gone]
     after = [x.capacity_type for x in ctx.by_pool.get(v.nodepool, []) if x.name not in gone and x.name != v.name]
-    why = split_refusal(pool, before, after)
-    return Hold(Blocker.CAPACITY_SPLIT, why) if why else None
+    refusal = split_refusal(pool, before, after)
+    return None if refusal is None else Hold(Blocker.CAPACITY_SPLIT, refusal.why)

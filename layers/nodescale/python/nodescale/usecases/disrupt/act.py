@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -24,7 +25,7 @@ from ...disruption.validation import Invalid, Invalidation
 from ...k8s import events as k8s_events
 from ...k8s import nodes as k8s_nodes
 from ...model.currency import render
-from ...model.nodelabels import pool_key
+from ...model.node import ClusterNode
 from .. import finalize
 from ..provision.provisioner import launch_claims
 from ..terminate import TERMINATING, TerminationStep, continue_termination
@@ -57,28 +58,30 @@ def finish_under_way(run: RunState, pools: frozenset[str] | None = None) -> tupl
     in_progress: set[str] = set()
     protected: set[str] = set()
     for view in list(run.world.nodes):
-        raw, name = view.raw, view.name
+        name = view.name
         if name in run.world.untrusted:
             continue  # claims an instance it is not (#27.5): nothing is done to that instance through it
-        if pools is not None and pool_key((raw.get("metadata") or {}).get("labels") or {}) not in pools:
-            if k8s_nodes.has_taint(raw, k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule") or \
-                    node_annotations(raw).get(REPLACEMENT_ANNOTATION):
+        disrupted = view.has_taint(k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule")
+        if pools is not None and view.nodepool not in pools:
+            if disrupted or view.annotations.get(REPLACEMENT_ANNOTATION):
                 in_progress.add(name)
-                protected.update(_nodes_of(run, replacement_ids(raw)))
+                protected.update(_nodes_of(run, replacement_ids(view.annotations)))
             continue
-        if finalize.deleting(raw):
+        if finalize.deleting(view.raw):
             in_progress.add(name)
-            raw = _start_deleted(run, raw)
-            if raw is None:
+            started = _start_deleted(run, view.raw)
+            if started is None:
                 continue
-        if k8s_nodes.has_taint(raw, k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule"):
+            view = ClusterNode.from_dict(started)
+            disrupted = view.has_taint(k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule")
+        if disrupted:
             in_progress.add(name)
             # Its replacement takes the pods this drain evicts: not a candidate while that goes on.
-            protected.update(_nodes_of(run, replacement_ids(raw)))
-            continue_drain(run, raw)
-        elif node_annotations(raw).get(REPLACEMENT_ANNOTATION):
+            protected.update(_nodes_of(run, replacement_ids(view.annotations)))
+            continue_drain(run, view.raw)  # the termination step (k8s adapter) works on the API object
+        elif view.annotations.get(REPLACEMENT_ANNOTATION):
             in_progress.add(name)
-            protected.update(await_replacement(run, raw))
+            protected.update(await_replacement(run, view))
     return in_progress, protected
 
 
@@ -158,12 +161,13 @@ def _record_step(run: RunState, step: TerminationStep, reason: str, annotations:
     run.event(step.node, EVENT_TERMINATED, f"terminated ({reason or 'disrupted'}): instance {step.instance_id}")
 
 
-def await_replacement(run: RunState, raw: dict[str, Any]) -> list[str]:
+def await_replacement(run: RunState, view: ClusterNode) -> list[str]:
     """A node whose replacement was launched: drain it once every replacement is Ready. Returns the
     replacements' node names (not candidates for disruption themselves)."""
-    name = node_name(raw)
-    ids = replacement_ids(raw)
-    waiting, failed, protected = _replacement_progress(run, raw, ids)
+    name = view.name
+    ids = replacement_ids(view.annotations)
+    started = clock.parse_timestamp(view.annotations.get(STARTED_ANNOTATION))
+    waiting, failed, protected = _replacement_progress(run, started, ids)
     if failed:
         _call_off(run, name, "; ".join(failed))
     elif waiting:
@@ -179,9 +183,11 @@ def await_replacement(run: RunState, raw: dict[str, Any]) -> list[str]:
     return protected
 
 
-def _replacement_progress(run: RunState, raw: Mapping[str, Any], ids: list[str]) -> tuple[list[str], list[str], list[str]]:
-    """(instances not Ready yet, why others failed, the replacements' node names)."""
-    started = clock.parse_timestamp(node_annotations(raw).get(STARTED_ANNOTATION))
+def _replacement_progress(
+    run: RunState, started: datetime | None, ids: list[str]
+) -> tuple[list[str], list[str], list[str]]:
+    """(instances not Ready yet, why others failed, the replacements' node names); ``started``: when the
+    disruption was decided."""
     timeout = run.rt.settings.registration_timeout_seconds
     waiting: list[str] = []
     failed: list[str] = []

@@ -31,7 +31,7 @@ from ...disruption.gauges import cluster_gauges
 from ...disruption.nodes import EMPTY_SINCE, PODS_CHANGED, NodeView
 from ...disruption.validation import ActTime, Invalid, Validator
 from ...k8s import events as k8s_events
-from ...model.pod import DO_NOT_DISRUPT, Pod, invalid_do_not_disrupt
+from ...model.pod import DO_NOT_DISRUPT, InvalidDoNotDisrupt, Pod, invalid_do_not_disrupt
 from ...runtime import Runtime
 from ...scheduling.templates import pool_usage
 from ..world import read_world
@@ -103,7 +103,7 @@ def warn_invalid_annotations(run: RunState, views: Iterable[NodeView], pools: fr
     Once a run per pod (the recorder folds repeats inside its window), at most MAX_ANNOTATION_EVENTS a
     run; the count of the rest goes in the summary's notes.
     """
-    found: list[tuple[Pod, str]] = []
+    found: list[tuple[Pod, InvalidDoNotDisrupt]] = []
     for view in views:
         if pools is not None and view.nodepool not in pools:
             continue
@@ -112,7 +112,7 @@ def warn_invalid_annotations(run: RunState, views: Iterable[NodeView], pools: fr
             if why is not None:
                 found.append((pod, why))
     for pod, why in found[:MAX_ANNOTATION_EVENTS]:
-        run.pod_event(pod, EVENT_INVALID_DO_NOT_DISRUPT, why, k8s_events.WARNING)
+        run.pod_event(pod, EVENT_INVALID_DO_NOT_DISRUPT, why.why, k8s_events.WARNING)
     if found:
         shown = ", ".join(pod.key for pod, _ in found[:10]) + (", ..." if len(found) > 10 else "")
         note = f"{len(found)} pod(s) with an invalid {DO_NOT_DISRUPT} annotation, ignored: {shown}"

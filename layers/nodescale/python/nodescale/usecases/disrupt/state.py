@@ -245,7 +245,6 @@ def pool_label(node: Mapping[str, Any], keys: Container[str] = ()) -> str:
     return pool_key((node.get("metadata") or {}).get("labels") or {}, keys)
 
 
-def replacement_ids(node: Mapping[str, Any]) -> list[str]:
-    """The instances a node waits for before it is drained (empty when it waits for none)."""
-    raw = node_annotations(node).get(REPLACEMENT_ANNOTATION, "")
-    return [i for i in raw.split(",") if i]
+def replacement_ids(annotations: Mapping[str, str]) -> list[str]:
+    """The instances a node (of these annotations) waits for before it is drained (none when it waits for none)."""
+    return [i for i in annotations.get(REPLACEMENT_ANNOTATION, "").split(",") if i]

@@ -25,6 +25,7 @@ from ...k8s import drain as k8s_drain
 from ...k8s import nodes as k8s_nodes
 from ...k8s.events import WARNING, EventRecorder
 from ...model import labels as wk
+from ...model.node import ClusterNode
 from ...model.pod import Pod
 from ...runtime import Runtime
 from .. import terminate
@@ -64,8 +65,10 @@ class ReplacementReport:
                 "unschedulable": [u.to_json() for u in self.unschedulable], "errors": dict(self.errors)}
 
 
-@dataclass
+@dataclass(frozen=True)
 class InstanceReport:
+    """What was done for one instance of an event; each step makes the next with ``dataclasses.replace``."""
+
     instance_id: str
     kind: str
     node: str | None = None
@@ -73,13 +76,13 @@ class InstanceReport:
     reason: str = ""
     already_disrupted: bool = False
     replacement: ReplacementReport | None = None
-    evicted: list[str] = field(default_factory=list)
-    blocked_by_pdb: list[str] = field(default_factory=list)
+    evicted: tuple[str, ...] = ()
+    blocked_by_pdb: tuple[str, ...] = ()
     blocked_total: int = 0
     instance_terminated: bool = False
     node_deleted: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"instanceId": self.instance_id, "kind": self.kind, "node": self.node,
                                "action": self.action}
         if self.reason:
@@ -102,12 +105,16 @@ class Work:
 
     intent: Intent
     instance: OwnedInstance
-    node: dict[str, Any]
+    node: ClusterNode  # as last read or written (each patch's answer is parsed again)
     report: InstanceReport
 
     @property
     def name(self) -> str:
-        return terminate.node_name(self.node)
+        return self.node.name
+
+    def update(self, **changes: Any) -> None:
+        """The instance's report, with ``changes``: the report is frozen, the work item holds the latest one."""
+        self.report = dataclasses.replace(self.report, **changes)
 
 
 def mark_offering(rt: Runtime, owned: OwnedInstance) -> None:
@@ -121,24 +128,24 @@ def mark(rt: Runtime, recorder: EventRecorder, item: Work) -> bool:
 
     False when the Node disappeared meanwhile: there is nothing left to drain.
     """
-    item.report.already_disrupted = k8s_nodes.has_taint(item.node, k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule")
+    already = item.node.has_taint(k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule")
+    item.update(already_disrupted=already)
     try:
         change = k8s_nodes.mark_disrupted(rt.api, item.name)
     except k8s_nodes.NodeGoneError:
-        item.report.reason = Reason.NODE_GONE
+        item.update(reason=Reason.NODE_GONE)
         return False
-    item.report.action = Outcome.DRAINING
-    item.node = change.node
+    item.update(action=Outcome.DRAINING)
+    item.node = ClusterNode.from_dict(change.node)
     when = item.intent.event_time
-    if not item.report.already_disrupted and when is not None:
+    if not already and when is not None:
         telemetry.seconds(telemetry.EVENT_TO_CORDON, since(when))
     patch = _interruption_annotations(item)
     if patch:
         try:
-            item.node = k8s_nodes.patch_metadata(rt.api, item.name, annotations=patch)
+            item.node = ClusterNode.from_dict(k8s_nodes.patch_metadata(rt.api, item.name, annotations=patch))
         except k8s_nodes.NodeGoneError:
-            item.report.reason = Reason.NODE_GONE
-            item.report.action = Outcome.NOTHING
+            item.update(reason=Reason.NODE_GONE, action=Outcome.NOTHING)
             return False
     telemetry.count(telemetry.INTERRUPTION_ACTIONS, **{telemetry.KIND_DIMENSION: item.intent.kind})
     what = item.intent.detail or item.intent.kind
@@ -149,19 +156,19 @@ def mark(rt: Runtime, recorder: EventRecorder, item: Work) -> bool:
 
 def _interruption_annotations(item: Work) -> dict[str, str | None]:
     """The first interruption's kind, and the earliest deadline any event gave (a repeat keeps both)."""
-    annotations = (item.node.get("metadata") or {}).get("annotations") or {}
+    annotations = item.node.annotations
     patch: dict[str, str | None] = {}
     if not annotations.get(terminate.INTERRUPTION_ANNOTATION):
         patch[terminate.INTERRUPTION_ANNOTATION] = item.intent.kind
     deadline = item.intent.deadline
-    known = terminate.interruption_deadline(item.node)
+    known = clock.parse_timestamp(annotations.get(terminate.DEADLINE_ANNOTATION))
     if deadline is not None and (known is None or deadline < known):
         patch[terminate.DEADLINE_ANNOTATION] = clock.format_timestamp(deadline)
     return patch
 
 
 def record(recorder: EventRecorder, item: Work) -> None:
-    item.report.action = Outcome.RECORDED
+    item.update(action=Outcome.RECORDED)
     node_event(recorder, item, "rebalance recommended: the instance is at elevated risk of interruption")
     telemetry.count(telemetry.INTERRUPTION_ACTIONS, **{telemetry.KIND_DIMENSION: item.intent.kind})
 
@@ -170,7 +177,7 @@ def pods_to_move(world: World, node_name: str) -> list[Pod]:
     """The node's pods a drain will evict, as pending pods for the bin-packer."""
     out = []
     for pod in world.pods_by_node.get(node_name, []):
-        if pod.deleting or drain_policy.skip_reason(pod.raw) is not None or drain_policy.is_daemonset_pod(pod.raw):
+        if pod.deleting or drain_policy.pod_skip(pod) is not None or "DaemonSet" in pod.owner_kinds:
             continue
         out.append(dataclasses.replace(pod, node_name="", phase="Pending"))
     return out
@@ -185,7 +192,7 @@ def replace(rt: Runtime, world: World, work: list[Work]) -> World:
     items = [item for item in work if moving[item.name]]
     for item in work:
         if not moving[item.name]:
-            item.report.replacement = ReplacementReport.none("no pods to move")
+            item.update(replacement=ReplacementReport.none("no pods to move"))
     if not items:
         return world
     # Pods already waiting (e.g. evicted by an earlier interruption) are planned alongside, so capacity on
@@ -203,7 +210,7 @@ def replace(rt: Runtime, world: World, work: list[Work]) -> World:
     except Exception as exc:  # a failed replacement never keeps the nodes from being drained
         log.exception("replacement failed", extra={"nodes": [item.name for item in items]})
         for item in items:
-            item.report.replacement = ReplacementReport.none(f"replacement failed: {exc}")
+            item.update(replacement=ReplacementReport.none(f"replacement failed: {exc}"))
         return world
     for item in items:
         _report_replacement(item, {p.key for p in moving[item.name]}, outcome)
@@ -217,8 +224,8 @@ def _report_replacement(item: Work, mine: set[str], outcome: LaunchOutcome) -> N
     unschedulable = [PodReason(p, why) for p, why in outcome.unschedulable if p in mine]
     elsewhere = {p for launch in launched for p in launch.pods} | {
         p for node in waiting for p in outcome.waiting[node]} | {u.pod for u in unschedulable}
-    item.report.replacement = ReplacementReport(launched, waiting, len(mine - elsewhere), unschedulable,
-                                                dict(outcome.errors))
+    item.update(replacement=ReplacementReport(launched, waiting, len(mine - elsewhere), unschedulable,
+                                              dict(outcome.errors)))
     if launched and item.intent.event_time is not None:
         telemetry.seconds(telemetry.EVENT_TO_REPLACEMENT, since(item.intent.event_time))
 
@@ -230,7 +237,7 @@ def drain(rt: Runtime, world: World, work: list[Work], deadline: float, sleep: C
                                   max_delay=MAX_BACKOFF_SECONDS, sleep=sleep)
     if not done:
         for item in active.values():
-            item.report.reason = Reason.OUT_OF_TIME
+            item.update(reason=Reason.OUT_OF_TIME)
 
 
 def _drain_round(
@@ -249,15 +256,14 @@ def _drain_round(
             fresh = k8s_nodes.get_node(rt.api, name)
         except k8s_nodes.NodeGoneError:
             # Someone else finished it (the disruption function, or EC2's terminated instance).
-            item.report.action = Outcome.DRAINED
-            item.report.reason = item.report.reason or Reason.NODE_DELETED
+            item.update(action=Outcome.DRAINED, reason=item.report.reason or Reason.NODE_DELETED)
             del active[name]
             continue
         step = terminate.continue_termination(rt, world, fresh, involuntary=True, deadline_monotonic=deadline,
                                               batch=batch)
         result = step.drain
         if result is not None:
-            _note_drain(item.report, result)
+            _note_drain(item, result)
             blocking.retry_after = max(blocking.retry_after, result.retry_after)
             blocking.blocked_by_pdb += result.blocked_by_pdb
             blocking.failed.update(result.failed)
@@ -272,31 +278,31 @@ def _drain_round(
 
 def _settle(active: dict[str, Work], item: Work, step: terminate.TerminationStep) -> None:
     """The node's report after its step; a node that is done (terminated, or left alone) leaves ``active``."""
-    item.report.instance_terminated = item.report.instance_terminated or step.instance_terminated
-    item.report.node_deleted = item.report.node_deleted or step.node_deleted
+    item.update(instance_terminated=item.report.instance_terminated or step.instance_terminated,
+                node_deleted=item.report.node_deleted or step.node_deleted)
     if step.state == terminate.TERMINATED:
-        item.report.action = Outcome.DRAINED
+        item.update(action=Outcome.DRAINED)
         if item.intent.event_time is not None:
             telemetry.seconds(telemetry.EVENT_TO_EMPTY, since(item.intent.event_time))
         del active[item.name]
     elif step.state == terminate.SKIPPED:
-        item.report.reason = step.reason
+        item.update(reason=step.reason)
         del active[item.name]
 
 
-def _note_drain(report: InstanceReport, result: drain_policy.DrainResult) -> None:
-    report.evicted = list(dict.fromkeys([*report.evicted, *result.evicted]))
-    report.blocked_by_pdb = list(result.blocked_by_pdb)
-    report.blocked_total += len(result.blocked_by_pdb)
+def _note_drain(item: Work, result: drain_policy.DrainResult) -> None:
+    report = item.report
+    item.update(evicted=tuple(dict.fromkeys([*report.evicted, *result.evicted])),
+                blocked_by_pdb=tuple(result.blocked_by_pdb),
+                blocked_total=report.blocked_total + len(result.blocked_by_pdb))
     if result.blocked_by_pdb:
         telemetry.count(telemetry.EVICTIONS_BLOCKED, len(result.blocked_by_pdb))
 
 
 def node_event(recorder: EventRecorder, item: Work, message: str, type_: str = "Normal") -> None:
     reason = NODE_EVENT_REASONS.get(item.intent.kind, item.intent.kind)
-    uid = (item.node.get("metadata") or {}).get("uid") or ""
     try:
-        recorder.node(item.name, reason, message, type_, uid=uid)
+        recorder.node(item.name, reason, message, type_, uid=item.node.uid)
     except ApiException as exc:
         # An event is a courtesy: the action it describes must not fail because of it.
         log.warning("could not record a node event", extra={"node": item.name, "status": exc.status})

@@ -39,6 +39,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ... import clock, telemetry
@@ -49,11 +50,10 @@ from ...interruption.actions import Outcome, Reason, Step, action_for
 from ...k8s import listing
 from ...k8s import nodes as k8s_nodes
 from ...k8s.events import EventRecorder
-from ...model.node import trust_nodes
+from ...model.node import ClusterNode, trust_nodes
 from ...model.nodepool import NodePool
 from ...runtime import Runtime
 from ...settings import Settings
-from .. import terminate
 from ..world import World, read_nodes_and_pods, read_world
 from . import actions as act
 from . import zonal_shift
@@ -67,6 +67,7 @@ def read_world_cached(rt: Runtime) -> World:
     return read_world(rt, pod_cache=True)
 
 log = logging.getLogger(__name__)
+Slot = tuple[int, int]  # an intent's place in a batch: (event, intent of the event)
 
 # Without a caller's deadline (CLI, tests), a drain keeps trying this long.
 DEFAULT_DRAIN_SECONDS = 120.0
@@ -160,30 +161,33 @@ def handle_events(
     and one drain over all of them. A summary per event, in order."""
     started = time.monotonic() if started is None else started
     reports = [[InstanceReport(i.instance_id, i.kind) for i in intents] for _, intents in batch]
-    chosen: dict[str, tuple[events.Intent, InstanceReport]] = {}  # instance id -> what is acted on for it
-    others: list[tuple[events.Intent, InstanceReport]] = []
-    for (_, intents), event_reports in zip(batch, reports, strict=True):
-        for intent, report in zip(intents, event_reports, strict=True):
+    chosen: dict[str, tuple[events.Intent, Slot]] = {}  # instance id -> what is acted on for it
+    others: list[tuple[events.Intent, Slot]] = []
+    for e, (_, intents) in enumerate(batch):
+        for i, intent in enumerate(intents):
             telemetry.count(telemetry.INTERRUPTIONS, **{telemetry.KIND_DIMENSION: intent.kind})
             if intent.action == events.NO_ACTION:
                 # Nothing will be done whoever owns the instance: EC2 is not asked.
-                report.reason = action_for(intent, None, None).reason
+                reports[e][i] = replace(reports[e][i], reason=action_for(intent, None, None).reason)
                 continue
             held = chosen.get(intent.instance_id)
             if held is None or (held[0].action != events.INTERRUPT and intent.action == events.INTERRUPT):
                 # A going-away intent wins over a rebalance recommendation for the same instance.
-                chosen[intent.instance_id] = (intent, report)
+                chosen[intent.instance_id] = (intent, (e, i))
                 if held is not None:
                     others.append(held)
             else:
-                others.append((intent, report))
-    for intent, report in others:
+                others.append((intent, (e, i)))
+    for intent, (e, i) in others:
         # Two events about one instance in a batch (a warning and its state change): one node, acted on once,
         # so its pods are not planned twice.
-        report.reason = f"acted on with event {chosen[intent.instance_id][0].event_id} of the same batch"
+        reports[e][i] = replace(
+            reports[e][i], reason=f"acted on with event {chosen[intent.instance_id][0].event_id} of the same batch")
     acting = list(chosen.values())
     if acting:
-        _act(rt, acting, deadline, reader, sleep)
+        done = _act(rt, [(intent, reports[e][i]) for intent, (e, i) in acting], deadline, reader, sleep)
+        for (_, (e, i)), report in zip(acting, done, strict=True):
+            reports[e][i] = report
     seconds = round(time.monotonic() - started, 3)
     handled_at = clock.format_timestamp(clock.now())
     summaries = []
@@ -204,27 +208,46 @@ def _act(
     deadline: float,
     reader: Callable[[Runtime], World],
     sleep: Callable[[float], None],
-) -> None:
+) -> list[InstanceReport]:
     """classify ownership -> action_for -> act. Going-away instances are cordoned before the world is
-    read (the slow part); a rebalance recommendation waits for it, as its NodePool decides."""
-    ours = _owned(rt, acting)
+    read (the slow part); a rebalance recommendation waits for it, as its NodePool decides. The final
+    report of each of ``acting``, in order."""
+    out = [report for _, report in acting]
+    ours = _owned(rt, acting, out)
     if not ours:
-        return
+        return out
     by_instance = _nodes_of(rt, [owned for _, _, owned in ours])
     recorder = EventRecorder(rt.api)
+    started: dict[int, Work] = {}  # index in ``acting`` -> its work, whose report is the latest
     work: list[Work] = []
     rebalances: list[Work] = []
-    for intent, report, owned in ours:
+    for k, intent, owned in ours:
         node = by_instance.get(intent.instance_id)
         if node is not None and intent.action == events.REBALANCE_RISK:
-            report.node = terminate.node_name(dict(node))
-            rebalances.append(Work(intent, owned, dict(node), report))
+            started[k] = Work(intent, owned, node, replace(out[k], node=node.name))
+            rebalances.append(started[k])
             continue
-        item = _start(rt, recorder, intent, report, owned, node)
+        out[k], item = _start(rt, recorder, intent, out[k], owned, node)
         if item is not None:
+            started[k] = item
             work.append(item)
-    if not work and not rebalances:
-        return
+    if work or rebalances:
+        _replace_and_drain(rt, recorder, work, rebalances, deadline, reader, sleep)
+    for k, item in started.items():
+        out[k] = item.report
+    return out
+
+
+def _replace_and_drain(
+    rt: Runtime,
+    recorder: EventRecorder,
+    work: list[Work],
+    rebalances: list[Work],
+    deadline: float,
+    reader: Callable[[Runtime], World],
+    sleep: Callable[[float], None],
+) -> None:
+    """Read the world once, then replace and drain the cordoned nodes (and the rebalances that opt in)."""
     try:
         world = reader(rt)
     except Exception as exc:
@@ -234,7 +257,7 @@ def _act(
         log.exception("reading the world failed: draining without a replacement")
         world = read_nodes_and_pods(rt)
         for item in work:
-            item.report.replacement = act.ReplacementReport.none(f"not planned: reading the world failed ({exc})")
+            item.update(replacement=act.ReplacementReport.none(f"not planned: reading the world failed ({exc})"))
         act.drain(rt, world, work, deadline, sleep)
         return
     for item in rebalances:
@@ -244,44 +267,45 @@ def _act(
     act.drain(rt, world, work, deadline, sleep)
 
 
-def _nodes_of(rt: Runtime, owned: list[OwnedInstance]) -> dict[str, Mapping[str, Any]]:
+def _nodes_of(rt: Runtime, owned: list[OwnedInstance]) -> dict[str, ClusterNode]:
     """The Nodes of the interrupted instances, by instance id: each read by its name (EC2's PrivateDnsName,
     under which kubelet registers on EKS), so an event costs the API server a GET per node rather than a list
     of every node (tens of MB at 10,000 nodes). One list when a name is unknown or names another instance
     (a custom hostname); an instance whose node is not found by either has not registered."""
-    found: dict[str, Mapping[str, Any]] = {}
+    found: dict[str, ClusterNode] = {}
     for inst in owned:
         if not inst.private_dns_name:
             break
         try:
-            node = k8s_nodes.get_node(rt.api, inst.private_dns_name)
+            node = ClusterNode.from_dict(k8s_nodes.get_node(rt.api, inst.private_dns_name))
         except k8s_nodes.NodeGoneError:
             break
-        if k8s_nodes.instance_id(node) != inst.instance_id:
+        if node.instance_id != inst.instance_id:
             break
         found[inst.instance_id] = node
     else:
         return found
     # The same trust as the world's (#27.5): a Node named for the instance, the only one so named.
-    trust = trust_nodes(listing.list_nodes(rt.api).items, {inst.instance_id: inst.private_dns_name for inst in owned})
+    listed = [ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items]
+    trust = trust_nodes(listed, {inst.instance_id: inst.private_dns_name for inst in owned})
     return trust.trusted
 
 
 def _owned(
-    rt: Runtime, acting: list[tuple[events.Intent, InstanceReport]]
-) -> list[tuple[events.Intent, InstanceReport, OwnedInstance]]:
-    """The intents for this cluster's instances; the others are reported ignored, with why."""
+    rt: Runtime, acting: list[tuple[events.Intent, InstanceReport]], out: list[InstanceReport]
+) -> list[tuple[int, events.Intent, OwnedInstance]]:
+    """The intents for this cluster's instances (with their index in ``acting``); the others are reported
+    ignored in ``out``, with why."""
     owners = classify(rt.aws.ec2, [i.instance_id for i, _ in acting], rt.cluster)
-    ours: list[tuple[events.Intent, InstanceReport, OwnedInstance]] = []
-    for intent, report in acting:
+    ours: list[tuple[int, events.Intent, OwnedInstance]] = []
+    for k, (intent, report) in enumerate(acting):
         owned = owners.owned.get(intent.instance_id)
         if owned is not None:
-            ours.append((intent, report, owned))
+            ours.append((k, intent, owned))
             continue
-        report.action = IGNORED
         found = owners.not_ours.get(intent.instance_id)
-        report.reason = found.message if found else Reason.NOT_OURS
-        log.warning("instance ignored", extra={"instance_id": intent.instance_id, "reason": report.reason})
+        out[k] = replace(report, action=IGNORED, reason=found.message if found else Reason.NOT_OURS)
+        log.warning("instance ignored", extra={"instance_id": intent.instance_id, "reason": out[k].reason})
         telemetry.count(telemetry.IGNORED_EVENTS)
     return ours
 
@@ -292,19 +316,20 @@ def _start(
     intent: events.Intent,
     report: InstanceReport,
     owned: OwnedInstance,
-    node: Mapping[str, Any] | None,
-) -> Work | None:
-    """Act on an intent whose action needs no NodePool: the Work to replace and drain, if any."""
+    node: ClusterNode | None,
+) -> tuple[InstanceReport, Work | None]:
+    """Act on an intent whose action needs no NodePool: its report so far, and the Work to replace and
+    drain, if any."""
     action = action_for(intent, node, None)
     if action.mark_offering:
         # Before anything else reads the offerings: nothing launches into a pool being reclaimed.
         act.mark_offering(rt, owned)
     if node is None:
-        report.reason = action.reason
-        return None
-    report.node = terminate.node_name(dict(node))
-    item = Work(intent, owned, dict(node), report)
-    return item if action.step == Step.DRAIN and act.mark(rt, recorder, item) else None
+        return replace(report, reason=action.reason), None
+    item = Work(intent, owned, node, replace(report, node=node.name))
+    if action.step == Step.DRAIN and act.mark(rt, recorder, item):
+        return item.report, item
+    return item.report, None
 
 
 def _act_on_rebalance(rt: Runtime, recorder: EventRecorder, world: World, item: Work) -> bool:
@@ -314,7 +339,7 @@ def _act_on_rebalance(rt: Runtime, recorder: EventRecorder, world: World, item: 
     if action.step == Step.RECORD:
         act.record(recorder, item)
         return False
-    item.report.reason = action.reason
+    item.update(reason=action.reason)
     return act.mark(rt, recorder, item)
 
 

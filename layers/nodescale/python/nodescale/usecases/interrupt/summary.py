@@ -56,7 +56,7 @@ class EventSummary:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"eventId": self.event_id, "detailType": self.detail_type, "ignored": self.ignored,
-                               "instances": [r.to_dict() for r in self.instances]}
+                               "instances": [r.to_json() for r in self.instances]}
         if self.zonal_shift is not None:
             out["zonalShift"] = self.zonal_shift.to_json()
         if self.seconds is not None:

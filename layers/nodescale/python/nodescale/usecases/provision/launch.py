@@ -463,10 +463,4 @@ def _record(
 
 def pending_since(pod: Pod) -> datetime | None:
     """When the default scheduler first said the pod cannot be placed (else when it was created)."""
-    raw = pod.raw or {}
-    for cond in (raw.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            found = clock.parse_timestamp(cond.get("lastTransitionTime"))
-            if found is not None:
-                return found
-    return clock.parse_timestamp((raw.get("metadata") or {}).get("creationTimestamp"))
+    return pod.unschedulable_since or pod.created

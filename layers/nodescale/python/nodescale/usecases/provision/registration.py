@@ -47,7 +47,6 @@ _DEVICE_PREFIXES = ("nvidia.com/", "amd.com/", "aws.amazon.com/", "habana.ai/")
 
 def labels_to_sync(world: World, view: ClusterNode) -> dict[str, str]:
     """The labels to set on ``view`` now ({} when it is not ours or has nothing missing)."""
-    node = view.raw
     iid = world.trusted_instance_id(view)
     inst = world.instance(iid) if iid else None
     if inst is None:
@@ -56,27 +55,30 @@ def labels_to_sync(world: World, view: ClusterNode) -> dict[str, str]:
     it = world.instance_type(inst.instance_type, inst.nodepool) if pool is not None else None
     if pool is None or it is None:
         return {}
-    current = (node.get("metadata") or {}).get("labels") or {}
+    current = view.labels
     want: dict[str, str] = {}
     if current.get(wk.REGISTERED) != TRUE:
         expected = world.expected_labels(inst, pool, it)
         want = {k: v for k, v in expected.items() if current.get(k) != v}
         want[wk.REGISTERED] = TRUE
-    if current.get(wk.INITIALIZED) != TRUE and initialized(node, pool, it):
+    if current.get(wk.INITIALIZED) != TRUE and initialized(view, pool, it):
         want[wk.INITIALIZED] = TRUE
     return want
 
 
-def initialized(node: Mapping[str, Any], pool: NodePool, it: InstanceType) -> bool:
-    """Karpenter's test: Ready, no startup (or coming-up) taint left, every device resource advertised."""
-    if not k8s_nodes.readiness(node).ready:
+def initialized(view: ClusterNode, pool: NodePool, it: InstanceType) -> bool:
+    """Karpenter's test: Ready, no startup (or coming-up) taint left, every device resource advertised.
+
+    A device counts as advertised when its allocatable quantity is above zero, compared parsed: "0m" or
+    "0Mi" is none, as "0" is (an unreadable allocatable advertises nothing)."""
+    if not view.ready:
         return False
     waiting = startup_keys(pool)
-    if any(t.get("key") in waiting for t in k8s_nodes.taints_of(node)):
+    if any(t.get("key") in waiting for t in view.taints):
         return False
-    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    allocatable = view.resources.allocatable
     return all(
-        str(allocatable.get(name, "0")) not in ("0", "")
+        allocatable.get(name, 0) > 0
         for name, amount in it.capacity.items()
         if amount and name.startswith(_DEVICE_PREFIXES)
     )
@@ -197,7 +199,7 @@ def sync_nodeclaims(rt: Runtime, world: World, *, dry_run: bool = False) -> int:
         it = world.instance_type(inst.instance_type, inst.nodepool) if pool is not None else None
         labels = (view.raw.get("metadata") or {}).get("labels") or {}
         ready = labels.get(wk.INITIALIZED) == TRUE or (
-            pool is not None and it is not None and initialized(view.raw, pool, it))
+            pool is not None and it is not None and initialized(view, pool, it))
         status = nodeclaim_status(claim, view.name, ready, now)
         if status is None:
             continue

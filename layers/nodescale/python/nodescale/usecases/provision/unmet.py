@@ -70,7 +70,7 @@ def why_node_refuses(node: ClusterNode, pod: Pod, startup_keys: Iterable[str] = 
     """Why the node can never take the pod (labels or taints, not room), or None when it could."""
     labels = node.labels
     # The pod's nodeSelector as written: kube-scheduler compares keys literally (no aliases).
-    for key, value in sorted(((pod.raw.get("spec") or {}).get("nodeSelector") or {}).items()):
+    for key, value in sorted(pod.node_selector_labels.items()):
         if labels.get(key) != value:
             have = labels.get(key)
             return f"its nodeSelector wants {key}={value}, the node has {f'{key}={have}' if have is not None else 'no such label'}"
