@@ -17,6 +17,7 @@ import yaml
 
 from nodescale import cli
 from nodescale.k8s.raw import MERGE_PATCH, request_json
+from nodescale.model.featuregates import FeatureGates
 from nodescale.runtime import Runtime
 from nodescale.usecases.disrupt import run as disrupting
 from nodescale.usecases.disrupt.state import RunState
@@ -559,10 +560,14 @@ def _ts(value: str) -> float:
     return parsed.timestamp()
 
 
+# #31.5: repair runs only with Karpenter's NodeRepair feature gate on (off by default).
+REPAIR = FeatureGates(node_repair=True)
+
+
 def test_a_node_notready_past_the_repair_threshold_is_replaced_and_its_pod_moves(sim: Environment, ns: str) -> None:
     # Five nodes, one goes bad: repair acts only while at most 20% of a pool is unhealthy.
     put_pool(sim, v1_pool(policy="WhenEmpty", after="10m"))
-    rt = runtime_for(sim, repair_threshold_seconds=600.0)
+    rt = runtime_for(sim, repair_threshold_seconds=600.0, feature_gates=REPAIR)
     deployment(sim, ns, "web", 5, "1500m")
     provision_until_running(sim, rt, ns, 5)
     by_node = {n["metadata"]["name"]: n["spec"]["providerID"].rsplit("/", 1)[-1] for n in managed_nodes(sim)}
@@ -578,13 +583,13 @@ def test_a_node_notready_past_the_repair_threshold_is_replaced_and_its_pod_moves
 
     wait_for("the node to go NotReady", not_ready)
     sim.advance(300)
-    early = disrupting.disrupt_once(runtime_for(sim, repair_threshold_seconds=600.0))
+    early = disrupting.disrupt_once(runtime_for(sim, repair_threshold_seconds=600.0, feature_gates=REPAIR))
     assert [d for d in early["decisions"] if d["reason"] == "Unhealthy"] == []
 
     sim.advance(301)
     decided: list[dict] = []
     for _ in range(25):
-        summary = disrupting.disrupt_once(runtime_for(sim, repair_threshold_seconds=600.0))
+        summary = disrupting.disrupt_once(runtime_for(sim, repair_threshold_seconds=600.0, feature_gates=REPAIR))
         decided += [d for d in summary["decisions"] if d["reason"] == "Unhealthy"]
         provisioning.provision_once(rt)  # the evicted pod is recreated and needs room
         if instance_state(sim, old) in ("shutting-down", "terminated") and len(running(sim, ns)) == 5:

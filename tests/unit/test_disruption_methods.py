@@ -20,6 +20,7 @@ from nodescale.disruption.methods import (
     default_methods,
 )
 from nodescale.disruption.nodes import NodeView
+from nodescale.model.featuregates import ALL_ON
 from nodescale.model.pod import do_not_disrupt
 from tests.builders import NOW, fits_elsewhere, inputs, node, pod, pool, since
 
@@ -49,11 +50,12 @@ class Wants(Method):
 
 def test_the_default_order_is_karpenters() -> None:
     # A static pool's scale-down comes first: its user asked for it (Karpenter's static capacity design).
-    assert [type(m) for m in default_methods(fits_elsewhere)] == [
+    # #31.5: with their gates on (StaticCapacity, NodeRepair); the gates off are tested in test_feature_gates_honoured.
+    assert [type(m) for m in default_methods(fits_elsewhere, ALL_ON)] == [
         StaticScaleDown, Repair, CapacityBlockExpiry, Expiry, Drift, Emptiness, Consolidation]
-    assert [m.reason for m in default_methods(fits_elsewhere)] == [
+    assert [m.reason for m in default_methods(fits_elsewhere, ALL_ON)] == [
         "ScaledDown", "Unhealthy", "CapacityBlockExpiring", "Expired", "Drifted", "Empty", "Underutilized"]
-    assert [type(m) for m in default_methods()] == [
+    assert [type(m) for m in default_methods(gates=ALL_ON)] == [
         StaticScaleDown, Repair, CapacityBlockExpiry, Expiry, Drift, Emptiness]
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..model.currency import Message
+from ..model.featuregates import FeatureGates
 from ..model.nodepool import NodePool
 from ..model.pdb import PodDisruptionBudget
 from . import zonalshift
@@ -39,6 +40,7 @@ class Inputs:
     # A sliced pass (usecases/disrupt_slices): only these pools' nodes are candidates; every node stays a
     # destination for the candidates' pods. None: every pool.
     candidate_pools: frozenset[str] | None = None
+    gates: FeatureGates = field(default_factory=FeatureGates)  # the deployment's FEATURE_GATES
 
 
 @dataclass
