@@ -98,6 +98,7 @@ def test_one_do_not_disrupt_rule_with_and_without_a_clock() -> None:
     started = NOW - timedelta(hours=1)
     assert do_not_disrupt({"karpenter.sh/do-not-disrupt": "30m"}, started, NOW) is None
     assert do_not_disrupt({"karpenter.sh/do-not-disrupt": "30m"}) == "karpenter.sh/do-not-disrupt=30m (still protected)"
-    assert do_not_disrupt({"karpenter.sh/do-not-disrupt": "false", "karpenter.sh/do-not-evict": "true"}) == \
-        "karpenter.sh/do-not-evict"
+    # #31.3: do-not-evict holds on a v1alpha5/v1beta1 pool's node only.
+    assert do_not_disrupt({"karpenter.sh/do-not-disrupt": "false", "karpenter.sh/do-not-evict": "true"},
+                          legacy=True) == "karpenter.sh/do-not-evict"
     assert do_not_disrupt({}) is None

@@ -93,7 +93,7 @@ class Context:
 
     def guarded(self, v: NodeView, reason: Reason) -> bool:
         """Refuses (and says so) a node that do-not-disrupt or a PodDisruptionBudget at zero holds."""
-        hold = node_blocks(v, self.now) or pdb_blocks(v.pods, self.inputs.pdbs)
+        hold = node_blocks(v, self.now, self.pool(v).legacy_annotations) or pdb_blocks(v.pods, self.inputs.pdbs)
         if hold:
             self.hold([v.name], reason, hold)
         return hold is not None
