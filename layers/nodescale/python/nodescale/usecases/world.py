@@ -327,7 +327,8 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
         resolved_buffers=resolved, config_errors=[*config.errors, *buffer_errors], nodes=nodes, waiting=waiting_pods(pods),
         pods_by_node=pods_by_node, pending=pending, pod_errors=pod_errors, daemonsets=daemonsets, pdbs=pdbs,
         instances=instances, unavailable=unavailable, catalog=types, shifts=read_shifts(rt, types),
-        reservations=read_reservations(rt.aws.ec2, config.nodeclasses.values(), now),
+        # Karpenter offers no reserved capacity with the ReservedCapacity gate off (on by default).
+        reservations=read_reservations(rt.aws.ec2, config.nodeclasses.values(), now) if gates.reserved_capacity else {},
     )
     world = _restrict_to_subnet_zones(rt, _prepare_types(world))
     world = replace(world, launch_failures=launchfailures.failing(rt.aws.dynamodb, settings.table_name,
@@ -413,7 +414,7 @@ def read_nodes_and_pods(rt: Runtime) -> World:
     """Nodes, pods and PDBs only: enough to drain when the rest (configuration, EC2) cannot be read."""
     pods = listing.list_pods(rt.api).items
     pods_by_node, pending, pod_errors = _sort_pods(pods)
-    return World(now=clock.now(), cluster=rt.settings.cluster_name,
+    return World(now=clock.now(), cluster=rt.settings.cluster_name, gates=rt.settings.feature_gates,
                  nodes=[ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items],
                  waiting=waiting_pods(pods),
                  pods_by_node=pods_by_node, pending=pending, pod_errors=pod_errors, pdbs=read_pdbs_listed(rt))
