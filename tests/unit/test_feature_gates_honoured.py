@@ -65,9 +65,10 @@ def test_static_scale_down_is_off_without_the_static_capacity_gate() -> None:
 
 
 def test_spot_is_not_replaced_by_spot_without_the_gate() -> None:
-    """#31.5, restating kubernetes-sigs/karpenter pkg/controllers/disruption/consolidation_test.go (Describe
-    "Consolidation", the SpotToSpotConsolidation cases): with the gate off a spot node is never replaced by a spot
-    node, however many cheaper types there are; DefaultFeatureGates' SpotToSpotConsolidation=false."""
+    """#31.5, restating kubernetes-sigs/karpenter pkg/controllers/disruption/consolidation_test.go, Describe
+    "Consolidation", Context "Replace", It "cannot replace spot with spot if the spotToSpotConsolidation is
+    disabled": with the gate off a spot node is never replaced by a spot node, however many cheaper types there
+    are; DefaultFeatureGates' SpotToSpotConsolidation=false."""
     spot = [node("a", [pod("a")], price=0.5, capacity_type="spot")]
     options = [(f"t{i}.large", 0.1 + i * 0.0001, "spot") for i in range(20)]
     sim = Simulation(replacements=[replacement("default", 0.1, options, ["spot"])])
