@@ -14,6 +14,7 @@ from nodescale.config import validate
 from nodescale.config.documents import read_documents
 from nodescale.config.loader import config_kinds
 from nodescale.config.strict import misspelled_kind
+from nodescale.model.featuregates import FeatureGateError, FeatureGates, parse_feature_gates
 from nodescale.settings import SettingsError
 from nodescale.usecases.provision.cluster_budget import parse_limits
 
@@ -40,6 +41,7 @@ CONTEXT_KEYS = (
     "logLevel",
     "functionMemory",
     "functionTimeout",
+    "featureGates",
 )
 
 _CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
@@ -122,6 +124,8 @@ class StackConfig:
     # Per function, overriding infra/functions.py's measured defaults: memory in MB, timeout in seconds.
     function_memory: dict[str, int] = field(default_factory=dict)
     function_timeout: dict[str, int] = field(default_factory=dict)
+    # -c featureGates: Karpenter's FEATURE_GATES string (and nodescale's Repack), passed to the functions.
+    feature_gates: FeatureGates = field(default_factory=FeatureGates)
 
     @property
     def stack_name(self) -> str:
@@ -227,6 +231,7 @@ class StackConfig:
             log_level=level,
             function_memory=_function_sizes(get("functionMemory"), "functionMemory", _MEMORY_MB, "MB"),
             function_timeout=_function_sizes(get("functionTimeout"), "functionTimeout", _TIMEOUT_SECONDS, "seconds"),
+            feature_gates=_feature_gates(get("featureGates")),
         )
 
 
@@ -272,6 +277,17 @@ def _integer(value: Any, key: str, default: int) -> int:
         return int(str(value).strip())
     except ValueError:
         raise ConfigError(f"{key}={value!r}: allowed is a whole number") from None
+
+
+def _feature_gates(value: Any) -> FeatureGates:
+    """`-c featureGates=NodeRepair=true,...` (or a JSON object of gate -> bool in cdk.json), read as the functions
+    read FEATURE_GATES."""
+    if isinstance(value, dict):
+        value = ",".join(f"{name}={str(flag).lower() if isinstance(flag, bool) else flag}" for name, flag in value.items())
+    try:
+        return parse_feature_gates(_text(value))
+    except FeatureGateError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _price(value: Any) -> float | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from nodescale.settings import (
     CLUSTER_LIMITS,
     CLUSTER_NAME,
+    FEATURE_GATES,
     INSTANCE_PROFILE,
     NODE_ROLE,
     NODEPOOL_PARAMETER_PATH,
@@ -18,6 +19,7 @@ from nodescale.settings import (
 __all__ = [
     "CLUSTER_LIMITS",
     "CLUSTER_NAME",
+    "FEATURE_GATES",
     "INSTANCE_PROFILE",
     "NODE_ROLE",
     "NODEPOOL_PARAMETER_PATH",

@@ -178,6 +178,8 @@ class NodescaleStack(Stack):
             env.NODEPOOL_SOURCES: ",".join(config.nodepool_sources),
             env.NODE_ROLE: self.nodes.linux.role.role_name,
             env.INSTANCE_PROFILE: self.nodes.linux.instance_profile_name,
+            # Always written in full, so the deployed gates are plain to read on each function.
+            env.FEATURE_GATES: config.feature_gates.to_string(),
         }
         if self.nodes.windows is not None:
             environment[env.WINDOWS_NODE_ROLE] = self.nodes.windows.role.role_name

@@ -17,6 +17,7 @@ from nodescale.disruption.context import Inputs
 from nodescale.disruption.nodes import EMPTY_SINCE, NodeView
 from nodescale.disruption.replacement import Replacement, Simulation
 from nodescale.model import labels as wk
+from nodescale.model.featuregates import ALL_ON
 from nodescale.model.instance import ManagedInstance
 from nodescale.model.instancetype import InstanceType, Offering
 from nodescale.model.node import ClusterNode
@@ -73,7 +74,10 @@ def node(name: str, pods: list[Pod] | None = None, *, ready: bool = True, age_h:
 
 
 def inputs(views: list[NodeView], pools: list[NodePool] | None = None, **kw: object) -> Inputs:
+    """Every feature gate on unless ``gates`` is given (#31.5): the planner tests exercise repair, static capacity
+    and spot-to-spot consolidation, which Karpenter (and nodescale) run only with their gates on."""
     pools = pools or [pool()]
+    kw.setdefault("gates", ALL_ON)
     return Inputs(now=NOW, nodepools={p.name: p for p in pools}, views=views, **kw)  # type: ignore[arg-type]
 
 

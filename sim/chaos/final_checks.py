@@ -74,8 +74,8 @@ def leaks(
 
 # Why the disruption function may rightly keep a node that a fresh plan would not need: a user's rule
 # (a PodDisruptionBudget allowing no disruption, a do-not-disrupt pod) or Karpenter's (spot is replaced by
-# spot only when enough cheaper types keep it flexible). Budgets and timing are not among them: the clean
-# rounds advance the clock past those.
+# spot only with the SpotToSpotConsolidation gate on and enough cheaper types to keep it flexible). Budgets
+# and timing are not among them: the clean rounds advance the clock past those.
 PROTECTING_BLOCKS = ("pdb", "do-not-disrupt", "not-consolidatable")
 
 

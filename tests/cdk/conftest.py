@@ -37,6 +37,7 @@ CONFIGURATIONS: dict[str, tuple[dict[str, Any], str | None]] = {
             "alarmEmail": "platform@example.com",
             "retainNodesOnDestroy": "true",
             "logRetentionDays": "7",
+            "featureGates": "NodeRepair=true,SpotToSpotConsolidation=true",
         },
         None,
     ),

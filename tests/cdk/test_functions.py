@@ -5,16 +5,21 @@ from __future__ import annotations
 import json
 
 import pytest
+from aws_cdk import App
 
+from infra.app import build
+from infra.config import ConfigError
 from infra.settings_names import (
     CLUSTER_LIMITS,
     CLUSTER_NAME,
+    FEATURE_GATES,
     INSTANCE_PROFILE,
     NODEPOOL_PARAMETER_PATH,
     NODEPOOL_SOURCES,
     TABLE_NAME,
     WINDOWS_INSTANCE_PROFILE,
 )
+from nodescale.model.featuregates import FeatureGates, parse_feature_gates
 from tests.cdk.conftest import Synth
 
 NAMES = ["provisioner", "interruption", "disruption", "cleanup_function"]
@@ -98,3 +103,32 @@ def test_vpc_placement_only_when_asked(default: Synth, full: Synth) -> None:
             "SubnetIds": ["subnet-0123456789abcdef0", "subnet-0fedcba9876543210"],
             "SecurityGroupIds": ["sg-0123456789abcdef0"],
         }
+
+
+@pytest.mark.parametrize("attribute", NAMES)
+def test_feature_gates_reach_every_function(default: Synth, full: Synth, attribute: str) -> None:
+    """#31.5: `-c featureGates=NodeRepair=true,SpotToSpotConsolidation=true` (the full configuration) reaches each
+    function's FEATURE_GATES; without it the functions get Karpenter's defaults (kubernetes-sigs/karpenter
+    pkg/operator/options/options.go, DefaultFeatureGates: NodeRepair, SpotToSpotConsolidation, NodeOverlay,
+    StaticCapacity and CapacityBuffer false, ReservedCapacity true)."""
+    gates = parse_feature_gates(_function(full, attribute)["Environment"]["Variables"][FEATURE_GATES])
+    assert gates == FeatureGates(node_repair=True, spot_to_spot_consolidation=True)
+    defaults = parse_feature_gates(_function(default, attribute)["Environment"]["Variables"][FEATURE_GATES])
+    assert (defaults.node_repair, defaults.spot_to_spot_consolidation, defaults.node_overlay,
+            defaults.static_capacity, defaults.capacity_buffer, defaults.reserved_capacity) == (
+        False, False, False, False, False, True)
+
+
+@pytest.mark.parametrize(
+    ("gates", "message"),
+    [
+        ("NodeRepair=maybe", "featureGates: NodeRepair='maybe': allowed are true or false"),
+        ("NodeRepairs=true", "featureGates: unknown feature gate 'NodeRepairs': allowed are NodeRepair, "),
+        ("NodeRepair", "featureGates: 'NodeRepair' is not Name=true or Name=false"),
+    ],
+)
+def test_a_bad_feature_gate_fails_synth_naming_it(gates: str, message: str) -> None:
+    """#31.5: a bad -c featureGates stops `cdk synth` with a message naming the gate and what is allowed."""
+    with pytest.raises(ConfigError) as error:
+        build(App(context={"clusterName": "gates-cluster", "featureGates": gates}))
+    assert message in str(error.value)

@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from nodescale.commands import explain as explain_cmd
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
+from nodescale.model.featuregates import FeatureGates
 from nodescale.runtime import Runtime
 from nodescale.usecases.disrupt import run as disrupting
 from nodescale.usecases.provision import explain as explaining
@@ -73,8 +74,13 @@ def _real_pod(ns: str, i: int) -> dict:
                                      "resources": {"requests": REQUESTS}}]}}
 
 
-def runtime_for(sim: Environment) -> Runtime:
-    return helpers.runtime_for(sim, nodepool_sources=("ssm", "cluster"), registration_timeout_seconds=10.0**6)
+BUFFERS_ON = FeatureGates(capacity_buffer=True)
+
+
+def runtime_for(sim: Environment, gates: FeatureGates = BUFFERS_ON) -> Runtime:
+    """#31.5: with the CapacityBuffer feature gate on (off by default, as in Karpenter) unless ``gates`` says."""
+    return helpers.runtime_for(sim, nodepool_sources=("ssm", "cluster"), registration_timeout_seconds=10.0**6,
+                               feature_gates=gates)
 
 
 def _install_crd(sim: Environment) -> None:
@@ -100,6 +106,9 @@ def test_a_buffer_for_four_pods_launches_their_room_keeps_it_and_real_pods_land_
                  body=_buffer(ns, 4))
     rt = runtime_for(sim)
 
+    # #31.5: without the CapacityBuffer gate (off by default, as in Karpenter) the buffer is not read: no launch.
+    off = provisioning.provision_once(runtime_for(sim, FeatureGates()), dry_run=True)
+    assert off.planned == [] and off.buffers == [], off
     # No pod is pending: the buffer alone launches nodes with room for its four pods.
     first = provisioning.provision_once(rt)
     assert first.launches, first

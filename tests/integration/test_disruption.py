@@ -17,6 +17,7 @@ import yaml
 
 from nodescale import cli
 from nodescale.k8s.raw import MERGE_PATCH, request_json
+from nodescale.model.featuregates import FeatureGates
 from nodescale.runtime import Runtime
 from nodescale.usecases.disrupt import run as disrupting
 from nodescale.usecases.disrupt.state import RunState
@@ -559,10 +560,15 @@ def _ts(value: str) -> float:
     return parsed.timestamp()
 
 
+# #31.5: repair and spot-to-spot consolidation run only with Karpenter's gates on (off by default).
+REPAIR = FeatureGates(node_repair=True)
+SPOT_TO_SPOT = FeatureGates(spot_to_spot_consolidation=True)
+
+
 def test_a_node_notready_past_the_repair_threshold_is_replaced_and_its_pod_moves(sim: Environment, ns: str) -> None:
     # Five nodes, one goes bad: repair acts only while at most 20% of a pool is unhealthy.
     put_pool(sim, v1_pool(policy="WhenEmpty", after="10m"))
-    rt = runtime_for(sim, repair_threshold_seconds=600.0)
+    rt = runtime_for(sim, repair_threshold_seconds=600.0, feature_gates=REPAIR)
     deployment(sim, ns, "web", 5, "1500m")
     provision_until_running(sim, rt, ns, 5)
     by_node = {n["metadata"]["name"]: n["spec"]["providerID"].rsplit("/", 1)[-1] for n in managed_nodes(sim)}
@@ -578,13 +584,13 @@ def test_a_node_notready_past_the_repair_threshold_is_replaced_and_its_pod_moves
 
     wait_for("the node to go NotReady", not_ready)
     sim.advance(300)
-    early = disrupting.disrupt_once(runtime_for(sim, repair_threshold_seconds=600.0))
+    early = disrupting.disrupt_once(runtime_for(sim, repair_threshold_seconds=600.0, feature_gates=REPAIR))
     assert [d for d in early["decisions"] if d["reason"] == "Unhealthy"] == []
 
     sim.advance(301)
     decided: list[dict] = []
     for _ in range(25):
-        summary = disrupting.disrupt_once(runtime_for(sim, repair_threshold_seconds=600.0))
+        summary = disrupting.disrupt_once(runtime_for(sim, repair_threshold_seconds=600.0, feature_gates=REPAIR))
         decided += [d for d in summary["decisions"] if d["reason"] == "Unhealthy"]
         provisioning.provision_once(rt)  # the evicted pod is recreated and needs room
         if instance_state(sim, old) in ("shutting-down", "terminated") and len(running(sim, ns)) == 5:
@@ -612,9 +618,14 @@ def test_an_underused_spot_node_is_replaced_by_a_cheaper_spot_node_when_there_ar
     [old] = instance_ids(sim)
     delete_quietly(sim.kube_api_client(), f"/apis/apps/v1/namespaces/{ns}/deployments/big")
     wait_for("the big pod to go", lambda: len(pods(sim, ns)) == 1)
-    first = disrupting.disrupt_once(runtime_for(sim))
+    # #31.5: spot replaced by spot only with Karpenter's SpotToSpotConsolidation gate on (off by default).
+    off = disrupting.disrupt_once(runtime_for(sim))
+    assert [d for d in off["decisions"] if d["reason"] == "Underutilized"] == []
+    assert any("SpotToSpotConsolidation is disabled" in r["why"] for r in off["refused"]), off["refused"]
+    gated = runtime_for(sim, feature_gates=SPOT_TO_SPOT)
+    first = disrupting.disrupt_once(gated)
     before = first["cluster"]["pricePerHour"]
-    summaries = [first, *settle(sim, rt)]
+    summaries = [first, *settle(sim, gated)]
     [decision] = [d for s in summaries for d in s["decisions"]]
     assert decision["reason"] == "Underutilized" and decision["action"] == "replace"
     assert decision["nodes"] == [old_node["metadata"]["name"]] and decision["savingPerHour"] > 0
@@ -639,7 +650,8 @@ def test_an_underused_spot_node_stays_when_fewer_than_fifteen_cheaper_spot_types
     delete_quietly(sim.kube_api_client(), f"/apis/apps/v1/namespaces/{ns}/deployments/big")
     wait_for("the big pod to go", lambda: len(pods(sim, ns)) == 1)
 
-    summaries = [disrupting.disrupt_once(runtime_for(sim)) for _ in range(2)]
+    # #31.5: with the SpotToSpotConsolidation gate on, so that the fifteen-types rule is what keeps the node.
+    summaries = [disrupting.disrupt_once(runtime_for(sim, feature_gates=SPOT_TO_SPOT)) for _ in range(2)]
     assert [d for s in summaries for d in s["decisions"]] == []
     assert instance_ids(sim) == [old] and len(running(sim, ns)) == 1
 

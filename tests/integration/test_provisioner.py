@@ -17,6 +17,7 @@ from nodescale.aws import pricing
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
 from nodescale.model import nodecost
+from nodescale.model.featuregates import FeatureGates
 from nodescale.runtime import Runtime
 from nodescale.usecases.provision import provisioner as provisioning
 from nodescale.usecases.status import read_status
@@ -517,7 +518,11 @@ def test_a_nodeoverlay_halving_a_price_makes_that_type_the_first_choice(sim: Env
     wait_pending(sim, ns, 1)
     before = len(fleet_calls(sim))
 
-    summary = provisioning.provision_once(runtime_for(sim, nodepool_sources=("cluster",)))
+    # #31.5: without the NodeOverlay gate (off by default, as in Karpenter) the overlay is not read: c5.large first.
+    (ignored,) = provisioning.provision_once(runtime_for(sim, nodepool_sources=("cluster",)), dry_run=True).planned
+    assert ignored.instance_types[0] == "c5.large", ignored
+    summary = provisioning.provision_once(runtime_for(sim, nodepool_sources=("cluster",),
+                                                      feature_gates=FeatureGates(node_overlay=True)))
 
     (launch,) = summary.launches
     assert launch.instance_types[0] == "m5.large", launch

@@ -17,6 +17,7 @@ import pytest
 
 from nodescale.k8s.listing import is_provisionable
 from nodescale.k8s.raw import request_json
+from nodescale.model.featuregates import FeatureGates
 from nodescale.runtime import Runtime
 from nodescale.usecases.provision import provisioner as provisioning
 from sim.environment import Environment
@@ -88,6 +89,10 @@ def test_a_capacity_reservation_is_used_before_spot(sim: Environment, rt: Runtim
             request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(ns, f"p{i}"))
         _pending(sim, ns, 3)
 
+        # #31.5: with Karpenter's ReservedCapacity gate off (on by default) no reservation is offered.
+        off = provisioning.provision_once(helpers.runtime_for(sim, feature_gates=FeatureGates(reserved_capacity=False)),
+                                          dry_run=True)
+        assert off.planned and all("reserved" not in x.capacity_type.split(",") for x in off.planned), off
         first = provisioning.provision_once(rt)
 
         launches = first.launches

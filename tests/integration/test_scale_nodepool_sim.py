@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from nodescale.model.featuregates import FeatureGates
 from nodescale.runtime import Runtime
 from nodescale.usecases.disrupt import run as disrupting
 from nodescale.usecases.provision import provisioner as provisioning
@@ -34,7 +35,9 @@ DYNAMIC = STATIC_POOL.split("---")[0].replace("  replicas: 2\n", "").replace("na
 
 
 def runtime_for(sim: Environment) -> Runtime:
-    return helpers.runtime_for(sim, registration_timeout_seconds=10.0**6)
+    """#31.5: with the StaticCapacity feature gate on (off by default, as in Karpenter)."""
+    return helpers.runtime_for(sim, registration_timeout_seconds=10.0**6,
+                               feature_gates=FeatureGates(static_capacity=True))
 
 
 def nodescale(sim: Environment, *args: str, admin: bool = True, **settings: str) -> subprocess.CompletedProcess[str]:
@@ -107,5 +110,6 @@ def test_scaling_a_static_pool_kept_in_the_cluster_patches_its_object(sim: Envir
     assert done.stdout == "nodepool.karpenter.sh/static scaled from 0 to 1 replicas (cluster:NodePool/static)\n"
     stored = request_json(api, "GET", "/apis/karpenter.sh/v1/nodepools/static")
     assert stored["spec"]["replicas"] == 1 and stored["spec"]["template"] == pool["spec"]["template"]
-    rt = helpers.runtime_for(sim, nodepool_sources=("cluster",), registration_timeout_seconds=10.0**6)
+    rt = helpers.runtime_for(sim, nodepool_sources=("cluster",), registration_timeout_seconds=10.0**6,
+                             feature_gates=FeatureGates(static_capacity=True))
     assert [x.nodepool for x in provisioning.provision_once(rt).launches] == ["static"]

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from nodescale.model.featuregates import FeatureGates
 from nodescale.runtime import Runtime
 from nodescale.usecases.disrupt import run as disrupting
 from nodescale.usecases.provision import provisioner as provisioning
@@ -42,13 +43,19 @@ spec:
 
 
 def runtime_for(sim: Environment, **changes: Any) -> Runtime:
+    """#31.5: with the StaticCapacity feature gate on (off by default, as in Karpenter)."""
     changes.setdefault("registration_timeout_seconds", 10.0**6)
+    changes.setdefault("feature_gates", FeatureGates(static_capacity=True))
     return helpers.runtime_for(sim, **changes)
 
 
 def test_a_static_pool_with_no_pods_keeps_its_two_nodes_through_provisioning_and_disruption(sim: Environment) -> None:
     put_pool(sim, STATIC_POOL)
     rt = runtime_for(sim)
+    # #31.5: without the StaticCapacity gate (off by default: Karpenter registers no static provisioning then)
+    # the static pool launches nothing, and pending pods launch none of its nodes either.
+    assert provisioning.provision_once(runtime_for(sim, feature_gates=FeatureGates())).launches == []
+    assert instance_ids(sim) == []
     first = provisioning.provision_once(rt)
     assert [x.nodepool for x in first.launches] == ["static", "static"]
     assert all(x.instance_type == "m5.large" for x in first.launches), "the cheapest allowed type"

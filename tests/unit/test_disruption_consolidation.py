@@ -71,14 +71,16 @@ def test_two_new_nodes_are_not_a_consolidation() -> None:
 
 
 def test_spot_is_replaced_by_spot_only_with_fifteen_cheaper_types() -> None:
+    # #31.5: with the SpotToSpotConsolidation gate on (off, spot is never replaced by spot: test_feature_gates).
     spot = [view("a", price=0.5, capacity_type="spot")]
-    few = c.evaluate(spot, Simulation(replacements=[replacement("p", 0.1, options(14, 0.1), ["spot"])]))
+    few = c.evaluate(spot, Simulation(replacements=[replacement("p", 0.1, options(14, 0.1), ["spot"])]), spot_to_spot=True)
     assert isinstance(few, Refusal) and "only 14 cheaper instance type(s)" in few.why
-    enough = c.evaluate(spot, Simulation(replacements=[replacement("p", 0.1, options(15, 0.1), ["spot"])]))
+    enough = c.evaluate(spot, Simulation(replacements=[replacement("p", 0.1, options(15, 0.1), ["spot"])]),
+                        spot_to_spot=True)
     assert isinstance(enough, Decision)
     # Types dearer than the node do not count towards the fifteen.
     mixed = options(10, 0.1) + options(10, 0.9)
-    out = c.evaluate(spot, Simulation(replacements=[replacement("p", 0.1, mixed, ["spot"])]))
+    out = c.evaluate(spot, Simulation(replacements=[replacement("p", 0.1, mixed, ["spot"])]), spot_to_spot=True)
     assert isinstance(out, Refusal)
     # On-demand nodes have no such rule.
     od = c.evaluate([view("a", price=0.5)], Simulation(replacements=[replacement("p", 0.1, options(1, 0.1), ["spot"])]))

@@ -20,6 +20,7 @@ from nodescale.disruption.methods import (
     default_methods,
 )
 from nodescale.disruption.nodes import NodeView
+from nodescale.model.featuregates import ALL_ON
 from nodescale.model.pod import do_not_disrupt
 from tests.builders import NOW, fits_elsewhere, inputs, node, pod, pool, since
 
@@ -49,11 +50,12 @@ class Wants(Method):
 
 def test_the_default_order_is_karpenters() -> None:
     # A static pool's scale-down comes first: its user asked for it (Karpenter's static capacity design).
-    assert [type(m) for m in default_methods(fits_elsewhere)] == [
+    # #31.5: with their gates on (StaticCapacity, NodeRepair); the gates off are tested in test_feature_gates_honoured.
+    assert [type(m) for m in default_methods(fits_elsewhere, ALL_ON)] == [
         StaticScaleDown, Repair, CapacityBlockExpiry, Expiry, Drift, Emptiness, Consolidation]
-    assert [m.reason for m in default_methods(fits_elsewhere)] == [
+    assert [m.reason for m in default_methods(fits_elsewhere, ALL_ON)] == [
         "ScaledDown", "Unhealthy", "CapacityBlockExpiring", "Expired", "Drifted", "Empty", "Underutilized"]
-    assert [type(m) for m in default_methods()] == [
+    assert [type(m) for m in default_methods(gates=ALL_ON)] == [
         StaticScaleDown, Repair, CapacityBlockExpiry, Expiry, Drift, Emptiness]
 
 
@@ -96,6 +98,7 @@ def test_one_do_not_disrupt_rule_with_and_without_a_clock() -> None:
     started = NOW - timedelta(hours=1)
     assert do_not_disrupt({"karpenter.sh/do-not-disrupt": "30m"}, started, NOW) is None
     assert do_not_disrupt({"karpenter.sh/do-not-disrupt": "30m"}) == "karpenter.sh/do-not-disrupt=30m (still protected)"
-    assert do_not_disrupt({"karpenter.sh/do-not-disrupt": "false", "karpenter.sh/do-not-evict": "true"}) == \
-        "karpenter.sh/do-not-evict"
+    # #31.3: do-not-evict holds on a v1alpha5/v1beta1 pool's node only.
+    assert do_not_disrupt({"karpenter.sh/do-not-disrupt": "false", "karpenter.sh/do-not-evict": "true"},
+                          legacy=True) == "karpenter.sh/do-not-evict"
     assert do_not_disrupt({}) is None

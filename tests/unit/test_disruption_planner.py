@@ -16,6 +16,8 @@ from nodescale.model.nodepool import Budget
 from nodescale.model.pdb import PodDisruptionBudget
 from tests.builders import NOW, fits_elsewhere, inputs, node, nowhere, pod, pool, replacement, since
 
+V1BETA1 = "karpenter.sh/v1beta1"
+
 # -- emptiness ------------------------------------------------------------------------------------------------
 
 
@@ -41,8 +43,9 @@ def test_consolidate_after_never_keeps_empty_nodes() -> None:
 
 
 def test_node_do_not_disrupt_and_legacy_do_not_consolidate_hold_an_empty_node() -> None:
+    # #31.3: do-not-consolidate on a v1beta1 pool's node (Karpenter v1 ignores it: test_legacy_annotations).
     for key in ("karpenter.sh/do-not-disrupt", "karpenter.sh/do-not-consolidate"):
-        out = planner.plan(inputs([node("a", annotations={**since(100), key: "true"})]))
+        out = planner.plan(inputs([node("a", annotations={**since(100), key: "true"})], [pool(api=V1BETA1)]))
         [r] = out.refusals
         assert out.decisions == [] and r.kind == Blocker.DO_NOT_DISRUPT
         assert r.message == f"not removed (empty): node a has {key}"
@@ -190,7 +193,9 @@ def test_a_tenants_out_of_range_do_not_disrupt_neither_stops_the_pass_nor_holds_
 
 
 def test_legacy_do_not_evict_blocks_consolidation() -> None:
-    out = planner.plan(inputs([node("a", [pod("x", {"karpenter.sh/do-not-evict": "true"})])]), fits_elsewhere)
+    # #31.3: on a v1beta1 pool's node (Karpenter v1 ignores it: test_legacy_annotations).
+    out = planner.plan(inputs([node("a", [pod("x", {"karpenter.sh/do-not-evict": "true"})])], [pool(api=V1BETA1)]),
+                       fits_elsewhere)
     assert out.decisions == [] and "karpenter.sh/do-not-evict" in out.refusals[0].why
 
 

@@ -62,7 +62,8 @@ def test_pods_a_drain_removes():
 
 def test_do_not_disrupt_annotations():
     assert has_do_not_disrupt(running(annotations={"karpenter.sh/do-not-disrupt": "true"}))
-    assert has_do_not_disrupt(running(annotations={"karpenter.sh/do-not-evict": "true"}))
+    # #31.3: do-not-evict holds on a v1alpha5/v1beta1 pool's node only (test_legacy_annotations: v1 ignores it).
+    assert has_do_not_disrupt(running(annotations={"karpenter.sh/do-not-evict": "true"}), legacy=True)
     assert not has_do_not_disrupt(running(annotations={"karpenter.sh/do-not-disrupt": "false"}))
     assert not has_do_not_disrupt(running())
 

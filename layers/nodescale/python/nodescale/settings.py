@@ -11,6 +11,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .model.featuregates import FeatureGateError, FeatureGates, parse_feature_gates
+
 
 class SettingsError(ValueError):
     """A setting has a value nodescale cannot use; the message names the variable and what is allowed."""
@@ -36,6 +38,8 @@ UNAVAILABLE_OFFERING_TTL = "NODESCALE_UNAVAILABLE_OFFERING_TTL_SECONDS"
 # NodePools run by parallel invocations (usecases/disrupt/slices.py); 0 never splits.
 DISRUPTION_SLICE_NODES = "NODESCALE_DISRUPTION_SLICE_NODES"
 DEFAULT_DISRUPTION_SLICE_NODES = 2000
+# Karpenter's own variable and format (Name=bool,...): model/featuregates.py.
+FEATURE_GATES = "FEATURE_GATES"
 KUBECONFIG = "KUBECONFIG"
 # Karpenter's name and default: pods with Dynamic Resource Allocation claims are not launched for.
 IGNORE_DRA_REQUESTS = "IGNORE_DRA_REQUESTS"
@@ -65,6 +69,7 @@ class Settings:
     repair_threshold_seconds: float = 600.0
     unavailable_offering_ttl_seconds: float = 180.0
     disruption_slice_nodes: int = DEFAULT_DISRUPTION_SLICE_NODES
+    feature_gates: FeatureGates = field(default_factory=FeatureGates)
     kubeconfig: str | None = None
     ignore_dra_requests: bool = True
 
@@ -103,6 +108,7 @@ class Settings:
             repair_threshold_seconds=_seconds(env, REPAIR_THRESHOLD, 600.0),
             unavailable_offering_ttl_seconds=_seconds(env, UNAVAILABLE_OFFERING_TTL, 180.0),
             disruption_slice_nodes=_count(env, DISRUPTION_SLICE_NODES, DEFAULT_DISRUPTION_SLICE_NODES),
+            feature_gates=_gates(env.get(FEATURE_GATES, "")),
             kubeconfig=env.get(KUBECONFIG) or None,
             ignore_dra_requests=_ignore_dra(env.get(IGNORE_DRA_REQUESTS, "")),
         )
@@ -153,3 +159,10 @@ def _limits(raw: str) -> dict[str, str]:
     if not isinstance(parsed, dict) or any(k not in _LIMIT_KEYS for k in parsed):
         raise SettingsError(f"{CLUSTER_LIMITS}={raw!r}: allowed keys are {_LIMIT_KEYS}")
     return {k: str(v) for k, v in parsed.items()}
+
+
+def _gates(raw: str) -> FeatureGates:
+    try:
+        return parse_feature_gates(raw, FEATURE_GATES)
+    except FeatureGateError as exc:
+        raise SettingsError(str(exc)) from None

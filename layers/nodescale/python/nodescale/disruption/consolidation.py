@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from ..model import labels as wk
 from ..model.currency import Money, Priced
@@ -36,8 +37,9 @@ def disruption_cost(node: NodeView) -> tuple:
     return (len(node.pods), -node.price, node.name)
 
 
-def evaluate(nodes: Sequence[NodeView], sim: Simulation) -> Decision | Refusal:
-    """Whether taking ``nodes`` away (and launching at most one replacement) is a consolidation."""
+def evaluate(nodes: Sequence[NodeView], sim: Simulation, spot_to_spot: bool = False) -> Decision | Refusal:
+    """Whether taking ``nodes`` away (and launching at most one replacement) is a consolidation; spot nodes are
+    replaced by spot only with ``spot_to_spot`` (Karpenter's SpotToSpotConsolidation gate, off by default)."""
     names = [n.name for n in nodes]
     if sim.blocked:
         return Refusal(names, UNDERUTILIZED, sim.blocked)
@@ -68,6 +70,9 @@ def evaluate(nodes: Sequence[NodeView], sim: Simulation) -> Decision | Refusal:
         )
     all_spot = all(n.capacity_type == wk.CAPACITY_SPOT for n in nodes)
     if all_spot and new.options and new.options[0][2] == wk.CAPACITY_SPOT:
+        if not spot_to_spot:
+            return Refusal(names, UNDERUTILIZED, "SpotToSpotConsolidation is disabled: a spot node is not replaced "
+                                                 "by a spot node (FEATURE_GATES)")
         cheaper = len({t for t, p, ct in new.options if ct == wk.CAPACITY_SPOT and p < current})
         if cheaper < MIN_SPOT_OPTIONS:
             return Refusal(
@@ -108,21 +113,24 @@ def search(
     clock: Callable[[], float] = time.monotonic,
     judge: Judge | None = None,
     repack: bool = True,
+    spot_to_spot: bool = False,
     cap: Callable[[Sequence[NodeView]], list[NodeView]] | None = None,
 ) -> SearchResult:
     """The best consolidation among ``candidates`` (already filtered by guards and budgets); ``judge`` may
     refuse a move that would consolidate (the Balanced policy's score); ``repack`` tries the repacking
     pass (``disruption.repacking``) when Karpenter's multi-node consolidation finds nothing. ``cap`` keeps,
-    in the order given, the nodes one decision may take (the budgets); each pass applies it to its own order."""
+    in the order given, the nodes one decision may take (the budgets); each pass applies it to its own order.
+    ``spot_to_spot`` is Karpenter's SpotToSpotConsolidation gate: without it spot nodes are never replaced by spot."""
     cap = cap or list
     ordered = cap(sorted(candidates, key=disruption_cost))
     result = SearchResult(None)
     if not ordered:
         return result
     stop = clock() + max_seconds
+    single = partial(evaluate, spot_to_spot=spot_to_spot)
 
     def attempt(nodes: Sequence[NodeView], judged: Callable[[Sequence[NodeView], Simulation], Decision | Refusal]
-                = evaluate) -> Decision | Refusal:
+                = single) -> Decision | Refusal:
         result.simulations += 1
         outcome = judged(nodes, simulate(nodes))
         if judge is not None and isinstance(outcome, Decision):

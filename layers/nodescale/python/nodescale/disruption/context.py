@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..model.currency import Message
+from ..model.featuregates import FeatureGates
 from ..model.nodepool import NodePool
 from ..model.pdb import PodDisruptionBudget
 from . import zonalshift
@@ -39,6 +40,7 @@ class Inputs:
     # A sliced pass (usecases/disrupt_slices): only these pools' nodes are candidates; every node stays a
     # destination for the candidates' pods. None: every pool.
     candidate_pools: frozenset[str] | None = None
+    gates: FeatureGates = field(default_factory=FeatureGates)  # the deployment's FEATURE_GATES
 
 
 @dataclass
@@ -91,7 +93,7 @@ class Context:
 
     def guarded(self, v: NodeView, reason: Reason) -> bool:
         """Refuses (and says so) a node that do-not-disrupt or a PodDisruptionBudget at zero holds."""
-        hold = node_blocks(v, self.now) or pdb_blocks(v.pods, self.inputs.pdbs)
+        hold = node_blocks(v, self.now, self.pool(v).legacy_annotations) or pdb_blocks(v.pods, self.inputs.pdbs)
         if hold:
             self.hold([v.name], reason, hold)
         return hold is not None

@@ -213,16 +213,17 @@ def current_group(pods: Iterable[Mapping[str, Any]]) -> DrainGroup | None:
     return min(groups) if groups else None
 
 
-def has_do_not_disrupt(pod: Mapping[str, Any], now: datetime | None = None) -> bool:
-    """Whether a drain leaves the pod in place for its do-not-disrupt annotation (see do_not_disrupt).
+def has_do_not_disrupt(pod: Mapping[str, Any], now: datetime | None = None, legacy: bool = False) -> bool:
+    """Whether a drain leaves the pod in place for its do-not-disrupt annotation (see do_not_disrupt; ``legacy``:
+    the node's pool honours karpenter.sh/do-not-evict).
 
     With ``now`` a duration ("30m") counts from the pod's start, as the planner counts it, so a pod whose
     protection ran out is drained like any other; without, a duration counts as still running.
     """
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     if now is None:
-        return do_not_disrupt(annotations) is not None
-    return do_not_disrupt(annotations, started_at(pod), now) is not None
+        return do_not_disrupt(annotations, legacy=legacy) is not None
+    return do_not_disrupt(annotations, started_at(pod), now, legacy=legacy) is not None
 
 
 def pod_delete_time(pod: Mapping[str, Any], grace_deadline: datetime | None) -> datetime | None:
@@ -245,11 +246,12 @@ def sort_pods(
     involuntary: bool,
     grace_deadline: datetime | None,
     now: datetime,
+    legacy: bool = False,
 ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
     """(pods to evict, pods whose grace-period delete time has come); the rest go into ``result``.
-    Pods to evict include do-not-disrupt ones when ``involuntary``. Only the current drain group's pods are
-    evicted (``current_group``); a later group's pods wait, unless their delete time has come, which
-    Karpenter honours whatever the group."""
+    Pods to evict include do-not-disrupt ones when ``involuntary``; ``legacy`` as in has_do_not_disrupt. Only
+    the current drain group's pods are evicted (``current_group``); a later group's pods wait, unless their
+    delete time has come, which Karpenter honours whatever the group."""
     pods = list(candidates)
     group = current_group(pods)
     to_evict: list[Mapping[str, Any]] = []
@@ -266,7 +268,7 @@ def sort_pods(
             to_delete.append(pod)
         elif drain_group(pod) != group:
             result.waiting.append(key)
-        elif has_do_not_disrupt(pod, now) and not involuntary:
+        elif has_do_not_disrupt(pod, now, legacy) and not involuntary:
             result.blocked_by_do_not_disrupt.append(key)
         else:
             to_evict.append(pod)

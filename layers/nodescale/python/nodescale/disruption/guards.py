@@ -15,23 +15,25 @@ from .decisions import Blocker, Hold
 from .nodes import NodeView
 
 
-def pod_blocks(pod: Pod, now: datetime) -> Hold | None:
-    """Why this pod blocks a voluntary disruption of its node, or None (a duration counts from its start)."""
+def pod_blocks(pod: Pod, now: datetime, legacy: bool = False) -> Hold | None:
+    """Why this pod blocks a voluntary disruption of its node, or None (a duration counts from its start);
+    ``legacy``: the node's pool honours karpenter.sh/do-not-evict (NodePool.legacy_annotations)."""
     # Without a clock the rule only protects more, so most pods (no annotation) need no start time parsed.
-    if do_not_disrupt(pod.annotations) is None:
+    if do_not_disrupt(pod.annotations, legacy=legacy) is None:
         return None
-    held_by = do_not_disrupt(pod.annotations, pod.started, now)
+    held_by = do_not_disrupt(pod.annotations, pod.started, now, legacy=legacy)
     return None if held_by is None else Hold(Blocker.DO_NOT_DISRUPT, f"pod {pod.key} has {held_by}")
 
 
-def node_blocks(node: NodeView, now: datetime) -> Hold | None:
-    """Why the node (its own annotations, then each of its pods) blocks a voluntary disruption, or None."""
+def node_blocks(node: NodeView, now: datetime, legacy: bool = False) -> Hold | None:
+    """Why the node (its own annotations, then each of its pods) blocks a voluntary disruption, or None;
+    ``legacy``: its pool honours the v1alpha5/v1beta1 annotations (NodePool.legacy_annotations)."""
     # On a node only "true" counts: Karpenter gives node annotations no duration.
-    for key in (DO_NOT_DISRUPT, LEGACY_DO_NOT_CONSOLIDATE):
+    for key in (DO_NOT_DISRUPT, LEGACY_DO_NOT_CONSOLIDATE) if legacy else (DO_NOT_DISRUPT,):
         if node.annotations.get(key) == "true":
             return Hold(Blocker.DO_NOT_DISRUPT, f"node {node.name} has {key}")
     for pod in node.pods:
-        hold = pod_blocks(pod, now)
+        hold = pod_blocks(pod, now, legacy)
         if hold:
             return hold
     return None

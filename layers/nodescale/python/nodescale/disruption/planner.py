@@ -24,7 +24,7 @@ def plan(inputs: Inputs, simulate: Simulator | None = None, methods: Sequence[Me
     ``methods`` defaults to Karpenter's order, with consolidation only when ``simulate`` is given.
     """
     ctx = Context(inputs)
-    for method in default_methods(simulate) if methods is None else methods:
+    for method in default_methods(simulate, inputs.gates) if methods is None else methods:
         remaining = ctx.undecided()
         method.notice(remaining, ctx)
         method.compute([v for v in remaining if method.should_disrupt(v, ctx)], ctx)

@@ -29,6 +29,7 @@ def bin_packing_simulator(
     pending: Sequence[Pod] = (),
     node_labels_by_pool: Mapping[str, Mapping[str, str]] | None = None,
     held: Sequence[Pod] = (),
+    repack: bool = True,
 ) -> Simulator:
     """A simulator over ``existing`` (nodes being disrupted already left out).
 
@@ -45,7 +46,7 @@ def bin_packing_simulator(
         mine = {p.uid or p.key for p in pods + buffered}
         plan = solve(
             pods + pending + buffered, pools, types, [e for e in existing if e.name not in gone], daemons,
-            unavailable, node_labels_by_pool=node_labels_by_pool,
+            unavailable, node_labels_by_pool=node_labels_by_pool, repack=repack,
         )
         sim = Simulation()
         sim.unschedulable = [(u.pod.key, u.reason) for u in plan.unschedulable if (u.pod.uid or u.pod.key) in mine]

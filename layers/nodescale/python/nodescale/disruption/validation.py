@@ -126,7 +126,8 @@ class Validator:
         for view in nodes:
             if not self._guarded(cmd, view):
                 continue
-            hold = node_blocks(view, self.at.now)
+            pool = self._pool(view)
+            hold = node_blocks(view, self.at.now, pool is not None and pool.legacy_annotations)
             if hold is not None:
                 return Invalid(Invalidation.DO_NOT_DISRUPT, hold.why)
             hold = pdb_blocks(view.pods, self.at.pdbs)

@@ -65,6 +65,7 @@ def drain_round(
     pods: Iterable[Mapping[str, Any]] | None = None,
     now: Callable[[], datetime] = clock.now,
     grace_deadline: datetime | None = None,
+    legacy: bool = False,
 ) -> DrainResult:
     """One pass over the node's pods: evict what can go now, report the rest.
 
@@ -74,14 +75,15 @@ def drain_round(
     voluntary or not, as in Karpenter v1: do-not-disrupt and PodDisruptionBudget-blocked pods are
     respected until each pod's ``drain_policy.pod_delete_time``, then deleted with what is left of the grace.
     Without either, nothing is ever forced. `grace_period_seconds` caps each pod's own termination
-    grace (e.g. a spot notice).
+    grace (e.g. a spot notice). `legacy`: the node's pool is v1alpha5 or v1beta1, whose
+    karpenter.sh/do-not-evict still holds a pod (NodePool.legacy_annotations).
     """
     result = DrainResult(node=node_name)
     candidates = list(pods) if pods is not None else pods_on_node(api, node_name)
     current = now()
-    to_evict, to_delete = sort_pods(result, candidates, involuntary, grace_deadline, current)
+    to_evict, to_delete = sort_pods(result, candidates, involuntary, grace_deadline, current, legacy)
     for pod in to_evict:
-        if has_do_not_disrupt(pod, current):
+        if has_do_not_disrupt(pod, current, legacy):
             log.info(
                 "evicting do-not-disrupt pod for an involuntary disruption",
                 extra={"pod": pod_key(pod), "node": node_name},

@@ -92,6 +92,12 @@ class NodePool:
         return PROVISIONER if self.api_version == V1ALPHA5 else "NodePool"
 
     @property
+    def legacy_annotations(self) -> bool:
+        """Whether karpenter.sh/do-not-evict (pods) and do-not-consolidate (nodes) hold this pool's nodes: Karpenter
+        honoured them up to v0.37 (the v1alpha5 and v1beta1 APIs) and dropped them in v1.0."""
+        return self.api_version != "karpenter.sh/v1"
+
+    @property
     def label_key(self) -> str:
         """The node label (and EC2 tag) that names the pool on its nodes, as Karpenter of its generation sets it."""
         return wk.LEGACY_PROVISIONER if self.kind == PROVISIONER else wk.NODEPOOL

@@ -386,7 +386,8 @@ def started_at(raw: Mapping) -> datetime | None:
 
 
 def do_not_disrupt(
-    annotations: Mapping[str, str], started: datetime | None = None, now: datetime | None = None
+    annotations: Mapping[str, str], started: datetime | None = None, now: datetime | None = None, *,
+    legacy: bool = False,
 ) -> str | None:
     """The one do-not-disrupt rule for a pod: the annotation that holds it (for messages), or None.
 
@@ -394,8 +395,8 @@ def do_not_disrupt(
     "30m" counted from the pod's start. Any other value (not a duration, zero or negative, or beyond Go's
     range) is ignored, as Karpenter ignores it (``invalid_do_not_disrupt`` says why, for the Warning
     event). Without ``started`` or ``now`` (a drain has no use for the clock) a duration is taken as
-    still running, so the pod stays. The legacy ``karpenter.sh/do-not-evict: "true"`` still holds, as
-    v0.2x users expect.
+    still running, so the pod stays. The legacy ``karpenter.sh/do-not-evict: "true"`` holds only with
+    ``legacy`` (a v1alpha5 or v1beta1 pool's node, NodePool.legacy_annotations): Karpenter v1 ignores it.
     """
     value = annotations.get(DO_NOT_DISRUPT)
     if value is not None and value != "false":
@@ -406,7 +407,7 @@ def do_not_disrupt(
             started is None or now is None or now < shifted(started, ns / 1e9)
         ):
             return f"{DO_NOT_DISRUPT}={value} (still protected)"
-    if annotations.get(LEGACY_DO_NOT_EVICT) == "true":
+    if legacy and annotations.get(LEGACY_DO_NOT_EVICT) == "true":
         return LEGACY_DO_NOT_EVICT
     return None
 

@@ -70,6 +70,7 @@ def solve(
     limits_usage: Mapping[str, Mapping[str, int]] | None = None,
     node_labels_by_pool: Mapping[str, Mapping[str, str]] | None = None,
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+    repack: bool = True,
 ) -> Plan:
     """Plan where every pod goes. Pure: reads its arguments, returns a Plan.
 
@@ -79,7 +80,8 @@ def solve(
     yet registered). ``node_labels_by_pool`` holds labels a pool's nodes get from the node class, such as
     the Windows build. ``namespace_labels`` holds each namespace's labels, for the namespaceSelector of
     pod (anti-)affinity terms; a namespace not in it is taken to have only its name label
-    (``kubernetes.io/metadata.name``).
+    (``kubernetes.io/metadata.name``). ``repack`` runs nodescale's repack pass (repack.py) after the greedy
+    packing: its Repack feature gate.
     """
     started = time.perf_counter()
     pools, nodes = list(nodepools), list(existing_nodes)
@@ -94,7 +96,7 @@ def solve(
 
     def schedule(pods: list[Pod], nodes: list[ExistingNode], types: Mapping[str, Sequence[InstanceType]]) -> Plan:
         return Scheduler(pods, pools, types, nodes, daemons, ruled_out, limits_usage or {}, labels,
-                         namespace_labels or {}).run()
+                         namespace_labels or {}).run(repack)
 
     # Reserved capacity is shared out last: a claim past a reservation's free count falls back to
     # spot/on-demand, its pods planned again while other reservations still have room.
@@ -167,7 +169,7 @@ class Scheduler:
     def _room(self, allocatable: Mapping[str, int]) -> tuple[int, ...]:
         return tuple(res.node_holds(allocatable, d) for d in self.dims)
 
-    def run(self) -> Plan:
+    def run(self, repack: bool = True) -> Plan:
         order = sorted(
             self.groups,
             key=lambda g: (
@@ -183,7 +185,8 @@ class Scheduler:
                 if not pending:
                     break
             self._refuse(refused)
-        self._repack()
+        if repack:
+            self._repack()
         existing = [ExistingPlacement(n.node.name, n.node.in_flight, n.pods) for n in self.nodes if n.pods]
         return Plan(build_node_claims(self.claims, self.dims), existing, self.unschedulable, len(self.pods))
 

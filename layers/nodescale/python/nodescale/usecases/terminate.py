@@ -55,6 +55,7 @@ from ..k8s.listing import pods_on_node
 from ..model.labels import TERMINATION_FINALIZER
 from ..model.node import ClusterNode, name_matches_instance
 from ..model.nodelabels import pool_key
+from ..model.nodepool import NodePool
 from ..model.pod import DO_NOT_DISRUPT
 from ..model.timestamps import shifted
 
@@ -142,11 +143,9 @@ def notice_grace_cap(node: dict[str, Any], now: datetime) -> int | None:
     return max(1, int((notice - now).total_seconds()))
 
 
-def _pool_grace(world: World, node: dict[str, Any], pool_name: str | None) -> float | None:
+def _pool_of(world: World, node: dict[str, Any], pool_name: str | None) -> NodePool | None:
     labels = (node.get("metadata") or {}).get("labels") or {}
-    name = pool_name or pool_key(labels, world.nodepools)
-    pool = world.nodepools.get(name)
-    return pool.disruption.termination_grace_period_seconds if pool is not None else None
+    return world.nodepools.get(pool_name or pool_key(labels, world.nodepools))
 
 
 def continue_termination(
@@ -247,7 +246,8 @@ def _drain(
     which the node goes whatever is left on it (Karpenter v1)."""
     name = step.node
     now = clock.now()
-    node_deadline = grace_deadline(node, _pool_grace(world, node, pool_name))
+    pool = _pool_of(world, node, pool_name)
+    node_deadline = grace_deadline(node, pool.disruption.termination_grace_period_seconds if pool is not None else None)
     step.delete_after = node_deadline
     result = k8s_drain.drain_round(
         rt.api,
@@ -256,6 +256,7 @@ def _drain(
         grace_period_seconds=notice_grace_cap(node, now),
         now=lambda: now,
         grace_deadline=node_deadline,
+        legacy=pool is not None and pool.legacy_annotations,
     )
     step.drain = result
     step.blocked_pods = sorted(result.blocked_by_pdb + result.blocked_by_do_not_disrupt)

@@ -32,6 +32,7 @@ from ..model import nodelabels, zonalshift
 from ..model.buffers import CapacityBuffer, ResolvedBuffer, resolve
 from ..model.capacityreservation import CapacityReservation
 from ..model.daemonset import DaemonSet
+from ..model.featuregates import FeatureGates
 from ..model.instance import ManagedInstance
 from ..model.instancetype import InstanceType
 from ..model.node import ClusterNode, trust_nodes
@@ -99,6 +100,8 @@ class World:
     # its node class gives its nodes (OS and Windows build).
     types: dict[str, list[InstanceType]] = field(default_factory=dict, repr=False)
     pool_labels: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    # The deployment's feature gates (FEATURE_GATES): what is off here is off in every use-case.
+    gates: FeatureGates = field(default_factory=FeatureGates)
     # Derived in __post_init__ from the fields above, never given.
     # Nodes naming one of this cluster's instances without being trusted for it: name -> why (trust_nodes).
     untrusted: dict[str, str] = field(init=False, repr=False, compare=False)
@@ -298,7 +301,9 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
         custom_objects_api=rt.custom if "cluster" in settings.nodepool_sources else None,
     )
     report_config_errors(rt, config.errors)
-    buffers = dict(config.buffers)
+    gates = settings.feature_gates
+    # Karpenter runs no NodeOverlay or CapacityBuffer controller with their gates off: the objects are not read.
+    buffers = dict(config.buffers) if gates.capacity_buffer else {}
     resolved: list[ResolvedBuffer] = []
     buffer_errors: list[str] = []
     if buffers:
@@ -315,11 +320,12 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     types = catalog(rt)
     world = World(
         now=now, cluster=settings.cluster_name, nodepools=dict(config.nodepools),
-        nodeclasses=dict(config.nodeclasses), overlays=dict(config.overlays), buffers=buffers,
+        nodeclasses=dict(config.nodeclasses), overlays=dict(config.overlays) if gates.node_overlay else {}, buffers=buffers, gates=gates,
         resolved_buffers=resolved, config_errors=[*config.errors, *buffer_errors], nodes=nodes, waiting=waiting_pods(pods),
         pods_by_node=pods_by_node, pending=pending, pod_errors=pod_errors, daemonsets=daemonsets, pdbs=pdbs,
         instances=instances, unavailable=unavailable, catalog=types, shifts=read_shifts(rt, types),
-        reservations=read_reservations(rt.aws.ec2, config.nodeclasses.values(), now),
+        # Karpenter offers no reserved capacity with the ReservedCapacity gate off (on by default).
+        reservations=read_reservations(rt.aws.ec2, config.nodeclasses.values(), now) if gates.reserved_capacity else {},
     )
     world = _restrict_to_subnet_zones(rt, _prepare_types(world))
     world = replace(world, launch_failures=launchfailures.failing(rt.aws.dynamodb, settings.table_name,
@@ -405,7 +411,7 @@ def read_nodes_and_pods(rt: Runtime) -> World:
     """Nodes, pods and PDBs only: enough to drain when the rest (configuration, EC2) cannot be read."""
     pods = listing.list_pods(rt.api).items
     pods_by_node, pending, pod_errors = _sort_pods(pods)
-    return World(now=clock.now(), cluster=rt.settings.cluster_name,
+    return World(now=clock.now(), cluster=rt.settings.cluster_name, gates=rt.settings.feature_gates,
                  nodes=[ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items],
                  waiting=waiting_pods(pods),
                  pods_by_node=pods_by_node, pending=pending, pod_errors=pod_errors, pdbs=read_pdbs_listed(rt))

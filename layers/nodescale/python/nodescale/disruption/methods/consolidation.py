@@ -109,7 +109,8 @@ class Consolidation(Method):
             if not offered or (taken and time.monotonic() >= stop):
                 break
             result = search(offered, _without(self.simulate, gone), max_seconds=max(0.0, stop - time.monotonic()),
-                             judge=judge, repack=not taken, cap=lambda ordered: _cap(ordered, room))
+                             judge=judge, repack=not taken and ctx.inputs.gates.repack,
+                            spot_to_spot=ctx.inputs.gates.spot_to_spot_consolidation, cap=lambda ordered: _cap(ordered, room))
             if ctx.out.consolidation is None:
                 ctx.out.consolidation = result
                 for r in result.refusals:

@@ -1,11 +1,13 @@
 """Repair: replace nodes NotReady, or failing their EC2 status checks, for longer than the threshold.
 
 Not held by budgets or do-not-disrupt (the node is broken already), but by the share of its pool
-that is unhealthy: past a fifth, the cause is likely not the nodes and nothing is repaired.
+that is unhealthy: past a fifth (rounded up, as Karpenter's node health controller rounds it), the cause is
+likely not the nodes and nothing is repaired. Only with the NodeRepair feature gate on (methods.default_methods).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -35,8 +37,11 @@ def repair_check(node: NodeView, now: datetime, threshold_seconds: float, status
 
 
 def unhealthy_share_too_high(unhealthy: int, total: int, limit: float = UNHEALTHY_SHARE_LIMIT) -> bool:
-    """Karpenter's repair guard: when a large part of a pool is unhealthy, the cause is not the nodes."""
-    return total > 0 and unhealthy / total > limit
+    """Karpenter's repair guard: when a large part of a pool is unhealthy, the cause is not the nodes. Up to
+    ceil(20%) of the pool may be unhealthy (a percentage scaled rounding up, as a PodDisruptionBudget's
+    maxUnavailable is), so one bad node in a pool of one to five is repaired."""
+    allowed = math.ceil(round(total * limit, 9))
+    return unhealthy > allowed
 
 
 class Repair(Method):

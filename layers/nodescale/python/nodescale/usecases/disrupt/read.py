@@ -129,7 +129,7 @@ def simulator(world: World, in_progress: set[str], held: Mapping[str, list[Pod]]
     return bin_packing_simulator(
         existing, list(world.nodepools.values()), world.types_by_pool(), world.daemonset_pods(), world.unavailable,
         list(world.pending), node_labels_by_pool=world.labels_by_pool(),
-        held=[p for pods in (held or {}).values() for p in pods],
+        held=[p for pods in (held or {}).values() for p in pods], repack=world.gates.repack,
     )
 
 

@@ -93,6 +93,7 @@ def plan_run(run: RunState, in_progress: set[str], protected: set[str],
         expiring_reservations={r.id: r.end_date for rs in world.reservations.values() for r in rs
                                if r.end_date is not None and r.expiring(world.now)},
         candidate_pools=pools,
+        gates=world.gates,
     )
     return planner.plan(inputs, simulator(world, in_progress, held)), {v.name: v for v in views}
 

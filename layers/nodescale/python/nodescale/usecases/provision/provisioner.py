@@ -212,6 +212,7 @@ def _plan(
         unavailable=set(world.unavailable) | ask.unavailable,
         limits_usage=limits_usage,
         node_labels_by_pool=world.labels_by_pool(),
+        repack=world.gates.repack,
     )
     outcome.solve_seconds = plan.solve_seconds
     outcome.planned = list(plan.node_claims)
@@ -370,7 +371,8 @@ def keep_static_capacity(rt: Runtime, world: World, *, dry_run: bool = False) ->
     """Launch the nodes static pools lack (no pods: the pool keeps spec.replicas nodes regardless);
     ``outcome.world`` is the snapshot to go on with."""
     outcome = LaunchOutcome(dry_run=dry_run, world=world)
-    if not any(p.static for p in world.nodepools.values()):
+    # Karpenter runs its static provisioning only with the StaticCapacity gate on.
+    if not world.gates.static_capacity or not any(p.static for p in world.nodepools.values()):
         return outcome
     if dry_run:
         return _launch_static(rt, world, outcome)
