@@ -93,6 +93,9 @@ def test_rbac_grants_exactly_what_the_functions_do() -> None:
     expected |= {("storage.k8s.io", "volumeattachments", v) for v in ("get", "list", "watch")}
     expected |= {("", "persistentvolumeclaims", "get")}
     expected |= {("karpenter.sh", "nodeclaims", v) for v in ("get", "list", "watch", "patch")}
+    # #30.1: one NodeClaim per launch (created before the Fleet call, deleted when the launch fails), its status.
+    expected |= {("karpenter.sh", "nodeclaims", v) for v in ("create", "update", "delete")}
+    expected |= {("karpenter.sh", "nodeclaims/status", "patch")}
     assert granted == expected
 
 
@@ -115,6 +118,7 @@ def test_crds_for_every_api_generation() -> None:
         ("karpenter.sh", "v1", "NodePool"), ("karpenter.sh", "v1beta1", "NodePool"),
         ("karpenter.sh", "v1alpha5", "Provisioner"),
         ("karpenter.sh", "v1alpha1", "NodeOverlay"),
+        ("karpenter.sh", "v1", "NodeClaim"),  # #30.1: written by the functions
         ("karpenter.k8s.aws", "v1", "EC2NodeClass"), ("karpenter.k8s.aws", "v1beta1", "EC2NodeClass"),
         ("karpenter.k8s.aws", "v1alpha1", "AWSNodeTemplate"),
         *(("autoscaling.x-k8s.io", v, "CapacityBuffer") for v in ("v1", "v1beta1", "v1alpha1")),

@@ -58,9 +58,16 @@ def node_names(sim: Environment) -> set[str]:
     return {n["metadata"]["name"] for n in managed_nodes(sim)}
 
 
+def nodeclaim_names(sim: Environment) -> set[str]:
+    items = request_json(sim.kube_api_client(), "GET", "/apis/karpenter.sh/v1/nodeclaims").get("items") or []
+    return {c["metadata"]["name"] for c in items}
+
+
 @pytest.fixture(scope="module")
 def capacity(env: Environment) -> dict[str, Any]:
-    """A NodePool with running capacity, a leaked (tagged, unregistered) instance, and things not ours."""
+    """A NodePool with running capacity (and its NodeClaims), a leaked (tagged, unregistered) instance, and
+    things not ours."""
+    helpers.install_karpenter_crds(env)
     put_pool(env, (EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml").read_text(), "default")
     api = env.kube_api_client()
     ns = new_namespace(api)
@@ -101,6 +108,7 @@ def capacity(env: Environment) -> dict[str, Any]:
         "ns": ns,
         "instances": ours,
         "nodes": node_names(env),
+        "nodeclaims": nodeclaim_names(env),
         "templates": {t for t in template_names(env) if t.startswith("nodescale/")},
         "foreign_template": foreign_template,
         "foreign_instances": [*env.seed["unmanaged_instance_ids"], *env.seed["karpenter_instance_ids"]],
@@ -191,3 +199,5 @@ def test_cleanup_at_the_stacks_log_level_removes_every_managed_instance_node_and
     names = template_names(env)
     assert not names & capacity["templates"] and capacity["foreign_template"] in names
     wait_for("the nodes to be gone", lambda: not node_names(env))
+    # #30: the nodes' and NodeClaims' termination finalizers go with the stack, or they would hold them forever.
+    assert capacity["nodeclaims"] and not nodeclaim_names(env)

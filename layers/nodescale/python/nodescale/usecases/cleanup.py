@@ -30,8 +30,13 @@ from ..aws import launchtemplates
 from ..aws.clients import AwsClients
 from ..disruption.drain_policy import DrainResult
 from ..k8s import drain as k8s_drain
+from ..k8s import finalizers as k8s_finalizers
 from ..k8s import listing
+from ..k8s import nodeclaims as k8s_nodeclaims
 from ..k8s import nodes as k8s_nodes
+from ..k8s.raw import request_json
+from ..model.labels import TERMINATION_FINALIZER
+from ..model.node import parse_provider_id
 from ..runtime import Runtime
 from ..settings import Settings
 
@@ -111,9 +116,11 @@ def _run(
             try:
                 # False means already gone (the instance's end can remove its Node first): removed all the same.
                 k8s_nodes.delete_node(api, name)
+                _release(api, k8s_nodes.node_path(name))
                 summary.nodes.append(name)
-            except (ApiException, HTTPError, OSError) as exc:
+            except (ApiException, HTTPError, OSError, k8s_finalizers.FinalizerConflict) as exc:
                 summary.errors.append(f"node {name} not deleted: {exc}")
+        _delete_nodeclaims(api, ids, summary)
     summary.launch_templates = sorted(
         launchtemplates.cleanup_unused(aws.ec2, cluster, (), min_age_seconds=0.0, now=clock.now())
     )
@@ -125,6 +132,42 @@ def _run(
     # (logging raises KeyError, and `cdk destroy` failed on it).
     log.info(summary.message, extra={"summary": summary.to_dict()})
     return summary.to_dict()
+
+
+def _release(api: ApiClient, path: str) -> None:
+    """Take nodescale's termination finalizer off a deleted object: the stack is going, nothing would ever
+    finish that termination, and its drain and termination are done here already."""
+    for attempt in range(3):
+        try:
+            k8s_finalizers.remove(api, path, request_json(api, "GET", path), TERMINATION_FINALIZER)
+            return
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        except k8s_finalizers.FinalizerConflict:
+            if attempt == 2:
+                raise
+
+
+def _delete_nodeclaims(api: ApiClient, ids: set[str], summary: CleanupSummary) -> None:
+    """The NodeClaims of the instances this cleanup terminated (#30.1), released and deleted."""
+    try:
+        claims = k8s_nodeclaims.list_all(api)
+    except k8s_nodeclaims.NodeClaimsMissing:
+        return
+    except (ApiException, HTTPError, OSError) as exc:
+        summary.errors.append(f"NodeClaims not read: {exc}")
+        return
+    for claim in claims:
+        parsed = parse_provider_id(str((claim.get("status") or {}).get("providerID") or ""))
+        name = str((claim.get("metadata") or {}).get("name") or "")
+        if parsed is None or parsed[1] not in ids:
+            continue
+        try:
+            k8s_nodeclaims.delete(api, name)
+        except (ApiException, HTTPError, OSError) as exc:
+            summary.errors.append(f"NodeClaim {name} not deleted: {exc}")
 
 
 def _drain(api: ApiClient, names: list[str], summary: CleanupSummary, seconds: float,
