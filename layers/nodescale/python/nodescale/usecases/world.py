@@ -173,7 +173,10 @@ class World:
     def with_node_labels(self, labels: Mapping[str, Mapping[str, str]]) -> World:
         """This snapshot with ``labels`` (node name -> labels) set on those Nodes (written since it was read)."""
         def relabelled(node: ClusterNode) -> ClusterNode:
-            return replace(node, labels={**node.labels, **labels[node.name]})
+            merged = {**node.labels, **labels[node.name]}
+            # The API object too (copied, never changed in place), so no reader of it sees the labels as listed.
+            meta = {**(node.raw.get("metadata") or {}), "labels": merged}
+            return replace(node, labels=merged, raw={**node.raw, "metadata": meta})
 
         return replace(self, nodes=[relabelled(n) if n.name in labels else n for n in self.nodes])
 

@@ -197,8 +197,7 @@ def sync_nodeclaims(rt: Runtime, world: World, *, dry_run: bool = False) -> int:
             continue
         pool = world.nodepools.get(inst.nodepool or "")
         it = world.instance_type(inst.instance_type, inst.nodepool) if pool is not None else None
-        labels = (view.raw.get("metadata") or {}).get("labels") or {}
-        ready = labels.get(wk.INITIALIZED) == TRUE or (
+        ready = view.labels.get(wk.INITIALIZED) == TRUE or (
             pool is not None and it is not None and initialized(view, pool, it))
         status = nodeclaim_status(claim, view.name, ready, now)
         if status is None:
