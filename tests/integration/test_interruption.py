@@ -335,7 +335,7 @@ def test_an_hour_old_spot_warning_drains_through_the_eviction_api_and_respects_t
     summary = replay(rt, hour_old_warning(sim, instance_id), seconds=6)
     (report,) = summary.instances
     assert report.node == victim
-    assert_drained_through_evictions_only(sim, ns, pod, report.to_dict())
+    assert_drained_through_evictions_only(sim, ns, pod, report.to_json())
     assert instance_state(sim, instance_id) == "running" and node(sim, victim) is not None
 
 
