@@ -96,6 +96,8 @@ def test_rbac_grants_exactly_what_the_functions_do() -> None:
     # #30.1: one NodeClaim per launch (created before the Fleet call, deleted when the launch fails), its status.
     expected |= {("karpenter.sh", "nodeclaims", v) for v in ("create", "update", "delete")}
     expected |= {("karpenter.sh", "nodeclaims/status", "patch")}
+    # #30.2: NodePool and EC2NodeClass status, through their status subresource.
+    expected |= {("karpenter.sh", "nodepools/status", "patch"), ("karpenter.k8s.aws", "ec2nodeclasses/status", "patch")}
     assert granted == expected
 
 

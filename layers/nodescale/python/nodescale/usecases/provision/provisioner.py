@@ -39,6 +39,7 @@ from ...runtime import Runtime
 from ...scheduling import ExistingNode, NodeClaim, Plan, solve
 from ...scheduling.static import static_claim
 from ..world import World, read_world, refresh_instances
+from . import pool_status
 from . import registration as node_registration
 from .cluster_budget import ClusterBudget
 from .launch import (
@@ -478,7 +479,13 @@ def _pass(rt: Runtime, tally: Tally, dry_run: bool) -> LaunchOutcome:
         telemetry.count(telemetry.UNSCHEDULABLE_PODS, len(outcome.unschedulable))
     tally.add_outcome(pods, outcome)
     tally.add_buffers(world, outcome)
-    tally.add_static(keep_static_capacity(rt, world, dry_run=dry_run))
+    static = keep_static_capacity(rt, world, dry_run=dry_run)
+    tally.add_static(static)
+    if not dry_run:  # NodePool and EC2NodeClass status, from what this pass read and launched (#30.2)
+        after = static.world or world
+        if outcome.launches or static.launches:  # the pools' new nodes count: instances read again, once
+            after = refresh_instances(after, rt.aws.ec2)
+        pool_status.write_status(rt, after)
     return outcome
 
 
