@@ -28,7 +28,6 @@ from kubernetes.client.exceptions import ApiException
 from nodescale.k8s.raw import MERGE_PATCH, WatchStream, request_json
 from nodescale.model import labels as wk
 from nodescale.runtime import Runtime
-from nodescale.scheduling import nodeclaim_manifest as ncm
 from nodescale.usecases.provision import provisioner as provisioning
 from sim.environment import Environment
 from tests.integration import helpers
@@ -99,7 +98,7 @@ def test_kubectl_get_nodeclaims_lists_the_launch_launched_registered_and_initial
     [claim] = nodeclaims(sim)
     name = claim["metadata"]["name"]
     assert name.startswith("default-") and len(name) == len("default-") + 5
-    assert claim["metadata"]["finalizers"] == [ncm.TERMINATION_FINALIZER]
+    assert claim["metadata"]["finalizers"] == [wk.TERMINATION_FINALIZER]
     assert claim["metadata"]["labels"][wk.NODEPOOL] == "default"
     assert claim["metadata"]["labels"][wk.NODECLASS] == "default"
     assert claim["metadata"]["labels"]["team"] == "platform"

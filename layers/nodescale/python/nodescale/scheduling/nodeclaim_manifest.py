@@ -30,7 +30,6 @@ VERSION = "v1"
 PLURAL = "nodeclaims"
 KIND = "NodeClaim"
 API_VERSION = f"{GROUP}/{VERSION}"
-TERMINATION_FINALIZER = "karpenter.sh/termination"
 NODECLASS_GROUP = "karpenter.k8s.aws"
 
 LAUNCHED = "Launched"
@@ -109,7 +108,7 @@ def nodeclaim_object(
     owned by its NodePool when the pool is a cluster object (``owner_uid``)."""
     labels = {**pool.labels, **{k: v for k, v in claim.labels.items() if isinstance(v, str)},
               pool.label_key: pool.real_name, wk.NODECLASS: pool.node_class}
-    metadata: dict[str, Any] = {"name": name, "labels": labels, "finalizers": [TERMINATION_FINALIZER]}
+    metadata: dict[str, Any] = {"name": name, "labels": labels, "finalizers": [wk.TERMINATION_FINALIZER]}
     if pool.annotations:
         metadata["annotations"] = dict(pool.annotations)
     if owner_uid:
