@@ -100,8 +100,13 @@ def test_nodepool_and_ec2nodeclass_status_after_a_pass(sim: Environment, ns: str
     assert broken["ValidationSucceeded"]["status"] == "False" and broken["ValidationSucceeded"]["message"]
     assert broken["NodeClassReady"]["status"] == "False" and broken["Ready"]["status"] == "False"
 
-    # Once the node has registered, a pass that finds nothing changed writes no status.
-    provisioning.provision_once(runtime_for(sim, nodepool_sources=("cluster",)))
+    # Once the node has registered and initialized, a pass that finds nothing changed writes no status.
+    def settled() -> bool:
+        provisioning.provision_once(runtime_for(sim, nodepool_sources=("cluster",)))
+        return any((n["metadata"].get("labels") or {}).get("karpenter.sh/initialized") == "true"
+                   for n in helpers.managed_nodes(sim))
+
+    wait_for("the node to register and initialize", settled, timeout=60)
     version = _get(sim, "NodePool", "default")["metadata"]["resourceVersion"]
     provisioning.provision_once(runtime_for(sim, nodepool_sources=("cluster",)))
     assert _get(sim, "NodePool", "default")["metadata"]["resourceVersion"] == version
