@@ -6,6 +6,14 @@ and the Kubernetes client from dummy settings that point at loopback (nothing is
 clients makes no request). Reported per function: import seconds, client seconds, their sum
 (target under 0.8 s), the whole process's wall time, and the heaviest top-level packages the
 import pulls in (from `python -X importtime`), to see what a slow start is made of.
+
+An absolute time on a shared machine says little (#32, cold start), so each handler start is paired
+with a start of the floor every Python Lambda with boto3 and Powertools pays, run just before it on the
+same interpreter: import boto3 and Powertools' Logger and Metrics (what the handlers use), set both up
+and build one EC2 client. The ratio of the handler's time to the floor's (median to median, worst to
+worst) is the figure to compare across machines; the goal is at most 1.25.
+
+`python -m bench.coldstart [repeats]` (default 5 starts of each).
 """
 
 from __future__ import annotations
@@ -16,7 +24,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +35,8 @@ from bench import print_lines
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = ("provisioner", "interruption", "disruption", "cleanup")
 TARGET_SECONDS = 0.5  # issue #16 item 5 (the layer budget of item 2 allowed 0.8)
-REPEATS = 3
+REPEATS = 5
+RATIO_GOAL = 1.25  # issue #32, cold start: a handler's start at most 1.25 times the floor
 
 # Runs in the fresh interpreter: time the import, then the clients.
 _PROBE = """
@@ -39,6 +50,18 @@ from nodescale.runtime import Runtime
 rt = Runtime.from_settings()
 t2 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "clients": t2 - t1, "modules": len(sys.modules)}))
+"""
+
+# The floor, in the fresh interpreter: what any Powertools Lambda that calls EC2 does before its first event.
+_FLOOR_PROBE = """
+import json, sys, time
+t0 = time.perf_counter()
+import boto3
+from aws_lambda_powertools import Logger, Metrics
+Logger(); Metrics()
+boto3.client("ec2")
+t1 = time.perf_counter()
+print(json.dumps({"total": t1 - t0, "modules": len(sys.modules)}))
 """
 
 KUBECONFIG_TEXT = """apiVersion: v1
@@ -80,20 +103,55 @@ def handler_path(function: str) -> Path:
     return ROOT / "lambdas" / function / "handler.py"
 
 
-def measure(function: str, env: dict[str, str]) -> dict[str, float]:
-    """One cold start of ``function`` in a new interpreter."""
-    import time
+@dataclass(frozen=True)
+class Summary:
+    """A function's starts beside the floor's: seconds, and the ratios that carry across machines."""
 
+    median: float
+    worst: float
+    floor_median: float
+    floor_worst: float
+
+    @property
+    def median_ratio(self) -> float:
+        return self.median / self.floor_median
+
+    @property
+    def worst_ratio(self) -> float:
+        return self.worst / self.floor_worst
+
+
+def summarize(starts: Sequence[float], floor: Sequence[float]) -> Summary:
+    """Median and worst of a function's start times and of the floor's, measured side by side."""
+    if not starts or not floor:
+        raise ValueError("summarize needs at least one start of the function and one of the floor")
+    if min(floor) <= 0:
+        raise ValueError(f"floor times must be positive seconds, got {min(floor)}")
+    return Summary(statistics.median(starts), max(starts), statistics.median(floor), max(floor))
+
+
+def _run_probe(code: str, args: list[str], env: dict[str, str], what: str) -> dict[str, float]:
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", _PROBE, str(handler_path(function))], capture_output=True,
-                          text=True, env=env, timeout=60, cwd=ROOT)
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                          timeout=60, cwd=ROOT)
     wall = time.perf_counter() - started
     if done.returncode != 0:
-        raise RuntimeError(f"{function}: the cold start failed: {done.stderr.strip()[-2000:]}")
+        raise RuntimeError(f"{what}: the cold start failed: {done.stderr.strip()[-2000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     result["process"] = wall
+    return result
+
+
+def measure(function: str, env: dict[str, str]) -> dict[str, float]:
+    """One cold start of ``function`` in a new interpreter."""
+    result = _run_probe(_PROBE, [str(handler_path(function))], env, function)
     result["total"] = result["import"] + result["clients"]
     return result
+
+
+def measure_floor(env: dict[str, str]) -> dict[str, float]:
+    """One start of the floor (boto3, Powertools, one EC2 client) in a new interpreter."""
+    return _run_probe(_FLOOR_PROBE, [], env, "floor")
 
 
 def heaviest_imports(function: str, env: dict[str, str], top: int = 5) -> list[tuple[str, float]]:
@@ -114,21 +172,46 @@ def heaviest_imports(function: str, env: dict[str, str], top: int = 5) -> list[t
     return sorted(totals.items(), key=lambda kv: -kv[1])[:top]
 
 
+def repeats_from(argv: Sequence[str]) -> int:
+    """The optional first argument: how many measured starts per function (default REPEATS)."""
+    if len(argv) < 2:
+        return REPEATS
+    if not argv[1].isdigit() or int(argv[1]) < 1:
+        raise SystemExit(f"bench.coldstart: repeats must be a positive whole number, got {argv[1]!r}")
+    return int(argv[1])
+
+
 def run() -> Iterator[str]:
+    repeats = repeats_from(sys.argv)
     with tempfile.TemporaryDirectory(prefix="bench-coldstart-") as tmp:
         env = dummy_env(Path(tmp))
+        measure_floor(env)  # writes the floor's bytecode, as the handlers' first start does theirs
         for function in FUNCTIONS:
             # The first start also warms the file system cache: the median of the next ones is reported.
             measure(function, env)
-            runs = [measure(function, env) for _ in range(REPEATS)]
-            med: dict[str, Any] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-            best = min(r["total"] for r in runs)
-            verdict = "met" if med["total"] < TARGET_SECONDS else "MISSED"
-            heavy = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in heaviest_imports(function, env))
-            yield (f"coldstart: {function}: median {med['total']:.2f} s, best {best:.2f} s of {REPEATS} "
-                   f"(import {med['import']:.2f} s + clients "
-                   f"{med['clients']:.2f} s; process {med['process']:.2f} s; {int(med['modules'])} modules) "
-                   f"target < {TARGET_SECONDS} s: {verdict}; heaviest imports: {heavy}")
+            runs: list[dict[str, float]] = []
+            floor: list[float] = []
+            for _ in range(repeats):  # each start right after a floor start, so both see the same load
+                floor.append(measure_floor(env)["total"])
+                runs.append(measure(function, env))
+            yield report_line(function, runs, summarize([r["total"] for r in runs], floor), repeats,
+                       heaviest_imports(function, env))
+
+
+def report_line(function: str, runs: list[dict[str, float]], summary: Summary, repeats: int,
+         heavy: list[tuple[str, float]]) -> str:
+    med: dict[str, Any] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    best = min(r["total"] for r in runs)
+    verdict = "met" if med["total"] < TARGET_SECONDS else "MISSED"
+    ratio_verdict = "met" if summary.median_ratio <= RATIO_GOAL and summary.worst_ratio <= RATIO_GOAL else "MISSED"
+    heaviest = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in heavy)
+    return (f"coldstart: {function}: median {med['total']:.2f} s, best {best:.2f} s, worst {summary.worst:.2f} s "
+            f"of {repeats} (import {med['import']:.2f} s + clients "
+            f"{med['clients']:.2f} s; process {med['process']:.2f} s; {int(med['modules'])} modules) "
+            f"target < {TARGET_SECONDS} s: {verdict}; floor (boto3 + Powertools + one EC2 client) median "
+            f"{summary.floor_median:.2f} s, worst {summary.floor_worst:.2f} s; ratio to the floor median "
+            f"{summary.median_ratio:.2f}, worst {summary.worst_ratio:.2f} (goal <= {RATIO_GOAL}): {ratio_verdict}; "
+            f"heaviest imports: {heaviest}")
 
 
 if __name__ == "__main__":
