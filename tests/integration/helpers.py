@@ -277,6 +277,16 @@ def managed_nodes(sim: Environment) -> list[dict]:
     return [n for n in nodes if {POOL_LABEL, PROVISIONER_LABEL} & set(n["metadata"].get("labels") or {})]
 
 
+def node_named(sim: Environment, name: str) -> dict | None:
+    """The Node ``name`` as the API serves it now, or None once it is gone."""
+    try:
+        return request_json(sim.kube_api_client(), "GET", f"/api/v1/nodes/{name}")
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
 def node_of(sim: Environment, instance_id: str) -> dict:
     """The node of the instance, once it has registered."""
 

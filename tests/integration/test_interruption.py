@@ -21,7 +21,6 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kubernetes.client.exceptions import ApiException
 
 from nodescale import cli, clock, runtime
 from nodescale.commands import replay as replay_cmd
@@ -130,12 +129,7 @@ def provision(sim: Environment, rt: Runtime, ns: str, count: int) -> list[dict]:
 
 
 def node(sim: Environment, name: str) -> dict | None:
-    try:
-        return request_json(sim.kube_api_client(), "GET", f"/api/v1/nodes/{name}")
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
+    return helpers.node_named(sim, name)
 
 
 def instance_of(node_obj: dict) -> str:

@@ -41,15 +41,6 @@ def rt(sim: Environment) -> Runtime:
     return helpers.runtime_for(sim, registration_timeout_seconds=10.0**6)
 
 
-def _node(sim: Environment, name: str) -> dict | None:
-    try:
-        return request_json(sim.kube_api_client(), "GET", f"/api/v1/nodes/{name}")
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
-
-
 def launch_node(sim: Environment, rt: Runtime, ns: str) -> tuple[str, str]:
     """A node nodescale launched for a pending pod, registered and given its finalizer: (node, instance)."""
     put_pool(sim, (EXAMPLES / "karpenter-v1" / "default.yaml").read_text(), "default")
@@ -100,7 +91,7 @@ def test_a_deleted_node_drains_in_karpenters_order_then_its_instance_and_finaliz
     terminated and the finalizer removed (termination suite_test.go It "should evict pods in order and wait
     until pods are fully deleted", It "should exclude nodes from load balancers when terminating")."""
     node, iid = launch_node(sim, rt, ns)
-    assert TERMINATION_FINALIZER in _node(sim, node)["metadata"]["finalizers"]
+    assert TERMINATION_FINALIZER in helpers.node_named(sim, node)["metadata"]["finalizers"]
     api = sim.kube_api_client()
     request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods",
                  body=_pod("crit", node=node, priorityClassName="system-cluster-critical"))
@@ -112,7 +103,7 @@ def test_a_deleted_node_drains_in_karpenters_order_then_its_instance_and_finaliz
     order: list[set[str]] = []
     for _ in range(8):
         disrupting.disrupt_once(rt)
-        current = _node(sim, node)
+        current = helpers.node_named(sim, node)
         if current is None:
             break
         assert current["metadata"]["labels"].get(EXCLUDE_FROM_LOAD_BALANCERS)
@@ -121,7 +112,7 @@ def test_a_deleted_node_drains_in_karpenters_order_then_its_instance_and_finaliz
         order.append({name for name, leaving in _present(sim, ns).items() if leaving})
         sim.advance(GRACE + 1)
     assert [o for o in order if o] == [{"app"}, {"ds"}, {"crit"}, {"critds"}]
-    assert _node(sim, node) is None
+    assert helpers.node_named(sim, node) is None
     assert instance_state(sim, iid) in ("shutting-down", "terminated")
 
 
@@ -160,13 +151,13 @@ def test_the_instance_waits_for_volume_attachments_of_drained_pods_only(sim: Env
     report = disrupting.disrupt_once(rt)  # drained, but db's volume is still attached
     assert claims["data"] in attached()
     assert instance_state(sim, iid) == "running"
-    assert TERMINATION_FINALIZER in _node(sim, node)["metadata"]["finalizers"]
+    assert TERMINATION_FINALIZER in helpers.node_named(sim, node)["metadata"]["finalizers"]
     assert any("VolumeAttachment" in (t.get("reason") or "") for t in report["terminations"]), report["terminations"]
     sim.advance(5)
     wait_for("db's volume detached", lambda: attached() == {claims["kept"]})
     disrupting.disrupt_once(rt)
     assert instance_state(sim, iid) in ("shutting-down", "terminated")
-    wait_for("the node gone", lambda: _node(sim, node) is None)
+    wait_for("the node gone", lambda: helpers.node_named(sim, node) is None)
 
 
 def test_a_node_nodescale_did_not_launch_gets_no_finalizer(sim: Environment, rt: Runtime, ns: str) -> None:
@@ -180,8 +171,8 @@ def test_a_node_nodescale_did_not_launch_gets_no_finalizer(sim: Environment, rt:
         "karpenter.sh/nodepool": "default"}}, "spec": {"providerID": f"aws:///us-east-1a/{theirs}"}})
     try:
         provisioning.provision_once(rt)
-        assert not _node(sim, foreign)["metadata"].get("finalizers")
-        assert TERMINATION_FINALIZER in _node(sim, node)["metadata"]["finalizers"]
+        assert not helpers.node_named(sim, foreign)["metadata"].get("finalizers")
+        assert TERMINATION_FINALIZER in helpers.node_named(sim, node)["metadata"]["finalizers"]
     finally:
         helpers.delete_quietly(api, f"/api/v1/nodes/{foreign}")
 
@@ -201,7 +192,7 @@ def test_a_deleted_nodeclaim_deletes_its_node_and_loses_its_finalizer_last(sim: 
         "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
                  "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]}})
     request_json(api, "PATCH", f"{path}/status", body={"status": {
-        "providerID": _node(sim, node)["spec"]["providerID"], "nodeName": node}}, content_type=MERGE_PATCH)
+        "providerID": helpers.node_named(sim, node)["spec"]["providerID"], "nodeName": node}}, content_type=MERGE_PATCH)
     request_json(api, "DELETE", path)
     for _ in range(6):
         disrupting.disrupt_once(rt)
@@ -210,9 +201,9 @@ def test_a_deleted_nodeclaim_deletes_its_node_and_loses_its_finalizer_last(sim: 
         except ApiException as exc:
             assert exc.status == 404
             break
-        assert _node(sim, node) is not None or instance_state(sim, iid) != "running"
+        assert helpers.node_named(sim, node) is not None or instance_state(sim, iid) != "running"
         sim.advance(GRACE + 1)
     else:
         pytest.fail("the NodeClaim was never released")
-    assert _node(sim, node) is None
+    assert helpers.node_named(sim, node) is None
     assert instance_state(sim, iid) in ("shutting-down", "terminated")
