@@ -55,6 +55,22 @@ def ensure(api: ApiClient, path: str, finalizer: str, attempts: int = 3) -> bool
     return False
 
 
+def release(api: ApiClient, path: str, finalizer: str, attempts: int = 3) -> bool:
+    """Remove ``finalizer`` from the object as it is now, reading it again after a conflict (``ensure``'s
+    twin); False when it was not there or the object is gone. FinalizerConflict after ``attempts``."""
+    for attempt in range(attempts):
+        try:
+            return remove(api, path, request_json(api, "GET", path), finalizer)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        except FinalizerConflict:
+            if attempt == attempts - 1:
+                raise
+    return False
+
+
 def remove(api: ApiClient, path: str, obj: Mapping[str, Any], finalizer: str) -> bool:
     """Remove ``finalizer`` from the object at ``path`` as read in ``obj``; False when it is not there (or
     the object is gone)."""

@@ -34,7 +34,6 @@ from ..k8s import finalizers as k8s_finalizers
 from ..k8s import listing
 from ..k8s import nodeclaims as k8s_nodeclaims
 from ..k8s import nodes as k8s_nodes
-from ..k8s.raw import request_json
 from ..model.labels import TERMINATION_FINALIZER
 from ..model.node import parse_provider_id
 from ..runtime import Runtime
@@ -116,7 +115,8 @@ def _run(
             try:
                 # False means already gone (the instance's end can remove its Node first): removed all the same.
                 k8s_nodes.delete_node(api, name)
-                _release(api, k8s_nodes.node_path(name))
+                # The stack is going: nothing would ever finish that termination, and this run did its work.
+                k8s_finalizers.release(api, k8s_nodes.node_path(name), TERMINATION_FINALIZER)
                 summary.nodes.append(name)
             except (ApiException, HTTPError, OSError, k8s_finalizers.FinalizerConflict) as exc:
                 summary.errors.append(f"node {name} not deleted: {exc}")
@@ -132,22 +132,6 @@ def _run(
     # (logging raises KeyError, and `cdk destroy` failed on it).
     log.info(summary.message, extra={"summary": summary.to_dict()})
     return summary.to_dict()
-
-
-def _release(api: ApiClient, path: str) -> None:
-    """Take nodescale's termination finalizer off a deleted object: the stack is going, nothing would ever
-    finish that termination, and its drain and termination are done here already."""
-    for attempt in range(3):
-        try:
-            k8s_finalizers.remove(api, path, request_json(api, "GET", path), TERMINATION_FINALIZER)
-            return
-        except ApiException as exc:
-            if exc.status == 404:
-                return
-            raise
-        except k8s_finalizers.FinalizerConflict:
-            if attempt == 2:
-                raise
 
 
 def _delete_nodeclaims(api: ApiClient, ids: set[str], summary: CleanupSummary) -> None:
