@@ -110,3 +110,12 @@ def test_the_launched_status_and_the_conditions_karpenter_sets() -> None:
 
 def test_a_duration_as_go_prints_it() -> None:
     assert [ncm.go_duration(s) for s in (0, 45, 5400, 720 * 3600, 3661)] == ["0s", "45s", "1h30m", "720h", "1h1m1s"]
+
+
+def test_a_long_pool_name_is_cut_as_generate_name_cuts_it() -> None:
+    """#30.1, hostile input: a NodePool may be named with up to 253 characters; kube-apiserver's generateName
+    (names.SimpleNameGenerator, maxGeneratedNameLength 58) keeps 58 of the prefix, so the name fits 63."""
+    assert ncm.claim_name("default", "abcde") == "default-abcde"
+    long = "p" * 253
+    name = ncm.claim_name(long, "abcde")
+    assert len(name) == 63 and name == "p" * 58 + "abcde"

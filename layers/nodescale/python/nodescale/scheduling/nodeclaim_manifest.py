@@ -46,9 +46,15 @@ _ALLOWED_KARPENTER_KEYS = frozenset({wk.CAPACITY_TYPE, wk.NODEPOOL})
 MAX_REQUIREMENTS = 100
 
 
+# kube-apiserver's generateName keeps at most this much of the prefix (63 less the 5 random characters), so a
+# NodePool named up to 253 characters still gets a NodeClaim name the API server takes.
+MAX_GENERATED_PREFIX = 58
+
+
 def claim_name(pool: str, suffix: str) -> str:
-    """``<nodepool>-<suffix>``: Karpenter's generateName of a pool's NodeClaims (5 random characters)."""
-    return f"{pool}-{suffix}"
+    """``<nodepool>-<suffix>``: Karpenter's generateName of a pool's NodeClaims (5 random characters), the
+    prefix cut as kube-apiserver cuts it."""
+    return f"{pool}-"[:MAX_GENERATED_PREFIX] + suffix
 
 
 def go_duration(seconds: float) -> str:
