@@ -151,6 +151,17 @@ def empty(env: Environment, *, keep_pools: bool = False, node_timeout: float = 3
     for item in dynamodb.scan(TableName=table).get("Items") or []:
         dynamodb.delete_item(TableName=table, Key={"pk": item["pk"]})
     wait_for("the test's nodes to go", lambda: not _released(api, managed_nodes(env)), timeout=node_timeout)
+    # A pass of the test may still have been launching while the instances were listed above; the next test
+    # would count such an instance as capacity in flight (this once took a pod from a test under CI's load).
+    wait_for("the test's instances to go", lambda: not _terminated(env), timeout=node_timeout)
+
+
+def _terminated(env: Environment) -> list[str]:
+    """The cluster's live instances, after asking EC2 to terminate them."""
+    live = instance_ids(env)
+    if live:
+        env.boto3_client("ec2").terminate_instances(InstanceIds=live)
+    return instance_ids(env)
 
 
 def _released(api: Any, nodes: list[dict]) -> list[dict]:
