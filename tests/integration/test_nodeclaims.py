@@ -28,6 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from nodescale.k8s.raw import MERGE_PATCH, WatchStream, request_json
 from nodescale.model import labels as wk
 from nodescale.runtime import Runtime
+from nodescale.scheduling import nodeclaim_manifest as ncm
 from nodescale.usecases.provision import provisioner as provisioning
 from sim.environment import Environment
 from tests.integration import helpers
@@ -207,3 +208,80 @@ def test_a_cluster_nodepool_owns_its_nodeclaims(sim: Environment, ns: str) -> No
     assert owner == {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "name": "default", "uid": uid,
                      "blockOwnerDeletion": True}
     assert nodeclaims(sim)[0]["status"]["providerID"].endswith(launch.instance_id)
+
+
+def _claim(sim: Environment, name: str, *, ours: bool, instance: str = "") -> dict[str, Any]:
+    """A NodeClaim of the default pool as the admin writes it: nodescale's (its annotation) or another's (as
+    Karpenter's, during a migration), launched as ``instance`` when given (Registered Unknown since then)."""
+    api = sim.kube_api_client()
+    metadata: dict[str, Any] = {"name": name, "labels": {wk.NODEPOOL: "default"},
+                                "finalizers": [wk.TERMINATION_FINALIZER]}
+    if ours:
+        metadata["annotations"] = {ncm.OWNER_ANNOTATION: sim.cluster}
+    made = request_json(api, "POST", COLLECTION, body={
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": metadata,
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                 "requirements": [{"key": wk.NODEPOOL, "operator": "In", "values": ["default"]}]}})
+    if instance:
+        since = made["metadata"]["creationTimestamp"]
+        conditions = ncm.set_condition([], ncm.LAUNCHED, ncm.TRUE, now=since, generation=1)
+        conditions = ncm.set_condition(conditions, ncm.REGISTERED, ncm.UNKNOWN, now=since, generation=1)
+        request_json(api, "PATCH", f"{COLLECTION}/{name}/status", content_type=MERGE_PATCH, body={
+            "status": {"providerID": f"aws:///us-east-1a/{instance}", "conditions": conditions}})
+    return made
+
+
+def _stuck_instance(sim: Environment, *, ours: bool = True) -> str:
+    """An instance whose user data can never join a node (as a broken AMI or bootstrap would): this cluster's
+    (tagged) or one nodescale did not launch."""
+    tags = [{"Key": wk.NODEPOOL, "Value": "default"}]
+    if ours:
+        tags.append({"Key": helpers.CLUSTER_TAG, "Value": sim.cluster})
+    image = sim.boto3_client("ssm").get_parameter(
+        Name="/aws/service/eks/optimized-ami/1.31/amazon-linux-2/recommended/image_id")["Parameter"]["Value"]
+    return sim.boto3_client("ec2").run_instances(
+        ImageId=image, InstanceType="c6a.large", MinCount=1, MaxCount=1, UserData="#!/bin/bash\nexit 1\n",
+        Placement={"AvailabilityZone": "us-east-1a"},
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )["Instances"][0]["InstanceId"]
+
+
+def _state(sim: Environment, instance: str) -> str:
+    found = sim.boto3_client("ec2").describe_instances(InstanceIds=[instance])
+    return str(found["Reservations"][0]["Instances"][0]["State"]["Name"])
+
+
+def test_nodeclaims_whose_node_never_registers_are_deleted_after_the_registration_ttl(
+    sim: Environment, rt: Runtime,
+) -> None:
+    """#30.1, kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle/liveness_test.go, Describe "Liveness":
+    Entry "should delete the nodeClaim when the Node hasn't registered past the registration ttl" (its instance
+    terminated, its finalizer released: `kubectl get nodeclaims` no longer lists it) and It "should delete the
+    NodeClaim when the NodeClaim hasn't launched past the registration ttl" (no providerID); Entry "should ignore
+    NodeClaims not managed by this Karpenter instance": a NodeClaim nodescale did not create stays, finalizer
+    and all, and its instance runs on."""
+    helpers.install_karpenter_crds(sim)
+    put_pool(sim, (EXAMPLES / V1).read_text(), "default")
+    stuck, foreign_instance = _stuck_instance(sim), _stuck_instance(sim, ours=False)
+    _claim(sim, "default-stuck", ours=True, instance=stuck)
+    _claim(sim, "default-never", ours=True)
+    _claim(sim, "default-karpenter", ours=False, instance=foreign_instance)
+    _claim(sim, "default-karpenter-never", ours=False)
+
+    try:
+        within = provisioning.provision_once(rt)  # within the TTL: nothing goes
+        assert within.registration_timeouts == [] and len(nodeclaims(sim)) == 4
+
+        sim.advance(rt.settings.registration_timeout_seconds + 1)
+        after = provisioning.provision_once(runtime_for(sim))
+
+        assert stuck in after.registration_timeouts
+        assert _state(sim, stuck) in ("shutting-down", "terminated")
+        left = {c["metadata"]["name"]: c for c in nodeclaims(sim)}
+        assert sorted(left) == ["default-karpenter", "default-karpenter-never"]
+        assert all(c["metadata"]["finalizers"] == [wk.TERMINATION_FINALIZER] and "deletionTimestamp" not in c["metadata"]
+                   for c in left.values())
+        assert "default-stuck" not in kubectl(sim, "get", "nodeclaims")
+        assert foreign_instance not in after.registration_timeouts and _state(sim, foreign_instance) == "running"
+    finally:  # not this cluster's: the emptying between tests leaves it
+        sim.boto3_client("ec2").terminate_instances(InstanceIds=[foreign_instance])

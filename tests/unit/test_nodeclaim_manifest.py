@@ -7,12 +7,14 @@ Restates kubernetes-sigs/karpenter:
   nodeClassRef, expireAfter and terminationGracePeriod, and the termination finalizer; its NodePool owns it;
 - pkg/controllers/nodeclaim/lifecycle/launch_test.go "should add the Launched status condition after creating the
   NodeClaim" and operatorpkg's condition shape (type, status, reason, message, lastTransitionTime,
-  observedGeneration), the root Ready condition True only once Launched, Registered and Initialized are.
+  observedGeneration), the root Ready condition True only once Launched, Registered and Initialized are;
+- pkg/controllers/nodeclaim/lifecycle/liveness_test.go (the registration TTL), each test naming its Entry/It.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime, timedelta
 
 from nodescale.model import labels as wk
 from nodescale.model.instancetype import InstanceType, Offering
@@ -20,6 +22,7 @@ from nodescale.model.nodepool import Disruption, NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.model.taints import Taint
+from nodescale.model.timestamps import parse_timestamp
 from nodescale.scheduling import nodeclaim_manifest as ncm
 from nodescale.scheduling import solve
 
@@ -119,3 +122,86 @@ def test_a_long_pool_name_is_cut_as_generate_name_cuts_it() -> None:
     long = "p" * 253
     name = ncm.claim_name(long, "abcde")
     assert len(name) == 63 and name == "p" * 58 + "abcde"
+
+
+# ----------------------------------------------------------------------------------- registration TTL (#30.1)
+TTL = 900.0
+
+
+def at(text: str) -> datetime:
+    parsed = parse_timestamp(text)
+    assert parsed is not None
+    return parsed
+
+
+def ours(**status: object) -> dict:
+    """A NodeClaim nodescale created for cluster "demo", created at T0."""
+    return {"metadata": {"name": "default-ab12c", "creationTimestamp": T0,
+                         "annotations": {ncm.OWNER_ANNOTATION: "demo"}}, "status": dict(status)}
+
+
+def launched_at(since: str, **extra: object) -> dict:
+    conditions = ncm.set_condition([], ncm.REGISTERED, ncm.UNKNOWN, now=since, generation=1)
+    return ours(providerID="aws:///us-east-1a/i-0abc", conditions=conditions, **extra)
+
+
+def test_nodescale_marks_the_nodeclaims_it_creates_with_its_cluster() -> None:
+    """#30.1: the annotation that lets the registration TTL tell nodescale's NodeClaims from any other's."""
+    p = pool()
+    [claim] = solve(pods(1), [p], {p.name: TYPES}).node_claims
+    obj = ncm.nodeclaim_object(claim, p, claim.instance_types, name="default-x", cluster="demo")
+    assert obj["metadata"]["annotations"] == {"example.com/owner": "ops", ncm.OWNER_ANNOTATION: "demo"}
+    assert ncm.created_by(obj, "demo") and not ncm.created_by(obj, "other")
+
+
+def test_a_nodeclaim_whose_node_has_not_registered_past_the_ttl_expires() -> None:
+    """#30.1: kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle/liveness_test.go, Describe "Liveness",
+    Entry "should delete the nodeClaim when the Node hasn't registered past the registration ttl": the TTL runs
+    from the launch (the Registered condition's transition), not from the creation."""
+    claim = launched_at(T1)
+    assert not ncm.registration_expired(claim, "demo", now=at(T1) + timedelta(seconds=TTL), ttl_seconds=TTL)
+    assert ncm.registration_expired(claim, "demo", now=at(T1) + timedelta(seconds=TTL + 1), ttl_seconds=TTL)
+    assert ncm.instance_of(claim) == "i-0abc"
+
+
+def test_a_nodeclaim_never_launched_expires_past_the_ttl_from_its_creation() -> None:
+    """#30.1: liveness_test.go It "should delete the NodeClaim when the NodeClaim hasn't launched past the
+    registration ttl" (no providerID: the function stopped between the create and the Fleet call)."""
+    claim = ours()
+    assert ncm.instance_of(claim) == ""
+    assert not ncm.registration_expired(claim, "demo", now=at(T0) + timedelta(seconds=TTL), ttl_seconds=TTL)
+    assert ncm.registration_expired(claim, "demo", now=at(T0) + timedelta(seconds=TTL + 1), ttl_seconds=TTL)
+
+
+def test_a_registered_nodeclaim_never_expires() -> None:
+    """#30.1: liveness_test.go It "shouldn't delete the nodeClaim when the node has registered past the
+    registration ttl": a nodeName or Registered=True keeps it, however old."""
+    late = at(T0) + timedelta(days=3)
+    named = launched_at(T0, nodeName="ip-10-0-0-1.ec2.internal")
+    joined = launched_at(T0)
+    joined["status"]["conditions"] = ncm.set_condition(joined["status"]["conditions"], ncm.REGISTERED, ncm.TRUE,
+                                                       now=T1, generation=1)
+    for claim in (named, joined):
+        assert not ncm.registration_expired(claim, "demo", now=late, ttl_seconds=TTL, stale={"i-0abc"})
+
+
+def test_a_nodeclaim_nodescale_did_not_create_never_expires() -> None:
+    """#30.1: liveness_test.go Entry "should ignore NodeClaims not managed by this Karpenter instance": one
+    without nodescale's annotation (Karpenter's, during a migration) or another cluster's is never deleted."""
+    late = at(T0) + timedelta(days=3)
+    foreign = launched_at(T0)
+    del foreign["metadata"]["annotations"]
+    other = launched_at(T0)
+    other["metadata"]["annotations"] = {ncm.OWNER_ANNOTATION: "other"}
+    for claim in (foreign, other):
+        assert not ncm.registration_expired(claim, "demo", now=late, ttl_seconds=TTL, stale={"i-0abc"})
+
+
+def test_the_nodeclaim_of_an_instance_timed_out_in_ec2_expires_with_it() -> None:
+    """#30.1: the instance's own timeout (EC2's launch time, a little before the NodeClaim's launch was written)
+    terminating it takes its NodeClaim too; one being deleted is left to the finalizer."""
+    claim = launched_at(T1)
+    assert ncm.registration_expired(claim, "demo", now=at(T1), ttl_seconds=TTL, stale={"i-0abc"})
+    assert not ncm.registration_expired(claim, "demo", now=at(T1), ttl_seconds=TTL, stale={"i-0def"})
+    claim["metadata"]["deletionTimestamp"] = T1
+    assert not ncm.registration_expired(claim, "demo", now=at(T1) + timedelta(days=1), ttl_seconds=TTL)

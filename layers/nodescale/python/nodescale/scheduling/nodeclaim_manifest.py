@@ -5,6 +5,7 @@
     launched_status(...)                                               status after the launch (providerID...)
     set_condition(conditions, type, status, ...)                       one condition set, Karpenter's shape
     with_ready(conditions, ...)                                        the root Ready condition from the others
+    registration_expired(claim, cluster, now=..., ...)                ours, unregistered past the TTL (#30.1)
 
 Pure: the caller gives the name suffix, the time and the object's generation. Karpenter's NodeClaim (its
 pkg/apis/v1/nodeclaim.go, nodeclaim_status.go) narrows the pool template's requirements to the instance
@@ -14,15 +15,18 @@ taints, node class reference, expireAfter and terminationGracePeriod.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from ..model import labels as wk
 from ..model import resources as res
 from ..model.instancetype import InstanceType
+from ..model.node import parse_provider_id
 from ..model.nodepool import NodePool
 from ..model.requirements import Requirement, Requirements
 from ..model.taints import Taint
+from ..model.timestamps import parse_timestamp
 from .plan import NodeClaim
 
 GROUP = "karpenter.sh"
@@ -44,6 +48,9 @@ AWAITING = ("AwaitingReconciliation", "object is awaiting reconciliation")
 # Requirement keys the NodeClaim CRD refuses (its x-kubernetes-validations): a claim never carries them.
 _ALLOWED_KARPENTER_KEYS = frozenset({wk.CAPACITY_TYPE, wk.NODEPOOL})
 MAX_REQUIREMENTS = 100
+# Marks the NodeClaims nodescale created, with the cluster's name (the EC2 ownership tag's key and value): only
+# those are ever deleted by it. Karpenter's own NodeClaims, during a migration, carry no such annotation.
+OWNER_ANNOTATION = "nodescale.io/cluster"
 
 
 # kube-apiserver's generateName keeps at most this much of the prefix (63 less the 5 random characters), so a
@@ -108,15 +115,16 @@ def _requests(claim: NodeClaim) -> dict[str, str]:
 
 
 def nodeclaim_object(
-    claim: NodeClaim, pool: NodePool, offered: Sequence[str], *, name: str, owner_uid: str = "",
+    claim: NodeClaim, pool: NodePool, offered: Sequence[str], *, name: str, owner_uid: str = "", cluster: str = "",
 ) -> dict[str, Any]:
     """The NodeClaim created before the launch: labels, annotations, spec and the termination finalizer;
-    owned by its NodePool when the pool is a cluster object (``owner_uid``)."""
+    owned by its NodePool when the pool is a cluster object (``owner_uid``); marked as this ``cluster``'s."""
     labels = {**pool.labels, **{k: v for k, v in claim.labels.items() if isinstance(v, str)},
               pool.label_key: pool.real_name, wk.NODECLASS: pool.node_class}
     metadata: dict[str, Any] = {"name": name, "labels": labels, "finalizers": [wk.TERMINATION_FINALIZER]}
-    if pool.annotations:
-        metadata["annotations"] = dict(pool.annotations)
+    annotations = {**pool.annotations, **({OWNER_ANNOTATION: cluster} if cluster else {})}
+    if annotations:
+        metadata["annotations"] = annotations
     if owner_uid:
         metadata["ownerReferences"] = [{"apiVersion": API_VERSION, "kind": "NodePool", "name": pool.real_name,
                                         "uid": owner_uid, "blockOwnerDeletion": True}]
@@ -200,3 +208,53 @@ def launched_status(
     if image_id:
         status["imageID"] = image_id
     return status
+
+
+# ---------------------------------------------------------------------------------- registration TTL (#30.1)
+
+
+def created_by(claim: Mapping[str, Any], cluster: str) -> bool:
+    """The NodeClaim is one nodescale created for ``cluster`` (its annotation), so nodescale may delete it."""
+    annotations = (claim.get("metadata") or {}).get("annotations") or {}
+    return bool(cluster) and annotations.get(OWNER_ANNOTATION) == cluster
+
+
+def registered(claim: Mapping[str, Any]) -> bool:
+    """Its node has joined: status.nodeName written, or Registered=True."""
+    status = claim.get("status") or {}
+    conditions = status.get("conditions") or []
+    return bool(status.get("nodeName")) or any(
+        c.get("type") == REGISTERED and c.get("status") == TRUE for c in conditions if isinstance(c, Mapping))
+
+
+def registration_since(claim: Mapping[str, Any]) -> datetime | None:
+    """When the wait for registration began: its Registered condition's last transition (written at the launch),
+    else its creation (a NodeClaim never launched). None when neither is readable."""
+    for c in (claim.get("status") or {}).get("conditions") or []:
+        if isinstance(c, Mapping) and c.get("type") == REGISTERED:
+            since = parse_timestamp(c.get("lastTransitionTime"))
+            if since is not None:
+                return since
+    return parse_timestamp((claim.get("metadata") or {}).get("creationTimestamp"))
+
+
+def instance_of(claim: Mapping[str, Any]) -> str:
+    """The EC2 instance its providerID names ("" before the launch)."""
+    parsed = parse_provider_id(str((claim.get("status") or {}).get("providerID") or ""))
+    return parsed[1] if parsed else ""
+
+
+def registration_expired(
+    claim: Mapping[str, Any], cluster: str, *, now: datetime, ttl_seconds: float, stale: Collection[str] = (),
+) -> bool:
+    """Karpenter's liveness: a NodeClaim of ours whose node has not registered within the TTL since launch (or,
+    never launched, since creation) is to be deleted; so is one whose instance is in ``stale`` (the instances
+    the same TTL, read from EC2's launch time, is terminating). One being deleted is the finalizer's business."""
+    if not created_by(claim, cluster) or registered(claim):
+        return False
+    if (claim.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    if instance_of(claim) in stale:
+        return True
+    since = registration_since(claim)
+    return since is not None and (now - since).total_seconds() > ttl_seconds

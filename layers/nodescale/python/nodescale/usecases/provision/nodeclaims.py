@@ -4,6 +4,9 @@ when the launch gave it no instance.
     created(rt, pool, claims, options) -> names      one NodeClaim per planned node ("" where none was made)
     launched(rt, name, inst, it, image_id)           providerID, imageID, capacity, allocatable, Launched=True
     discard(rt, names)                               a launch that got no instance leaves no NodeClaim
+    listed(rt) -> claims | None                      every NodeClaim (None without the CRD or on an error)
+    past_registration_ttl(rt, stale, now, ttl)       ours whose node never registered (Karpenter's liveness)
+    remove(rt, claims)                               their finalizer released and deleted, once instances went
 
 Bookkeeping never holds capacity back: without the NodeClaim CRD (a 404 on the collection) or when a write
 fails, the launch goes on, and a warning says so (once per invocation for the missing CRD).
@@ -12,8 +15,9 @@ fails, the launch goes on, and a warning says so (once per invocation for the mi
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Iterable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.exceptions import ApiException
 
@@ -69,7 +73,7 @@ def created(rt: Runtime, pool: NodePool, claims: Sequence[NodeClaim], options: S
     names: list[str] = []
     for claim in claims:
         name = ncm.claim_name(pool.real_name, k8s_nodeclaims.random_suffix())
-        manifest = ncm.nodeclaim_object(claim, pool, offered, name=name, owner_uid=uid)
+        manifest = ncm.nodeclaim_object(claim, pool, offered, name=name, owner_uid=uid, cluster=rt.cluster)
         try:
             names.append(str(k8s_nodeclaims.create(rt.api, manifest)["metadata"]["name"]))
         except k8s_nodeclaims.NodeClaimsMissing:
@@ -107,3 +111,45 @@ def discard(rt: Runtime, names: Iterable[str]) -> None:
         except ApiException as exc:
             log.warning("could not delete the NodeClaim of a failed launch", extra={"nodeclaim": name,
                                                                                      "error": str(exc)})
+
+
+def listed(rt: Runtime) -> list[dict[str, Any]] | None:
+    """Every NodeClaim; None without the CRD (a warning once per invocation) or when the list fails."""
+    book = state(rt)
+    if book.missing:
+        return None
+    try:
+        return k8s_nodeclaims.list_all(rt.api)
+    except k8s_nodeclaims.NodeClaimsMissing:
+        book.missing = True
+        log.warning("the cluster has no NodeClaim CRD (nodeclaims.karpenter.sh): NodeClaims are not kept")
+        return None
+    except ApiException as exc:
+        log.warning("could not list NodeClaims", extra={"error": str(exc)})
+        return None
+
+
+def past_registration_ttl(
+    rt: Runtime, stale: Collection[str], *, now: datetime, ttl_seconds: float,
+) -> list[dict[str, Any]]:
+    """The NodeClaims nodescale created whose node has not registered within the TTL (Karpenter's liveness),
+    with those of the instances in ``stale``; never one nodescale did not create."""
+    return [c for c in listed(rt) or ()
+            if ncm.registration_expired(c, rt.cluster, now=now, ttl_seconds=ttl_seconds, stale=stale)]
+
+
+def remove(rt: Runtime, claims: Iterable[dict[str, Any]]) -> list[str]:
+    """Release the termination finalizer of these NodeClaims (their instances are gone: the caller terminated
+    them) and delete them. Returns the names removed; one that fails is left for the next pass."""
+    removed = []
+    for claim in claims:
+        name = str((claim.get("metadata") or {}).get("name") or "")
+        try:
+            k8s_nodeclaims.delete(rt.api, name)
+        except ApiException as exc:
+            log.warning("could not delete an unregistered NodeClaim", extra={"nodeclaim": name, "error": str(exc)})
+            continue
+        removed.append(name)
+        log.warning("nodeclaim did not register in time; deleted",
+                    extra={"nodeclaim": name, "instance_id": ncm.instance_of(claim) or None})
+    return removed

@@ -37,9 +37,10 @@ from ...model.instancetype import InstanceType
 from ...model.pod import Pod
 from ...runtime import Runtime
 from ...scheduling import ExistingNode, NodeClaim, Plan, solve
+from ...scheduling import nodeclaim_manifest as ncm
 from ...scheduling.static import static_claim
 from ..world import World, read_world, refresh_instances
-from . import pool_status
+from . import nodeclaims, pool_status
 from . import registration as node_registration
 from .cluster_budget import ClusterBudget
 from .launch import (
@@ -443,19 +444,23 @@ def _recorder(rt: Runtime, world: World) -> k8s_events.EventRecorder:
 
 def _expire_unregistered(rt: Runtime, world: World, tally: Tally, dry_run: bool) -> list[str]:
     """Instances whose Node never came within the registration timeout: terminated (if ours), their
-    pods planned again. Returns the ids to leave out of this pass's planning."""
-    stale = ec2_instances.unregistered(
-        world.unregistered_instances(), (), rt.settings.registration_timeout_seconds, now=world.now
-    )
-    if not stale:
-        return []
+    pods planned again; with the NodeClaims nodescale created whose node never registered (Karpenter's
+    liveness, #30.1), deleted once their instances are. Returns the ids to leave out of this pass's planning."""
+    timeout = rt.settings.registration_timeout_seconds
+    stale = ec2_instances.unregistered(world.unregistered_instances(), (), timeout, now=world.now)
     ids = [i.instance_id for i in stale]
+    claims = [] if dry_run else nodeclaims.past_registration_ttl(rt, ids, now=world.now, ttl_seconds=timeout)
+    ids = sorted({*ids, *(iid for c in claims if (iid := ncm.instance_of(c)))})
+    if not ids and not claims:
+        return []
     if not dry_run:
         result = ec2_instances.terminate(rt.aws.ec2, ids, rt.cluster)
         ids = result.terminated + result.missing
         for iid in result.terminated:
             log.warning("instance did not register in time; terminated",
-                        extra={"instance_id": iid, "timeout_seconds": rt.settings.registration_timeout_seconds})
+                        extra={"instance_id": iid, "timeout_seconds": timeout})
+        # The instances are gone (or were never ours): nothing is left for the finalizer to wait on.
+        nodeclaims.remove(rt, claims)
     tally.add_timeouts(ids)
     return ids
 

@@ -28,7 +28,7 @@ from ...k8s import nodeclaims as k8s_nodeclaims
 from ...k8s import nodes as k8s_nodes
 from ...model import labels as wk
 from ...model.instancetype import InstanceType
-from ...model.node import ClusterNode, parse_provider_id
+from ...model.node import ClusterNode
 from ...model.nodepool import NodePool
 from ...scheduling import nodeclaim_manifest as ncm
 from ...scheduling.inflight import startup_keys
@@ -160,24 +160,10 @@ def _statuses(conditions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 def _claims_by_instance(rt: Runtime) -> dict[str, dict[str, Any]] | None:
     """This cluster's NodeClaims by the instance their providerID names; None without the CRD or on an error."""
-    book = nodeclaims.state(rt)
-    if book.missing:
+    claims = nodeclaims.listed(rt)
+    if claims is None:
         return None
-    try:
-        claims = k8s_nodeclaims.list_all(rt.api)
-    except k8s_nodeclaims.NodeClaimsMissing:
-        book.missing = True
-        log.warning("the cluster has no NodeClaim CRD (nodeclaims.karpenter.sh): NodeClaims are not kept")
-        return None
-    except ApiException as exc:
-        log.warning("could not list NodeClaims", extra={"error": str(exc)})
-        return None
-    out = {}
-    for claim in claims:
-        parsed = parse_provider_id(str((claim.get("status") or {}).get("providerID") or ""))
-        if parsed is not None:
-            out[parsed[1]] = claim
-    return out
+    return {iid: claim for claim in claims if (iid := ncm.instance_of(claim))}
 
 
 def sync_nodeclaims(rt: Runtime, world: World, *, dry_run: bool = False) -> int:
