@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..clock import Clock, parse_time
-from . import volumes
+from . import volumebinding, volumes
 from .disruption import refresh_pdb_status
 from .lifecycle import (
     advance_foreground,
@@ -33,6 +33,7 @@ from .lifecycle import (
 from .objects import controller_ref, meta, node_ready, pod_terminal
 from .rbac import CLUSTER_ROLES, aggregate_cluster_roles
 from .scheduler import Scheduler, wants_default_scheduler
+from .statefulsets import reconcile_statefulset
 from .store import Store
 from .workloads import (
     RUN_SECONDS_ANNOTATION,
@@ -49,9 +50,12 @@ _WORKLOADS: dict[str, Callable[[Store, str, str], None]] = {
     "apps/v1/replicasets": reconcile_replicaset,
     "apps/v1/daemonsets": reconcile_daemonset,
     "batch/v1/jobs": reconcile_job,
+    "apps/v1/statefulsets": reconcile_statefulset,
 }
 _OWNER_KINDS = {"ReplicaSet": "apps/v1/replicasets", "DaemonSet": "apps/v1/daemonsets", "Job": "batch/v1/jobs",
-                "Deployment": "apps/v1/deployments"}
+                "Deployment": "apps/v1/deployments", "StatefulSet": "apps/v1/statefulsets"}
+# A claim bound, a volume made or a class added may let a pending pod's volumes fit (VolumeBinding's events).
+_VOLUME_RESOURCES = (volumebinding.PVCS, volumebinding.PVS, volumebinding.CLASSES)
 _BATCH = 20_000
 
 
@@ -201,6 +205,8 @@ class Controllers:
                 self._dirty[_OWNER_KINDS[ref["kind"]]].add((meta(obj)["namespace"], ref.get("name", "")))
         elif resource == "policy/v1/poddisruptionbudgets" and event_type != "DELETED":
             self._pdb_namespaces.add(meta(obj).get("namespace", ""))
+        elif resource in _VOLUME_RESOURCES and self._pending:
+            self._schedule = True
         elif resource == CLUSTER_ROLES:
             # Any ClusterRole's labels or rules may feed an aggregated one (or stop feeding it).
             self._aggregate = True
@@ -292,7 +298,8 @@ class Controllers:
             self._all_daemonsets = False
             for ds in self.store.snapshot("apps/v1/daemonsets"):
                 self._dirty["apps/v1/daemonsets"].add((meta(ds)["namespace"], meta(ds)["name"]))
-        for resource in ("apps/v1/deployments", "apps/v1/replicasets", "apps/v1/daemonsets", "batch/v1/jobs"):
+        for resource in ("apps/v1/deployments", "apps/v1/replicasets", "apps/v1/daemonsets", "batch/v1/jobs",
+                         "apps/v1/statefulsets"):
             dirty, self._dirty[resource] = self._dirty[resource], set()
             started = time.monotonic()
             for namespace, name in sorted(dirty):

@@ -119,8 +119,16 @@ def apply_create_defaults(resource: str, obj: dict[str, Any], uid: str) -> None:
             "strategy", {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}
         )
         _template_defaults(obj)
-    elif resource in ("apps/v1/replicasets", "apps/v1/statefulsets"):
+    elif resource == "apps/v1/replicasets":
         obj.setdefault("spec", {}).setdefault("replicas", 1)
+        _template_defaults(obj)
+    elif resource == "apps/v1/statefulsets":
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("replicas", 1)
+        spec.setdefault("podManagementPolicy", "OrderedReady")
+        spec.setdefault("updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"})
         _template_defaults(obj)
     elif resource == "apps/v1/daemonsets":
         spec = obj.setdefault("spec", {})
@@ -129,6 +137,17 @@ def apply_create_defaults(resource: str, obj: dict[str, Any], uid: str) -> None:
         _template_defaults(obj)
     elif resource == "batch/v1/jobs":
         _job_defaults(obj, uid)
+    elif resource == "storage.k8s.io/v1/storageclasses":
+        obj.setdefault("reclaimPolicy", "Delete")
+        obj.setdefault("volumeBindingMode", "Immediate")
+    elif resource == "v1/persistentvolumes":
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+        spec.setdefault("volumeMode", "Filesystem")
+        obj.setdefault("status", {}).setdefault("phase", "Pending")
+    elif resource == "v1/persistentvolumeclaims":
+        obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
+        obj.setdefault("status", {}).setdefault("phase", "Pending")
     elif resource == "policy/v1/poddisruptionbudgets":
         obj.setdefault("status", {}).update(
             {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}

@@ -113,6 +113,12 @@ def _term_matches(term: dict[str, Any], labels: dict[str, str], name: str) -> bo
     return all(_expression_matches(f, {"metadata.name": name}) for f in fields)
 
 
+def matches_node_selector(selector: dict[str, Any], node: dict[str, Any]) -> bool:
+    """A required NodeSelector (a PersistentVolume's ``nodeAffinity.required``): any of its terms matches."""
+    labels = meta(node).get("labels") or {}
+    return any(_term_matches(term, labels, meta(node).get("name", "")) for term in selector.get("nodeSelectorTerms") or [])
+
+
 def matches_node_selection(spec: dict[str, Any], node: dict[str, Any]) -> bool:
     """nodeSelector and requiredDuringSchedulingIgnoredDuringExecution node affinity."""
     labels = meta(node).get("labels") or {}

@@ -6,7 +6,10 @@ costs about (nodes + pods) per group rather than nodes x pods. Required pod affi
 hard topology spread are kube-scheduler's filters (`interpod`), as is NodePorts (a host port, protocol and IP
 held by a pod on the node refuses another pod asking for it): a group under them is placed pod by pod,
 each seeing the ones before it, and stops at the first pod that fits nowhere (the rest, identical, would not
-fit either).
+fit either). VolumeBinding (`volumebinding`) runs after NodeResourcesFit: a pod whose claims cannot be
+used anywhere fits no node with the plugin's message; a node its volumes cannot reach is filtered out; a pod
+whose WaitForFirstConsumer claim is still unbound is placed on its own (the claim it provisions constrains the
+next pod using it), its volume provisioned in the chosen node's zone just before the pod is bound.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from . import interpod
+from . import interpod, volumebinding
 from .errors import ApiError
 from .objects import meta, pod_terminal, set_condition
 from .placement import (
@@ -136,17 +139,23 @@ class Scheduler:
             free[name] = remaining
         return free
 
-    @staticmethod
-    def _signature(pod: dict[str, Any], requests: dict[str, int]) -> str:
+    def _signature(self, pod: dict[str, Any], requests: dict[str, int]) -> str:
         spec = pod.get("spec") or {}
+        claims: list[str] = volumebinding.claim_names(pod)
+        if claims and any(self._unbound(meta(pod).get("namespace") or "default", c) for c in claims):
+            claims.append(meta(pod).get("uid", ""))  # placed alone: it binds a claim the next pod sees bound
         required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
             "requiredDuringSchedulingIgnoredDuringExecution"
         )
         return json.dumps(
             [sorted(requests.items()), spec.get("nodeSelector"), required, spec.get("tolerations"),
-             interpod.signature(pod), host_ports(spec)],
+             interpod.signature(pod), host_ports(spec), claims],
             sort_keys=True,
         )
+
+    def _unbound(self, namespace: str, claim_name: str) -> bool:
+        claim = self.store.peek(volumebinding.PVCS, claim_name, namespace)
+        return claim is not None and not (claim.get("spec") or {}).get("volumeName")
 
     def schedule(self, pending: list[tuple[str, str]]) -> int:
         """One scheduling pass over the given pending pods; returns how many were bound."""
@@ -187,8 +196,16 @@ class Scheduler:
         spec = group[0].get("spec") or {}
         requests = self.requests_of(group[0])
         ports = self.ports_of(group[0])
+        volumes = volumebinding.pod_volumes(self.store, group[0])
+        if isinstance(volumes, str):
+            for pod in group:
+                self._mark_unschedulable(pod, _rejected_message(len(nodes), volumes))
+            return 0
         static = {meta(node)["name"]: static_reason(spec, node) for node in nodes}
-        candidates = [meta(node)["name"] for node in nodes if static[meta(node)["name"]] is None]
+        volume = {meta(node)["name"]: volumes.reasons(node) for node in nodes} if volumes else {}
+        candidates = [meta(node)["name"] for node in nodes
+                      if static[meta(node)["name"]] is None and not volume.get(meta(node)["name"])]
+        by_name = {meta(node)["name"]: node for node in nodes}
         pointer = 0  # the candidates before it can take no more pods of this group in this pass
         unplaced = []
         bound = 0
@@ -214,6 +231,8 @@ class Scheduler:
                 unplaced.extend(group[index:])
                 break
             try:
+                if volumes is not None and volumes.delayed:
+                    volumebinding.provision(self.store, volumes, by_name[node_name])
                 bound_pod = self.store.bind(meta(pod)["name"], meta(pod)["namespace"], node_name)
             except ApiError:
                 continue  # deleted or bound by someone else since the pass began
@@ -229,7 +248,7 @@ class Scheduler:
             bound += 1
         if unplaced:
             message = self._unschedulable_message(nodes, static, requests, free, rules,
-                                                  {n for n in candidates if self._ports_taken(ports, n)})
+                                                  {n for n in candidates if self._ports_taken(ports, n)}, volume)
             for pod in unplaced:
                 self._mark_unschedulable(pod, message)
         return bound
@@ -242,6 +261,7 @@ class Scheduler:
         free: dict[str, dict[str, int]],
         rules: interpod.Rules | None = None,
         ports_taken: set[str] | frozenset[str] = frozenset(),
+        volume: dict[str, tuple[str, ...]] | None = None,
     ) -> str:
         total = len(nodes)
         if total == 0:
@@ -255,6 +275,9 @@ class Scheduler:
                 reasons[PORTS_REASON] += 1
             elif insufficient(requests, free[name]):
                 for reason in insufficient(requests, free[name]):
+                    reasons[reason] += 1
+            elif volume and volume.get(name):
+                for reason in volume[name]:
                     reasons[reason] += 1
             elif rules is not None and (reason := rules.reason(name)) is not None:
                 reasons[reason] += 1
@@ -289,6 +312,14 @@ class Scheduler:
             )
 
         self.store.modify("v1/pods", meta(pod)["name"], meta(pod)["namespace"], change, "status")
+
+
+def _rejected_message(total: int, reason: str) -> str:
+    """A FitError's message when a PreFilter plugin rejected the pod: its reason instead of a per-node count."""
+    if total == 0:
+        return "no nodes available to schedule pods"
+    return (f"0/{total} nodes are available: {reason}. preemption: 0/{total} nodes are available: "
+            f"{total} Preemption is not helpful for scheduling.")
 
 
 def _unschedulable(pod: dict[str, Any]) -> bool:

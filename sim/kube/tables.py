@@ -3,7 +3,7 @@
 kubectl asks for a list or an object with `Accept: application/json;as=Table;v=v1;g=meta.k8s.io, ...`
 and prints the columns the server sends (upper-cased), the ones with `priority` 1 only with
 `-o wide`. The columns and cells follow kube-apiserver's printers (`pkg/printers/internalversion`)
-for pods, nodes, events, deployments, namespaces and PodDisruptionBudgets; every other kind gets the
+for pods, nodes, events, deployments, StatefulSets, namespaces and PodDisruptionBudgets; every other kind gets the
 name and age, as kube-apiserver's printers do for custom resources without printer columns; a custom
 resource whose CRD has additionalPrinterColumns gets them (printcolumns.py).
 
@@ -208,6 +208,15 @@ def _deployment_cells(deployment: dict[str, Any], now: datetime) -> list[Any]:
     ]
 
 
+def _statefulset_cells(sts: dict[str, Any], now: datetime) -> list[Any]:
+    spec, status = sts.get("spec") or {}, sts.get("status") or {}
+    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    return [
+        meta(sts).get("name", ""), f"{status.get('readyReplicas') or 0}/{spec.get('replicas', 1)}", _age(sts, now),
+        ",".join(c.get("name", "") for c in containers), ",".join(c.get("image", "") for c in containers),
+    ]
+
+
 def _pdb_cells(pdb: dict[str, Any], now: datetime) -> list[Any]:
     spec = pdb.get("spec") or {}
     return [
@@ -240,6 +249,8 @@ PRINTERS: dict[tuple[str, str], tuple[list[Column], Cells]] = {
     ("apps", "Deployment"): ([_NAME, ("Ready", "string", "", 0), ("Up-to-date", "integer", "", 0),
                               ("Available", "integer", "", 0), _AGE, ("Containers", "string", "", 1),
                               ("Images", "string", "", 1), ("Selector", "string", "", 1)], _deployment_cells),
+    ("apps", "StatefulSet"): ([_NAME, ("Ready", "string", "", 0), _AGE, ("Containers", "string", "", 1),
+                               ("Images", "string", "", 1)], _statefulset_cells),
     ("policy", "PodDisruptionBudget"): ([_NAME, ("Min Available", "string", "", 0),
                                          ("Max Unavailable", "string", "", 0),
                                          ("Allowed Disruptions", "integer", "", 0), _AGE], _pdb_cells),

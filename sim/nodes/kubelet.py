@@ -275,6 +275,9 @@ class Kubelet:
             "beta.kubernetes.io/instance-type": instance["InstanceType"],
             "topology.kubernetes.io/zone": zone,
             "failure-domain.beta.kubernetes.io/zone": zone,
+            # The EBS CSI driver's node plugin (an EKS add-on) registers its topology key, and kubelet labels the
+            # node with it: the node affinity of every volume that driver provisions requires it.
+            "topology.ebs.csi.aws.com/zone": zone,
             "topology.kubernetes.io/region": self.region,
             "failure-domain.beta.kubernetes.io/region": self.region,
         }

@@ -114,3 +114,15 @@ def test_a_custom_resource_gets_its_crds_printer_columns() -> None:
                                           "default", "default", None]
     assert result["rows"][1]["cells"] == ["default-zz999"] + [None] * 5 + ["30s"] + [None] * 5
     assert _columns(table("karpenter.sh", "NodeClaim", [claim], NOW, {})) == [("Name", 0), ("Age", 0)]
+
+
+def test_a_statefulset_table_has_kubectls_columns() -> None:
+    """#31.2: `kubectl get sts` as kube-apiserver's printer (pkg/printers/internalversion printers.go
+    statefulSetColumnDefinitions, TestPrintStatefulSet): Name, Ready (ready/desired), Age, and Containers and
+    Images with -o wide."""
+    sts = {"metadata": {"name": "db", "creationTimestamp": "2026-01-01T11:00:00Z"},
+           "spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "pg", "image": "postgres:16"}]}}},
+           "status": {"readyReplicas": 1}}
+    result = table("apps", "StatefulSet", [sts], NOW, {})
+    assert _columns(result) == [("Name", 0), ("Ready", 0), ("Age", 0), ("Containers", 1), ("Images", 1)]
+    assert result["rows"][0]["cells"] == ["db", "1/3", "60m", "pg", "postgres:16"]
