@@ -63,6 +63,8 @@ CAPACITY_RESERVATION_INTERRUPTIBLE = "karpenter.k8s.aws/capacity-reservation-int
 # Labels of the offering a node was launched into, not of its instance type.
 RESERVATION_KEYS = (CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_TYPE, CAPACITY_RESERVATION_INTERRUPTIBLE)
 
+EBS_CSI_ZONE = "topology.ebs.csi.aws.com/zone"
+
 # karpenter.sh/provisioner-name is not one of them: it names a v1alpha5 Provisioner's nodes, and
 # karpenter.sh/nodepool a NodePool's (Karpenter v0.32-v0.33 ran both kinds side by side, apart).
 # The kubelet and Karpenter still honour these; a requirement on one is a requirement on its GA key.
@@ -72,6 +74,9 @@ ALIASES = {
     "beta.kubernetes.io/instance-type": INSTANCE_TYPE,
     "failure-domain.beta.kubernetes.io/zone": ZONE,
     "failure-domain.beta.kubernetes.io/region": REGION,
+    # The EBS CSI driver's zone key, as karpenter-provider-aws adds it to Karpenter's NormalizedLabels: a
+    # volume's node affinity on it is a requirement on the zone a node is launched in (#31.1).
+    EBS_CSI_ZONE: ZONE,
 }
 
 # Labels every instance type or offering defines, so a pod may constrain them even when a NodePool does not.

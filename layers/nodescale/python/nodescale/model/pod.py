@@ -22,6 +22,7 @@ DEFAULT_SCHEDULER = "default-scheduler"
 # The built-in PriorityClasses' values: what the API server's Priority admission puts in spec.priority.
 # A manifest read offline (`nodescale plan -f`) has not been through admission, so they are filled here.
 SYSTEM_PRIORITIES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+NO_REQUIREMENTS = Requirements()
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +117,9 @@ class Pod:
     # A virtual pod of a CapacityBuffer ("namespace/name" of the buffer): planned for, never bound, evicted
     # or told about in an event. Empty for every real pod.
     buffer: str = ""
+    # What its persistent volumes add to every affinity term (scheduling/volumetopology, #31.1): kept apart
+    # from its node affinity, which topology spread's nodeAffinityPolicy reads, as Karpenter keeps them.
+    volume_requirements: Requirements = NO_REQUIREMENTS
 
     @property
     def key(self) -> str:

@@ -51,6 +51,7 @@ def spec_key(pod: Pod) -> tuple:
         pod.namespace,
         tuple(sorted(pod.labels.items())),
         pod.node_selector,
+        pod.volume_requirements,
         tuple(pod.required_affinity),
         tuple(pod.preferred_affinity),
         pod.tolerations,
@@ -67,6 +68,7 @@ def group_pods(pods: Iterable[Pod], first_id: int = 0) -> list[Group]:
     for pod in pods:
         ident = (
             id(pod.node_selector),
+            id(pod.volume_requirements),
             id(pod.required_affinity),
             id(pod.preferred_affinity),
             id(pod.spread),
@@ -114,7 +116,7 @@ def relaxation_levels(pod: Pod) -> list[Level]:
     hard = tuple(s for s in pod.spread if s.when_unsatisfiable != SCHEDULE_ANYWAY)
 
     def build(term: Requirements, npref: int, naff: int, nanti: int, nany: int, relaxed: str) -> Level:
-        reqs = pod.node_selector.intersect(term)
+        reqs = pod.node_selector.intersect(pod.volume_requirements).intersect(term)
         if npref:
             reqs = reqs.intersect(preferred[len(preferred) - npref][1])
         return Level(

@@ -49,9 +49,10 @@ from ..scheduling import existing, inflight
 from ..scheduling.inflight import in_flight_instance
 from ..scheduling.plan import ExistingNode
 from ..scheduling.pooltypes import PoolTypesError, catalog_region, pool_types
+from ..scheduling.volumetopology import VolumeObjects
 from ..scheduling.workloads import read_daemonsets
 from .nodepool_sources import load_all
-from .world_sources import catalog, read_reservations, read_shifts
+from .world_sources import catalog, read_reservations, read_shifts, read_volumes, with_volume_topology
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -95,6 +96,10 @@ class World:
     reservations: dict[str, list[CapacityReservation]] = field(default_factory=dict)
     # Pods whose spec cannot be read ("namespace/name", why); they are left out of planning.
     pod_errors: list[tuple[str, str]] = field(default_factory=list)
+    # The claims, PersistentVolumes and StorageClasses (read only when a pod names a claim), and the pending
+    # pods left out because their volumes cannot be honoured, with why (also in pod_errors) (#31.1).
+    volumes: VolumeObjects = field(default_factory=VolumeObjects)
+    volume_refusals: dict[str, str] = field(default_factory=dict)
     # Each usable pool's instance types as it launches them (pooltypes: the node class's kubelet, volumes,
     # AMI family; offerings out of capacity, under a zonal shift or without a subnet marked), and the labels
     # its node class gives its nodes (OS and Windows build).
@@ -317,6 +322,8 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     if include_pods:
         pods = read_pods_cached(rt) if pod_cache else listing.list_pods(rt.api).items
     pods_by_node, pending, pod_errors = _sort_pods(pods)
+    volumes = read_volumes(rt, pods)
+    pending, refused = with_volume_topology(pods_by_node, pending, volumes)
     daemonsets, pdbs = read_daemonsets_listed(rt), read_pdbs_listed(rt)
     instances = ec2_instances.list_instances(rt.aws.ec2, settings.cluster_name)
     unavailable = rt.launcher.offerings.snapshot()
@@ -325,8 +332,8 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
         now=now, cluster=settings.cluster_name, nodepools=dict(config.nodepools),
         nodeclasses=dict(config.nodeclasses), overlays=dict(config.overlays) if gates.node_overlay else {}, buffers=buffers, gates=gates,
         resolved_buffers=resolved, config_errors=[*config.errors, *buffer_errors], nodes=nodes, waiting=waiting_pods(pods),
-        pods_by_node=pods_by_node, pending=pending, pod_errors=pod_errors, daemonsets=daemonsets, pdbs=pdbs,
-        instances=instances, unavailable=unavailable, catalog=types, shifts=read_shifts(rt, types),
+        pods_by_node=pods_by_node, pending=pending, pod_errors=[*pod_errors, *refused], daemonsets=daemonsets,
+        pdbs=pdbs, volumes=volumes, volume_refusals=dict(refused), instances=instances, unavailable=unavailable, catalog=types, shifts=read_shifts(rt, types),
         # Karpenter offers no reserved capacity with the ReservedCapacity gate off (on by default).
         reservations=read_reservations(rt.aws.ec2, config.nodeclasses.values(), now) if gates.reserved_capacity else {},
     )

@@ -1,22 +1,31 @@
 """Where a world's cloud-side facts come from: the region's instance types (EC2, else the bundled data, kept
-for a while per container), the zonal shifts in force, and each node class's capacity reservations."""
+for a while per container), the zonal shifts in force, and each node class's capacity reservations; and
+what the pods' persistent volumes require of their nodes."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .. import clock
 from ..aws import capacityreservations, zonalshifts
 from ..aws import catalog as catalogs
+from ..k8s.volumes import read_volume_objects
 from ..model.capacityreservation import CapacityReservation
 from ..model.instancetype import InstanceType
 from ..model.nodepool import NodeClass
+from ..model.pod import Pod
 from ..model.zonalshift import ActiveShift
+from ..scheduling.volumetopology import (
+    VolumeObjects,
+    VolumeTopologyError,
+    pods_use_claims,
+    volume_requirements,
+)
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -76,3 +85,39 @@ def catalog(rt: Runtime) -> list[InstanceType]:
     with _CATALOG_LOCK:
         _CATALOG[region] = (now, types)
     return types
+
+
+def read_volumes(rt: Runtime, raw_pods: Iterable[Mapping[str, Any]]) -> VolumeObjects:
+    """The claims, PersistentVolumes and StorageClasses, read only when some pod names a claim."""
+    return read_volume_objects(rt.api) if pods_use_claims(raw_pods) else VolumeObjects()
+
+
+def apply_volume_topology(pod: Pod, objects: VolumeObjects) -> str | None:
+    """Give the pod what its volumes require of a node (#31.1); why not, for a pending pod that cannot be
+    planned for. A bound pod whose volume cannot be read keeps its own requirements only, with a log line."""
+    try:
+        pod.volume_requirements = volume_requirements(pod.raw, objects)
+    except VolumeTopologyError as exc:
+        if not pod.node_name:
+            return str(exc)
+        log.warning("volume topology of a bound pod left out: %s", exc, extra={"pod": pod.key})
+    return None
+
+
+def with_volume_topology(
+    pods_by_node: Mapping[str, list[Pod]], pending: list[Pod], objects: VolumeObjects,
+) -> tuple[list[Pod], list[tuple[str, str]]]:
+    """Every pod with its volume requirements; the pending pods still to plan and those refused, with why."""
+    if objects.claims:  # without a claim in the cluster no bound pod has a volume requirement
+        for pods in pods_by_node.values():
+            for pod in pods:
+                apply_volume_topology(pod, objects)
+    kept: list[Pod] = []
+    refused: list[tuple[str, str]] = []
+    for pod in pending:
+        why = apply_volume_topology(pod, objects)
+        if why is None:
+            kept.append(pod)
+        else:
+            refused.append((pod.key, why))
+    return kept, refused

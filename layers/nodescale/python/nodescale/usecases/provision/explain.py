@@ -29,6 +29,7 @@ from ...model.requirements import RequirementError
 from ...model.taints import TaintError
 from ...scheduling.inflight import in_flight_instance
 from ..world import World, read_world
+from ..world_sources import apply_volume_topology
 from . import provisioner as provision
 from .launch import LaunchOutcome
 
@@ -213,7 +214,9 @@ def pending_fates(rt: Runtime, world: World) -> list[PodFate]:
     out: list[PodFate] = []
     for waiting in world.waiting:
         key = waiting.key
-        if key in invalid:
+        if key in world.volume_refusals:
+            fate = PodFate(key, UNSCHEDULABLE, _volumes_message(world.volume_refusals[key]))
+        elif key in invalid:
             fate = PodFate(key, INVALID, f"its spec cannot be read: {invalid[key]}")
         elif key in planned:
             fate = planned[key]
@@ -256,6 +259,9 @@ def explain(rt: Runtime, namespace: str, name: str, world: World | None = None) 
     if rule is not None and not _worth_planning(state, pod):
         return PodFate(key, NOT_PROVISIONABLE, f"not for nodescale: {rule}", scheduler_message=scheduler_message)
     world = world or read_world(rt)
+    refused = apply_volume_topology(pod, world.volumes)
+    if refused is not None:
+        return PodFate(key, UNSCHEDULABLE, _volumes_message(refused), scheduler_message=scheduler_message)
     # The pod is planned with every other pending pod: they compete for the same new nodes.
     others = [p for p in world.pending if p.key != key]
     fate = plan_fates(rt, world, [*others, pod], with_buffers=True)[key]
@@ -266,6 +272,10 @@ def explain(rt: Runtime, namespace: str, name: str, world: World | None = None) 
                        buffers=fate.buffers)
     fate.scheduler_message = scheduler_message
     return fate
+
+
+def _volumes_message(why: str) -> str:
+    return f"not planned for: its volumes cannot be honoured ({why}), as Karpenter leaves such a pod"
 
 
 def _worth_planning(state: PodScheduling, pod: Pod) -> bool:
