@@ -134,7 +134,8 @@ def empty(env: Environment, *, keep_pools: bool = False, node_timeout: float = 3
         name = ns["metadata"]["name"]
         if not name.startswith(TEST_NAMESPACE_PREFIX):
             continue
-        for kind in ("apis/apps/v1/namespaces/{}/deployments", "apis/policy/v1/namespaces/{}/poddisruptionbudgets"):
+        for kind in ("apis/apps/v1/namespaces/{}/deployments", "apis/apps/v1/namespaces/{}/statefulsets",
+                     "apis/policy/v1/namespaces/{}/poddisruptionbudgets"):
             base = "/" + kind.format(name)
             for item in request_json(api, "GET", base).get("items") or []:
                 delete_quietly(api, f"{base}/{item['metadata']['name']}")
