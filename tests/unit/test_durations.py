@@ -26,6 +26,7 @@ from nodescale.model.durations import (
     go_duration_seconds,
     parse_nanoseconds,
 )
+from nodescale.model.node import ClusterNode
 from nodescale.model.pod import DoNotDisruptProblem, do_not_disrupt, invalid_do_not_disrupt
 from nodescale.model.timestamps import shifted
 from nodescale.usecases.terminate import grace_deadline
@@ -157,7 +158,7 @@ def test_date_arithmetic_holds_at_the_calendars_ends() -> None:
     assert shifted(NOW, -1e300) == datetime.min.replace(tzinfo=UTC)
     assert shifted(NOW, 60) == NOW + timedelta(minutes=1)
     taint = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule", "timeAdded": "2025-01-01T00:00:00Z"}
-    node = {"metadata": {"name": "n"}, "spec": {"taints": [taint]}}
+    node = ClusterNode.from_dict({"metadata": {"name": "n"}, "spec": {"taints": [taint]}})
     assert grace_deadline(node, 1e300) == datetime.max.replace(tzinfo=UTC)
 
 

@@ -29,7 +29,7 @@ from ..k8s import nodes as k8s_nodes
 from ..k8s.listing import collection_path, list_objects
 from ..k8s.raw import path_segment
 from ..model.labels import EXCLUDE_FROM_LOAD_BALANCERS, TERMINATION_FINALIZER
-from ..model.node import parse_provider_id
+from ..model.node import ClusterNode, parse_provider_id
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -47,10 +47,14 @@ def deleting(obj: Mapping[str, Any]) -> bool:
     return bool(meta.get("deletionTimestamp")) and TERMINATION_FINALIZER in (meta.get("finalizers") or [])
 
 
-def start(rt: Runtime, node: Mapping[str, Any]) -> dict[str, Any]:
-    """Taint the deleted node and take it out of the load balancers (each only if not yet done); returns
-    the node as it is now."""
-    name = str((node.get("metadata") or {}).get("name") or "")
+def node_deleting(node: ClusterNode) -> bool:
+    """``deleting`` for a Node of the world snapshot."""
+    return node.deleting and TERMINATION_FINALIZER in node.finalizers
+
+
+def start(rt: Runtime, name: str) -> dict[str, Any]:
+    """Taint the deleted node ``name`` and take it out of the load balancers (each only if not yet done);
+    returns the node as it is now."""
     current = k8s_nodes.mark_disrupted(rt.api, name).node
     labels = (current.get("metadata") or {}).get("labels") or {}
     if EXCLUDE_FROM_LOAD_BALANCERS not in labels:

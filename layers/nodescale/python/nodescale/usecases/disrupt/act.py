@@ -44,8 +44,6 @@ from .state import (
     RefusalEntry,
     RunState,
     log,
-    node_annotations,
-    node_name,
     replacement_ids,
 )
 
@@ -67,9 +65,9 @@ def finish_under_way(run: RunState, pools: frozenset[str] | None = None) -> tupl
                 in_progress.add(name)
                 protected.update(_nodes_of(run, replacement_ids(view.annotations)))
             continue
-        if finalize.deleting(view.raw):
+        if finalize.node_deleting(view):
             in_progress.add(name)
-            started = _start_deleted(run, view.raw)
+            started = _start_deleted(run, name)
             if started is None:
                 continue
             view = ClusterNode.from_dict(started)
@@ -78,22 +76,21 @@ def finish_under_way(run: RunState, pools: frozenset[str] | None = None) -> tupl
             in_progress.add(name)
             # Its replacement takes the pods this drain evicts: not a candidate while that goes on.
             protected.update(_nodes_of(run, replacement_ids(view.annotations)))
-            continue_drain(run, view.raw)  # the termination step (k8s adapter) works on the API object
+            continue_drain(run, view)
         elif view.annotations.get(REPLACEMENT_ANNOTATION):
             in_progress.add(name)
             protected.update(await_replacement(run, view))
     return in_progress, protected
 
 
-def _start_deleted(run: RunState, raw: dict[str, Any]) -> dict[str, Any] | None:
+def _start_deleted(run: RunState, name: str) -> dict[str, Any] | None:
     """A Node deleted with nodescale's finalizer (``kubectl delete node``): tainted and labelled now, then
     terminated as any node under way (``usecases/finalize``). None when this run cannot go on with it."""
-    name = node_name(raw)
     if run.dry_run:
         run.report.terminations.append({"node": name, "state": "draining", "reason": "node deleted"})
         return None
     try:
-        return finalize.start(run.rt, raw)
+        return finalize.start(run.rt, name)
     except k8s_nodes.NodeGoneError:
         return None
     except ApiException as exc:
@@ -105,10 +102,10 @@ def _nodes_of(run: RunState, instance_ids: list[str]) -> list[str]:
     return [n.name for n in map(run.world.node_for_instance, instance_ids) if n is not None]
 
 
-def continue_drain(run: RunState, raw: dict[str, Any]) -> None:
+def continue_drain(run: RunState, view: ClusterNode) -> None:
     """One more drain round for a tainted node; its instance joins the batch once it is empty."""
-    name = node_name(raw)
-    annotations = node_annotations(raw)
+    name = view.name
+    annotations = view.annotations
     reason = annotations.get(REASON_ANNOTATION, "")
     if run.dry_run:
         run.report.terminations.append({"node": name, "state": "draining", "reason": reason or "under way"})
@@ -117,7 +114,7 @@ def continue_drain(run: RunState, raw: dict[str, Any]) -> None:
         return
     try:
         step = continue_termination(
-            run.rt, run.world, raw, involuntary=reason in FORCEFUL, deadline_monotonic=run.deadline,
+            run.rt, run.world, view, involuntary=reason in FORCEFUL, deadline_monotonic=run.deadline,
             batch=run.batch,
         )
     except (ApiException, ClientError, BotoCoreError) as exc:
