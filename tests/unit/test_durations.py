@@ -27,7 +27,7 @@ from nodescale.model.durations import (
     parse_nanoseconds,
 )
 from nodescale.model.node import ClusterNode
-from nodescale.model.pod import DoNotDisruptProblem, do_not_disrupt, invalid_do_not_disrupt
+from nodescale.model.pod import DoNotDisruptProblem, DrainPod, do_not_disrupt, invalid_do_not_disrupt
 from nodescale.model.timestamps import shifted
 from nodescale.usecases.terminate import grace_deadline
 
@@ -149,7 +149,7 @@ def test_a_pods_own_int64_grace_period_means_delete_now_at_the_nodes_deadline() 
     # OverflowError in the drain (deadline minus the pod's own grace).
     pod = {"metadata": {"name": "p", "namespace": "default"},
            "spec": {"terminationGracePeriodSeconds": 2**63 - 1}}
-    due = drain_policy.pod_delete_time(pod, NOW)
+    due = drain_policy.pod_delete_time(DrainPod.from_dict(pod), NOW)
     assert due is not None and due <= NOW
 
 

@@ -51,7 +51,6 @@ from ..k8s import finalizers as k8s_finalizers
 from ..k8s import nodes as k8s_nodes
 from ..k8s import volumes as k8s_volumes
 from ..k8s.events import WARNING, EventRecorder
-from ..k8s.listing import pods_on_node
 from ..model.labels import TERMINATION_FINALIZER
 from ..model.node import ClusterNode, name_matches_instance
 from ..model.nodelabels import pool_key
@@ -226,7 +225,7 @@ def pending_volumes(rt: Runtime, name: str) -> list[str]:
     attachments = k8s_volumes.attachments_on_node(rt.api, name)
     if not attachments:
         return []
-    kept = {pv for ns, claim in drain_policy.undrainable_claims(pods_on_node(rt.api, name))
+    kept = {pv for ns, claim in drain_policy.undrainable_claims(k8s_drain.drain_pods(rt.api, name))
             if (pv := k8s_volumes.claim_volume(rt.api, ns, claim))}
     return drain_policy.pending_attachments(attachments, kept)
 
