@@ -42,7 +42,8 @@ NODECLAIMS = collection_path("karpenter.sh", "v1", "nodeclaims")
 
 
 def deleting(obj: Mapping[str, Any]) -> bool:
-    """Deleted, and held by nodescale's finalizer: its termination is nodescale's to carry out."""
+    """Deleted, and held by nodescale's finalizer: its termination is nodescale's to carry out (a NodeClaim as
+    listed; a Node of the snapshot: ``node_deleting``)."""
     meta = obj.get("metadata") or {}
     return bool(meta.get("deletionTimestamp")) and TERMINATION_FINALIZER in (meta.get("finalizers") or [])
 
@@ -94,8 +95,8 @@ def _claim_step(rt: Runtime, world: World, claim: dict[str, Any]) -> ClaimStep:
     iid = parsed[1] if parsed else None
     node = _node_of(world, status.get("nodeName"), iid)
     if node is not None:
-        if not (node.get("metadata") or {}).get("deletionTimestamp"):
-            k8s_nodes.delete_node(rt.api, str(node["metadata"]["name"]))
+        if not node.deleting:
+            k8s_nodes.delete_node(rt.api, node.name)
             return ClaimStep(name, "deleting-node")
         return ClaimStep(name, "waiting", "its node is being terminated")
     if iid:
@@ -115,8 +116,8 @@ def _claim_step(rt: Runtime, world: World, claim: dict[str, Any]) -> ClaimStep:
     return ClaimStep(name, "released")
 
 
-def _node_of(world: World, node_name: str | None, iid: str | None) -> dict[str, Any] | None:
+def _node_of(world: World, node_name: str | None, iid: str | None) -> ClusterNode | None:
     for view in world.nodes:
         if (node_name and view.name == node_name) or (iid and view.instance_id == iid):
-            return view.raw
+            return view
     return None
