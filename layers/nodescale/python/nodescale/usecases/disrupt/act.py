@@ -176,7 +176,7 @@ def await_replacement(run: RunState, view: ClusterNode) -> list[str]:
             change = k8s_nodes.mark_disrupted(run.rt.api, name)
         except k8s_nodes.NodeGoneError:
             return protected
-        continue_drain(run, change.node)
+        continue_drain(run, ClusterNode.from_dict(change.node))
     return protected
 
 
@@ -242,7 +242,7 @@ def refused(run: RunState, r: Blocked) -> None:
         run.event(node, EVENT_BLOCKED, message)
 
 
-def act(run: RunState, d: Decision, invalid: Invalid | None = None) -> list[dict[str, Any]]:
+def act(run: RunState, d: Decision, invalid: Invalid | None = None) -> list[ClusterNode]:
     """Report the decision and, unless this is a dry run, start it: replacements first, else the taint.
     ``invalid``: the validation before acting found the command no longer holds; it is reported, not acted on.
     Returns the nodes tainted, for ``drain`` once every decision of the run is tainted (so the pods one
@@ -273,10 +273,10 @@ def act(run: RunState, d: Decision, invalid: Invalid | None = None) -> list[dict
     return _start(run, d, message, replacements)
 
 
-def drain(run: RunState, tainted: list[dict[str, Any]]) -> None:
+def drain(run: RunState, tainted: list[ClusterNode]) -> None:
     """The first drain round of the nodes ``act`` tainted."""
-    for raw in tainted:
-        continue_drain(run, raw)
+    for view in tainted:
+        continue_drain(run, view)
 
 
 def _approved(run: RunState, d: Decision) -> None:
@@ -327,10 +327,10 @@ def _launch_replacement(run: RunState, d: Decision, entry: DecisionEntry) -> lis
     return ids
 
 
-def _start(run: RunState, d: Decision, message: str, replacements: list[str]) -> list[dict[str, Any]]:
+def _start(run: RunState, d: Decision, message: str, replacements: list[str]) -> list[ClusterNode]:
     """Annotate each node; with replacements, cordon it and wait for them, otherwise taint it (returned, to drain)."""
     started = clock.format_timestamp(run.world.now)
-    tainted: list[dict[str, Any]] = []
+    tainted: list[ClusterNode] = []
     for node in d.nodes:
         annotations = {REASON_ANNOTATION: d.reason, STARTED_ANNOTATION: started}
         if replacements:
@@ -342,5 +342,5 @@ def _start(run: RunState, d: Decision, message: str, replacements: list[str]) ->
             run.event(node, EVENT_REPLACING, f"{message}; waiting for replacement {', '.join(replacements)}")
             continue
         run.event(node, EVENT_DECISION, message)
-        tainted.append(k8s_nodes.mark_disrupted(run.rt.api, node).node)
+        tainted.append(ClusterNode.from_dict(k8s_nodes.mark_disrupted(run.rt.api, node).node))
     return tainted
