@@ -17,7 +17,7 @@ from nodescale.disruption.guards import pod_blocks
 from nodescale.k8s import drain
 from nodescale.model.nodepool import Budget
 from nodescale.model.pdb import PodDisruptionBudget
-from nodescale.model.pod import Pod
+from nodescale.model.pod import DrainPod, Pod
 from nodescale.usecases.disrupt.state import FORCEFUL
 from tests import fakes
 from tests.builders import NOW, inputs, node, pod, pool
@@ -63,11 +63,11 @@ def test_a_pod_is_deleted_its_own_grace_before_the_nodes_deadline() -> None:
     # Docs example: a node with a 1 h terminationGracePeriod and a do-not-disrupt pod of 300 s
     # terminationGracePeriodSeconds: the pod is deleted 55 minutes into the drain.
     deadline = NOW + timedelta(hours=1)
-    assert drain_policy.pod_delete_time(raw_pod("a", grace=300), deadline) == NOW + timedelta(minutes=55)
+    assert drain_policy.pod_delete_time(DrainPod.from_dict(raw_pod("a", grace=300)), deadline) == NOW + timedelta(minutes=55)
     # A pod asking for more than the node has is deleted as soon as the drain starts; unset is 30 s.
-    assert drain_policy.pod_delete_time(raw_pod("b", grace=7200), deadline) < NOW
-    assert drain_policy.pod_delete_time(raw_pod("c"), deadline) == deadline - timedelta(seconds=30)
-    assert drain_policy.pod_delete_time(raw_pod("d"), None) is None
+    assert drain_policy.pod_delete_time(DrainPod.from_dict(raw_pod("b", grace=7200)), deadline) < NOW
+    assert drain_policy.pod_delete_time(DrainPod.from_dict(raw_pod("c")), deadline) == deadline - timedelta(seconds=30)
+    assert drain_policy.pod_delete_time(DrainPod.from_dict(raw_pod("d")), None) is None
 
 
 def test_a_drain_holds_do_not_disrupt_until_the_grace_period_then_deletes_with_what_is_left() -> None:
@@ -93,9 +93,9 @@ def test_the_drain_and_the_planner_agree_on_a_do_not_disrupt_duration() -> None:
     ran_out = raw_pod("job", {"karpenter.sh/do-not-disrupt": "30m"}, started=NOW - timedelta(hours=1))
     running = raw_pod("job", {"karpenter.sh/do-not-disrupt": "30m"}, started=NOW - timedelta(minutes=10))
     assert pod_blocks(Pod.from_dict(ran_out), NOW) is None
-    assert not drain_policy.has_do_not_disrupt(ran_out, NOW)
+    assert not drain_policy.has_do_not_disrupt(DrainPod.from_dict(ran_out), NOW)
     assert pod_blocks(Pod.from_dict(running), NOW) is not None
-    assert drain_policy.has_do_not_disrupt(running, NOW)
+    assert drain_policy.has_do_not_disrupt(DrainPod.from_dict(running), NOW)
     api = fakes.RecordingApi()
     result = drain.drain_round(api, "n1", involuntary=False, pods=[ran_out], now=lambda: NOW)
     assert result.blocked_by_do_not_disrupt == []

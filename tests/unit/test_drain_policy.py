@@ -21,7 +21,7 @@ from nodescale.disruption.drain_policy import (
     skip_reason,
     sort_pods,
 )
-from nodescale.model.pod import Pod
+from nodescale.model.pod import DrainPod, Pod
 
 _NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -48,24 +48,24 @@ def running(name="r", **meta) -> dict:
 )
 def test_pods_a_drain_leaves_on_the_node(pod, kind, reason):
     """#29.3: a typed Skip (kind and message); #29.1: the parsed Pod gets the same answer as the raw pod."""
-    skip = skip_reason(pod)
+    skip = skip_reason(DrainPod.from_dict(pod))
     assert skip is not None and skip.kind is kind and str(skip) == reason
     assert pod_skip(Pod.from_dict(pod)) == skip
 
 
 def test_pods_a_drain_removes():
-    assert skip_reason(running()) is None
+    assert skip_reason(DrainPod.from_dict(running())) is None
     other_toleration = {**running(), "spec": {"tolerations": [{"key": "other", "operator": "Exists"}]}}
-    assert skip_reason(other_toleration) is None
+    assert skip_reason(DrainPod.from_dict(other_toleration)) is None
     assert pod_skip(Pod.from_dict(running())) is None and pod_skip(Pod.from_dict(other_toleration)) is None
 
 
 def test_do_not_disrupt_annotations():
-    assert has_do_not_disrupt(running(annotations={"karpenter.sh/do-not-disrupt": "true"}))
+    assert has_do_not_disrupt(DrainPod.from_dict(running(annotations={"karpenter.sh/do-not-disrupt": "true"})))
     # #31.3: do-not-evict holds on a v1alpha5/v1beta1 pool's node only (test_legacy_annotations: v1 ignores it).
-    assert has_do_not_disrupt(running(annotations={"karpenter.sh/do-not-evict": "true"}), legacy=True)
-    assert not has_do_not_disrupt(running(annotations={"karpenter.sh/do-not-disrupt": "false"}))
-    assert not has_do_not_disrupt(running())
+    assert has_do_not_disrupt(DrainPod.from_dict(running(annotations={"karpenter.sh/do-not-evict": "true"})), legacy=True)
+    assert not has_do_not_disrupt(DrainPod.from_dict(running(annotations={"karpenter.sh/do-not-disrupt": "false"})))
+    assert not has_do_not_disrupt(DrainPod.from_dict(running()))
 
 
 def test_drain_result_is_empty_only_when_nothing_is_left_to_wait_for():
@@ -120,13 +120,13 @@ def test_drain_groups_follow_karpenters_order():
     "Termination" / It "should evict pods in order and wait until pods are fully deleted": non-critical pods,
     then non-critical DaemonSet pods, then critical (system-cluster-critical / system-node-critical) pods,
     then critical DaemonSet pods. DaemonSet pods are drained too (they were left on the node before)."""
-    assert drain_group(_pod("a")) is DrainGroup.NON_CRITICAL
-    assert drain_group(_pod("b", daemon=True)) is DrainGroup.NON_CRITICAL_DAEMON
-    assert drain_group(_pod("c", priority="system-node-critical")) is DrainGroup.CRITICAL
-    assert drain_group(_pod("d", priority="system-cluster-critical")) is DrainGroup.CRITICAL
-    assert drain_group(_pod("e", daemon=True, priority="system-node-critical")) is DrainGroup.CRITICAL_DAEMON
-    assert drain_group(_pod("f", priority="high")) is DrainGroup.NON_CRITICAL
-    assert skip_reason(_pod("g", daemon=True)) is None
+    assert drain_group(DrainPod.from_dict(_pod("a"))) is DrainGroup.NON_CRITICAL
+    assert drain_group(DrainPod.from_dict(_pod("b", daemon=True))) is DrainGroup.NON_CRITICAL_DAEMON
+    assert drain_group(DrainPod.from_dict(_pod("c", priority="system-node-critical"))) is DrainGroup.CRITICAL
+    assert drain_group(DrainPod.from_dict(_pod("d", priority="system-cluster-critical"))) is DrainGroup.CRITICAL
+    assert drain_group(DrainPod.from_dict(_pod("e", daemon=True, priority="system-node-critical"))) is DrainGroup.CRITICAL_DAEMON
+    assert drain_group(DrainPod.from_dict(_pod("f", priority="high"))) is DrainGroup.NON_CRITICAL
+    assert skip_reason(DrainPod.from_dict(_pod("g", daemon=True))) is None
 
 
 @pytest.mark.parametrize(
@@ -148,8 +148,8 @@ def test_a_round_evicts_only_the_first_group_left(names, evicted_first):
         "critds": _pod("critds", daemon=True, priority="system-node-critical"),
     }
     result = DrainResult("n1")
-    to_evict, to_delete = sort_pods(result, [pods[n] for n in names], False, None, _NOW)
-    assert {f"default/{p['metadata']['name']}" for p in to_evict} == evicted_first
+    to_evict, to_delete = sort_pods(result, [DrainPod.from_dict(pods[n]) for n in names], False, None, _NOW)
+    assert {p.key for p in to_evict} == evicted_first
     assert not to_delete
     assert set(result.waiting) == {f"default/{n}" for n in names} - evicted_first
     assert result.empty == (len(names) == 1)  # the evictions themselves are recorded by the round
@@ -160,7 +160,7 @@ def test_a_terminating_pod_holds_back_the_next_group():
     shutting down still blocks the DaemonSet pods."""
     leaving = _pod("app", deletionTimestamp="2026-01-01T00:00:00Z")
     result = DrainResult("n1")
-    to_evict, _ = sort_pods(result, [leaving, _pod("ds", daemon=True)], False, None, _NOW)
+    to_evict, _ = sort_pods(result, [DrainPod.from_dict(p) for p in (leaving, _pod("ds", daemon=True))], False, None, _NOW)
     assert to_evict == [] and result.terminating == ["default/app"] and result.waiting == ["default/ds"]
 
 
@@ -173,8 +173,8 @@ def test_pods_a_drain_never_evicts_do_not_start_a_group():
         {"key": "karpenter.sh/disrupted", "operator": "Equal", "value": "", "effect": "NoSchedule"}]
     finished = {**_pod("done"), "status": {"phase": "Succeeded"}}
     mirror = _pod("mirror", annotations={"kubernetes.io/config.mirror": "x"})
-    assert current_group([tolerating, finished, mirror, _pod("ds", daemon=True)]) is DrainGroup.NON_CRITICAL_DAEMON
-    assert current_group([tolerating, finished, mirror]) is None
+    assert current_group(map(DrainPod.from_dict, [tolerating, finished, mirror, _pod("ds", daemon=True)])) is DrainGroup.NON_CRITICAL_DAEMON
+    assert current_group(map(DrainPod.from_dict, [tolerating, finished, mirror])) is None
 
 
 def test_a_later_group_pod_past_its_delete_time_is_deleted_at_once():
@@ -182,5 +182,5 @@ def test_a_later_group_pod_past_its_delete_time_is_deleted_at_once():
     group (termination suite_test.go It "should preemptively delete pods to satisfy their
     terminationGracePeriodSeconds")."""
     result = DrainResult("n1")
-    to_evict, to_delete = sort_pods(result, [_pod("app"), _pod("ds", daemon=True)], False, _NOW, _NOW)
-    assert [p["metadata"]["name"] for p in to_delete] == ["app", "ds"] and not to_evict
+    to_evict, to_delete = sort_pods(result, [DrainPod.from_dict(_pod("app")), DrainPod.from_dict(_pod("ds", daemon=True))], False, _NOW, _NOW)
+    assert [p.name for p in to_delete] == ["app", "ds"] and not to_evict

@@ -26,7 +26,8 @@ from nodescale.model.durations import (
     go_duration_seconds,
     parse_nanoseconds,
 )
-from nodescale.model.pod import DoNotDisruptProblem, do_not_disrupt, invalid_do_not_disrupt
+from nodescale.model.node import ClusterNode
+from nodescale.model.pod import DoNotDisruptProblem, DrainPod, do_not_disrupt, invalid_do_not_disrupt
 from nodescale.model.timestamps import shifted
 from nodescale.usecases.terminate import grace_deadline
 
@@ -148,7 +149,7 @@ def test_a_pods_own_int64_grace_period_means_delete_now_at_the_nodes_deadline() 
     # OverflowError in the drain (deadline minus the pod's own grace).
     pod = {"metadata": {"name": "p", "namespace": "default"},
            "spec": {"terminationGracePeriodSeconds": 2**63 - 1}}
-    due = drain_policy.pod_delete_time(pod, NOW)
+    due = drain_policy.pod_delete_time(DrainPod.from_dict(pod), NOW)
     assert due is not None and due <= NOW
 
 
@@ -157,7 +158,7 @@ def test_date_arithmetic_holds_at_the_calendars_ends() -> None:
     assert shifted(NOW, -1e300) == datetime.min.replace(tzinfo=UTC)
     assert shifted(NOW, 60) == NOW + timedelta(minutes=1)
     taint = {"key": "karpenter.sh/disrupted", "effect": "NoSchedule", "timeAdded": "2025-01-01T00:00:00Z"}
-    node = {"metadata": {"name": "n"}, "spec": {"taints": [taint]}}
+    node = ClusterNode.from_dict({"metadata": {"name": "n"}, "spec": {"taints": [taint]}})
     assert grace_deadline(node, 1e300) == datetime.max.replace(tzinfo=UTC)
 
 

@@ -14,7 +14,7 @@ import pytest
 from nodescale.disruption import drain_policy
 from nodescale.k8s import listing
 from nodescale.k8s.compact import compact_pod
-from nodescale.model.pod import Pod, started_at
+from nodescale.model.pod import DrainPod, Pod, started_at
 
 NOW = "2026-11-27T09:00:00Z"
 
@@ -98,7 +98,7 @@ def test_every_decision_reads_the_same_pod_after_compaction(node: str | None) ->
     applied = raw["metadata"]["annotations"].pop("kubectl.kubernetes.io/last-applied-configuration")
     assert typed(kept) == typed(raw) and applied
     assert started_at(kept) == started_at(raw)
-    assert drain_policy.skip_reason(kept) == drain_policy.skip_reason(raw)
+    assert drain_policy.skip_reason(DrainPod.from_dict(kept)) == drain_policy.skip_reason(DrainPod.from_dict(raw))
     assert listing.is_provisionable(kept) == listing.is_provisionable(raw)
     assert kept["spec"]["volumes"] == raw["spec"]["volumes"]
     assert kept["spec"]["containers"][0]["ports"] == raw["spec"]["containers"][0]["ports"]

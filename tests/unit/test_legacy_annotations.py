@@ -10,6 +10,7 @@ import pytest
 
 from nodescale.disruption import drain_policy, planner
 from nodescale.disruption.drain_policy import DrainResult, sort_pods
+from nodescale.model.pod import DrainPod
 from tests.builders import NOW, fits_elsewhere, inputs, node, pod, pool, since
 
 EVICT = {"karpenter.sh/do-not-evict": "true"}
@@ -37,10 +38,11 @@ def test_a_voluntary_drain_evicts_a_do_not_evict_pod_of_a_v1_pool() -> None:
     raw = {"metadata": {"name": "x", "namespace": "default", "annotations": EVICT,
                         "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "controller": True}]},
            "spec": {"containers": [{"name": "c"}], "nodeName": "a"}, "status": {"phase": "Running"}}
+    drained = DrainPod.from_dict(raw)
     v1 = DrainResult(node="a")
-    evict, _ = sort_pods(v1, [raw], involuntary=False, grace_deadline=None, now=NOW)
-    assert evict == [raw] and v1.blocked_by_do_not_disrupt == []
+    evict, _ = sort_pods(v1, [drained], involuntary=False, grace_deadline=None, now=NOW)
+    assert evict == [drained] and v1.blocked_by_do_not_disrupt == []
     legacy = DrainResult(node="a")
-    evict, _ = sort_pods(legacy, [raw], involuntary=False, grace_deadline=None, now=NOW, legacy=True)
+    evict, _ = sort_pods(legacy, [drained], involuntary=False, grace_deadline=None, now=NOW, legacy=True)
     assert evict == [] and legacy.blocked_by_do_not_disrupt == ["default/x"]
-    assert not drain_policy.has_do_not_disrupt(raw, NOW) and drain_policy.has_do_not_disrupt(raw, NOW, legacy=True)
+    assert not drain_policy.has_do_not_disrupt(drained, NOW) and drain_policy.has_do_not_disrupt(drained, NOW, legacy=True)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from nodescale.model.instance import ManagedInstance
+from nodescale.model.labels import TERMINATION_FINALIZER
 from nodescale.model.node import ClusterNode
 from nodescale.scheduling.existing import existing_nodes
+from nodescale.usecases import finalize
 from nodescale.usecases.world import World
 from tests.builders import cluster_nodes
 
@@ -85,3 +87,18 @@ def test_labels_synced_since_the_read_land_on_the_typed_node_and_the_rest_stays_
     assert after.nodepool == "default" and after.resources is before.resources and after.readiness is before.readiness
     assert before.labels == RAW["metadata"]["labels"]  # the snapshot read is left as it was
     assert world.with_node_labels({before.name: {}}).node_for_instance(inst.instance_id).name == before.name
+
+
+def test_finalizers_are_parsed_once_and_only_a_list_of_names_counts() -> None:
+    """#29.1: a Node's finalizers are read once into the typed node, which the termination and the deleted-Node
+    check read. A hostile value that is not a list names no finalizer: a string such as
+    "xkarpenter.sh/termination" is not searched for substrings (the raw read found the finalizer in it), and
+    entries that are not strings are dropped."""
+    deleted = {**RAW, "metadata": {**RAW["metadata"], "deletionTimestamp": "2026-11-24T11:00:00Z"}}
+    held = ClusterNode.from_dict({**deleted, "metadata": {**deleted["metadata"],
+                                                          "finalizers": ["a/b", TERMINATION_FINALIZER, 7, None]}})
+    assert held.finalizers == ("a/b", TERMINATION_FINALIZER) and finalize.node_deleting(held)
+    for hostile in (f"x{TERMINATION_FINALIZER}", {TERMINATION_FINALIZER: 1}, 7):
+        node = ClusterNode.from_dict({**deleted, "metadata": {**deleted["metadata"], "finalizers": hostile}})
+        assert node.finalizers == () and not finalize.node_deleting(node)
+    assert ClusterNode.from_dict(RAW).finalizers == ()

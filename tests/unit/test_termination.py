@@ -6,6 +6,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from nodescale.aws import instances as ec2_instances
+from nodescale.model.node import ClusterNode
 from nodescale.model.nodepool import Disruption, NodePool
 from nodescale.model.requirements import Requirements
 from nodescale.runtime import Runtime
@@ -33,33 +34,34 @@ def pool(grace: float | None) -> NodePool:
 
 
 def test_grace_runs_from_the_taint_by_the_pools_termination_grace_period() -> None:
-    assert termination.grace_deadline(tainted(), 600) == T0 + timedelta(minutes=10)
+    assert termination.grace_deadline(ClusterNode.from_dict(tainted()), 600) == T0 + timedelta(minutes=10)
 
 
 def test_an_interruption_notice_never_forces_pods_only_the_grace_period_does() -> None:
     """#27.6: the notice's end, however early or long past, is no deadline to delete pods at."""
-    node = tainted({termination.DEADLINE_ANNOTATION: "2026-11-20T10:02:00Z"})
+    node = ClusterNode.from_dict(tainted({termination.DEADLINE_ANNOTATION: "2026-11-20T10:02:00Z"}))
     assert termination.grace_deadline(node, 3600) == T0 + timedelta(hours=1)
     assert termination.grace_deadline(node, None) is None
 
 
 def test_a_notice_ahead_shortens_each_pods_shutdown_and_a_passed_one_leaves_the_pods_own() -> None:
     """#27.6: a stale notice (an hour old) gives pods their own grace, not grace 0."""
-    node = tainted({termination.DEADLINE_ANNOTATION: "2026-11-20T10:02:00Z"})
+    node = ClusterNode.from_dict(tainted({termination.DEADLINE_ANNOTATION: "2026-11-20T10:02:00Z"}))
     assert termination.notice_grace_cap(node, T0) == 120
     assert termination.notice_grace_cap(node, T0 + timedelta(hours=1)) is None
-    assert termination.notice_grace_cap(tainted(), T0) is None
+    assert termination.notice_grace_cap(ClusterNode.from_dict(tainted()), T0) is None
 
 
 def test_without_a_grace_period_or_a_notice_nothing_is_ever_forced() -> None:
-    assert termination.grace_deadline(tainted(), None) is None
-    untainted = fakes.node("n1", IID)
+    assert termination.grace_deadline(ClusterNode.from_dict(tainted()), None) is None
+    untainted = ClusterNode.from_dict(fakes.node("n1", IID))
     assert termination.grace_deadline(untainted, 600) is None
 
 
 def test_a_node_without_the_taint_is_left_alone() -> None:
     rt = fakes.runtime([fakes.instance(IID, OURS, dns="n1")], [])
-    step = termination.continue_termination(rt, World(now=T0, cluster=fakes.CLUSTER), fakes.node("n1", IID),
+    step = termination.continue_termination(rt, World(now=T0, cluster=fakes.CLUSTER),
+                                            ClusterNode.from_dict(fakes.node("n1", IID)),
                                             involuntary=True, deadline_monotonic=time.monotonic() + 60)
     assert step.state == termination.SKIPPED and "taint" in step.reason
     assert rt.api.requests == [] and rt.aws.ec2.calls == []
@@ -69,7 +71,7 @@ def test_a_tainted_node_of_an_instance_this_cluster_does_not_own_is_never_touche
     # Karpenter, running beside nodescale during a migration, taints its own nodes the same way.
     rt = fakes.runtime([fakes.instance(IID, {"karpenter.sh/nodepool": "default"})], [])
     world = World(now=T0, cluster=fakes.CLUSTER, nodepools={"default": pool(0)})
-    step = termination.continue_termination(rt, world, tainted(), involuntary=True,
+    step = termination.continue_termination(rt, world, ClusterNode.from_dict(tainted()), involuntary=True,
                                             deadline_monotonic=time.monotonic() + 60)
     assert step.state == termination.SKIPPED and "not launched by this cluster" in step.reason
     assert rt.api.requests == [] and rt.aws.ec2.writes == []
@@ -77,7 +79,7 @@ def test_a_tainted_node_of_an_instance_this_cluster_does_not_own_is_never_touche
 
 def test_nothing_new_starts_once_the_invocation_is_out_of_time() -> None:
     rt = fakes.runtime([fakes.instance(IID, OURS, dns="n1")], [])
-    step = termination.continue_termination(rt, World(now=T0, cluster=fakes.CLUSTER), tainted(),
+    step = termination.continue_termination(rt, World(now=T0, cluster=fakes.CLUSTER), ClusterNode.from_dict(tainted()),
                                             involuntary=True, deadline_monotonic=time.monotonic() - 1)
     assert step.state == termination.DRAINING and "out of time" in step.reason
     assert rt.api.requests == [] and rt.aws.ec2.writes == []
@@ -85,7 +87,7 @@ def test_nothing_new_starts_once_the_invocation_is_out_of_time() -> None:
 
 def test_a_node_marked_by_the_interruption_function_stays_involuntary_for_whoever_continues() -> None:
     rt = fakes.runtime([fakes.instance(IID, OURS, dns="n1")], [])
-    node = tainted({termination.INTERRUPTION_ANNOTATION: "SpotInterruption"})
+    node = ClusterNode.from_dict(tainted({termination.INTERRUPTION_ANNOTATION: "SpotInterruption"}))
     step = termination.continue_termination(rt, World(now=T0, cluster=fakes.CLUSTER), node,
                                             involuntary=False, deadline_monotonic=time.monotonic() - 1)
     assert step.involuntary
@@ -110,7 +112,7 @@ def empty_tainted_nodes(ids: list[str]) -> tuple[Runtime, list[dict]]:
 def queue(rt: Runtime, nodes: list[dict], batch: termination.TerminationBatch) -> list[termination.TerminationStep]:
     world = World(now=T0, cluster=fakes.CLUSTER, nodepools={"default": pool(None)}, nodes=cluster_nodes(*nodes),
                   instances=ec2_instances.list_instances(rt.aws.ec2, fakes.CLUSTER))
-    return [termination.continue_termination(rt, world, n, involuntary=False,
+    return [termination.continue_termination(rt, world, ClusterNode.from_dict(n), involuntary=False,
                                              deadline_monotonic=time.monotonic() + 60, batch=batch) for n in nodes]
 
 

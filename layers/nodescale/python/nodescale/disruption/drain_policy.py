@@ -11,7 +11,7 @@ from datetime import datetime
 from enum import Enum, IntEnum
 from typing import Any
 
-from ..model.pod import Pod, do_not_disrupt, started_at
+from ..model.pod import DrainPod, Pod, do_not_disrupt
 from ..model.taints import Taint, Toleration
 from ..model.timestamps import shifted
 from .nodes import DISRUPTED_TAINT_KEY
@@ -135,11 +135,6 @@ def _union(a: Iterable[str], b: Iterable[str]) -> list[str]:
     return list(dict.fromkeys([*a, *b]))
 
 
-def pod_key(pod: Mapping[str, Any]) -> str:
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-
-
 class SkipKind(Enum):
     """The kinds of pod a drain leaves on the node."""
 
@@ -160,15 +155,9 @@ class Skip:
         return self.why
 
 
-def skip_reason(pod: Mapping[str, Any]) -> Skip | None:
-    """Why a drain leaves this pod (as the API returns it) alone, or None when it has to go."""
-    meta = pod.get("metadata") or {}
-    return _skip(
-        (pod.get("status") or {}).get("phase"),
-        meta.get("annotations") or {},
-        {o.get("kind") for o in meta.get("ownerReferences") or []},
-        (Toleration.from_dict(t) for t in (pod.get("spec") or {}).get("tolerations") or []),
-    )
+def skip_reason(pod: DrainPod) -> Skip | None:
+    """Why a drain leaves this pod (as the k8s adapter read it) alone, or None when it has to go."""
+    return _skip(pod.phase, pod.annotations, pod.owner_kinds, pod.tolerations)
 
 
 def pod_skip(pod: Pod) -> Skip | None:
@@ -190,43 +179,41 @@ def _skip(
     return None
 
 
-def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
+def is_daemonset_pod(pod: DrainPod) -> bool:
     """Whether a DaemonSet owns the pod: drained, but never rescheduled elsewhere (its DaemonSet runs one
     on every node it selects)."""
-    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
-    return any(o.get("kind") == "DaemonSet" for o in owners)
+    return "DaemonSet" in pod.owner_kinds
 
 
-def drain_group(pod: Mapping[str, Any]) -> DrainGroup:
+def drain_group(pod: DrainPod) -> DrainGroup:
     """Where the pod comes in Karpenter's drain order."""
-    critical = (pod.get("spec") or {}).get("priorityClassName") in CRITICAL_PRIORITY_CLASSES
+    critical = pod.priority_class in CRITICAL_PRIORITY_CLASSES
     daemon = is_daemonset_pod(pod)
     if critical:
         return DrainGroup.CRITICAL_DAEMON if daemon else DrainGroup.CRITICAL
     return DrainGroup.NON_CRITICAL_DAEMON if daemon else DrainGroup.NON_CRITICAL
 
 
-def current_group(pods: Iterable[Mapping[str, Any]]) -> DrainGroup | None:
+def current_group(pods: Iterable[DrainPod]) -> DrainGroup | None:
     """The group a drain evicts now: the first with a pod still on the node that the drain has to remove
     (terminating ones included: a group is done only once its pods are gone), None when there is none."""
     groups = [drain_group(p) for p in pods if skip_reason(p) is None]
     return min(groups) if groups else None
 
 
-def has_do_not_disrupt(pod: Mapping[str, Any], now: datetime | None = None, legacy: bool = False) -> bool:
+def has_do_not_disrupt(pod: DrainPod, now: datetime | None = None, legacy: bool = False) -> bool:
     """Whether a drain leaves the pod in place for its do-not-disrupt annotation (see do_not_disrupt; ``legacy``:
     the node's pool honours karpenter.sh/do-not-evict).
 
     With ``now`` a duration ("30m") counts from the pod's start, as the planner counts it, so a pod whose
     protection ran out is drained like any other; without, a duration counts as still running.
     """
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
     if now is None:
-        return do_not_disrupt(annotations, legacy=legacy) is not None
-    return do_not_disrupt(annotations, started_at(pod), now, legacy=legacy) is not None
+        return do_not_disrupt(pod.annotations, legacy=legacy) is not None
+    return do_not_disrupt(pod.annotations, pod.started, now, legacy=legacy) is not None
 
 
-def pod_delete_time(pod: Mapping[str, Any], grace_deadline: datetime | None) -> datetime | None:
+def pod_delete_time(pod: DrainPod, grace_deadline: datetime | None) -> datetime | None:
     """When a drain bounded by the node's terminationGracePeriod deletes the pod outright, or None.
 
     Karpenter v1 (``podDeleteTimeWithGracePeriod``): at the node's deadline minus the pod's own
@@ -235,34 +222,34 @@ def pod_delete_time(pod: Mapping[str, Any], grace_deadline: datetime | None) -> 
     """
     if grace_deadline is None:
         return None
-    own = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    own = pod.grace_seconds
     # A pod's own grace is any int64 the API server took: far past the deadline it is just "now".
-    return shifted(grace_deadline, -(int(own) if own is not None else DEFAULT_POD_GRACE_SECONDS))
+    return shifted(grace_deadline, -(own if own is not None else DEFAULT_POD_GRACE_SECONDS))
 
 
 def sort_pods(
     result: DrainResult,
-    candidates: Iterable[Mapping[str, Any]],
+    candidates: Iterable[DrainPod],
     involuntary: bool,
     grace_deadline: datetime | None,
     now: datetime,
     legacy: bool = False,
-) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+) -> tuple[list[DrainPod], list[DrainPod]]:
     """(pods to evict, pods whose grace-period delete time has come); the rest go into ``result``.
     Pods to evict include do-not-disrupt ones when ``involuntary``; ``legacy`` as in has_do_not_disrupt. Only
     the current drain group's pods are evicted (``current_group``); a later group's pods wait, unless their
     delete time has come, which Karpenter honours whatever the group."""
     pods = list(candidates)
     group = current_group(pods)
-    to_evict: list[Mapping[str, Any]] = []
-    to_delete: list[Mapping[str, Any]] = []
+    to_evict: list[DrainPod] = []
+    to_delete: list[DrainPod] = []
     for pod in pods:
-        key = pod_key(pod)
+        key = pod.key
         reason = skip_reason(pod)
         due = pod_delete_time(pod, grace_deadline)
         if reason:
             result.skipped[key] = reason
-        elif (pod.get("metadata") or {}).get("deletionTimestamp"):
+        elif pod.deleting:
             result.terminating.append(key)
         elif due is not None and now >= due:
             to_delete.append(pod)
@@ -283,12 +270,12 @@ def delete_grace_cap(grace_period_seconds: int | None, grace_deadline: datetime 
     return min(caps) if caps else None
 
 
-def pod_grace(pod: Mapping[str, Any], cap: int | None) -> int | None:
+def pod_grace(pod: DrainPod, cap: int | None) -> int | None:
     """The grace period to send with a pod's eviction or delete: its own, held to ``cap``."""
     if cap is None:
         return None
-    own = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
-    return min(int(own), cap) if own is not None else cap
+    own = pod.grace_seconds
+    return min(own, cap) if own is not None else cap
 
 
 def backoff(result: DrainResult, delay: float) -> tuple[float, float]:
@@ -300,18 +287,10 @@ def backoff(result: DrainResult, delay: float) -> tuple[float, float]:
     return pause, (min(delay * 2, MAX_BACKOFF_SECONDS) if blocked else FIRST_BACKOFF_SECONDS)
 
 
-def claims_of(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(namespace, claim name) of every PersistentVolumeClaim the pod mounts."""
-    namespace = (pod.get("metadata") or {}).get("namespace") or "default"
-    volumes = (pod.get("spec") or {}).get("volumes") or []
-    return [(namespace, str(v["persistentVolumeClaim"]["claimName"])) for v in volumes
-            if (v.get("persistentVolumeClaim") or {}).get("claimName")]
-
-
-def undrainable_claims(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+def undrainable_claims(pods: Iterable[DrainPod]) -> list[tuple[str, str]]:
     """The claims of the pods a drain leaves on the node: their volumes stay attached, so Karpenter does
     not wait for those to detach."""
-    return [claim for pod in pods if skip_reason(pod) is not None for claim in claims_of(pod)]
+    return [claim for pod in pods if skip_reason(pod) is not None for claim in pod.claims]
 
 
 def pending_attachments(attachments: Iterable[Mapping[str, Any]], kept_volumes: Iterable[str]) -> list[str]:

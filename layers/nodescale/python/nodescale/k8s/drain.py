@@ -32,9 +32,9 @@ from ..disruption.drain_policy import (
     delete_grace_cap,
     has_do_not_disrupt,
     pod_grace,
-    pod_key,
     sort_pods,
 )
+from ..model.pod import DrainPod
 from .listing import pods_on_node
 from .nodes import DISRUPTED_TAINT_KEY, parse_time, taints_of
 from .raw import path_segment, request_json, status_message
@@ -53,6 +53,11 @@ def drain_started_at(node: Mapping[str, Any]) -> datetime | None:
         if taint.get("key") == DISRUPTED_TAINT_KEY:
             return parse_time(taint.get("timeAdded"))
     return None
+
+
+def drain_pods(api: k8s.ApiClient, node_name: str) -> list[DrainPod]:
+    """The pods bound to the node, as a drain reads them."""
+    return [DrainPod.from_dict(p) for p in pods_on_node(api, node_name)]
 
 
 def drain_round(
@@ -79,14 +84,14 @@ def drain_round(
     karpenter.sh/do-not-evict still holds a pod (NodePool.legacy_annotations).
     """
     result = DrainResult(node=node_name)
-    candidates = list(pods) if pods is not None else pods_on_node(api, node_name)
+    candidates = [DrainPod.from_dict(p) for p in pods] if pods is not None else drain_pods(api, node_name)
     current = now()
     to_evict, to_delete = sort_pods(result, candidates, involuntary, grace_deadline, current, legacy)
     for pod in to_evict:
         if has_do_not_disrupt(pod, current, legacy):
             log.info(
                 "evicting do-not-disrupt pod for an involuntary disruption",
-                extra={"pod": pod_key(pod), "node": node_name},
+                extra={"pod": pod.key, "node": node_name},
             )
     if involuntary and delete_after is not None and current >= delete_after:
         to_delete, to_evict = to_delete + to_evict, []
@@ -98,7 +103,7 @@ def drain_round(
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nodescale-evict") as pool:
         outcomes = list(pool.map(lambda job: job[1](api, job[0], job[2]), jobs))
     for (pod, action, _), outcome in zip(jobs, outcomes, strict=True):
-        result.record(pod_key(pod), outcome, forced=action is _delete)
+        result.record(pod.key, outcome, forced=action is _delete)
     if result.deleted:
         log.warning(
             "grace period over: deleted pods directly instead of evicting",
@@ -107,12 +112,11 @@ def drain_round(
     return result
 
 
-def _evict(api: k8s.ApiClient, pod: Mapping[str, Any], grace: int | None) -> EvictionOutcome:
-    meta = pod.get("metadata") or {}
-    name, namespace = meta.get("name") or "", meta.get("namespace") or "default"
+def _evict(api: k8s.ApiClient, pod: DrainPod, grace: int | None) -> EvictionOutcome:
+    name, namespace = pod.name, pod.namespace
     options = k8s.V1DeleteOptions(
         grace_period_seconds=pod_grace(pod, grace),
-        preconditions=k8s.V1Preconditions(uid=meta["uid"]) if meta.get("uid") else None,
+        preconditions=k8s.V1Preconditions(uid=pod.uid) if pod.uid else None,
     )
     body = k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name=name, namespace=namespace), delete_options=options)
     try:
@@ -131,16 +135,15 @@ def _evict(api: k8s.ApiClient, pod: Mapping[str, Any], grace: int | None) -> Evi
         return EvictionOutcome(EvictionResult.FAILED, error=f"{type(exc).__name__}: {exc}")
 
 
-def _delete(api: k8s.ApiClient, pod: Mapping[str, Any], grace: int | None) -> EvictionOutcome:
-    meta = pod.get("metadata") or {}
-    name, namespace = meta.get("name") or "", meta.get("namespace") or "default"
+def _delete(api: k8s.ApiClient, pod: DrainPod, grace: int | None) -> EvictionOutcome:
+    name, namespace = pod.name, pod.namespace
     path = f"/api/v1/namespaces/{path_segment(namespace)}/pods/{path_segment(name)}"
     body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
     seconds = pod_grace(pod, grace)
     if seconds is not None:
         body["gracePeriodSeconds"] = seconds
-    if meta.get("uid"):
-        body["preconditions"] = {"uid": meta["uid"]}
+    if pod.uid:
+        body["preconditions"] = {"uid": pod.uid}
     try:
         request_json(api, "DELETE", path, body=body)
         return _EVICTED

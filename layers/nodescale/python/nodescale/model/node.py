@@ -100,6 +100,7 @@ class ClusterNode:
     raw: Mapping[str, Any] = field(repr=False, compare=False)
     deleting: bool = False  # metadata.deletionTimestamp is set: the Node is going away
     resources: NodeResources = NodeResources({}, {}, ())  # capacity, allocatable, typed taints (parsed once)
+    finalizers: tuple[str, ...] = ()  # metadata.finalizers (the strings of a list; anything else is none)
 
     @property
     def nodepool(self) -> str:
@@ -132,7 +133,17 @@ class ClusterNode:
             raw=raw,
             deleting=bool(meta.get("deletionTimestamp")),
             resources=resources_of(raw),
+            finalizers=finalizers_of(meta),
         )
+
+
+def finalizers_of(meta: Mapping[str, Any]) -> tuple[str, ...]:
+    """metadata.finalizers as names. Only a list counts: a hostile string would otherwise be searched for
+    substrings (``"karpenter.sh/termination" in "xkarpenter.sh/termination"``); entries not strings are dropped."""
+    value = meta.get("finalizers")
+    if not isinstance(value, list):
+        return ()
+    return tuple(f for f in value if isinstance(f, str))
 
 
 def name_matches_instance(node_name: str, instance_id: str, private_dns_name: str) -> bool:

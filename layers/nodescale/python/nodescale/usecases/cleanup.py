@@ -35,7 +35,7 @@ from ..k8s import listing
 from ..k8s import nodeclaims as k8s_nodeclaims
 from ..k8s import nodes as k8s_nodes
 from ..model.labels import TERMINATION_FINALIZER
-from ..model.node import parse_provider_id
+from ..model.node import ClusterNode, parse_provider_id
 from ..runtime import Runtime
 from ..settings import Settings
 
@@ -89,14 +89,14 @@ def _run(
     instances = ec2_instances.list_instances(aws.ec2, cluster)
     templates = [t["LaunchTemplateName"] for t in launchtemplates.list_managed(aws.ec2, cluster)]
     ids = {i.instance_id for i in instances}
-    nodes: list[dict[str, Any]] = []
+    nodes: list[ClusterNode] = []
     if api is not None:
         try:
-            nodes = [n for n in listing.list_nodes(api).items if k8s_nodes.instance_id(n) in ids]
+            nodes = [v for v in map(ClusterNode.from_dict, listing.list_nodes(api).items) if v.instance_id in ids]
         except (ApiException, HTTPError, OSError) as exc:
             summary.errors.append(f"the Kubernetes API could not be read ({exc}); instances go without a drain")
             api = None
-    names = sorted(str(n["metadata"]["name"]) for n in nodes)
+    names = sorted(v.name for v in nodes)
     if retain:
         summary.instances, summary.nodes, summary.launch_templates = sorted(ids), names, sorted(templates)
         summary.message = (

@@ -29,7 +29,7 @@ from ..k8s import nodes as k8s_nodes
 from ..k8s.listing import collection_path, list_objects
 from ..k8s.raw import path_segment
 from ..model.labels import EXCLUDE_FROM_LOAD_BALANCERS, TERMINATION_FINALIZER
-from ..model.node import parse_provider_id
+from ..model.node import ClusterNode, parse_provider_id
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -42,15 +42,20 @@ NODECLAIMS = collection_path("karpenter.sh", "v1", "nodeclaims")
 
 
 def deleting(obj: Mapping[str, Any]) -> bool:
-    """Deleted, and held by nodescale's finalizer: its termination is nodescale's to carry out."""
+    """Deleted, and held by nodescale's finalizer: its termination is nodescale's to carry out (a NodeClaim as
+    listed; a Node of the snapshot: ``node_deleting``)."""
     meta = obj.get("metadata") or {}
     return bool(meta.get("deletionTimestamp")) and TERMINATION_FINALIZER in (meta.get("finalizers") or [])
 
 
-def start(rt: Runtime, node: Mapping[str, Any]) -> dict[str, Any]:
-    """Taint the deleted node and take it out of the load balancers (each only if not yet done); returns
-    the node as it is now."""
-    name = str((node.get("metadata") or {}).get("name") or "")
+def node_deleting(node: ClusterNode) -> bool:
+    """``deleting`` for a Node of the world snapshot."""
+    return node.deleting and TERMINATION_FINALIZER in node.finalizers
+
+
+def start(rt: Runtime, name: str) -> dict[str, Any]:
+    """Taint the deleted node ``name`` and take it out of the load balancers (each only if not yet done);
+    returns the node as it is now."""
     current = k8s_nodes.mark_disrupted(rt.api, name).node
     labels = (current.get("metadata") or {}).get("labels") or {}
     if EXCLUDE_FROM_LOAD_BALANCERS not in labels:
@@ -90,8 +95,8 @@ def _claim_step(rt: Runtime, world: World, claim: dict[str, Any]) -> ClaimStep:
     iid = parsed[1] if parsed else None
     node = _node_of(world, status.get("nodeName"), iid)
     if node is not None:
-        if not (node.get("metadata") or {}).get("deletionTimestamp"):
-            k8s_nodes.delete_node(rt.api, str(node["metadata"]["name"]))
+        if not node.deleting:
+            k8s_nodes.delete_node(rt.api, node.name)
             return ClaimStep(name, "deleting-node")
         return ClaimStep(name, "waiting", "its node is being terminated")
     if iid:
@@ -111,8 +116,8 @@ def _claim_step(rt: Runtime, world: World, claim: dict[str, Any]) -> ClaimStep:
     return ClaimStep(name, "released")
 
 
-def _node_of(world: World, node_name: str | None, iid: str | None) -> dict[str, Any] | None:
+def _node_of(world: World, node_name: str | None, iid: str | None) -> ClusterNode | None:
     for view in world.nodes:
         if (node_name and view.name == node_name) or (iid and view.instance_id == iid):
-            return view.raw
+            return view
     return None

@@ -51,7 +51,6 @@ from ..k8s import finalizers as k8s_finalizers
 from ..k8s import nodes as k8s_nodes
 from ..k8s import volumes as k8s_volumes
 from ..k8s.events import WARNING, EventRecorder
-from ..k8s.listing import pods_on_node
 from ..model.labels import TERMINATION_FINALIZER
 from ..model.node import ClusterNode, name_matches_instance
 from ..model.nodelabels import pool_key
@@ -111,29 +110,24 @@ class TerminationStep:
         return out
 
 
-def node_name(node: dict[str, Any]) -> str:
-    return str((node.get("metadata") or {}).get("name") or "")
+def interruption_deadline(node: ClusterNode) -> datetime | None:
+    return clock.parse_timestamp(node.annotations.get(DEADLINE_ANNOTATION))
 
 
-def interruption_deadline(node: dict[str, Any]) -> datetime | None:
-    annotations = (node.get("metadata") or {}).get("annotations") or {}
-    return clock.parse_timestamp(annotations.get(DEADLINE_ANNOTATION))
+def marked_by_interruption(node: ClusterNode) -> bool:
+    return bool(node.annotations.get(INTERRUPTION_ANNOTATION))
 
 
-def marked_by_interruption(node: dict[str, Any]) -> bool:
-    return bool(((node.get("metadata") or {}).get("annotations") or {}).get(INTERRUPTION_ANNOTATION))
-
-
-def grace_deadline(node: dict[str, Any], termination_grace_seconds: float | None) -> datetime | None:
+def grace_deadline(node: ClusterNode, termination_grace_seconds: float | None) -> datetime | None:
     """When the NodePool's terminationGracePeriod, counted from the drain's start, runs out: the only
     moment past which pods are forced off the node (see the module docstring), or None."""
-    started = k8s_drain.drain_started_at(node)
+    started = k8s_drain.drain_started_at(node.raw)
     if started is None or termination_grace_seconds is None:
         return None
     return shifted(started, termination_grace_seconds)
 
 
-def notice_grace_cap(node: dict[str, Any], now: datetime) -> int | None:
+def notice_grace_cap(node: ClusterNode, now: datetime) -> int | None:
     """At most how long a pod evicted now may take to shut down: what is left of the interruption notice
     while it is still ahead; None (the pod's own grace) once it has passed or without one. A passed
     notice says nothing about how much time the pods have: the instance's state does."""
@@ -143,15 +137,14 @@ def notice_grace_cap(node: dict[str, Any], now: datetime) -> int | None:
     return max(1, int((notice - now).total_seconds()))
 
 
-def _pool_of(world: World, node: dict[str, Any], pool_name: str | None) -> NodePool | None:
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    return world.nodepools.get(pool_name or pool_key(labels, world.nodepools))
+def _pool_of(world: World, node: ClusterNode, pool_name: str | None) -> NodePool | None:
+    return world.nodepools.get(pool_name or pool_key(node.labels, world.nodepools))
 
 
 def continue_termination(
     rt: Runtime,
     world: World,
-    node: dict[str, Any],
+    node: ClusterNode,
     *,
     involuntary: bool,
     deadline_monotonic: float,
@@ -159,16 +152,16 @@ def continue_termination(
 ) -> TerminationStep:
     """One step of the node's termination: a drain round, then (when empty) instance and Node go.
 
-    ``node`` should be fresh (a GET, or the world's copy); ``deadline_monotonic`` is a
+    ``node`` should be fresh (parsed from a GET, or the world's copy); ``deadline_monotonic`` is a
     ``time.monotonic()`` value past which nothing new is started. With a ``batch``, an empty node's
     instance is only queued (state ``terminating``): the caller flushes the batch.
     """
-    name = node_name(node)
+    name = node.name
     step = TerminationStep(node=name, state=SKIPPED, involuntary=involuntary or marked_by_interruption(node))
-    if not k8s_nodes.has_taint(node, k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule"):
+    if not node.has_taint(k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule"):
         step.reason = f"node has no {k8s_nodes.DISRUPTED_TAINT} taint: not being terminated"
         return step
-    iid = k8s_nodes.instance_id(node)
+    iid = node.instance_id
     step.instance_id = iid
     if not iid:
         step.reason = "node names no EC2 instance in spec.providerID"
@@ -176,7 +169,7 @@ def continue_termination(
     managed = world.instance(iid)
     if managed is not None:
         state, pool_name = managed.state, managed.nodepool
-        if world.trusted_instance_id(ClusterNode.from_dict(node)) != iid:
+        if world.trusted_instance_id(node) != iid:
             step.reason = world.untrusted.get(name) or f"node is not instance {iid}'s trusted Node"
             return step
     else:
@@ -223,10 +216,8 @@ def continue_termination(
     return step
 
 
-def _deleted_without_kubelet(node: dict[str, Any]) -> bool:
-    meta = node.get("metadata") or {}
-    return bool(meta.get("deletionTimestamp")) and TERMINATION_FINALIZER in (meta.get("finalizers") or []) \
-        and not k8s_nodes.readiness(node).ready
+def _deleted_without_kubelet(node: ClusterNode) -> bool:
+    return node.deleting and TERMINATION_FINALIZER in node.finalizers and not node.ready
 
 
 def pending_volumes(rt: Runtime, name: str) -> list[str]:
@@ -234,13 +225,13 @@ def pending_volumes(rt: Runtime, name: str) -> list[str]:
     attachments = k8s_volumes.attachments_on_node(rt.api, name)
     if not attachments:
         return []
-    kept = {pv for ns, claim in drain_policy.undrainable_claims(pods_on_node(rt.api, name))
+    kept = {pv for ns, claim in drain_policy.undrainable_claims(k8s_drain.drain_pods(rt.api, name))
             if (pv := k8s_volumes.claim_volume(rt.api, ns, claim))}
     return drain_policy.pending_attachments(attachments, kept)
 
 
 def _drain(
-    rt: Runtime, world: World, node: dict[str, Any], step: TerminationStep, pool_name: str | None
+    rt: Runtime, world: World, node: ClusterNode, step: TerminationStep, pool_name: str | None
 ) -> tuple[drain_policy.DrainResult, bool]:
     """One drain round for the step's node; also whether the pool's terminationGracePeriod is over, past
     which the node goes whatever is left on it (Karpenter v1)."""

@@ -44,8 +44,6 @@ from .state import (
     RefusalEntry,
     RunState,
     log,
-    node_annotations,
-    node_name,
     replacement_ids,
 )
 
@@ -67,9 +65,9 @@ def finish_under_way(run: RunState, pools: frozenset[str] | None = None) -> tupl
                 in_progress.add(name)
                 protected.update(_nodes_of(run, replacement_ids(view.annotations)))
             continue
-        if finalize.deleting(view.raw):
+        if finalize.node_deleting(view):
             in_progress.add(name)
-            started = _start_deleted(run, view.raw)
+            started = _start_deleted(run, name)
             if started is None:
                 continue
             view = ClusterNode.from_dict(started)
@@ -78,22 +76,21 @@ def finish_under_way(run: RunState, pools: frozenset[str] | None = None) -> tupl
             in_progress.add(name)
             # Its replacement takes the pods this drain evicts: not a candidate while that goes on.
             protected.update(_nodes_of(run, replacement_ids(view.annotations)))
-            continue_drain(run, view.raw)  # the termination step (k8s adapter) works on the API object
+            continue_drain(run, view)
         elif view.annotations.get(REPLACEMENT_ANNOTATION):
             in_progress.add(name)
             protected.update(await_replacement(run, view))
     return in_progress, protected
 
 
-def _start_deleted(run: RunState, raw: dict[str, Any]) -> dict[str, Any] | None:
+def _start_deleted(run: RunState, name: str) -> dict[str, Any] | None:
     """A Node deleted with nodescale's finalizer (``kubectl delete node``): tainted and labelled now, then
     terminated as any node under way (``usecases/finalize``). None when this run cannot go on with it."""
-    name = node_name(raw)
     if run.dry_run:
         run.report.terminations.append({"node": name, "state": "draining", "reason": "node deleted"})
         return None
     try:
-        return finalize.start(run.rt, raw)
+        return finalize.start(run.rt, name)
     except k8s_nodes.NodeGoneError:
         return None
     except ApiException as exc:
@@ -105,10 +102,10 @@ def _nodes_of(run: RunState, instance_ids: list[str]) -> list[str]:
     return [n.name for n in map(run.world.node_for_instance, instance_ids) if n is not None]
 
 
-def continue_drain(run: RunState, raw: dict[str, Any]) -> None:
+def continue_drain(run: RunState, view: ClusterNode) -> None:
     """One more drain round for a tainted node; its instance joins the batch once it is empty."""
-    name = node_name(raw)
-    annotations = node_annotations(raw)
+    name = view.name
+    annotations = view.annotations
     reason = annotations.get(REASON_ANNOTATION, "")
     if run.dry_run:
         run.report.terminations.append({"node": name, "state": "draining", "reason": reason or "under way"})
@@ -117,7 +114,7 @@ def continue_drain(run: RunState, raw: dict[str, Any]) -> None:
         return
     try:
         step = continue_termination(
-            run.rt, run.world, raw, involuntary=reason in FORCEFUL, deadline_monotonic=run.deadline,
+            run.rt, run.world, view, involuntary=reason in FORCEFUL, deadline_monotonic=run.deadline,
             batch=run.batch,
         )
     except (ApiException, ClientError, BotoCoreError) as exc:
@@ -179,7 +176,7 @@ def await_replacement(run: RunState, view: ClusterNode) -> list[str]:
             change = k8s_nodes.mark_disrupted(run.rt.api, name)
         except k8s_nodes.NodeGoneError:
             return protected
-        continue_drain(run, change.node)
+        continue_drain(run, ClusterNode.from_dict(change.node))
     return protected
 
 
@@ -245,7 +242,7 @@ def refused(run: RunState, r: Blocked) -> None:
         run.event(node, EVENT_BLOCKED, message)
 
 
-def act(run: RunState, d: Decision, invalid: Invalid | None = None) -> list[dict[str, Any]]:
+def act(run: RunState, d: Decision, invalid: Invalid | None = None) -> list[ClusterNode]:
     """Report the decision and, unless this is a dry run, start it: replacements first, else the taint.
     ``invalid``: the validation before acting found the command no longer holds; it is reported, not acted on.
     Returns the nodes tainted, for ``drain`` once every decision of the run is tainted (so the pods one
@@ -276,10 +273,10 @@ def act(run: RunState, d: Decision, invalid: Invalid | None = None) -> list[dict
     return _start(run, d, message, replacements)
 
 
-def drain(run: RunState, tainted: list[dict[str, Any]]) -> None:
+def drain(run: RunState, tainted: list[ClusterNode]) -> None:
     """The first drain round of the nodes ``act`` tainted."""
-    for raw in tainted:
-        continue_drain(run, raw)
+    for view in tainted:
+        continue_drain(run, view)
 
 
 def _approved(run: RunState, d: Decision) -> None:
@@ -330,10 +327,10 @@ def _launch_replacement(run: RunState, d: Decision, entry: DecisionEntry) -> lis
     return ids
 
 
-def _start(run: RunState, d: Decision, message: str, replacements: list[str]) -> list[dict[str, Any]]:
+def _start(run: RunState, d: Decision, message: str, replacements: list[str]) -> list[ClusterNode]:
     """Annotate each node; with replacements, cordon it and wait for them, otherwise taint it (returned, to drain)."""
     started = clock.format_timestamp(run.world.now)
-    tainted: list[dict[str, Any]] = []
+    tainted: list[ClusterNode] = []
     for node in d.nodes:
         annotations = {REASON_ANNOTATION: d.reason, STARTED_ANNOTATION: started}
         if replacements:
@@ -345,5 +342,5 @@ def _start(run: RunState, d: Decision, message: str, replacements: list[str]) ->
             run.event(node, EVENT_REPLACING, f"{message}; waiting for replacement {', '.join(replacements)}")
             continue
         run.event(node, EVENT_DECISION, message)
-        tainted.append(k8s_nodes.mark_disrupted(run.rt.api, node).node)
+        tainted.append(ClusterNode.from_dict(k8s_nodes.mark_disrupted(run.rt.api, node).node))
     return tainted

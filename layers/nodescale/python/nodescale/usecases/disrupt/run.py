@@ -144,8 +144,8 @@ def apply(run: RunState, outcome: Outcome, views: Mapping[str, NodeView], in_pro
             f"{run.events_skipped} refusal(s) logged without a node event (at most {MAX_REFUSAL_EVENTS} a run)"
         )
     verdicts = validate(run, outcome.decisions, in_progress)
-    tainted = [raw for decision, invalid in zip(outcome.decisions, verdicts, strict=True)
-               for raw in act(run, decision, invalid)]
+    tainted = [view for decision, invalid in zip(outcome.decisions, verdicts, strict=True)
+               for view in act(run, decision, invalid)]
     drain(run, tainted)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Container, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -23,7 +23,6 @@ from ...disruption.drift import DriftKind
 from ...k8s import events as k8s_events
 from ...k8s import nodes as k8s_nodes
 from ...model.currency import USD, currency_of
-from ...model.nodelabels import pool_key
 from ...model.pod import Pod
 from ...runtime import Runtime
 from ..terminate import TerminationBatch, TerminationStep
@@ -195,7 +194,7 @@ class RunState:
         self.events_skipped = 0
         self.batch = TerminationBatch(rt)
         # Steps whose instance waits for the batch to be terminated: (step, reason, node annotations).
-        self.terminating: list[tuple[TerminationStep, str, dict[str, Any]]] = []
+        self.terminating: list[tuple[TerminationStep, str, Mapping[str, str]]] = []
 
     def now(self) -> datetime:
         return clock.now()
@@ -230,19 +229,6 @@ class RunState:
             return True
         except k8s_nodes.NodeGoneError:
             return False
-
-
-def node_name(node: Mapping[str, Any]) -> str:
-    return str((node.get("metadata") or {}).get("name") or "")
-
-
-def node_annotations(node: Mapping[str, Any]) -> dict[str, str]:
-    return (node.get("metadata") or {}).get("annotations") or {}
-
-
-def pool_label(node: Mapping[str, Any], keys: Container[str] = ()) -> str:
-    """The key of the node's pool among ``keys`` (the pools'), read from its labels (nodelabels.pool_key)."""
-    return pool_key((node.get("metadata") or {}).get("labels") or {}, keys)
 
 
 def replacement_ids(annotations: Mapping[str, str]) -> list[str]:

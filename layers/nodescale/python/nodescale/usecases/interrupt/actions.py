@@ -253,7 +253,7 @@ def _drain_round(
     waiting: dict[str, Work] = {}  # node -> its work, while its instance waits in the batch
     for name, item in list(active.items()):
         try:
-            fresh = k8s_nodes.get_node(rt.api, name)
+            fresh = ClusterNode.from_dict(k8s_nodes.get_node(rt.api, name))
         except k8s_nodes.NodeGoneError:
             # Someone else finished it (the disruption function, or EC2's terminated instance).
             item.update(action=Outcome.DRAINED, reason=item.report.reason or Reason.NODE_DELETED)

@@ -113,8 +113,7 @@ def needs_finalizer(world: World, view: ClusterNode) -> bool:
     iid = world.trusted_instance_id(view)
     if not iid or world.instance(iid) is None:
         return False
-    meta = view.raw.get("metadata") or {}
-    return not meta.get("deletionTimestamp") and wk.TERMINATION_FINALIZER not in (meta.get("finalizers") or [])
+    return not view.deleting and wk.TERMINATION_FINALIZER not in view.finalizers
 
 
 def add_finalizers(rt: Runtime, world: World, *, dry_run: bool = False) -> list[str]:
