@@ -285,3 +285,43 @@ def test_nodeclaims_whose_node_never_registers_are_deleted_after_the_registratio
         assert foreign_instance not in after.registration_timeouts and _state(sim, foreign_instance) == "running"
     finally:  # not this cluster's: the emptying between tests leaves it
         sim.boto3_client("ec2").terminate_instances(InstanceIds=[foreign_instance])
+
+
+def _launching_claim(sim: Environment, name: str) -> None:
+    """A NodeClaim of the default pool as nodescale writes it before the Fleet call (its annotation, requirements
+    narrowed to the types offered, one zone and capacity type), with no providerID yet."""
+    request_json(sim.kube_api_client(), "POST", COLLECTION, body={
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {wk.NODEPOOL: "default", wk.NODECLASS: "default", "team": "platform"},
+                     "annotations": {ncm.OWNER_ANNOTATION: sim.cluster}, "finalizers": [wk.TERMINATION_FINALIZER]},
+        "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                 "requirements": [{"key": wk.INSTANCE_TYPE, "operator": "In", "values": ["c6a.large", "m6a.large"]},
+                                  {"key": wk.NODEPOOL, "operator": "In", "values": ["default"]},
+                                  {"key": wk.ZONE, "operator": "In", "values": ["us-east-1a"]},
+                                  {"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]}],
+                 "resources": {"requests": {"cpu": "500m", "pods": "1"}}}})
+
+
+def test_a_nodeclaim_without_its_instance_is_capacity_in_flight(sim: Environment, rt: Runtime, ns: str) -> None:
+    """#30.1: capacity in flight is the NodeClaims without a node, not what EC2 shows: a NodeClaim made before
+    the Fleet call (no providerID; EC2 shows no instance) takes the pending pod, so the pass launches nothing and
+    counts the pod waiting for it; once that NodeClaim is being deleted, the pod gets a node of its own.
+
+    kubernetes-sigs/karpenter pkg/controllers/provisioning/scheduling/suite_test.go, Describe "In-Flight Nodes":
+    It "should not launch a second node if there is an in-flight node that can support the pod" and It "should
+    launch a second node if an in-flight node is terminating"."""
+    helpers.install_karpenter_crds(sim)
+    _launching_claim(sim, "default-fl1gh")
+    pending_pod(sim, ns)
+    fleets = len(sim.aws_calls(service="ec2", action="CreateFleet"))  # the module's earlier tests launched
+
+    waiting = provisioning.provision_once(rt)
+
+    assert waiting.launches == [] and waiting.waiting_for_in_flight == 1
+    assert len(sim.aws_calls(service="ec2", action="CreateFleet")) == fleets
+    assert [c["metadata"]["name"] for c in nodeclaims(sim)] == ["default-fl1gh"]
+
+    helpers.delete_quietly(sim.kube_api_client(), f"{COLLECTION}/default-fl1gh")  # its finalizer keeps it, deleting
+    assert "deletionTimestamp" in nodeclaims(sim)[0]["metadata"]
+    [launch] = provisioning.provision_once(runtime_for(sim)).launches
+    assert launch.instance_id

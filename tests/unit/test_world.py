@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import FrozenInstanceError
+from dataclasses import FrozenInstanceError, replace
 from datetime import UTC, datetime
 
 import pytest
@@ -12,6 +12,7 @@ from nodescale.config import load, parse_documents
 from nodescale.model import labels as wk
 from nodescale.model.instance import ManagedInstance
 from nodescale.model.pod import Pod
+from nodescale.model.requirements import Requirements
 from nodescale.scheduling.inflight import IN_FLIGHT_PREFIX
 from nodescale.scheduling.templates import pool_usage
 from nodescale.scheduling.workloads import read_daemonsets
@@ -173,3 +174,98 @@ def test_the_snapshot_is_frozen_and_a_refresh_is_a_new_one(world: World) -> None
     fresh = world.with_instances([_instance("i-later", "m5.xlarge")])
     assert [i.instance_id for i in fresh.unregistered_instances()] == ["i-later"]
     assert fresh.instance("i-new") is None and world.instance("i-new") is not None
+
+
+# ---------------------------------------------------------------------- NodeClaims in flight (#30.1)
+# Karpenter behaviour restated: kubernetes-sigs/karpenter pkg/controllers/provisioning/scheduling/suite_test.go,
+# Describe("In-Flight Nodes"): It("should not launch a second node if there is an in-flight node that can support
+# the pod") (a NodeClaim without its Node is planned onto, whoever made it: the cluster state tracks every
+# NodeClaim) and It("should launch a second node if an in-flight node is terminating") (a NodeClaim being deleted
+# is not).
+
+def _claim(name: str, *, provider: str = "", labels: dict | None = None, requirements: list | None = None,
+           ours: bool = True, **status: object) -> dict:
+    meta: dict = {"name": name, "labels": {"karpenter.sh/nodepool": "web", "team": "web", **(labels or {})},
+                  "annotations": {"nodescale.io/cluster": "demo"} if ours else {}}
+    if status.pop("deleting", False):
+        meta["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+    reqs = requirements if requirements is not None else [
+        {"key": wk.INSTANCE_TYPE, "operator": "In", "values": ["m5.xlarge", "m5.large"]},
+        {"key": wk.ZONE, "operator": "In", "values": ["us-east-1a"]},
+        {"key": wk.CAPACITY_TYPE, "operator": "In", "values": ["spot"]},
+    ]
+    spec = {"requirements": reqs, "taints": [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}],
+            "startupTaints": [{"key": "example.com/agent-not-ready", "effect": "NoSchedule"}]}
+    return {"metadata": meta, "spec": spec,
+            "status": {**({"providerID": provider} if provider else {}), **status}}
+
+
+def _in_flight(world: World) -> dict[str, object]:
+    return {n.name: n for n in world.existing_nodes() if n.name.startswith(IN_FLIGHT_PREFIX)}
+
+
+def test_a_nodeclaim_of_an_instance_in_the_snapshot_is_counted_once_as_the_instance(world: World) -> None:
+    """#30.1: a NodeClaim whose providerID names an instance EC2 shows adds nothing: the plan is the one the
+    instance alone gives (same stand-in, same name), never two nodes for one instance."""
+    claimed = replace(world, nodeclaims=[_claim("web-a1b2c", provider="aws:///us-east-1a/i-new",
+                                                labels={wk.INSTANCE_TYPE: "m5.xlarge"})])
+    assert list(_in_flight(claimed)) == [f"{IN_FLIGHT_PREFIX}i-new"]
+    assert _in_flight(claimed) == _in_flight(world)
+
+
+def test_a_nodeclaim_ec2_does_not_show_stands_in_flight_as_its_cheapest_type(world: World) -> None:
+    """#30.1: a NodeClaim without providerID (not launched yet) is capacity in flight: the cheapest type its
+    requirement allows, its single zone and capacity type, its pool's labels and taints (startup taints
+    dropped), and the DaemonSet pods that will run there; keyed by the claim's name."""
+    w = replace(world, nodeclaims=[_claim("web-a1b2c")])
+    node = _in_flight(w)[f"{IN_FLIGHT_PREFIX}web-a1b2c"]
+    assert node.in_flight and node.pool == "web"
+    assert (node.labels[wk.INSTANCE_TYPE], node.labels[wk.ZONE], node.labels[wk.CAPACITY_TYPE]) == (
+        "m5.large", "us-east-1a", "spot")
+    assert node.labels["team"] == "web" and node.labels[wk.HOSTNAME] == f"{IN_FLIGHT_PREFIX}web-a1b2c"
+    assert [t.key for t in node.taints] == ["dedicated"]
+    assert [p.name for p in node.pods] == ["agent-daemon-web-a1b2c"]
+    m5_large = next(t for t in world.catalog if t.name == "m5.large")
+    assert node.price == m5_large.cheapest(Requirements.from_labels({wk.ZONE: "us-east-1a",
+                                                                       wk.CAPACITY_TYPE: "spot"})).price > 0
+    assert set(_in_flight(w)) == {f"{IN_FLIGHT_PREFIX}i-new", f"{IN_FLIGHT_PREFIX}web-a1b2c"}
+
+
+def test_a_launched_nodeclaim_ec2_does_not_list_yet_counts_once_by_its_label(world: World) -> None:
+    """#30.1: launched (providerID, instance-type label) but EC2 lagging: one stand-in of the labelled type,
+    however many NodeClaims name that instance."""
+    lagging = _claim("web-zzzzz", provider="aws:///us-east-1a/i-later", labels={wk.INSTANCE_TYPE: "m5.xlarge"})
+    twin = {**lagging, "metadata": {**lagging["metadata"], "name": "web-yyyyy"}}
+    w = replace(world, nodeclaims=[lagging, twin])
+    assert set(_in_flight(w)) == {f"{IN_FLIGHT_PREFIX}i-new", f"{IN_FLIGHT_PREFIX}web-zzzzz"}
+    assert _in_flight(w)[f"{IN_FLIGHT_PREFIX}web-zzzzz"].labels[wk.INSTANCE_TYPE] == "m5.xlarge"
+
+
+def test_a_deleting_or_registered_nodeclaim_is_not_in_flight(world: World) -> None:
+    """#30.1: a NodeClaim being deleted, or whose node registered, is not capacity in flight."""
+    w = replace(world, nodeclaims=[_claim("web-dying", deleting=True), _claim("web-joined", nodeName="x"),
+                                   _claim("web-reg", conditions=[{"type": "Registered", "status": "True"}])])
+    assert list(_in_flight(w)) == [f"{IN_FLIGHT_PREFIX}i-new"]
+
+
+def test_a_nodeclaim_nodescale_did_not_create_is_in_flight_too(world: World) -> None:
+    """#30.1: a NodeClaim without nodescale's annotation (Karpenter's, during a migration) is planned onto as
+    Karpenter plans onto every NodeClaim it sees."""
+    w = replace(world, nodeclaims=[_claim("web-karpe", ours=False)])
+    assert f"{IN_FLIGHT_PREFIX}web-karpe" in _in_flight(w)
+
+
+def test_a_nodeclaim_that_cannot_be_read_is_left_out_and_the_others_count(world: World, caplog) -> None:
+    """#30.1: a NodeClaim whose requirements the API server would refuse, or of no known type, is left out of
+    planning with a warning naming it; the others still count."""
+    bad = _claim("web-bad01", requirements=[{"key": wk.ZONE, "operator": "Sideways", "values": ["x"]}])
+    unknown = _claim("web-unkno", labels={wk.INSTANCE_TYPE: "z9.huge"})
+    w = replace(world, nodeclaims=[bad, unknown, _claim("web-good1")])
+    assert set(_in_flight(w)) == {f"{IN_FLIGHT_PREFIX}i-new", f"{IN_FLIGHT_PREFIX}web-good1"}
+    assert "in-flight/web-bad01" in caplog.text and "Sideways" in caplog.text
+    assert "in-flight/web-unkno" in caplog.text
+
+
+def test_without_nodeclaims_capacity_in_flight_is_ec2s(world: World) -> None:
+    """#30.1: without the CRD (nodeclaims None) the unregistered instances alone are in flight."""
+    assert world.nodeclaims is None and list(_in_flight(world)) == [f"{IN_FLIGHT_PREFIX}i-new"]

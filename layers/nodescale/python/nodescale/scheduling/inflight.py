@@ -1,5 +1,6 @@
-"""Capacity in flight: instances launched whose Node has not registered, and the stand-in node the
-bin-packer plans onto for each (what its Node will look like, its DaemonSets' pods already on it).
+"""Capacity in flight: instances launched whose Node has not registered, the NodeClaims whose instance EC2 does
+not show yet (#30.1), and the stand-in node the bin-packer plans onto for each (what its Node will look like,
+its DaemonSets' pods already on it).
 
 The use-cases decide from one snapshot what "in flight" means through this module, so the provisioner,
 disruption and the status report agree; it takes plain inputs and does no I/O.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..model import labels as wk
 from ..model import nodelabels
@@ -16,7 +18,9 @@ from ..model.instance import ManagedInstance
 from ..model.instancetype import InstanceType
 from ..model.nodepool import NodePool
 from ..model.pod import Pod
+from ..model.requirements import Requirements
 from ..model.taints import Taint, tolerates_all
+from . import nodeclaim_manifest as ncm
 from .plan import ExistingNode
 from .templates import daemon_requirements, labels_satisfy
 
@@ -93,10 +97,83 @@ def stand_in(inst: ManagedInstance, pool: NodePool | None, it: InstanceType, *, 
     taints: tuple[Taint, ...] = pool.taints if pool is not None else ()
     node = ExistingNode(name=name, labels=labels, allocatable=dict(it.allocatable), taints=taints,
                         capacity=dict(it.capacity), in_flight=True, price=price, pool=inst.nodepool or "")
-    # The DaemonSets that will run there take their share before any pending pod does.
+    return _with_daemons(node, daemon_pods, inst.instance_id)
+
+
+def _with_daemons(node: ExistingNode, daemon_pods: Sequence[Pod], suffix: str) -> ExistingNode:
+    """The DaemonSets that will run there take their share before any pending pod does."""
     for d in daemon_pods:
-        if tolerates_all(d.tolerations, taints) is not None:
+        if tolerates_all(d.tolerations, node.taints) is not None:
             continue
-        if any(labels_satisfy(labels, t) for t in daemon_requirements(d)):
-            node.pods.append(dataclasses.replace(d, name=f"{d.name}-{inst.instance_id}", node_name=name))
+        if any(labels_satisfy(node.labels, t) for t in daemon_requirements(d)):
+            node.pods.append(dataclasses.replace(d, name=f"{d.name}-{suffix}", node_name=node.name))
     return node
+
+
+# ---------------------------------------------------------------------------------- NodeClaims in flight (#30.1)
+
+
+def claims_in_flight(claims: Iterable[Mapping[str, Any]], instance_ids: Collection[str]) -> list[Mapping[str, Any]]:
+    """The NodeClaims that stand in flight on their own: not registered, not being deleted, and naming no
+    instance in ``instance_ids`` (the snapshot's; such an instance is counted as itself, so never twice): no
+    providerID yet, or EC2 not showing the instance yet. Two naming the same instance count once.
+
+    Every NodeClaim counts, nodescale's or another's (a Karpenter still running during a migration): Karpenter's
+    cluster state plans onto every NodeClaim it sees."""
+    out: list[Mapping[str, Any]] = []
+    seen: set[str] = set()
+    for claim in claims:
+        if ncm.registered(claim) or (claim.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        iid = ncm.instance_of(claim)
+        if iid and (iid in instance_ids or iid in seen):
+            continue
+        if iid:
+            seen.add(iid)
+        out.append(claim)
+    return out
+
+
+def claim_node_name(claim: Mapping[str, Any]) -> str:
+    """The stand-in node name of a NodeClaim in flight: ``in-flight/<claim name>``."""
+    return in_flight_name(str((claim.get("metadata") or {}).get("name") or ""))
+
+
+def claim_type(claim: Mapping[str, Any], types: Sequence[InstanceType]) -> InstanceType | None:
+    """The claim's instance type among ``types``: its instance-type label (written at launch), else the cheapest
+    its instance-type requirement allows in its zones and capacity types (what the Fleet call picks first).
+    Raises RequirementError for requirements the API server would refuse."""
+    labels = (claim.get("metadata") or {}).get("labels") or {}
+    by_name = {it.name: it for it in types}
+    if labels.get(wk.INSTANCE_TYPE):
+        return by_name.get(str(labels[wk.INSTANCE_TYPE]))
+    reqs = claim_requirements(claim)
+    allowed = reqs.get(wk.INSTANCE_TYPE)
+    priced = [(o.price, it.name, it) for it in types if allowed is None or allowed.has(it.name)
+              if (o := it.cheapest(reqs)) is not None]
+    return min(priced, key=lambda p: (p[0], p[1]))[2] if priced else None
+
+
+def claim_requirements(claim: Mapping[str, Any]) -> Requirements:
+    return Requirements.from_node_selector_requirements((claim.get("spec") or {}).get("requirements") or [],
+                                                        where="spec.requirements")
+
+
+def claim_stand_in(claim: Mapping[str, Any], it: InstanceType, *, pool_key: str, daemon_pods: Sequence[Pod],
+                   class_labels: Mapping[str, str] | None = None) -> ExistingNode:
+    """What the NodeClaim's Node will look like: its labels, else its requirements' single values (zone, capacity
+    type), the type's labels; its taints (startup taints go before pods wait on it). Raises RequirementError or
+    TaintError for a spec the API server would refuse."""
+    name = claim_node_name(claim)
+    reqs = claim_requirements(claim)
+    labels = {**it.labels, **(class_labels or {}), **reqs.labels(),
+              **{str(k): str(v) for k, v in ((claim.get("metadata") or {}).get("labels") or {}).items()}}
+    labels[wk.INSTANCE_TYPE] = it.name
+    labels[wk.HOSTNAME] = name
+    spec = claim.get("spec") or {}
+    taints = tuple(Taint.from_dict(t, "spec.taints") for t in spec.get("taints") or [])
+    offering = it.cheapest(Requirements.from_labels({k: labels[k] for k in (wk.ZONE, wk.CAPACITY_TYPE) if k in labels}))
+    node = ExistingNode(name=name, labels=labels, allocatable=dict(it.allocatable), taints=taints,
+                        capacity=dict(it.capacity), in_flight=True, price=offering.price if offering else 0.0,
+                        pool=pool_key)
+    return _with_daemons(node, daemon_pods, name.removeprefix(IN_FLIGHT_PREFIX))

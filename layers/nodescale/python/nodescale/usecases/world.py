@@ -52,7 +52,14 @@ from ..scheduling.pooltypes import PoolTypesError, catalog_region, pool_types
 from ..scheduling.volumetopology import VolumeObjects
 from ..scheduling.workloads import read_daemonsets
 from .nodepool_sources import load_all
-from .world_sources import catalog, read_reservations, read_shifts, read_volumes, with_volume_topology
+from .world_sources import (
+    catalog,
+    read_nodeclaims,
+    read_reservations,
+    read_shifts,
+    read_volumes,
+    with_volume_topology,
+)
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -86,6 +93,9 @@ class World:
     daemonsets: list[DaemonSet] = field(default_factory=list)
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     instances: list[ManagedInstance] = field(default_factory=list)
+    # Every karpenter.sh/v1 NodeClaim as listed once a pass (#30.1); None when the cluster does not serve them (or
+    # the list failed): capacity in flight is then what EC2 shows alone.
+    nodeclaims: list[dict[str, Any]] | None = None
     catalog: list[InstanceType] = field(default_factory=list, repr=False)
     unavailable: dict[tuple[str, str, str], float] = field(default_factory=dict)
     # Availability Zones under an ARC zonal shift, by zone id: nothing launches there (aws/zonalshifts).
@@ -263,6 +273,8 @@ class World:
         return nodes
 
     def _stand_ins(self) -> list[ExistingNode]:
+        """Capacity in flight: each unregistered instance, then each NodeClaim in flight whose instance EC2 does
+        not show (yet): not launched, or launched and not listed yet (#30.1)."""
         out = []
         for inst in self.unregistered_instances():
             it = self.instance_type(inst.instance_type, inst.nodepool)
@@ -275,6 +287,22 @@ class World:
                 inst, pool, it, price=self.price_of(inst), daemon_pods=self.daemonset_pods(),
                 zone_id=self.zone_id(inst.zone) if pool is not None else "",
                 class_labels=self.node_labels(pool.name) if pool is not None else None))
+        return out + self._claim_stand_ins()
+
+    def _claim_stand_ins(self) -> list[ExistingNode]:
+        out = []
+        for claim in inflight.claims_in_flight(self.nodeclaims or (), self._instance_by_id):
+            name = inflight.claim_node_name(claim)
+            key = nodelabels.pool_key((claim.get("metadata") or {}).get("labels") or {}, self.nodepools)
+            try:
+                it = inflight.claim_type(claim, self.instance_types(key) or self.catalog)
+                if it is None:
+                    log.warning("in-flight nodeclaim %s left out of planning: no known instance type", name)
+                    continue
+                out.append(inflight.claim_stand_in(claim, it, pool_key=key, daemon_pods=self.daemonset_pods(),
+                                                   class_labels=self.node_labels(key)))
+            except (RequirementError, TaintError) as exc:
+                log.warning("in-flight nodeclaim %s left out of planning: %s", name, exc)
         return out
 
     def instance_type(self, name: str, pool_name: str | None = None) -> InstanceType | None:
@@ -328,12 +356,13 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     instances = ec2_instances.list_instances(rt.aws.ec2, settings.cluster_name)
     unavailable = rt.launcher.offerings.snapshot()
     types = catalog(rt)
+    claims = read_nodeclaims(rt)
     world = World(
         now=now, cluster=settings.cluster_name, nodepools=dict(config.nodepools),
         nodeclasses=dict(config.nodeclasses), overlays=dict(config.overlays) if gates.node_overlay else {}, buffers=buffers, gates=gates,
         resolved_buffers=resolved, config_errors=[*config.errors, *buffer_errors], nodes=nodes, waiting=waiting_pods(pods),
         pods_by_node=pods_by_node, pending=pending, pod_errors=[*pod_errors, *refused], daemonsets=daemonsets,
-        pdbs=pdbs, volumes=volumes, volume_refusals=dict(refused), instances=instances, unavailable=unavailable, catalog=types, shifts=read_shifts(rt, types),
+        pdbs=pdbs, volumes=volumes, volume_refusals=dict(refused), instances=instances, nodeclaims=claims, unavailable=unavailable, catalog=types, shifts=read_shifts(rt, types),
         # Karpenter offers no reserved capacity with the ReservedCapacity gate off (on by default).
         reservations=read_reservations(rt.aws.ec2, config.nodeclasses.values(), now) if gates.reserved_capacity else {},
     )

@@ -1,6 +1,6 @@
 """Where a world's cloud-side facts come from: the region's instance types (EC2, else the bundled data, kept
-for a while per container), the zonal shifts in force, and each node class's capacity reservations; and
-what the pods' persistent volumes require of their nodes."""
+for a while per container), the zonal shifts in force, and each node class's capacity reservations; what
+the pods' persistent volumes require of their nodes; and the cluster's NodeClaims."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from kubernetes.client.exceptions import ApiException
+
 from .. import clock
 from ..aws import capacityreservations, zonalshifts
 from ..aws import catalog as catalogs
+from ..k8s import nodeclaims as k8s_nodeclaims
 from ..k8s.volumes import read_volume_objects
 from ..model.capacityreservation import CapacityReservation
 from ..model.instancetype import InstanceType
@@ -121,3 +124,20 @@ def with_volume_topology(
         else:
             refused.append((pod.key, why))
     return kept, refused
+
+
+def read_nodeclaims(rt: Runtime) -> list[dict[str, Any]] | None:
+    """Every NodeClaim, read once a pass (#30.1); None without the CRD (a warning once per invocation, and no
+    NodeClaim is created in it) or when the list fails: then capacity in flight is read from EC2 alone."""
+    book = rt.nodeclaims
+    if book.missing:
+        return None
+    try:
+        return k8s_nodeclaims.list_all(rt.api)
+    except k8s_nodeclaims.NodeClaimsMissing:
+        book.missing = True
+        log.warning("the cluster has no NodeClaim CRD (nodeclaims.karpenter.sh): NodeClaims are not kept")
+        return None
+    except ApiException as exc:
+        log.warning("could not list NodeClaims", extra={"error": str(exc)})
+        return None

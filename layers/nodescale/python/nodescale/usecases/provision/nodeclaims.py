@@ -4,12 +4,12 @@ when the launch gave it no instance.
     created(rt, pool, claims, options) -> names      one NodeClaim per planned node ("" where none was made)
     launched(rt, name, inst, it, image_id)           providerID, imageID, capacity, allocatable, Launched=True
     discard(rt, names)                               a launch that got no instance leaves no NodeClaim
-    listed(rt) -> claims | None                      every NodeClaim (None without the CRD or on an error)
-    past_registration_ttl(rt, stale, now, ttl)       ours whose node never registered (Karpenter's liveness)
+    past_registration_ttl(claims, cluster, stale, ...)  ours whose node never registered (Karpenter's liveness)
     remove(rt, claims)                               their finalizer released and deleted, once instances went
 
 Bookkeeping never holds capacity back: without the NodeClaim CRD (a 404 on the collection) or when a write
-fails, the launch goes on, and a warning says so (once per invocation for the missing CRD).
+fails, the launch goes on, and a warning says so (once per invocation for the missing CRD). The NodeClaims
+are listed once a pass, with the world (``world_sources.read_nodeclaims``).
 """
 
 from __future__ import annotations
@@ -113,29 +113,13 @@ def discard(rt: Runtime, names: Iterable[str]) -> None:
                                                                                      "error": str(exc)})
 
 
-def listed(rt: Runtime) -> list[dict[str, Any]] | None:
-    """Every NodeClaim; None without the CRD (a warning once per invocation) or when the list fails."""
-    book = state(rt)
-    if book.missing:
-        return None
-    try:
-        return k8s_nodeclaims.list_all(rt.api)
-    except k8s_nodeclaims.NodeClaimsMissing:
-        book.missing = True
-        log.warning("the cluster has no NodeClaim CRD (nodeclaims.karpenter.sh): NodeClaims are not kept")
-        return None
-    except ApiException as exc:
-        log.warning("could not list NodeClaims", extra={"error": str(exc)})
-        return None
-
-
 def past_registration_ttl(
-    rt: Runtime, stale: Collection[str], *, now: datetime, ttl_seconds: float,
+    claims: Iterable[dict[str, Any]], cluster: str, stale: Collection[str], *, now: datetime, ttl_seconds: float,
 ) -> list[dict[str, Any]]:
-    """The NodeClaims nodescale created whose node has not registered within the TTL (Karpenter's liveness),
-    with those of the instances in ``stale``; never one nodescale did not create."""
-    return [c for c in listed(rt) or ()
-            if ncm.registration_expired(c, rt.cluster, now=now, ttl_seconds=ttl_seconds, stale=stale)]
+    """Of ``claims`` (the snapshot's), those nodescale created for ``cluster`` whose node has not registered
+    within the TTL (Karpenter's liveness), with those of the instances in ``stale``; never one it did not create."""
+    return [c for c in claims
+            if ncm.registration_expired(c, cluster, now=now, ttl_seconds=ttl_seconds, stale=stale)]
 
 
 def remove(rt: Runtime, claims: Iterable[dict[str, Any]]) -> list[str]:

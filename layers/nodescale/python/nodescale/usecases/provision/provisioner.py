@@ -445,14 +445,17 @@ def _recorder(rt: Runtime, world: World) -> k8s_events.EventRecorder:
 def _expire_unregistered(rt: Runtime, world: World, tally: Tally, dry_run: bool) -> list[str]:
     """Instances whose Node never came within the registration timeout: terminated (if ours), their
     pods planned again; with the NodeClaims nodescale created whose node never registered (Karpenter's
-    liveness, #30.1), deleted once their instances are. Returns the ids to leave out of this pass's planning."""
+    liveness, #30.1), deleted once their instances are. Returns what to leave out of this pass's planning: the
+    instance ids, and the names of the NodeClaims deleted (their stand-ins in flight)."""
     timeout = rt.settings.registration_timeout_seconds
     stale = ec2_instances.unregistered(world.unregistered_instances(), (), timeout, now=world.now)
     ids = [i.instance_id for i in stale]
-    claims = [] if dry_run else nodeclaims.past_registration_ttl(rt, ids, now=world.now, ttl_seconds=timeout)
+    claims = [] if dry_run else nodeclaims.past_registration_ttl(world.nodeclaims or (), rt.cluster, ids,
+                                                                 now=world.now, ttl_seconds=timeout)
     ids = sorted({*ids, *(iid for c in claims if (iid := ncm.instance_of(c)))})
     if not ids and not claims:
         return []
+    removed: list[str] = []
     if not dry_run:
         result = ec2_instances.terminate(rt.aws.ec2, ids, rt.cluster)
         ids = result.terminated + result.missing
@@ -460,9 +463,9 @@ def _expire_unregistered(rt: Runtime, world: World, tally: Tally, dry_run: bool)
             log.warning("instance did not register in time; terminated",
                         extra={"instance_id": iid, "timeout_seconds": timeout})
         # The instances are gone (or were never ours): nothing is left for the finalizer to wait on.
-        nodeclaims.remove(rt, claims)
+        removed = nodeclaims.remove(rt, claims)
     tally.add_timeouts(ids)
-    return ids
+    return ids + removed
 
 
 def _pass(rt: Runtime, tally: Tally, dry_run: bool) -> LaunchOutcome:

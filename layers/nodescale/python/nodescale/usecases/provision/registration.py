@@ -157,19 +157,16 @@ def _statuses(conditions: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return {c.get("type"): c.get("status") for c in conditions}
 
 
-def _claims_by_instance(rt: Runtime) -> dict[str, dict[str, Any]] | None:
-    """This cluster's NodeClaims by the instance their providerID names; None without the CRD or on an error."""
-    claims = nodeclaims.listed(rt)
-    if claims is None:
-        return None
-    return {iid: claim for claim in claims if (iid := ncm.instance_of(claim))}
+def _claims_by_instance(world: World) -> dict[str, dict[str, Any]]:
+    """The snapshot's NodeClaims by the instance their providerID names (none without the CRD)."""
+    return {iid: claim for claim in world.nodeclaims or () if (iid := ncm.instance_of(claim))}
 
 
 def sync_nodeclaims(rt: Runtime, world: World, *, dry_run: bool = False) -> int:
     """Karpenter's registration and initialization on the NodeClaims of this cluster's registered nodes:
     nodeName and Registered=True, then Initialized=True (and Ready) once the node is initialized. Writes
     only what changed, through the status subresource; returns how many NodeClaims it wrote."""
-    by_instance = None if dry_run else _claims_by_instance(rt)
+    by_instance = {} if dry_run else _claims_by_instance(world)
     if not by_instance:
         return 0
     written = 0
