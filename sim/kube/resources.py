@@ -61,6 +61,7 @@ BUILTINS: tuple[ResourceType, ...] = (
     _rt("events.k8s.io", "v1", "events", "Event", True, "ev", has_status=False),
     _rt("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, "sc", has_status=False),
     _rt("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False),
+    _rt("storage.k8s.io", "v1", "csinodes", "CSINode", False, has_status=False),
     _rt("rbac.authorization.k8s.io", "v1", "roles", "Role", True, has_status=False),
     _rt("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, has_status=False),
     _rt("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, has_status=False),

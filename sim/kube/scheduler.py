@@ -18,7 +18,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from . import interpod, volumebinding
+from . import interpod, volumebinding, volumelimits
 from .errors import ApiError
 from .objects import meta, pod_terminal, set_condition
 from .placement import (
@@ -202,7 +202,7 @@ class Scheduler:
                 self._mark_unschedulable(pod, _rejected_message(len(nodes), volumes))
             return 0
         static = {meta(node)["name"]: static_reason(spec, node) for node in nodes}
-        volume = {meta(node)["name"]: volumes.reasons(node) for node in nodes} if volumes else {}
+        volume = self._volume_reasons(group[0], nodes, volumes) if volumes else {}
         candidates = [meta(node)["name"] for node in nodes
                       if static[meta(node)["name"]] is None and not volume.get(meta(node)["name"])]
         by_name = {meta(node)["name"]: node for node in nodes}
@@ -252,6 +252,18 @@ class Scheduler:
             for pod in unplaced:
                 self._mark_unschedulable(pod, message)
         return bound
+
+    def _volume_reasons(self, pod: dict[str, Any], nodes: list[dict[str, Any]],
+                        volumes: volumebinding.PodVolumes) -> dict[str, tuple[str, ...]]:
+        """Why each node cannot take the pod's volumes: NodeVolumeLimits (its CSINode's counts), then VolumeBinding.
+        The group's pods share their claims, so a node that takes the first takes the rest without new volumes."""
+        wanted = volumelimits.pod_csi_volumes(self.store, pod)
+        reasons = {}
+        for node in nodes:
+            name = meta(node)["name"]
+            limit = (volumelimits.LIMIT_REASON,) if wanted and volumelimits.exceeds(self.store, name, wanted) else ()
+            reasons[name] = limit + volumes.reasons(node)
+        return reasons
 
     @staticmethod
     def _unschedulable_message(

@@ -123,3 +123,22 @@ def _node_affinity(affinity: Any, errs: Errors) -> None:
             elif operator in ("In", "NotIn") and not expr.get("values"):
                 errs.required(f"{path}[{index}].matchExpressions[{position}].values",
                               "must be specified when `operator` is 'In' or 'NotIn'")
+
+
+def validate_csi_node(obj: dict[str, Any], errs: Errors) -> None:
+    """storage's ValidateCSINode for the fields sim's scheduler reads: each driver named once, with a node id,
+    and a non-negative allocatable count."""
+    seen: set[str] = set()
+    for index, driver in enumerate((obj.get("spec") or {}).get("drivers") or []):
+        path = f"spec.drivers[{index}]"
+        name = (driver or {}).get("name") if isinstance(driver, dict) else None
+        if not name:
+            errs.required(f"{path}.name")
+        elif name in seen:
+            errs.duplicate(f"{path}.name", name)
+        seen.add(name or "")
+        if not (driver or {}).get("nodeID"):
+            errs.required(f"{path}.nodeID")
+        count = ((driver or {}).get("allocatable") or {}).get("count")
+        if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 0):
+            errs.invalid(f"{path}.allocatable.count", count, "must be greater than or equal to 0")

@@ -26,7 +26,7 @@ from .errors import ApiError
 from .quantity import QuantityError, milli
 from .resources import ResourceType
 from .selectors import compile_label_selector_object
-from .storagevalidation import validate_claim, validate_storage_class, validate_volume
+from .storagevalidation import validate_claim, validate_csi_node, validate_storage_class, validate_volume
 
 TOTAL_ANNOTATION_SIZE_LIMIT = 256 * (1 << 10)  # apimachinery's TotalAnnotationSizeLimitB
 CONFIG_MAP_SIZE_LIMIT = 1024 * 1024  # core's MaxSecretSize, also applied to ConfigMaps
@@ -662,6 +662,7 @@ _BY_RESOURCE: dict[str, Callable[[dict[str, Any], Errors], None]] = {
     "policy/v1/poddisruptionbudgets": validate_pdb,
     "storage.k8s.io/v1/volumeattachments": validate_volume_attachment,
     "storage.k8s.io/v1/storageclasses": validate_storage_class,
+    "storage.k8s.io/v1/csinodes": validate_csi_node,
     "v1/persistentvolumes": validate_volume,
     "v1/persistentvolumeclaims": validate_claim,
 }

@@ -26,6 +26,7 @@ import boto3
 from sim.aws.amis import windows_build
 from sim.aws.constants import DUMMY_CREDENTIALS, OWNERSHIP_TAG
 from sim.nodes.capacity import node_resources
+from sim.nodes.csinode import csinode_for, ebs_attach_limit
 from sim.nodes.userdata import Bootstrap, UserDataError, decode, parse
 
 log = logging.getLogger("sim.kubelet")
@@ -230,10 +231,11 @@ class Kubelet:
             self._reject(instance_id, str(exc))
             return
         try:
-            self.store.create("v1/nodes", node)
+            stored = self.store.create("v1/nodes", node)
         except Exception as exc:  # an ApiError such as AlreadyExists: the instance cannot claim the name
             self._reject(instance_id, f"registering node {node['metadata']['name']} failed: {exc}")
             return
+        self._register_csinode(instance, stored)
         member = Member(
             instance_id=instance_id,
             phase="registered",
@@ -245,6 +247,17 @@ class Kubelet:
         log.info("node %s registered for %s", member.node_name, instance_id)
         if self.ready_delay <= 0:
             self._mark_ready(member)
+
+    def _register_csinode(self, instance: dict[str, Any], node: dict[str, Any]) -> None:
+        """The EBS CSI driver's registration on the new node (#31.2): its CSINode, owned by the Node."""
+        # An EBS-backed instance maps its root volume too (moto names it /dev/sda1 whatever the image's root device).
+        extra = max(0, len(instance.get("BlockDeviceMappings") or []) - 1)
+        limit = ebs_attach_limit(self._instance_type(instance["InstanceType"]),
+                                 max(1, len(instance.get("NetworkInterfaces") or [])), extra)
+        try:
+            self.store.create("storage.k8s.io/v1/csinodes", csinode_for(node, instance["InstanceId"], limit))
+        except Exception as exc:  # left over from a Node of the same name: the scheduler then sees no limit
+            log.warning("csinode %s not registered: %s", node["metadata"]["name"], exc)
 
     def _reject(self, instance_id: str, reason: str) -> None:
         log.warning("instance %s never joins cluster %s: %s", instance_id, self.cluster, reason)

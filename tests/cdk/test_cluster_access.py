@@ -95,6 +95,8 @@ def test_rbac_grants_exactly_what_the_functions_do() -> None:
     # #31.1: volume topology lists the claims, PersistentVolumes and StorageClasses.
     expected |= {("", "persistentvolumeclaims", "list"), ("", "persistentvolumes", "list"),
                  ("storage.k8s.io", "storageclasses", "list")}
+    # #31.1: volume attachment limits list the CSINodes.
+    expected |= {("storage.k8s.io", "csinodes", "list")}
     expected |= {("karpenter.sh", "nodeclaims", v) for v in ("get", "list", "watch", "patch")}
     # #30.1: one NodeClaim per launch (created before the Fleet call, deleted when the launch fails), its status.
     expected |= {("karpenter.sh", "nodeclaims", v) for v in ("create", "update", "delete")}

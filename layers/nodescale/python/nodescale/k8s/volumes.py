@@ -1,5 +1,5 @@
 """VolumeAttachments on a node, and the PersistentVolume a claim is bound to (for the termination's wait
-for volume detachment); the claims, PersistentVolumes and StorageClasses a pass plans pods' volumes with."""
+for volume detachment); the claims, PersistentVolumes, StorageClasses and CSINodes a pass plans pods' volumes with."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from ..scheduling.volumetopology import VolumeObjects
+from ..scheduling.volumeusage import csinode_limits
 from .listing import collection_path, list_objects
 from .raw import path_segment, request_json
 
@@ -32,13 +33,16 @@ def claim_volume(api: ApiClient, namespace: str, claim: str) -> str | None:
 
 
 def read_volume_objects(api: ApiClient) -> VolumeObjects:
-    """Every claim, PersistentVolume and StorageClass, one list each (a get per claim costs more at scale)."""
+    """Every claim, PersistentVolume, StorageClass and CSINode, one list each (a get per claim costs more at
+    scale)."""
     claims = list_objects(api, collection_path("", "v1", "persistentvolumeclaims")).items
     volumes = list_objects(api, collection_path("", "v1", "persistentvolumes")).items
     classes = list_objects(api, collection_path("storage.k8s.io", "v1", "storageclasses")).items
+    csinodes = list_objects(api, collection_path("storage.k8s.io", "v1", "csinodes")).items
     return VolumeObjects(
         claims={((c.get("metadata") or {}).get("namespace") or "default", (c.get("metadata") or {}).get("name") or ""): c
                 for c in claims},
         volumes={(v.get("metadata") or {}).get("name") or "": v for v in volumes},
         classes={(c.get("metadata") or {}).get("name") or "": c for c in classes},
+        limits=csinode_limits(csinodes),
     )

@@ -120,6 +120,9 @@ class Pod:
     # What its persistent volumes add to every affinity term (scheduling/volumetopology, #31.1): kept apart
     # from its node affinity, which topology spread's nodeAffinityPolicy reads, as Karpenter keeps them.
     volume_requirements: Requirements = NO_REQUIREMENTS
+    # Its claims, each with the CSI driver it is attached by, ((driver, "namespace/claim"), ...): what counts
+    # against a node's volume attachment limits (scheduling/volumeusage, #31.1).
+    volumes: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:

@@ -26,13 +26,14 @@ def existing_nodes(
     prices: Mapping[str, float],
     in_flight: Iterable[ExistingNode] = (),
     exclude: Iterable[str] = (),
+    volume_limits: Mapping[str, Mapping[str, int]] | None = None,
 ) -> tuple[list[ExistingNode], dict[str, str]]:
     """Registered nodes, then ``in_flight`` stand-ins; and the nodes left out because they cannot be read
     (name -> why).
 
     ``instances`` maps a Node's name to the instance it is trusted for, ``prices`` an instance id to its
     price. ``exclude`` holds node names or instance ids to leave out (a node being replaced, an instance
-    about to be terminated). Nodes not yet Ready are marked in flight; the taints they carry only while
+    about to be terminated). ``volume_limits`` gives a node's CSINode counts per driver. Nodes not yet Ready are marked in flight; the taints they carry only while
     starting are dropped, since pods will not wait for them.
     """
     skip = set(exclude)
@@ -47,6 +48,7 @@ def existing_nodes(
         node = _planned(view)
         node.pods = list(pods_by_node.get(view.name, []))
         node.pool = nodelabels.pool_key(node.labels, nodepools)
+        node.volume_limits = dict((volume_limits or {}).get(view.name) or {})
         if not view.ready:
             node.in_flight = True
             keys = startup_keys(nodepools.get(node.nodepool))

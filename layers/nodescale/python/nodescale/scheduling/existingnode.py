@@ -11,6 +11,7 @@ from .groups import Group, Level
 from .plan import ExistingNode
 from .templates import fit_count, labels_satisfy
 from .topology import Topology
+from .volumeusage import VolumeUsage
 
 Vector = Callable[[Mapping[str, int]], tuple[int, ...]]
 
@@ -18,7 +19,7 @@ Vector = Callable[[Mapping[str, int]], tuple[int, ...]]
 class NodeBin:
     """An existing or in-flight node: what it has, what its pods use, and which groups it holds."""
 
-    __slots__ = ("node", "alloc", "used", "counts", "pods", "zone", "capacity_type", "open")
+    __slots__ = ("node", "alloc", "used", "counts", "pods", "zone", "capacity_type", "open", "volumes")
 
     def __init__(self, node: ExistingNode, alloc: tuple[int, ...], used: list[int], counts: dict[int, int]) -> None:
         self.node = node
@@ -29,6 +30,9 @@ class NodeBin:
         self.zone: str | None = node.labels.get(wk.ZONE) or None
         self.capacity_type: str | None = node.labels.get(wk.CAPACITY_TYPE) or None
         self.open = not node.unschedulable
+        # Only a node with known volume limits counts its pods' claims: the others take any pod (as Karpenter).
+        self.volumes = VolumeUsage(node.volume_limits, (p for p in node.pods if not p.finished)) \
+            if node.volume_limits else None
 
     def accepts(self, group: Group, level: Level) -> bool:
         """Whether the group's pods tolerate the node's taints and the level's requirements hold on it."""

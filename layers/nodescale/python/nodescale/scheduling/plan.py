@@ -33,6 +33,8 @@ class ExistingNode:
     unschedulable: bool = False  # cordoned: keeps its pods, takes no new ones
     price: float = 0.0
     pool: str | None = None  # the pool's key when the labels alone do not say it (see nodelabels.pool_key)
+    # Its CSINode's allocatable count per CSI driver (scheduling/volumeusage); empty: no limit known.
+    volume_limits: dict[str, int] = field(default_factory=dict)
 
     @property
     def nodepool(self) -> str:

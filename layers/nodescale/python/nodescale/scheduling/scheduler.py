@@ -322,6 +322,10 @@ class Scheduler:
             if not taken:
                 continue
             taken = min(taken, remaining)
+            if node.volumes is not None:
+                taken = node.volumes.take(run[placed : placed + taken])
+                if not taken:
+                    continue
             node.add(run[placed : placed + taken], req, taken)
             record(node.counts, node.zone, node.capacity_type, group_id, taken)
             if host.bootstrap:

@@ -32,11 +32,13 @@ class VolumeTopologyError(ValueError):
 
 @dataclass(frozen=True)
 class VolumeObjects:
-    """The cluster's claims ((namespace, name) -> object), PersistentVolumes and StorageClasses by name."""
+    """The cluster's claims ((namespace, name) -> object), PersistentVolumes and StorageClasses by name, and each
+    node's volume attachment limits from its CSINode (node -> driver -> allocatable count)."""
 
     claims: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
     volumes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     classes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    limits: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 def claim_names(raw_pod: Mapping[str, Any]) -> list[str]:

@@ -267,7 +267,8 @@ class World:
                 trusted[view.name] = inst
         prices = {i.instance_id: self.price_of(i) for i in trusted.values()}
         nodes, unreadable = existing.existing_nodes(
-            self.node_views(), self.pods_by_node, self.nodepools, trusted, prices, self._stand_ins(), exclude)
+            self.node_views(), self.pods_by_node, self.nodepools, trusted, prices, self._stand_ins(), exclude,
+            self.volumes.limits)
         for name, why in unreadable.items():
             log.warning("node left out of planning", extra={"node": name, "reason": why})
         return nodes

@@ -29,6 +29,7 @@ from ..scheduling.volumetopology import (
     pods_use_claims,
     volume_requirements,
 )
+from ..scheduling.volumeusage import pod_volumes
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -91,13 +92,15 @@ def catalog(rt: Runtime) -> list[InstanceType]:
 
 
 def read_volumes(rt: Runtime, raw_pods: Iterable[Mapping[str, Any]]) -> VolumeObjects:
-    """The claims, PersistentVolumes and StorageClasses, read only when some pod names a claim."""
+    """The claims, PersistentVolumes, StorageClasses and CSINodes, read only when some pod names a claim."""
     return read_volume_objects(rt.api) if pods_use_claims(raw_pods) else VolumeObjects()
 
 
 def apply_volume_topology(pod: Pod, objects: VolumeObjects) -> str | None:
     """Give the pod what its volumes require of a node (#31.1); why not, for a pending pod that cannot be
-    planned for. A bound pod whose volume cannot be read keeps its own requirements only, with a log line."""
+    planned for. A bound pod whose volume cannot be read keeps its own requirements only, with a log line.
+    Its claims per CSI driver count against a node's attachment limits either way."""
+    pod.volumes = pod_volumes(pod.raw, objects)
     try:
         pod.volume_requirements = volume_requirements(pod.raw, objects)
     except VolumeTopologyError as exc:
