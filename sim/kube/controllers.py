@@ -2,7 +2,8 @@
 
 One background thread takes every write from the store (in resourceVersion order), marks what
 it affects as dirty and reconciles the dirty objects in batches: workloads, garbage collection,
-PodDisruptionBudget status, aggregated ClusterRoles' rules, the scheduler, and kubelet-like pod
+PodDisruptionBudget status, aggregated ClusterRoles' rules, PersistentVolume binding (``pvcontroller``),
+the scheduler, and kubelet-like pod
 lifecycle. Timers (Ready delay, grace periods, run-to-completion pods) run on the simulated clock.
 """
 
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..clock import Clock, parse_time
-from . import volumebinding, volumes
+from . import pvcontroller, volumebinding, volumes
 from .disruption import refresh_pdb_status
 from .lifecycle import (
     advance_foreground,
@@ -82,6 +83,8 @@ class Controllers:
         self.ready_delay = ready_delay
         self.detach_delay = detach_delay  # simulated seconds a CSI detach takes
         self._volume_nodes: set[str] = set()
+        self._claims: set[tuple[str, str]] = set()  # PersistentVolumeClaims for the PV controller to sync
+        self._volumes: set[str] = set()  # and PersistentVolumes
         self.scheduler = Scheduler(store)
         self._events: queue.SimpleQueue[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = queue.SimpleQueue()
         self._stop = threading.Event()
@@ -210,6 +213,10 @@ class Controllers:
         elif resource == CLUSTER_ROLES:
             # Any ClusterRole's labels or rules may feed an aggregated one (or stop feeding it).
             self._aggregate = True
+        if resource == volumebinding.PVCS and event_type != "DELETED":
+            self._claims.add((meta(obj).get("namespace", ""), meta(obj)["name"]))
+        elif resource == volumebinding.PVS and event_type != "DELETED":
+            self._volumes.add(meta(obj)["name"])
         if event_type == "DELETED":
             collect_dependents(self.store, obj)
             for key in owner_keys(self.store, obj):
@@ -309,6 +316,7 @@ class Controllers:
                 # them pile up between passes over every DaemonSet in proportion to what a pass costs, as
                 # the scheduler does, or a 10,000-node pass runs once per node changed.
                 self._next_daemonsets = time.monotonic() + min(1.0, time.monotonic() - started)
+        self._sync_persistent_volumes()
         foreground, self._foreground = self._foreground, set()
         for resource, namespace, name in sorted(foreground):
             advance_foreground(self.store, resource, namespace, name)
@@ -328,6 +336,14 @@ class Controllers:
         for namespace in sorted(namespaces):
             for pdb in self.store.snapshot("policy/v1/poddisruptionbudgets", namespace):
                 refresh_pdb_status(self.store, pdb)
+
+    def _sync_persistent_volumes(self) -> None:
+        claims, self._claims = self._claims, set()
+        volume_names, self._volumes = self._volumes, set()
+        for name in sorted(volume_names):
+            pvcontroller.sync_volume(self.store, name)
+        for namespace, name in sorted(claims):
+            pvcontroller.sync_claim(self.store, namespace, name)
 
     def _sync_volumes(self) -> None:
         nodes, self._volume_nodes = self._volume_nodes, set()

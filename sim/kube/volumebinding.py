@@ -5,8 +5,9 @@ As upstream (kubernetes/kubernetes pkg/scheduler/framework/plugins/volumebinding
 - PreFilter: a pod naming a PersistentVolumeClaim that does not exist, is being deleted or has lost its volume,
   or one whose unbound claim binds immediately (no StorageClass, a class that is not found, or a class with
   ``volumeBindingMode: Immediate``), fits no node; its message is the reason alone (``pod has unbound immediate
-  PersistentVolumeClaims``, ``persistentvolumeclaim "x" not found``). sim runs no PV controller, so an
-  Immediate claim is never bound for it: the pod stays Pending, as on a cluster whose provisioner is down.
+  PersistentVolumeClaims``, ``persistentvolumeclaim "x" not found``). sim's PV controller (``pvcontroller``)
+  binds only claims that name their volume, so an Immediate claim without one is never bound: the pod stays
+  Pending, as on a cluster whose provisioner is down.
 - Filter: a claim bound to a PersistentVolume with ``spec.nodeAffinity`` allows only the nodes it selects
   (``node(s) had volume node affinity conflict``); an unbound ``WaitForFirstConsumer`` claim allows the nodes
   in its class's ``allowedTopologies`` that sim's provisioner can serve (``node(s) didn't find available

@@ -3,6 +3,8 @@
 - max pods: ENIs x (IPv4 addresses per ENI - 1) + 2 (Windows: the primary ENI only, IPv4 per ENI - 1),
   unless the user data sets it;
 - Windows: `vpc.amazonaws.com/PrivateIPv4Address` as many as its max pods (the primary interface's addresses);
+- Linux on a trunk-compatible type: `vpc.amazonaws.com/pod-eni` as many as its branch interfaces (what the VPC
+  resource controller advertises for security groups for pods);
 - kube-reserved memory: 11 MiB per pod + 255 MiB;
 - kube-reserved CPU: 6% of the first core, 1% of the second, 0.5% of the third and fourth, 0.25% above;
 - kube-reserved ephemeral storage 1 GiB; eviction thresholds memory.available 100Mi, nodefs.available 10%.
@@ -18,6 +20,7 @@ DEFAULT_ROOT_VOLUME_GIB = 20
 EVICTION_HARD_MEMORY_MIB = 100
 KUBE_RESERVED_STORAGE_GIB = 1
 PRIVATE_IPV4 = "vpc.amazonaws.com/PrivateIPv4Address"
+POD_ENI = "vpc.amazonaws.com/pod-eni"
 
 
 @dataclass(frozen=True)
@@ -64,8 +67,10 @@ def node_resources(
     max_pods: int | None = None,
     root_volume_gib: int | None = None,
     windows: bool = False,
+    branch_interfaces: int = 0,
 ) -> Resources:
-    """Capacity and allocatable of a node of this instance type (a describe_instance_types entry)."""
+    """Capacity and allocatable of a node of this instance type (a describe_instance_types entry);
+    ``branch_interfaces``: the type's entry in the VPC resource controller's limits table (0: cannot trunk)."""
     vcpus = int((instance_type.get("VCpuInfo") or {}).get("DefaultVCpus") or 1)
     memory_mib = int((instance_type.get("MemoryInfo") or {}).get("SizeInMiB") or 0)
     pods = max_pods if max_pods is not None else eni_max_pods(instance_type, windows)
@@ -98,4 +103,7 @@ def node_resources(
         # IPv4 addresses less the node's own (each Windows pod requests one).
         addresses = str(eni_max_pods(instance_type, windows=True))
         capacity[PRIVATE_IPV4] = allocatable[PRIVATE_IPV4] = addresses
+    elif branch_interfaces:
+        # Security groups for pods: one branch interface per pod that asks; EKS offers none on Windows.
+        capacity[POD_ENI] = allocatable[POD_ENI] = str(branch_interfaces)
     return Resources(capacity=capacity, allocatable=allocatable, max_pods=pods)

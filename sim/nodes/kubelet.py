@@ -23,6 +23,7 @@ from typing import Any
 
 import boto3
 
+from nodescale.aws.branchinterfaces import branch_interfaces
 from sim.aws.amis import windows_build
 from sim.aws.constants import DUMMY_CREDENTIALS, OWNERSHIP_TAG
 from sim.nodes.capacity import node_resources
@@ -271,7 +272,13 @@ class Kubelet:
         image = self._image(instance.get("ImageId", ""))
         windows = self._check_image(image, boot)
         itype = self._instance_type(instance["InstanceType"])
-        resources = node_resources(itype, boot.max_pods, self._root_volume_gib(instance, image), windows)
+        resources = node_resources(
+            itype,
+            boot.max_pods,
+            self._root_volume_gib(instance, image),
+            windows,
+            branch_interfaces(instance["InstanceType"]),
+        )
 
         name = instance.get("PrivateDnsName") or f"ip-{instance.get('PrivateIpAddress', '').replace('.', '-')}.ec2.internal"
         zone = instance["Placement"]["AvailabilityZone"]

@@ -163,6 +163,7 @@ def test_m5_large_allocatable_matches_an_eks_al2_node(us_east_1):
     - memory: 8192Mi - 615Mi VM overhead (7.5 %) = 7577Mi capacity;
       minus kube-reserved 11 x 29 + 255 = 574Mi and the 100Mi eviction threshold = 6903Mi
     - ephemeral-storage: 20Gi root volume - 1Gi kube-reserved - 2Gi (nodefs.available 10 %) = 17Gi
+    - vpc.amazonaws.com/pod-eni: 9 branch interfaces (the VPC resource controller's table; #31.3)
     """
     m5 = us_east_1["m5.large"]
     assert m5.capacity == {
@@ -170,12 +171,14 @@ def test_m5_large_allocatable_matches_an_eks_al2_node(us_east_1):
         res.MEMORY: 7577 * MIB,
         res.EPHEMERAL_STORAGE: 20 * GIB,
         res.PODS: 29,
+        res.POD_ENI: 9,
     }
     assert m5.allocatable == {
         res.CPU: 1930,
         res.MEMORY: 6903 * MIB,
         res.EPHEMERAL_STORAGE: 17 * GIB,
         res.PODS: 29,
+        res.POD_ENI: 9,
     }
 
 

@@ -31,6 +31,7 @@ from ..model.instancetype import InstanceType, Offering
 from ..model.nodecapacity import capacity_and_overhead
 from ..model.nodepool import KubeletSettings
 from . import pricing
+from .branchinterfaces import branch_interfaces
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +226,9 @@ def build_instance_type(
     ami_family: str | None = None,
     windows: WindowsPricing | None = None,
 ) -> InstanceType:
-    capacity, overhead = capacity_and_overhead(facts, kubelet, ephemeral_storage_bytes, ami_family)
+    capacity, overhead = capacity_and_overhead(
+        facts, kubelet, ephemeral_storage_bytes, ami_family, branch_interfaces(facts.name)
+    )
     if windows is None:
         windows = offline_windows_pricing(region)
     return InstanceType(

@@ -20,8 +20,11 @@ def capacity_and_overhead(
     kubelet: KubeletSettings | None = None,
     ephemeral_storage_bytes: int | None = None,
     ami_family: str | None = None,
+    branch_interfaces: int = 0,
 ) -> tuple[res.Resources, res.Resources]:
-    """Node capacity and kube-reserved + system-reserved + eviction threshold (see ``overhead``)."""
+    """Node capacity and kube-reserved + system-reserved + eviction threshold (see ``overhead``).
+    ``branch_interfaces``: what the VPC resource controller advertises as ``vpc.amazonaws.com/pod-eni`` on
+    the type (EC2 does not report it, so the caller looks it up; 0 for a type that cannot trunk)."""
     ami = oh.ami_behaviour(ami_family)
     storage = (
         ephemeral_storage_bytes if ephemeral_storage_bytes is not None else ami.default_ephemeral_storage
@@ -45,6 +48,8 @@ def capacity_and_overhead(
         capacity[res.NEURON_CORE] = facts.neuron_cores
     if facts.efa_max:
         capacity[res.EFA] = facts.efa_max
+    if branch_interfaces and ami.branch_interfaces:
+        capacity[res.POD_ENI] = branch_interfaces
     if ami.primary_interface_density:
         capacity[res.PRIVATE_IPV4] = oh.primary_interface_addresses(facts.ipv4_per_eni)
     return capacity, oh.node_overhead(cpu, memory, storage, pods, eni_pods, kubelet, ami)
@@ -73,7 +78,10 @@ def with_kubelet(
         if not isinstance(facts, TypeFacts):
             out.append(it)
             continue
-        capacity, overhead = capacity_and_overhead(facts, kubelet, ephemeral_storage_bytes, ami_family)
+        # Branch interfaces depend on the type alone, not on the node class: keep what the catalog found.
+        capacity, overhead = capacity_and_overhead(
+            facts, kubelet, ephemeral_storage_bytes, ami_family, it.capacity.get(res.POD_ENI, 0)
+        )
         changes: dict[str, Any] = {"capacity": capacity, "overhead": overhead}
         if windows:
             # A Windows AMI makes the node a Windows node; a type that cannot run Windows offers nothing.

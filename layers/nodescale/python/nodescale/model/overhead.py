@@ -57,6 +57,8 @@ class AmiBehaviour:
     eni_limited_density: bool = True
     primary_interface_density: bool = False  # Windows: pods get the primary interface's addresses only
     default_ephemeral_storage: int = DEFAULT_EPHEMERAL_STORAGE
+    # Security groups for pods (vpc.amazonaws.com/pod-eni): EKS gives Windows nodes no branch interfaces.
+    branch_interfaces: bool = True
 
 
 _BOTTLEROCKET = AmiBehaviour(eni_limited_memory_overhead=False, pods_per_core=False, eviction_soft=False)
@@ -65,6 +67,7 @@ _WINDOWS = AmiBehaviour(
     eni_limited_density=False,
     primary_interface_density=True,
     default_ephemeral_storage=WINDOWS_EPHEMERAL_STORAGE,
+    branch_interfaces=False,
 )
 _DEFAULT = AmiBehaviour()
 
