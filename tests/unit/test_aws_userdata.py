@@ -16,6 +16,7 @@ from nodescale.model import labels as wk
 from nodescale.model.nodepool import KubeletSettings, NodeClass, NodePool
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.model.taints import Taint
+from sim.nodes import userdata as node_reads
 
 CLUSTER = ClusterInfo("demo-cluster", "1.31", "https://ABC.gr7.us-east-1.eks.amazonaws.com", "Q0EtREFUQQ==", "10.100.0.0/16")
 POOL = NodePool(
@@ -47,7 +48,7 @@ EXPECTED_LABELS = {
     "karpenter.k8s.aws/ec2nodeclass": "gpu",
     "team": "ml",
 }
-EXPECTED_TAINTS = ["nvidia.com/gpu=true:NoSchedule", "example.com/not-ready:NoExecute"]
+EXPECTED_TAINTS = ["nvidia.com/gpu=true:NoSchedule", "example.com/not-ready:NoExecute", "karpenter.sh/unregistered:NoExecute"]
 
 
 def mime_parts(text: str) -> list[tuple[str, str]]:
@@ -161,7 +162,11 @@ def test_bottlerocket_toml():
     assert settings["cluster-dns-ip"] == "10.100.0.10"
     assert settings["max-pods"] == 58
     assert settings["node-labels"] == EXPECTED_LABELS
-    assert settings["node-taints"] == {"nvidia.com/gpu": ["true:NoSchedule"], "example.com/not-ready": [":NoExecute"]}
+    assert settings["node-taints"] == {
+        "nvidia.com/gpu": ["true:NoSchedule"],
+        "example.com/not-ready": [":NoExecute"],
+        "karpenter.sh/unregistered": [":NoExecute"],
+    }
     assert settings["eviction-hard"] == {"memory.available": "5%"}
     assert settings["system-reserved"] == {"cpu": "100m", "memory": "100Mi"}
 
@@ -234,3 +239,20 @@ def test_ubuntu_uses_the_bootstrap_script_and_unknown_families_are_refused():
     assert "/etc/eks/bootstrap.sh 'demo-cluster'" in userdata.render("Ubuntu", CLUSTER, NODE)
     with pytest.raises(userdata.UserDataError, match="no user data format for AMI family 'Flatcar'"):
         userdata.render("Flatcar", CLUSTER, NODE)
+
+
+@pytest.mark.parametrize("family", ["AL2", "AL2023", "Bottlerocket", "Windows"])
+def test_every_family_registers_with_the_unregistered_taint(family: str) -> None:
+    """#30.4: every AMI family's user data makes the kubelet register with karpenter.sh/unregistered:NoExecute,
+    also for a pool without taints of its own, and the pool's taints stay, once each. Restates the behaviour
+    of aws/karpenter-provider-aws pkg/providers/amifamily/resolver.go (the unregistered taint added to every
+    launch's taints) and its launchtemplate suite_test.go kubelet-taint checks per family; read back as the
+    node reads it (sim/nodes/userdata)."""
+    bare = NodePool(name="plain", requirements=Requirements([]), node_class="plain")
+    for pool in (bare, POOL):
+        node_class = NodeClass(pool.node_class, family)
+        text = userdata.render(family, CLUSTER, userdata.bootstrap_for(pool, node_class), None)
+        taints = node_reads.parse(text).taints
+        assert {"key": "karpenter.sh/unregistered", "effect": "NoExecute"} in taints, (family, taints)
+        keys = [(t["key"], t["effect"]) for t in taints]
+        assert len(keys) == len(set(keys)) == len(pool.taints) + len(pool.startup_taints) + 1

@@ -28,7 +28,7 @@ from ..model import nodelabels
 from ..model import resources as res
 from ..model.nodepool import KubeletSettings, NodeClass, NodePool
 from ..model.quantity import format_bytes, format_cpu
-from ..model.taints import Taint
+from ..model.taints import UNREGISTERED_TAINT, Taint
 from .cluster import ClusterInfo
 
 
@@ -41,7 +41,8 @@ class NodeBootstrap:
     """Everything the node's own bootstrap needs besides the cluster."""
 
     labels: Mapping[str, str] = field(default_factory=dict)
-    taints: tuple[Taint, ...] = ()  # the NodePool's taints followed by its startup taints
+    # the NodePool's taints, its startup taints, then karpenter.sh/unregistered:NoExecute
+    taints: tuple[Taint, ...] = ()
     kubelet: KubeletSettings | None = None
     instance_store_policy: str | None = None  # "RAID0": local NVMe disks become ephemeral storage
 
@@ -86,11 +87,12 @@ def node_labels(nodepool: NodePool) -> dict[str, str]:
 
 
 def bootstrap_for(nodepool: NodePool, node_class: NodeClass) -> NodeBootstrap:
-    """The pool's labels, taints (startup taints after), and kubelet settings (the pool's, else the
-    node class's: v1beta1 kept them on the pool, v1 on the node class)."""
+    """The pool's labels, taints (startup taints after, then ``karpenter.sh/unregistered:NoExecute``, which
+    registration removes, as Karpenter's user data does), and kubelet settings (the pool's, else the node
+    class's: v1beta1 kept them on the pool, v1 on the node class)."""
     seen: set[tuple[str, str]] = set()
     taints: list[Taint] = []
-    for t in (*nodepool.taints, *nodepool.startup_taints):
+    for t in (*nodepool.taints, *nodepool.startup_taints, UNREGISTERED_TAINT):
         if (t.key, t.effect) not in seen:  # the kubelet rejects a duplicate key:effect
             seen.add((t.key, t.effect))
             taints.append(t)

@@ -132,6 +132,26 @@ def remove_taint(
     return modify_node(api, name, change)
 
 
+def register(
+    api: ApiClient, name: str, labels: Mapping[str, str], taints: tuple[Taint, ...], remove: Taint
+) -> NodeChange:
+    """Karpenter's registration sync in one write: ``labels`` merged, each of ``taints`` (key and effect)
+    added when missing, and ``remove`` (key and effect) taken away, so the node is never without its labels
+    while the taint that keeps pods off is gone. Guarded by the resourceVersion (taints are a list)."""
+
+    def change(node: dict[str, Any]) -> dict[str, Any] | None:
+        current = taints_of(node)
+        present = {(t.get("key"), t.get("effect")) for t in current}
+        added = [{**t.to_dict(), "timeAdded": _now_rfc3339()} for t in taints if (t.key, t.effect) not in present]
+        kept = [t for t in current if not (t.get("key") == remove.key and t.get("effect") == remove.effect)]
+        patch: dict[str, Any] = {"metadata": {"labels": dict(labels)}}
+        if added or len(kept) != len(current):
+            patch["spec"] = {"taints": [*kept, *added]}
+        return patch
+
+    return modify_node(api, name, change)
+
+
 def cordon(api: ApiClient, name: str) -> NodeChange:
     return modify_node(api, name, lambda n: None if is_cordoned(n) else {"spec": {"unschedulable": True}})
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+UNREGISTERED_TAINT_KEY = "karpenter.sh/unregistered"
 
 
 class TaintError(ValueError):
@@ -38,6 +39,11 @@ class Taint:
 
     def __str__(self) -> str:
         return f"{self.key}={self.value}:{self.effect}"
+
+
+# Every node nodescale launches registers with it; registration removes it once the node carries its
+# labels, so a pod cannot land (or stay) on the node before the labels it selects on (#30.4).
+UNREGISTERED_TAINT = Taint(UNREGISTERED_TAINT_KEY, "NoExecute")
 
 
 @dataclass(frozen=True, slots=True)

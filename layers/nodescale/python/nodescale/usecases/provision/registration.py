@@ -30,6 +30,7 @@ from ...model import labels as wk
 from ...model.instancetype import InstanceType
 from ...model.node import ClusterNode
 from ...model.nodepool import NodePool
+from ...model.taints import UNREGISTERED_TAINT
 from ...scheduling import nodeclaim_manifest as ncm
 from ...scheduling.inflight import startup_keys
 from ..world import World
@@ -97,7 +98,7 @@ def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False) -> World:
         # A dry run changes nothing, but plans as the next pass will: with the labels synced.
         if not dry_run:
             try:
-                k8s_nodes.patch_metadata(rt.api, name, labels=want)
+                _write_sync(rt, world, view, want)
             except (ApiException, k8s_nodes.NodeGoneError) as exc:
                 # The next pass tries again; planning goes on with the node as it is.
                 log.warning("could not label a registered node", extra={"node": name, "error": str(exc)})
@@ -105,6 +106,27 @@ def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False) -> World:
         changed[name] = want
         log.info("node labels synced", extra={"node": name, "labels": sorted(want)})
     return world.with_node_labels(changed) if changed else world
+
+
+def _write_sync(rt: Runtime, world: World, view: ClusterNode, want: Mapping[str, str]) -> None:
+    """Write ``want`` on the node; at registration in one write, guarded by the node's resourceVersion, with
+    its pool's taints added and ``karpenter.sh/unregistered`` removed (#30.4). Startup taints are not added
+    again: this pass may come after their owner removed them (it removes them once), and the user data
+    registered the node with them."""
+    if wk.REGISTERED not in want:
+        k8s_nodes.patch_metadata(rt.api, view.name, labels=want)
+        return
+    iid = world.trusted_instance_id(view)
+    inst = world.instance(iid) if iid else None
+    pool = world.nodepools.get(inst.nodepool or "") if inst is not None else None
+    if pool is None:  # labels_to_sync wants nothing of a node that is not ours
+        raise AssertionError(f"registration of {view.name}, a node of no known pool")
+    if not k8s_nodes.has_taint(view.raw, UNREGISTERED_TAINT.key, UNREGISTERED_TAINT.effect):
+        # Karpenter logs it and goes on: the node's user data (a Custom family's, or an older launch) lacks it.
+        log.warning("node registered without the karpenter.sh/unregistered taint", extra={"node": view.name})
+    k8s_nodes.register(rt.api, view.name, want, pool.taints, UNREGISTERED_TAINT)
+    if k8s_nodes.has_taint(view.raw, UNREGISTERED_TAINT.key):
+        log.info("unregistered taint removed", extra={"node": view.name})
 
 
 def needs_finalizer(world: World, view: ClusterNode) -> bool:
