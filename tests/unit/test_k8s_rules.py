@@ -10,7 +10,7 @@ from nodescale.k8s.drain import drain_started_at
 from nodescale.k8s.events import ObjectRef, event_name
 from nodescale.k8s.listing import group_by_node, is_provisionable
 from nodescale.k8s.nodes import instance_id, parse_provider_id, provider_id, readiness
-from nodescale.k8s.watch import PendingBatcher
+from nodescale.k8s.watch import NodeJoins, PendingBatcher
 
 UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
 
@@ -148,3 +148,41 @@ class TestBatching:
         b.replace_all([pending("b"), pending("c", spec__nodeName="n1")], 5.0)
         assert sorted(b.pending) == ["b"]
         assert [p["metadata"]["name"] for p in b.take(6.0).new] == ["b"]
+
+
+def _joining_node(name: str, *taints: dict) -> dict:
+    return {"metadata": {"name": name}, "spec": {"taints": list(taints)}}
+
+
+class TestNodeJoins:
+    """#30.4: which Node events the watch hands to registration, and when (Karpenter's registration reacts to
+    the Node appearing, kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle/registration.go)."""
+
+    UNREGISTERED = {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}
+
+    def test_an_added_node_is_delivered_after_the_short_gathering(self):
+        joins = NodeJoins(gather=0.2)
+        assert joins.due_at() is None
+        joins.observe("ADDED", _joining_node("a", self.UNREGISTERED), 5.0)
+        joins.observe("ADDED", _joining_node("b"), 5.1)
+        assert joins.due_at() == pytest.approx(5.2)
+        assert joins.take().names == ("a", "b")
+        assert joins.due_at() is None
+
+    def test_a_modified_node_joins_only_while_it_carries_the_unregistered_taint(self):
+        joins = NodeJoins()
+        joins.observe("MODIFIED", _joining_node("registered", {"key": "dedicated", "effect": "NoSchedule"}), 0.0)
+        assert joins.due_at() is None  # a registered node's heartbeats never reach registration
+        joins.observe("MODIFIED", _joining_node("waiting", self.UNREGISTERED), 1.0)
+        assert joins.take().names == ("waiting",)
+
+    def test_a_node_deleted_before_delivery_is_dropped(self):
+        joins = NodeJoins()
+        joins.observe("ADDED", _joining_node("a", self.UNREGISTERED), 0.0)
+        joins.observe("DELETED", _joining_node("a", self.UNREGISTERED), 0.1)
+        assert joins.due_at() is None
+
+    def test_a_list_delivers_the_nodes_still_waiting_for_registration(self):
+        joins = NodeJoins()
+        joins.listed([_joining_node("old"), _joining_node("new", self.UNREGISTERED)], 0.0)
+        assert joins.take().names == ("new",)

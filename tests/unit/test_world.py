@@ -269,3 +269,31 @@ def test_a_nodeclaim_that_cannot_be_read_is_left_out_and_the_others_count(world:
 def test_without_nodeclaims_capacity_in_flight_is_ec2s(world: World) -> None:
     """#30.1: without the CRD (nodeclaims None) the unregistered instances alone are in flight."""
     assert world.nodeclaims is None and list(_in_flight(world)) == [f"{IN_FLIGHT_PREFIX}i-new"]
+
+
+# ------------------------------------------------------------------ registering nodes (#30.4)
+UNREGISTERED = {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}
+
+
+def test_a_ready_node_of_ours_still_unregistered_is_capacity_on_its_way(world: World) -> None:
+    """#30.4: a Node nodescale launched that is Ready but still carries karpenter.sh/unregistered (the watch
+    has not registered it yet) is planned onto as capacity on its way, the taint ignored, as Karpenter's
+    cluster state ignores ephemeral taints on a managed node not yet initialized (kubernetes-sigs/karpenter
+    pkg/controllers/state/statenode.go, Taints). On the old code the NoExecute taint kept every pod off it
+    and the plan launched another node."""
+    joining = _node("ip-i-new.ec2.internal", "i-new", True, [
+        UNREGISTERED, {"key": "dedicated", "value": "web", "effect": "NoSchedule"}])
+    w = replace(world, nodes=cluster_nodes(*[n.raw for n in world.nodes], joining))
+    node = next(n for n in w.existing_nodes() if n.name == "ip-i-new.ec2.internal")
+    assert node.in_flight
+    assert [t.key for t in node.taints] == ["dedicated"]
+
+
+def test_a_node_not_ours_with_the_unregistered_taint_keeps_it(world: World) -> None:
+    """#30.4: the taint is ignored only on nodes nodescale launched; another's Node (no instance of this
+    cluster behind it) is planned with its taints as they are, and is not capacity on its way."""
+    foreign = _node("foreign", "i-foreign", True, [UNREGISTERED])
+    w = replace(world, nodes=cluster_nodes(*[n.raw for n in world.nodes], foreign))
+    node = next(n for n in w.existing_nodes() if n.name == "foreign")
+    assert not node.in_flight
+    assert [t.key for t in node.taints] == ["karpenter.sh/unregistered"]

@@ -1,8 +1,12 @@
-"""Watching for pods the provisioner should act on, delivered in batches.
+"""Watching for pods the provisioner should act on, delivered in batches, and for Nodes joining.
 
 A batch opens when a pod becomes provisionable and closes after 1 s with no further new pod or
 10 s after it opened, whichever comes first, so a burst of pods is planned together while a single
 pod still waits only about a second.
+
+Nodes joining (added, or still carrying ``karpenter.sh/unregistered``) are delivered as they come
+(:class:`JoinedNodes`), at most ``JOIN_SECONDS`` after the event, so the provisioner registers them
+within about a second, as Karpenter's registration controller does (#30.4), not at its next pass.
 """
 
 from __future__ import annotations
@@ -19,8 +23,16 @@ import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from ..model.taints import UNREGISTERED_TAINT
 from .client import CONNECT_TIMEOUT_SECONDS
-from .listing import PENDING_FIELD_SELECTOR, collection_path, is_provisionable, list_pods
+from .listing import (
+    PENDING_FIELD_SELECTOR,
+    ListResult,
+    collection_path,
+    is_provisionable,
+    list_nodes,
+    list_pods,
+)
 from .raw import WatchStream
 
 QUIET_SECONDS = 1.0
@@ -28,6 +40,8 @@ MAX_BATCH_SECONDS = 10.0
 # Server-side watch timeout; the watch is reopened from the last resourceVersion after it.
 WATCH_SECONDS = 60
 FATAL_STATUSES = frozenset({400, 401, 403, 404})
+# How long joined Nodes gather before they are delivered: the kubelet's first writes come in a burst.
+JOIN_SECONDS = 0.2
 
 
 @dataclass
@@ -95,22 +109,51 @@ class PendingBatcher:
         return batch
 
 
-class PendingWatchReader(threading.Thread):
-    """Keeps a watch open from a resourceVersion, relisting on 410 Gone, until stopped or the deadline."""
+@dataclass(frozen=True)
+class JoinedNodes:
+    """Nodes that joined (or still wait for registration) since the last delivery, by name."""
+
+    names: tuple[str, ...]
+
+
+def joining(event_type: str, node: Mapping[str, Any]) -> bool:
+    """Whether a Node event is one registration acts on: a Node added, or one still carrying
+    ``karpenter.sh/unregistered`` (its kubelet's later writes, until registration removes it)."""
+    if event_type == "ADDED":
+        return True
+    if event_type != "MODIFIED":
+        return False
+    taints = (node.get("spec") or {}).get("taints") or []
+    return any(t.get("key") == UNREGISTERED_TAINT.key for t in taints)
+
+
+def _node_name(node: Mapping[str, Any]) -> str:
+    return str((node.get("metadata") or {}).get("name") or "")
+
+
+class WatchReader(threading.Thread):
+    """Keeps a watch open from a resourceVersion, relisting on 410 Gone, until stopped or the deadline.
+
+    Puts ``(tag, kind, object)`` for each event and ``(list_tag, items)`` for each relist on ``out``."""
+
+    tag = "event"
+    list_tag = "list"
 
     def __init__(
         self,
         api: ApiClient,
-        namespace: str | None,
+        path: str,
+        field_selector: str | None,
         resource_version: str,
         deadline: float,
         out: queue.Queue,
         clock: Callable[[], float],
+        name: str,
     ) -> None:
-        super().__init__(name="nodescale-pending-watch", daemon=True)
+        super().__init__(name=name, daemon=True)
         self.api = api
-        self.namespace = namespace
-        self.path = collection_path("", "v1", "pods", namespace)
+        self.path = path
+        self.field_selector = field_selector
         self.resource_version = resource_version
         self.deadline = deadline
         self.out = out
@@ -130,9 +173,9 @@ class PendingWatchReader(threading.Thread):
         while not self.stop.is_set() and self.clock() < self.deadline:
             try:
                 if not self.resource_version:
-                    listed = list_pods(self.api, self.namespace, field_selector=PENDING_FIELD_SELECTOR)
+                    listed = self.relist()
                     self.resource_version = listed.resource_version
-                    self.out.put(("list", listed.items))
+                    self.out.put((self.list_tag, listed.items))
                 self._watch_once()
                 failures = 0
             except ApiException as exc:
@@ -154,16 +197,20 @@ class PendingWatchReader(threading.Thread):
             if failures:
                 self.stop.wait(min(5.0, 0.2 * 2 ** min(failures, 5)) * random.uniform(0.5, 1.0))
 
+    def relist(self) -> ListResult:
+        raise NotImplementedError
+
     def _watch_once(self) -> None:
         remaining = self.deadline - self.clock()
         seconds = max(1, min(WATCH_SECONDS, int(remaining) + 1))
-        query = {
+        query: dict[str, Any] = {
             "watch": "true",
             "resourceVersion": self.resource_version,
-            "fieldSelector": PENDING_FIELD_SELECTOR,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": seconds,
         }
+        if self.field_selector:
+            query["fieldSelector"] = self.field_selector
         stream = WatchStream(self.api, self.path, query, timeout=(CONNECT_TIMEOUT_SECONDS, seconds + 10))
         with self._lock:
             self._stream = stream
@@ -181,7 +228,76 @@ class PendingWatchReader(threading.Thread):
             if version:
                 self.resource_version = version
             if kind in ("ADDED", "MODIFIED", "DELETED"):
-                self.out.put(("event", kind, obj))
+                self.out.put((self.tag, kind, obj))
+
+
+class PendingWatchReader(WatchReader):
+    """The watch of provisionable pods (``namespace`` None: every namespace)."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        namespace: str | None,
+        resource_version: str,
+        deadline: float,
+        out: queue.Queue,
+        clock: Callable[[], float],
+    ) -> None:
+        path = collection_path("", "v1", "pods", namespace)
+        super().__init__(api, path, PENDING_FIELD_SELECTOR, resource_version, deadline, out, clock,
+                         "nodescale-pending-watch")
+        self.namespace = namespace
+
+    def relist(self) -> ListResult:
+        return list_pods(self.api, self.namespace, field_selector=PENDING_FIELD_SELECTOR)
+
+
+class NodeWatchReader(WatchReader):
+    """The watch of Nodes, for registration."""
+
+    tag = "node"
+    list_tag = "nodes"
+
+    def __init__(
+        self, api: ApiClient, resource_version: str, deadline: float, out: queue.Queue, clock: Callable[[], float]
+    ) -> None:
+        super().__init__(api, collection_path("", "v1", "nodes"), None, resource_version, deadline, out, clock,
+                         "nodescale-node-watch")
+
+    def relist(self) -> ListResult:
+        return list_nodes(self.api)
+
+
+@dataclass
+class NodeJoins:
+    """Nodes to register, gathered for ``JOIN_SECONDS`` from the first one (apart from I/O, like the batcher)."""
+
+    gather: float = JOIN_SECONDS
+    names: dict[str, None] = field(default_factory=dict)
+    opened: float | None = None
+
+    def observe(self, event_type: str, node: Mapping[str, Any], now: float) -> None:
+        name = _node_name(node)
+        if event_type == "DELETED":
+            self.names.pop(name, None)
+            if not self.names:
+                self.opened = None  # nothing left to deliver
+        elif name and joining(event_type, node):
+            self.names[name] = None
+            self.opened = now if self.opened is None else self.opened
+
+    def listed(self, nodes: Iterable[Mapping[str, Any]], now: float) -> None:
+        """A (re)list: the Nodes in it still waiting for registration join (an ADDED missed meanwhile)."""
+        for node in nodes:
+            self.observe("MODIFIED", node, now)
+
+    def due_at(self) -> float | None:
+        return None if self.opened is None else self.opened + self.gather
+
+    def take(self) -> JoinedNodes:
+        joined = JoinedNodes(tuple(self.names))
+        self.names, self.opened = {}, None
+        return joined
 
 
 def watch_pending_pods(
@@ -192,45 +308,96 @@ def watch_pending_pods(
     quiet: float = QUIET_SECONDS,
     max_wait: float = MAX_BATCH_SECONDS,
     clock: Callable[[], float] = time.monotonic,
-) -> Iterator[PendingBatch]:
-    """Batches of provisionable pods until `deadline` (a `clock()` time, monotonic by default).
+    nodes: bool = False,
+) -> Iterator[PendingBatch | JoinedNodes]:
+    """Batches of provisionable pods until `deadline` (a `clock()` time, monotonic by default); with
+    ``nodes``, the Nodes joining too, as :class:`JoinedNodes` between the batches.
 
-    Pods already pending when the watch starts form the first batch. A batch still open at the
-    deadline is delivered rather than dropped. Errors that retrying cannot fix (401/403/404...)
-    raise; connection drops and 5xx answers are retried with backoff behind the scenes.
+    Pods already pending when the watch starts form the first batch (and Nodes still carrying
+    ``karpenter.sh/unregistered`` the first joins). A batch still open at the deadline is delivered
+    rather than dropped. Errors that retrying cannot fix (401/403/404...) raise; connection drops and
+    5xx answers are retried with backoff behind the scenes.
     """
     batcher = PendingBatcher(quiet=quiet, max_wait=max_wait)
     listed = list_pods(api, namespace, field_selector=PENDING_FIELD_SELECTOR)
     batcher.replace_all(listed.items, clock())
     messages: queue.Queue = queue.Queue()
-    reader = PendingWatchReader(api, namespace, listed.resource_version, deadline, messages, clock)
-    reader.start()
+    readers: list[WatchReader] = [PendingWatchReader(api, namespace, listed.resource_version, deadline, messages, clock)]
+    joins = NodeJoins()
+    if nodes:
+        readers.append(_node_reader(api, joins, deadline, messages, clock))
+    yield from _deliver(batcher, joins, messages, readers, deadline, clock)
+
+
+def watch_joining_nodes(
+    api: ApiClient, deadline: float, *, clock: Callable[[], float] = time.monotonic
+) -> Iterator[JoinedNodes]:
+    """The Nodes joining until `deadline`, as :func:`watch_pending_pods` delivers them, without the pods."""
+    messages: queue.Queue = queue.Queue()
+    joins = NodeJoins()
+    reader = _node_reader(api, joins, deadline, messages, clock)
+    for item in _deliver(None, joins, messages, [reader], deadline, clock):
+        if isinstance(item, JoinedNodes):
+            yield item
+
+
+def _node_reader(
+    api: ApiClient, joins: NodeJoins, deadline: float, messages: queue.Queue, clock: Callable[[], float]
+) -> NodeWatchReader:
+    listed = list_nodes(api)
+    joins.listed(listed.items, clock())
+    return NodeWatchReader(api, listed.resource_version, deadline, messages, clock)
+
+
+def _deliver(
+    batcher: PendingBatcher | None,
+    joins: NodeJoins,
+    messages: queue.Queue,
+    readers: list[WatchReader],
+    deadline: float,
+    clock: Callable[[], float],
+) -> Iterator[PendingBatch | JoinedNodes]:
+    for reader in readers:
+        reader.start()
     try:
         while True:
             now = clock()
-            due = batcher.due_at()
-            if due is not None and now >= due:
+            joined_due = joins.due_at()
+            if joined_due is not None and now >= joined_due:
+                yield joins.take()
+                continue
+            due = batcher.due_at() if batcher is not None else None
+            if batcher is not None and due is not None and now >= due:
                 yield batcher.take(now)
                 continue
             if now >= deadline:
                 break
-            wait = min(deadline, due if due is not None else deadline) - now
+            wake = min(t for t in (deadline, due, joined_due) if t is not None)
             try:
-                message = messages.get(timeout=max(wait, 0.001))
+                message = messages.get(timeout=max(wake - now, 0.001))
             except queue.Empty:
                 continue
-            _apply(batcher, message, clock())
-        if batcher.due_at() is not None:
+            _apply(batcher, joins, message, clock())
+        if joins.names:
+            yield joins.take()
+        if batcher is not None and batcher.due_at() is not None:
             yield batcher.take(clock())
     finally:
-        reader.halt()
-        reader.join(timeout=2.0)
+        for reader in readers:
+            reader.halt()
+        for reader in readers:
+            reader.join(timeout=2.0)
 
 
-def _apply(batcher: PendingBatcher, message: tuple, now: float) -> None:
-    if message[0] == "event":
+def _apply(batcher: PendingBatcher | None, joins: NodeJoins, message: tuple, now: float) -> None:
+    tag = message[0]
+    if tag == "node":
+        joins.observe(message[1], message[2], now)
+    elif tag == "nodes":
+        joins.listed(message[1], now)
+    elif tag == "event" and batcher is not None:
         batcher.observe(message[1], message[2], now)
-    elif message[0] == "list":
+    elif tag == "list" and batcher is not None:
         batcher.replace_all(message[1], now)
-    else:
+    elif tag == "error":
         raise message[1]

@@ -11,6 +11,7 @@ from ..model.instance import ManagedInstance
 from ..model.node import ClusterNode
 from ..model.nodepool import NodePool
 from ..model.pod import Pod
+from ..model.taints import UNREGISTERED_TAINT_KEY
 from .inflight import in_flight_instance, startup_keys
 from .plan import ExistingNode
 
@@ -49,11 +50,13 @@ def existing_nodes(
         node.pods = list(pods_by_node.get(view.name, []))
         node.pool = nodelabels.pool_key(node.labels, nodepools)
         node.volume_limits = dict((volume_limits or {}).get(view.name) or {})
-        if not view.ready:
+        inst = instances.get(view.name)
+        # A node nodescale launched that still carries karpenter.sh/unregistered is registering (Karpenter's
+        # ephemeral taints on a managed node not initialized): capacity on its way, not a tainted node.
+        if not view.ready or (inst is not None and _registering(node)):
             node.in_flight = True
             keys = startup_keys(nodepools.get(node.nodepool))
             node.taints = tuple(t for t in node.taints if t.key not in keys)
-        inst = instances.get(view.name)
         if inst is not None:
             node.price = prices.get(inst.instance_id, 0.0)
             # Registered before the provisioner synced its labels: the instance says what it is (as for
@@ -65,6 +68,10 @@ def existing_nodes(
         out.append(node)
     out.extend(n for n in in_flight if (in_flight_instance(n.name) or n.name) not in skip)
     return out, unreadable
+
+
+def _registering(node: ExistingNode) -> bool:
+    return any(t.key == UNREGISTERED_TAINT_KEY for t in node.taints)
 
 
 def _planned(view: ClusterNode) -> ExistingNode:

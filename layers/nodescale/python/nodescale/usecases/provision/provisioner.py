@@ -3,7 +3,8 @@
     launch_capacity(rt, world, pods, ...) -> LaunchOutcome   plan pods against what exists and launch the rest
     launch_claims(rt, world, claims, ...) -> LaunchOutcome    launch given NodeClaims as they are (disruption)
     provision_once(rt, dry_run=False) -> Summary              one pass over every provisionable pod (poll mode)
-    provision_watch(rt, deadline) -> Summary                  batches of pending pods until the deadline (watch mode)
+    provision_watch(rt, deadline) -> Summary                  batches of pending pods until the deadline (watch mode),
+                                                              registering each Node as it joins
 
 Capacity on its way counts before anything new is launched: instances this cluster launched whose
 Node has not registered and Nodes not yet Ready are handed to the bin-packer as in-flight nodes, so
@@ -30,7 +31,7 @@ from ...aws import instances as ec2_instances
 from ...aws import leases
 from ...k8s import events as k8s_events
 from ...k8s import podcache
-from ...k8s.watch import watch_pending_pods
+from ...k8s.watch import JoinedNodes, watch_pending_pods
 from ...model import resources as res
 from ...model.currency import currency_of, render
 from ...model.instancetype import InstanceType
@@ -507,10 +508,14 @@ def provision_once(rt: Runtime, *, dry_run: bool = False) -> Summary:
 
 def provision_watch(rt: Runtime, deadline: float, *, dry_run: bool = False) -> Summary:
     """Watch for pods the default scheduler gave up on and act on them in batches (1 s quiet, 10 s at
-    most) until ``deadline`` (a ``time.monotonic()`` value)."""
+    most) until ``deadline`` (a ``time.monotonic()`` value). A Node joining meanwhile is registered at once
+    (#30.4): it carries ``karpenter.sh/unregistered`` until then, and the pods planned onto it wait for that."""
     rt.begin_invocation()
     tally = Tally(Mode.WATCH, dry_run)
-    for batch in watch_pending_pods(rt.api, deadline):
+    for batch in watch_pending_pods(rt.api, deadline, nodes=True):
+        if isinstance(batch, JoinedNodes):
+            node_registration.register_joined(rt, batch.names, dry_run=dry_run)
+            continue
         if not batch.pending:
             continue
         _pass(rt, tally, dry_run)

@@ -1,6 +1,7 @@
 """Karpenter's registration and initialization, for the nodes of this cluster's instances.
 
     sync_nodes(rt, world) -> World   label newly registered nodes; returns the snapshot with their labels
+    register_joined(rt, names)       the same for Nodes that just joined, read afresh (the watch calls it)
     add_finalizers(rt, world)        put karpenter.sh/termination on the nodes nodescale launched (#30.3)
     sync_nodeclaims(rt, world)       their NodeClaims' nodeName, Registered, Initialized (#30.1)
 
@@ -12,15 +13,18 @@ from the instance (pool, type, zone, capacity type), with the labels the solver 
 (``World.expected_labels``, ``model/nodelabels``), so a pod planned onto it finds what it selects.
 
 Labels are synced once, at registration (as Karpenter's registration controller does): a label changed
-on the node afterwards is the operator's business. The provisioner runs it on every pass, before planning.
+on the node afterwards is the operator's business. The provisioner runs it on every pass, before planning,
+and, while its watch runs, as each Node joins (:func:`register_joined`): the node launched with
+``karpenter.sh/unregistered:NoExecute`` takes no pod until then, so it must not wait for the next pass.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
 from ...k8s import finalizers as k8s_finalizers
@@ -33,7 +37,7 @@ from ...model.nodepool import NodePool
 from ...model.taints import UNREGISTERED_TAINT
 from ...scheduling import nodeclaim_manifest as ncm
 from ...scheduling.inflight import startup_keys
-from ..world import World
+from ..world import World, read_world
 from . import nodeclaims
 
 if TYPE_CHECKING:
@@ -85,13 +89,14 @@ def initialized(view: ClusterNode, pool: NodePool, it: InstanceType) -> bool:
     )
 
 
-def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False) -> World:
-    """Label this cluster's newly registered (and newly initialized) nodes, and return the snapshot with the
-    labels they now carry (``world`` itself is left as read), which the pass that called this plans with."""
-    add_finalizers(rt, world, dry_run=dry_run)
+def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False, only: Collection[str] | None = None) -> World:
+    """Label this cluster's newly registered (and newly initialized) nodes (``only``: of those named), and return
+    the snapshot with the labels they now carry (``world`` itself is left as read), which the pass that called
+    this plans with."""
+    add_finalizers(rt, world, dry_run=dry_run, only=only)
     changed: dict[str, dict[str, str]] = {}
     for view in world.nodes:
-        want = labels_to_sync(world, view)
+        want = labels_to_sync(world, view) if only is None or view.name in only else {}
         if not want:
             continue
         name = view.name
@@ -129,6 +134,29 @@ def _write_sync(rt: Runtime, world: World, view: ClusterNode, want: Mapping[str,
         log.info("unregistered taint removed", extra={"node": view.name})
 
 
+def register_joined(rt: Runtime, names: Collection[str], *, dry_run: bool = False) -> list[str]:
+    """Register the Nodes ``names`` that just joined, as the provisioner's pass would (labels, the pool's
+    taints, ``karpenter.sh/unregistered`` removed, the finalizer, the NodeClaim's status), without planning.
+    Reads the cluster afresh; a Node nodescale did not launch is left alone. Returns the nodes of this
+    cluster among ``names``. A read or write that fails is logged: the next event or pass tries again."""
+    try:
+        world = read_world(rt, include_pods=False)
+    except (ApiException, BotoCoreError, ClientError) as exc:
+        log.warning("could not read the cluster to register nodes", extra={"nodes": sorted(names), "error": str(exc)})
+        return []
+    ours = [v.name for v in world.nodes if v.name in names and _launched_here(world, v)]
+    if not ours:
+        return []
+    world = sync_nodes(rt, world, dry_run=dry_run, only=ours)
+    sync_nodeclaims(rt, world, dry_run=dry_run, only=ours)
+    return ours
+
+
+def _launched_here(world: World, view: ClusterNode) -> bool:
+    iid = world.trusted_instance_id(view)
+    return iid is not None and world.instance(iid) is not None
+
+
 def needs_finalizer(world: World, view: ClusterNode) -> bool:
     """A Node of an instance nodescale launched for this cluster, not being deleted, without the termination
     finalizer. A Node nodescale did not launch never gets it: deleting it is not nodescale's business."""
@@ -138,13 +166,15 @@ def needs_finalizer(world: World, view: ClusterNode) -> bool:
     return not view.deleting and wk.TERMINATION_FINALIZER not in view.finalizers
 
 
-def add_finalizers(rt: Runtime, world: World, *, dry_run: bool = False) -> list[str]:
+def add_finalizers(
+    rt: Runtime, world: World, *, dry_run: bool = False, only: Collection[str] | None = None
+) -> list[str]:
     """Put ``karpenter.sh/termination`` on this cluster's registered Nodes that lack it, as Karpenter's
     registration does, so a ``kubectl delete node`` waits for nodescale to drain the node and terminate its
     instance (``usecases/finalize``). Returns the nodes given it."""
     added = []
     for view in world.nodes:
-        if not needs_finalizer(world, view) or dry_run:
+        if not needs_finalizer(world, view) or dry_run or (only is not None and view.name not in only):
             continue
         try:
             # Read again: the snapshot's version is older than the kubelet's latest status update.
@@ -184,7 +214,7 @@ def _claims_by_instance(world: World) -> dict[str, dict[str, Any]]:
     return {iid: claim for claim in world.nodeclaims or () if (iid := ncm.instance_of(claim))}
 
 
-def sync_nodeclaims(rt: Runtime, world: World, *, dry_run: bool = False) -> int:
+def sync_nodeclaims(rt: Runtime, world: World, *, dry_run: bool = False, only: Collection[str] | None = None) -> int:
     """Karpenter's registration and initialization on the NodeClaims of this cluster's registered nodes:
     nodeName and Registered=True, then Initialized=True (and Ready) once the node is initialized. Writes
     only what changed, through the status subresource; returns how many NodeClaims it wrote."""
@@ -194,7 +224,7 @@ def sync_nodeclaims(rt: Runtime, world: World, *, dry_run: bool = False) -> int:
     written = 0
     now = nodeclaims.now_text()
     for view in world.nodes:
-        iid = world.trusted_instance_id(view)
+        iid = world.trusted_instance_id(view) if only is None or view.name in only else None
         claim = by_instance.get(iid) if iid else None
         inst = world.instance(iid) if iid else None
         if claim is None or inst is None:
