@@ -53,6 +53,7 @@ def measure() -> dict[str, list[float]]:
     from nodescale.usecases.provision import provisioner as provision
     from nodescale.usecases.world_sources import catalog
     from sim.environment import Environment
+    from tests.integration.helpers import Registrar
 
     cordoned: list[float] = []
     fleets: list[float] = []
@@ -64,7 +65,9 @@ def measure() -> dict[str, list[float]]:
         return change
 
     out: dict[str, list[float]] = {"cordon": [], "launch": []}
-    with tempfile.TemporaryDirectory(prefix="bench-interruption-") as tmp, Environment(Path(tmp), ready_delay=1.0) as env:
+    # Registrar: the deployed provisioner's watch registers each node as it joins (karpenter.sh/unregistered, #30.4).
+    with (tempfile.TemporaryDirectory(prefix="bench-interruption-") as tmp,
+          Environment(Path(tmp), ready_delay=1.0) as env, Registrar(env)):
         settings = Settings.from_env(env.env)
         # The product runs as the functions (DIR/env); the benchmark seeds as the administrator.
         aws = AwsClients(**{s: env.functions_boto3_client(s) for s in ("ec2", "ssm", "eks", "dynamodb", "iam")})

@@ -277,6 +277,7 @@ def sim_runtime(directory: Path, cpu_limit: int) -> Iterator[SimRuntime]:
     from nodescale.settings import Settings
     from nodescale.usecases.world_sources import catalog
     from sim.environment import Environment
+    from tests.integration.helpers import Registrar
 
     with Environment(directory, ready_delay=1.0) as env:
         previous = os.environ.get(CLOCK_URL)
@@ -290,7 +291,9 @@ def sim_runtime(directory: Path, cpu_limit: int) -> Iterator[SimRuntime]:
                 Name=settings.nodepool_parameter_path.rstrip("/") + "/default", Value=pool_text(cpu_limit),
                 Type="String", Overwrite=True)
             catalog(rt)  # a warm container has its catalog; its first fetch is not what is measured
-            yield SimRuntime(env, rt)
+            # The deployed provisioner's watch registers each node as it joins (karpenter.sh/unregistered, #30.4).
+            with Registrar(env):
+                yield SimRuntime(env, rt)
         finally:
             if previous is None:
                 os.environ.pop(CLOCK_URL, None)

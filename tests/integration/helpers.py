@@ -20,6 +20,8 @@ import contextlib
 import dataclasses
 import importlib.util
 import json
+import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -35,9 +37,11 @@ from nodescale.aws.clients import AwsClients
 from nodescale.clock import CLOCK_URL
 from nodescale.k8s.client import client_from_kubeconfig
 from nodescale.k8s.raw import MERGE_PATCH, request_json
+from nodescale.k8s.watch import watch_joining_nodes
 from nodescale.model.labels import TERMINATION_FINALIZER
 from nodescale.runtime import Runtime
 from nodescale.settings import Settings
+from nodescale.usecases.provision.registration import register_joined
 from sim.aws.constants import DEMO_NODECLASS_YAML, KUBE_ADMIN_TOKEN, KUBE_FUNCTIONS_TOKEN
 from sim.environment import RBAC_MANIFEST, Environment
 from sim.kube.rbac import apply_manifest
@@ -53,6 +57,10 @@ LIVE_STATES = ("pending", "running")
 POOL_PATH_SETTING = "NODESCALE_NODEPOOL_PARAMETER_PATH"
 # Test namespaces start with this, so the clean-up knows which ones a test made.
 TEST_NAMESPACE_PREFIX = "t-"
+# How long each of the registrar's watches runs before it is opened again (and its stop flag looked at).
+REGISTRAR_WATCH_SECONDS = 2.0
+
+log = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------------------------------ fixtures
@@ -64,13 +72,15 @@ DEMO_NODECLASS = "---\n" + DEMO_NODECLASS_YAML
 
 def environment_fixture(
     name: str, *, sim_clock: bool = True, prepare: Callable[[Environment], None] | None = None,
-    fixture_name: str = "env", speed: float = 1.0,
+    fixture_name: str = "env", speed: float = 1.0, registrar: bool = True,
 ) -> Any:
     """A module-scoped fixture (called `fixture_name`): a running `Environment` of the module's own.
 
     With `sim_clock` the product decides by the environment's (simulated) clock, as the Lambdas do
     against sim/; `prepare` runs once after the start (e.g. to put the module's NodePools in place);
-    `speed` is how much faster than real time that clock runs.
+    `speed` is how much faster than real time that clock runs. With `registrar` (the default) Nodes are
+    registered as they join, as the deployed provisioner's watch does (`Registrar`); a test of what happens
+    before registration turns it off.
     """
 
     @pytest.fixture(scope="module", name=fixture_name)
@@ -83,12 +93,50 @@ def environment_fixture(
                 patch.setenv(CLOCK_URL, environment.env[CLOCK_URL])
             if prepare is not None:
                 prepare(environment)
-            yield environment
+            with Registrar(environment) if registrar else contextlib.nullcontext():
+                yield environment
         finally:
             patch.undo()
             environment.stop()
 
     return env
+
+
+class Registrar:
+    """What the deployed provisioner's watch does for Nodes joining, between the passes a test runs (#30.4).
+
+    On EKS the provisioner function's watch runs all the time and registers each Node as it joins (its
+    labels, taints and ``karpenter.sh/unregistered`` removed); a test that runs one ``provision_once`` and
+    waits for its pods needs that too. This runs exactly the product's path (``watch_joining_nodes`` feeding
+    ``register_joined``), as the functions, reading NodePools from both sources a test may put them in."""
+
+    def __init__(self, env: Environment) -> None:
+        self.rt = runtime_for(env, nodepool_sources=("ssm", "cluster"))
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="test-registrar", daemon=True)
+
+    def start(self) -> Registrar:
+        self.thread.start()
+        return self
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=REGISTRAR_WATCH_SECONDS + 5)
+
+    def __enter__(self) -> Registrar:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                for joined in watch_joining_nodes(self.rt.api, time.monotonic() + REGISTRAR_WATCH_SECONDS):
+                    register_joined(self.rt.begin_invocation(), joined.names)
+            except Exception as exc:  # noqa: BLE001 - the environment going away under it, as a Lambda's would
+                log.warning("test registrar: watch failed", extra={"error": repr(exc)})
+                self.stop.wait(0.5)
 
 
 def emptied_environment_fixture(*, keep_pools: bool = False, node_timeout: float = 30.0) -> Any:
@@ -152,6 +200,9 @@ def empty(env: Environment, *, keep_pools: bool = False, node_timeout: float = 3
     for item in dynamodb.scan(TableName=table).get("Items") or []:
         dynamodb.delete_item(TableName=table, Key={"pk": item["pk"]})
     wait_for("the test's nodes to go", lambda: not _released(api, managed_nodes(env)), timeout=node_timeout)
+    # NodeClaims of the instances just terminated: one whose Node never registered would stand in flight for the
+    # next test (no pass of the product runs here to delete it after its registration TTL).
+    wait_for("the test's NodeClaims to go", lambda: not _nodeclaims_removed(api), timeout=node_timeout)
     # A pass of the test may still have been launching while the instances were listed above; the next test
     # would count such an instance as capacity in flight (this once took a pod from a test under CI's load).
     wait_for("the test's instances to go", lambda: not _terminated(env), timeout=node_timeout)
@@ -165,7 +216,20 @@ def _terminated(env: Environment) -> list[str]:
     return instance_ids(env)
 
 
-def _released(api: Any, nodes: list[dict]) -> list[dict]:
+def _nodeclaims_removed(api: Any) -> list[dict]:
+    """The NodeClaims left, after deleting them and letting go of nodescale's termination finalizer on each."""
+    try:
+        claims = request_json(api, "GET", "/apis/karpenter.sh/v1/nodeclaims").get("items") or []
+    except ApiException:
+        return []  # no NodeClaim CRD installed
+    for claim in claims:
+        path = f"/apis/karpenter.sh/v1/nodeclaims/{claim['metadata']['name']}"
+        if not claim["metadata"].get("deletionTimestamp"):
+            delete_quietly(api, path)
+    return _released(api, claims, "/apis/karpenter.sh/v1/nodeclaims")
+
+
+def _released(api: Any, nodes: list[dict], collection: str = "/api/v1/nodes") -> list[dict]:
     """``nodes``, after letting go of those deleted but held by nodescale's termination finalizer (a test's
     instances are terminated behind nodescale's back: no pass of it runs to finish their termination)."""
     for node in nodes:
@@ -173,7 +237,7 @@ def _released(api: Any, nodes: list[dict]) -> list[dict]:
         if meta.get("deletionTimestamp") and TERMINATION_FINALIZER in (meta.get("finalizers") or []):
             left = [f for f in meta["finalizers"] if f != TERMINATION_FINALIZER]
             with contextlib.suppress(ApiException):
-                request_json(api, "PATCH", f"/api/v1/nodes/{meta['name']}", body=[
+                request_json(api, "PATCH", f"{collection}/{meta['name']}", body=[
                     {"op": "test", "path": "/metadata/finalizers", "value": meta["finalizers"]},
                     {"op": "replace", "path": "/metadata/finalizers", "value": left}],
                     content_type="application/json-patch+json")

@@ -11,12 +11,15 @@ with the unregistered taint.
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from nodescale.k8s.raw import request_json
 from nodescale.model import labels as wk
+from nodescale.model.labels import TERMINATION_FINALIZER
 from nodescale.runtime import Runtime
 from nodescale.usecases.provision import provisioner as provisioning
 from sim.environment import Environment
@@ -25,7 +28,8 @@ from tests.integration.helpers import EXAMPLES, node_of, pods, put_pool, runtime
 
 pytestmark = pytest.mark.integration
 
-env = helpers.environment_fixture("regtaint")
+# No background registrar: these tests look at the node before registration, and run the watch themselves.
+env = helpers.environment_fixture("regtaint", registrar=False)
 sim = helpers.emptied_environment_fixture(node_timeout=20)
 rt = helpers.runtime_fixture()
 ns = helpers.namespace_fixture()
@@ -103,3 +107,68 @@ def test_a_node_registers_with_the_unregistered_taint_and_registration_removes_i
     assert name == registered["metadata"]["name"]
     sim.advance(2)
     assert not the_pod(sim, ns, "q")["spec"].get("nodeName")  # its NotIn now fails on the label
+
+
+def watching(rt: Runtime, seconds: float) -> threading.Thread:
+    """The provisioner function's invocation (its watch) running for ``seconds``, as EKS would run it."""
+    thread = threading.Thread(target=provisioning.provision_watch, args=(rt, time.monotonic() + seconds), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_the_running_watch_registers_a_node_as_it_joins(sim: Environment, rt: Runtime, ns: str) -> None:
+    """#30.4: while the provisioner's invocation watches, a Node it launched that joins with
+    karpenter.sh/unregistered is registered within about a second (labels, taint removed, its NodeClaim
+    Registered), not at the next pass, and the pod planned onto it runs. On the old code the watch only
+    registered nodes at its next planning pass or at its end: the taint stayed for the rest of the invocation.
+
+    Restates kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle/registration_test.go,
+    Describe("Registration"), It("should remove the unregistered taint when it registers"), with the watch
+    that stands for Karpenter's Node informer."""
+    helpers.install_karpenter_crds(sim)
+    put_pool(sim, (EXAMPLES / POOL).read_text(), Path(POOL).stem)
+    api = sim.kube_api_client()
+    request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods", body=pod(ns, "p"))
+    wait_for("the pod unschedulable", lambda: unschedulable_for(sim, ns, "p", ""))
+    thread = watching(rt, 40)
+    launched = wait_for("a launch", lambda: helpers.instance_ids(sim), timeout=20)
+    node = node_of(sim, launched[0])
+    joined = time.monotonic()
+    name = node["metadata"]["name"]
+    # No pod became pending meanwhile, so no planning pass ran: only the node's joining can have done this.
+    registered = wait_for("the taint removed", lambda: (n := helpers.node_named(sim, name)) is not None
+                          and UNREGISTERED not in taints(n) and n, timeout=5)
+    assert time.monotonic() - joined < 5
+    assert registered["metadata"]["labels"][wk.REGISTERED] == "true"
+    claims = request_json(api, "GET", "/apis/karpenter.sh/v1/nodeclaims")["items"]
+    assert [c["status"].get("nodeName") for c in claims] == [name]
+
+    def bound() -> str | None:
+        sim.advance(1)
+        return the_pod(sim, ns, "p")["spec"].get("nodeName")
+
+    assert wait_for("p bound", bound) == name
+    thread.join(45)
+    assert len(helpers.instance_ids(sim)) == 1  # the registering node was capacity on its way: nothing more
+
+
+def test_the_watch_leaves_a_node_it_did_not_launch_alone(sim: Environment, rt: Runtime) -> None:
+    """#30.4: a Node that joins with karpenter.sh/unregistered but is no instance nodescale launched for this
+    cluster is never touched by the watch's registration: the taint and its labels stay as they were (the
+    trust rules, model/node NodeTrust). Karpenter likewise registers only the Node matched to its own NodeClaim
+    (registration.go). This guards the new path; the old code did not touch it either."""
+    api = sim.kube_api_client()
+    foreign = {"apiVersion": "v1", "kind": "Node",
+               "metadata": {"name": "foreign-node", "labels": {"kubernetes.io/hostname": "foreign-node"}},
+               "spec": {"providerID": "aws:///us-east-1a/i-0123456789abcdef0", "taints": [UNREGISTERED]}}
+    thread = watching(rt, 4)
+    time.sleep(1)
+    request_json(api, "POST", "/api/v1/nodes", body=foreign)
+    try:
+        thread.join(10)
+        node = helpers.node_named(sim, "foreign-node")
+        assert node is not None and UNREGISTERED in taints(node)
+        assert wk.REGISTERED not in node["metadata"]["labels"]
+        assert TERMINATION_FINALIZER not in (node["metadata"].get("finalizers") or [])
+    finally:
+        helpers.delete_quietly(api, "/api/v1/nodes/foreign-node")
