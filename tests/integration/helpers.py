@@ -57,8 +57,8 @@ LIVE_STATES = ("pending", "running")
 POOL_PATH_SETTING = "NODESCALE_NODEPOOL_PARAMETER_PATH"
 # Test namespaces start with this, so the clean-up knows which ones a test made.
 TEST_NAMESPACE_PREFIX = "t-"
-# How long each of the registrar's watches runs before it is opened again (and its stop flag looked at).
-REGISTRAR_WATCH_SECONDS = 2.0
+# How long each of the registrar's watches runs before it is opened again (a list of the nodes, then a watch).
+REGISTRAR_WATCH_SECONDS = 600.0
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ class Registrar:
 
     def close(self) -> None:
         self.stop.set()
-        self.thread.join(timeout=REGISTRAR_WATCH_SECONDS + 5)
+        self.thread.join(timeout=10)
 
     def __enter__(self) -> Registrar:
         return self.start()
@@ -132,7 +132,8 @@ class Registrar:
     def _run(self) -> None:
         while not self.stop.is_set():
             try:
-                for joined in watch_joining_nodes(self.rt.api, time.monotonic() + REGISTRAR_WATCH_SECONDS):
+                for joined in watch_joining_nodes(self.rt.api, time.monotonic() + REGISTRAR_WATCH_SECONDS,
+                                                  stop=self.stop):
                     register_joined(self.rt.begin_invocation(), joined.names)
             except Exception as exc:  # noqa: BLE001 - the environment going away under it, as a Lambda's would
                 log.warning("test registrar: watch failed", extra={"error": repr(exc)})

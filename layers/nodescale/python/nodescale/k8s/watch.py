@@ -42,6 +42,8 @@ WATCH_SECONDS = 60
 FATAL_STATUSES = frozenset({400, 401, 403, 404})
 # How long joined Nodes gather before they are delivered: the kubelet's first writes come in a burst.
 JOIN_SECONDS = 0.2
+# How often a watch that can be stopped looks at its stop flag while nothing arrives.
+STOP_CHECK_SECONDS = 0.5
 
 
 @dataclass
@@ -330,13 +332,15 @@ def watch_pending_pods(
 
 
 def watch_joining_nodes(
-    api: ApiClient, deadline: float, *, clock: Callable[[], float] = time.monotonic
+    api: ApiClient, deadline: float, *, clock: Callable[[], float] = time.monotonic,
+    stop: threading.Event | None = None,
 ) -> Iterator[JoinedNodes]:
-    """The Nodes joining until `deadline`, as :func:`watch_pending_pods` delivers them, without the pods."""
+    """The Nodes joining until `deadline` (or `stop` is set), as :func:`watch_pending_pods` delivers them,
+    without the pods."""
     messages: queue.Queue = queue.Queue()
     joins = NodeJoins()
     reader = _node_reader(api, joins, deadline, messages, clock)
-    for item in _deliver(None, joins, messages, [reader], deadline, clock):
+    for item in _deliver(None, joins, messages, [reader], deadline, clock, stop):
         if isinstance(item, JoinedNodes):
             yield item
 
@@ -356,11 +360,12 @@ def _deliver(
     readers: list[WatchReader],
     deadline: float,
     clock: Callable[[], float],
+    stop: threading.Event | None = None,
 ) -> Iterator[PendingBatch | JoinedNodes]:
     for reader in readers:
         reader.start()
     try:
-        while True:
+        while stop is None or not stop.is_set():
             now = clock()
             joined_due = joins.due_at()
             if joined_due is not None and now >= joined_due:
@@ -372,7 +377,8 @@ def _deliver(
                 continue
             if now >= deadline:
                 break
-            wake = min(t for t in (deadline, due, joined_due) if t is not None)
+            wake = min(t for t in (deadline, due, joined_due, now + STOP_CHECK_SECONDS if stop else None)
+                       if t is not None)
             try:
                 message = messages.get(timeout=max(wake - now, 0.001))
             except queue.Empty:
