@@ -29,7 +29,7 @@ from nodescale.usecases.provision import explain as explaining
 from nodescale.usecases.provision import provisioner as provisioning
 from nodescale.usecases.status import DISRUPTION_REASON_ANNOTATION, read_status
 from sim.environment import Environment
-from tests.integration.helpers import runtime_for, wait_for
+from tests.integration.helpers import Registrar, runtime_for, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -64,6 +64,8 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
     env.start()
     patch = pytest.MonkeyPatch()
     patch.setenv(CLOCK_URL, env.env[CLOCK_URL])
+    # The deployed provisioner's watch registers nodes as they join (#30.4).
+    registrar = Registrar(env).start()
     try:
         api = env.kube_api_client()
         path = env.env["NODESCALE_NODEPOOL_PARAMETER_PATH"].rstrip("/")
@@ -96,6 +98,7 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
         on_drained = sorted(f"{NS}/{p['metadata']['name']}" for p in running if p["spec"]["nodeName"] == drained)
         yield Scene(env, rt, launches, drained, on_drained)
     finally:
+        registrar.close()
         patch.undo()
         env.stop()
 
