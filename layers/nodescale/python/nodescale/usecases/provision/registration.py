@@ -140,16 +140,34 @@ def register_joined(rt: Runtime, names: Collection[str], *, dry_run: bool = Fals
     Reads the cluster afresh; a Node nodescale did not launch is left alone. Returns the nodes of this
     cluster among ``names``. A read or write that fails is logged: the next event or pass tries again."""
     try:
-        world = read_world(rt, include_pods=False)
+        waiting = _still_unregistered(rt, names)
+        # A delivery that came after the node was registered (its kubelet wrote meanwhile) reads nothing more.
+        world = read_world(rt, include_pods=False) if waiting else None
     except (ApiException, BotoCoreError, ClientError) as exc:
         log.warning("could not read the cluster to register nodes", extra={"nodes": sorted(names), "error": str(exc)})
         return []
-    ours = [v.name for v in world.nodes if v.name in names and _launched_here(world, v)]
+    if world is None:
+        return []
+    ours = [v.name for v in world.nodes if v.name in waiting and _launched_here(world, v)]
     if not ours:
         return []
     world = sync_nodes(rt, world, dry_run=dry_run, only=ours)
     sync_nodeclaims(rt, world, dry_run=dry_run, only=ours)
     return ours
+
+
+def _still_unregistered(rt: Runtime, names: Collection[str]) -> set[str]:
+    """Those of ``names`` whose Node is still there and not registered yet (one read each, by name)."""
+    waiting = set()
+    for name in names:
+        try:
+            node = k8s_nodes.get_node(rt.api, name)
+        except k8s_nodes.NodeGoneError:
+            continue
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        if labels.get(wk.REGISTERED) != TRUE or k8s_nodes.has_taint(node, UNREGISTERED_TAINT.key):
+            waiting.add(name)
+    return waiting
 
 
 def _launched_here(world: World, view: ClusterNode) -> bool:
