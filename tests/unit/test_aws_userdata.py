@@ -13,7 +13,7 @@ import yaml
 from nodescale.aws import userdata
 from nodescale.aws.cluster import ClusterInfo, dns_ip_for
 from nodescale.model import labels as wk
-from nodescale.model.nodepool import KubeletSettings, NodeClass, NodePool
+from nodescale.model.nodepool import KubeletSettings, NodeClass, NodePool, SelectorTerm
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.model.taints import Taint
 
@@ -234,3 +234,42 @@ def test_ubuntu_uses_the_bootstrap_script_and_unknown_families_are_refused():
     assert "/etc/eks/bootstrap.sh 'demo-cluster'" in userdata.render("Ubuntu", CLUSTER, NODE)
     with pytest.raises(userdata.UserDataError, match="no user data format for AMI family 'Flatcar'"):
         userdata.render("Flatcar", CLUSTER, NODE)
+
+
+def _bottlerocket_raid0(alias: str | None, user: str | None = None) -> dict:
+    terms = (SelectorTerm(alias=alias),) if alias else (SelectorTerm(id="ami-0123456789abcdef0"),)
+    nc = NodeClass("nvme", "Bottlerocket", instance_store_policy="RAID0", ami_selector_terms=terms)
+    return tomllib.loads(userdata.render("Bottlerocket", CLUSTER, userdata.bootstrap_for(POOL, nc), user))["settings"]
+
+
+def test_raid0_on_bottlerocket_mounts_the_instance_store():
+    """#31.5. Restates aws/karpenter-provider-aws pkg/providers/launchtemplate/suite_test.go, It "should
+    specify RAID0 bootstrap-command when instance-store policy is set on Bottlerocket": with
+    ``bottlerocket@latest`` the bootstrap command initialises the instance store and binds the default
+    directories onto it, on every boot, essential."""
+    settings = _bottlerocket_raid0("bottlerocket@latest")
+    assert settings["bootstrap-commands"] == {"000-mount-instance-storage": {
+        "commands": [["apiclient", "ephemeral-storage", "init"], ["apiclient", "ephemeral-storage", "bind"]],
+        "mode": "always", "essential": True}}
+    assert "bootstrap-commands" not in tomllib.loads(userdata.render("Bottlerocket", CLUSTER, NODE))["settings"]
+
+
+def test_raid0_on_an_older_or_unknown_bottlerocket_names_the_directories():
+    """#31.5. As the provider's Bottlerocket user data (pkg/providers/amifamily/bootstrap/bottlerocket.go, and
+    version.SupportsDefaultBind: v1.46.0 and later bind default directories): an older alias, or no alias
+    (version unknown), binds /var/lib/containerd, /var/lib/kubelet and /var/log/pods by name."""
+    named = ["apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/containerd", "/var/lib/kubelet",
+             "/var/log/pods"]
+    for alias in ("bottlerocket@v1.45.0", None):
+        assert _bottlerocket_raid0(alias)["bootstrap-commands"]["000-mount-instance-storage"]["commands"][1] == named
+    newer = _bottlerocket_raid0("bottlerocket@v1.46.0")["bootstrap-commands"]["000-mount-instance-storage"]
+    assert newer["commands"][1] == ["apiclient", "ephemeral-storage", "bind"]
+
+
+def test_raid0_on_bottlerocket_keeps_the_users_bootstrap_commands():
+    """#31.5. Restates aws/karpenter-provider-aws pkg/providers/launchtemplate/suite_test.go, It "should merge
+    bootstrap-commands when instance-store policy is set on Bottlerocket"."""
+    user = "[settings.bootstrap-commands.111-say-hello]\ncommands = [['echo', 'hello']]\nmode = 'always'\nessential = true\n"
+    commands = _bottlerocket_raid0("bottlerocket@latest", user)["bootstrap-commands"]
+    assert sorted(commands) == ["000-mount-instance-storage", "111-say-hello"]
+    assert commands["111-say-hello"] == {"commands": [["echo", "hello"]], "mode": "always", "essential": True}

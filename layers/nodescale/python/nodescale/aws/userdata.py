@@ -44,6 +44,7 @@ class NodeBootstrap:
     taints: tuple[Taint, ...] = ()  # the NodePool's taints followed by its startup taints
     kubelet: KubeletSettings | None = None
     instance_store_policy: str | None = None  # "RAID0": local NVMe disks become ephemeral storage
+    ami_version: str = ""  # the version of the node class's AMI alias ("latest", "v1.46.0"), "" without one
 
 
 # --- what goes on the node -------------------------------------------------------------------
@@ -99,7 +100,16 @@ def bootstrap_for(nodepool: NodePool, node_class: NodeClass) -> NodeBootstrap:
         taints=tuple(taints),
         kubelet=nodepool.kubelet or node_class.kubelet,
         instance_store_policy=node_class.instance_store_policy,
+        ami_version=_alias_version(node_class),
     )
+
+
+def _alias_version(node_class: NodeClass) -> str:
+    """The version part of the node class's first alias term (``bottlerocket@v1.46.0`` -> ``v1.46.0``)."""
+    alias = next((t.alias for t in node_class.ami_selector_terms if t.alias), None)
+    if alias is None:
+        return ""
+    return alias.partition("@")[2].strip() or "latest"
 
 
 # --- shared pieces --------------------------------------------------------------------------
@@ -369,7 +379,33 @@ def bottlerocket_settings(cluster: ClusterInfo, node: NodeBootstrap) -> dict:
         for t in node.taints:
             taints.setdefault(t.key, []).append(f"{t.value}:{t.effect}")
         k8s["node-taints"] = taints
-    return {"settings": {"kubernetes": k8s}}
+    settings: dict = {"kubernetes": k8s}
+    if node.instance_store_policy == "RAID0":
+        settings["bootstrap-commands"] = {"000-mount-instance-storage": _mount_instance_storage(node.ami_version)}
+    return {"settings": settings}
+
+
+# Bottlerocket's ephemeral-storage bind gained default directories in v1.46.0; before, it needs them named.
+_LEGACY_BIND_DIRS = ("/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods")
+
+
+def _mount_instance_storage(ami_version: str) -> dict:
+    """The bootstrap command that assembles the instance store disks (RAID0) and binds the node's storage
+    directories onto them, as the provider's Bottlerocket user data does: the bare ``bind`` when the AMI
+    alias is ``latest`` or v1.46.0 and later, the directories named otherwise (no alias: version unknown)."""
+    bind = ["apiclient", "ephemeral-storage", "bind"]
+    if not _supports_default_bind(ami_version):
+        bind += ["--dirs", *_LEGACY_BIND_DIRS]
+    return {"commands": [["apiclient", "ephemeral-storage", "init"], bind], "mode": "always", "essential": True}
+
+
+def _supports_default_bind(version: str) -> bool:
+    if version == "latest":
+        return True
+    parts = version.lstrip("v").split(".")
+    if len(parts) < 3 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return False
+    return (int(parts[0]), int(parts[1])) >= (1, 46)
 
 
 def _merge(theirs: dict, ours: Mapping) -> dict:
