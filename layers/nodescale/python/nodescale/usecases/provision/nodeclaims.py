@@ -48,7 +48,7 @@ def now_text() -> str:
     return format_timestamp(clock.now())
 
 
-def _owner_uid(rt: Runtime, pool: NodePool) -> str:
+def owner_uid(rt: Runtime, pool: NodePool) -> str:
     """The uid of the pool's NodePool object when the pool is one (the NodeClaims' owner), else ""."""
     if not pool.source.startswith(CLUSTER_NODEPOOL_SOURCE) or pool.kind != "NodePool":
         return ""
@@ -69,7 +69,7 @@ def created(rt: Runtime, pool: NodePool, claims: Sequence[NodeClaim], options: S
     if book.missing:
         return [""] * len(claims)
     offered = [it.name for it in options]
-    uid = _owner_uid(rt, pool)
+    uid = owner_uid(rt, pool)
     names: list[str] = []
     for claim in claims:
         name = ncm.claim_name(pool.real_name, k8s_nodeclaims.random_suffix())
