@@ -161,6 +161,8 @@ class LaunchTemplateSpec:
         so one fleet request can tag its instances with it whichever image each one got."""
         data = self._node_data()
         del data["ImageId"]
+        # The same for every node of the cluster: left out so that a release adding it is not drift.
+        data["Tags"].pop(tagging.EKS_CLUSTER, None)
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()[:_HASH_LEN]
 
