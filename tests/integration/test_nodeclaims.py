@@ -15,6 +15,8 @@ Karpenter behaviours restated (kubernetes-sigs/karpenter pkg/controllers/nodecla
 
 from __future__ import annotations
 
+import base64
+import email
 import json
 import subprocess
 import sys
@@ -350,3 +352,19 @@ def test_the_launched_instance_and_its_volume_carry_karpenters_tags(sim: Environ
     volumes = ec2.describe_volumes(Filters=[{"Name": "attachment.instance-id", "Values": [launch.instance_id]}])
     for volume in volumes["Volumes"]:
         assert {"Key": "eks:eks-cluster-name", "Value": sim.cluster} in volume.get("Tags", [])
+
+
+def test_the_launched_nodes_user_data_admits_the_pods_the_plan_counted(sim: Environment, rt: Runtime, ns: str) -> None:
+    """#31.5: aws/karpenter-provider-aws pkg/providers/launchtemplate/suite_test.go (ENI-based pod density:
+    max-pods written per instance type): the kubelet's maxPods in the launched node's NodeConfig is the pods
+    capacity the plan gave its type (the NodeClaim's status.capacity.pods)."""
+    helpers.install_karpenter_crds(sim)
+    pending_pod(sim, ns)
+
+    [launch] = provisioning.provision_once(rt).launches
+    [claim] = nodeclaims(sim)
+    raw = sim.boto3_client("ec2").describe_instance_attribute(InstanceId=launch.instance_id, Attribute="userData")
+    message = email.message_from_string(base64.b64decode(raw["UserData"]["Value"]).decode())
+    (part,) = [p for p in message.walk() if p.get_content_type() == "application/node.eks.aws"]
+    max_pods = yaml.safe_load(part.get_payload())["spec"]["kubelet"]["config"]["maxPods"]
+    assert max_pods == int(claim["status"]["capacity"]["pods"]) > 0
