@@ -22,6 +22,8 @@ from constructs import Construct
 from infra.functions import CLEANUP, DISRUPTION, INTERRUPTION, PROVISIONER
 
 OWNER_TAG = "nodescale.io/cluster"
+# The one tag a function adds to an instance after launching it (aws/instances.tag_nodeclaim).
+NODECLAIM_TAG = "karpenter.sh/nodeclaim"
 
 # Capabilities: what a function does, each backed by the calls named beside it.
 READ_WORLD = "read-world"  # world.read_world: NodePool parameters, this cluster's instances, the catalog
@@ -271,6 +273,17 @@ def launch_statements(scope: Construct, cluster: str, node_role_arns: Sequence[s
                     f"aws:RequestTag/{OWNER_TAG}": cluster,
                     "ec2:CreateAction": ["CreateFleet", "RunInstances", "CreateLaunchTemplate"],
                 }
+            },
+        ),
+        # usecases/provision/nodeclaims.launched: the NodeClaim's name on the instance it launched, as
+        # Karpenter tags it. Only that key, only on this cluster's instances: no ownership tag can change.
+        iam.PolicyStatement(
+            sid="TagOwnInstancesWithTheirNodeClaim",
+            actions=["ec2:CreateTags"],
+            resources=[ec2_arn(scope, "instance")],
+            conditions={
+                "StringEquals": {f"aws:ResourceTag/{OWNER_TAG}": cluster},
+                "ForAllValues:StringEquals": {"aws:TagKeys": [NODECLAIM_TAG]},
             },
         ),
         pass_node_role_statement(node_role_arns),

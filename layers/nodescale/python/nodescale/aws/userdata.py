@@ -18,7 +18,7 @@ import json
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import yaml
 
@@ -26,6 +26,7 @@ from ..config import boundedyaml
 from ..model import labels as wk
 from ..model import nodelabels
 from ..model import resources as res
+from ..model.instancetype import InstanceType
 from ..model.nodepool import KubeletSettings, NodeClass, NodePool
 from ..model.quantity import format_bytes, format_cpu
 from ..model.taints import Taint
@@ -110,6 +111,29 @@ def _alias_version(node_class: NodeClass) -> str:
     if alias is None:
         return ""
     return alias.partition("@")[2].strip() or "latest"
+
+
+def max_pods_groups(
+    node: NodeBootstrap, family: str, types: Iterable[InstanceType]
+) -> list[tuple[int | None, tuple[InstanceType, ...]]]:
+    """The types by the pod count the planner gave them (their ``pods`` capacity: ENI-limited, or the
+    kubelet's podsPerCore), each count to be written as the kubelet's max-pods, as Karpenter writes it
+    per instance type. One group with None (nothing to write) when the kubelet sets maxPods itself, or
+    for Custom user data, which nodescale never changes, and for no types (every image's template)."""
+    listed = tuple(types)
+    if not listed or family == "Custom" or (node.kubelet is not None and node.kubelet.max_pods is not None):
+        return [(None, listed)]
+    groups: dict[int | None, list[InstanceType]] = {}
+    for it in listed:
+        groups.setdefault(it.capacity.get(res.PODS), []).append(it)
+    return sorted(((n, tuple(ts)) for n, ts in groups.items()), key=lambda g: -1 if g[0] is None else g[0])
+
+
+def with_max_pods(node: NodeBootstrap, max_pods: int | None) -> NodeBootstrap:
+    """``node`` with the kubelet's max-pods set (None: unchanged)."""
+    if max_pods is None:
+        return node
+    return replace(node, kubelet=replace(node.kubelet or KubeletSettings(), max_pods=max_pods))
 
 
 # --- shared pieces --------------------------------------------------------------------------
