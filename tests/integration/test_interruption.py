@@ -922,6 +922,7 @@ def test_a_spot_warning_is_karpenters_spot_interrupted_event_on_the_node_and_its
     """#30.5: restates aws/karpenter-provider-aws pkg/controllers/interruption/events/events.go SpotInterrupted
     and TerminatingOnInterruption (published by utils.go notifyForMessage and deleteNodeClaim): a Warning of each
     on the Node and on its karpenter.sh/v1 NodeClaim, with Karpenter's messages."""
+    helpers.install_karpenter_crds(sim)
     deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1, "terminationGracePeriodSeconds": 1})
     (victim,) = nodes_of(provision(sim, rt, ns, 1))
     instance_id = instance_of(node(sim, victim))
@@ -941,3 +942,8 @@ def test_a_spot_warning_is_karpenters_spot_interrupted_event_on_the_node_and_its
             "Interruption triggered termination for the Node") in said
     assert ("NodeClaim", "karpenter.sh/v1", name, "TerminatingOnInterruption", "Warning",
             "Interruption triggered termination for the NodeClaim") in said
+    # terminator/events/events.go EvictPod: an interruption gives the NodeClaim no disruption reason.
+    evicted = [(e["involvedObject"]["kind"], e["type"], e["message"])
+               for e in request_json(api, "GET", f"/api/v1/namespaces/{ns}/events").get("items") or []
+               if e["reason"] == "Evicted"]
+    assert evicted == [("Pod", "Normal", "Evicted pod: Forceful Termination")]
