@@ -325,3 +325,21 @@ def test_a_nodeclaim_without_its_instance_is_capacity_in_flight(sim: Environment
     assert "deletionTimestamp" in nodeclaims(sim)[0]["metadata"]
     [launch] = provisioning.provision_once(runtime_for(sim)).launches
     assert launch.instance_id
+
+
+def test_the_launched_pod_is_nominated_to_its_nodeclaim_as_karpenter_words_it(
+    sim: Environment, rt: Runtime, ns: str,
+) -> None:
+    """#30.5: restates kubernetes-sigs/karpenter pkg/controllers/provisioning/scheduling/events.go
+    NominatePodEvent: a Normal "Nominated" event on the pod, "Pod should schedule on: nodeclaim/NAME". Karpenter
+    publishes no Launched/Registered/Initialized events (those are NodeClaim conditions), so none are expected."""
+    helpers.install_karpenter_crds(sim)
+    pending_pod(sim, ns)
+    [launch] = provisioning.provision_once(rt).launches
+    [claim] = nodeclaims(sim)
+    name = claim["metadata"]["name"]
+    items = request_json(sim.kube_api_client(), "GET", f"/api/v1/namespaces/{ns}/events").get("items") or []
+    [nominated] = [e for e in items if e["reason"] == "Nominated" and e["involvedObject"]["name"] == "p"]
+    assert nominated["type"] == "Normal"
+    assert nominated["message"].startswith(f"Pod should schedule on: nodeclaim/{name} (NodePool default: "
+                                           f"instance {launch.instance_id} ")
