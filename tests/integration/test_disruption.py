@@ -162,7 +162,8 @@ def test_empty_node_goes_about_30_simulated_seconds_after_it_empties_not_before(
     waited = (_ts(removed_at) - _ts(emptied_at))
     assert 30 <= waited < 40
     events = node_events(sim, sorted(nodes)[0])
-    assert any(e["reason"] == "DisruptionDecision" and "Empty" in e["message"] for e in events)
+    # #30.5: Karpenter's DisruptionTerminating (disruption/events/events.go Terminating), was DisruptionDecision.
+    assert any(e["reason"] == "DisruptionTerminating" and e["message"] == "Disrupting Node: Empty" for e in events)
 
 
 LEGACY_AND_CURRENT = """
@@ -352,6 +353,26 @@ def test_a_do_not_disrupt_pod_keeps_its_node_and_the_refusal_is_recorded(
     wait_for("every pod to run", lambda: len(running(sim, ns)) == 3)
     events = node_events(sim, pinned_node)
     assert any(e["reason"] == "DisruptionBlocked" and pinned_pod in e["message"] for e in events)
+
+
+def test_a_do_not_disrupt_refusal_is_disruption_blocked_on_the_node_and_its_nodeclaim(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """#30.5: restates kubernetes-sigs/karpenter pkg/controllers/disruption/events/events.go Blocked (published
+    from disruption/types.go when a candidate's pod has karpenter.sh/do-not-disrupt): a DisruptionBlocked
+    event on the Node and on its karpenter.sh/v1 NodeClaim, both naming the pod."""
+    helpers.install_karpenter_crds(sim)
+    put_pool(sim, v1_pool())
+    placed = three_half_empty_nodes(sim, rt, ns, pinned=True)
+    pinned_pod, pinned_node = next((p, n) for p, n in placed.items() if p.startswith("pinned"))
+    api = sim.kube_api_client()
+    (claim,) = [c["metadata"]["name"] for c in request_json(api, "GET", "/apis/karpenter.sh/v1/nodeclaims")["items"]
+                if c.get("status", {}).get("providerID") == helpers.node_named(sim, pinned_node)["spec"]["providerID"]]
+    disrupting.disrupt_once(rt)
+    items = request_json(api, "GET", "/api/v1/namespaces/default/events").get("items") or []
+    blocked = {(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["involvedObject"].get("apiVersion"))
+               for e in items if e["reason"] == "DisruptionBlocked" and pinned_pod in e["message"]}
+    assert blocked == {("Node", pinned_node, "v1"), ("NodeClaim", claim, "karpenter.sh/v1")}
 
 
 def window(sim: Environment, starts_in_minutes: int) -> str:

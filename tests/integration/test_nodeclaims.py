@@ -368,3 +368,21 @@ def test_the_launched_nodes_user_data_admits_the_pods_the_plan_counted(sim: Envi
     (part,) = [p for p in message.walk() if p.get_content_type() == "application/node.eks.aws"]
     max_pods = yaml.safe_load(part.get_payload())["spec"]["kubelet"]["config"]["maxPods"]
     assert max_pods == int(claim["status"]["capacity"]["pods"]) > 0
+
+
+def test_the_launched_pod_is_nominated_to_its_nodeclaim_as_karpenter_words_it(
+    sim: Environment, rt: Runtime, ns: str,
+) -> None:
+    """#30.5: restates kubernetes-sigs/karpenter pkg/controllers/provisioning/scheduling/events.go
+    NominatePodEvent: a Normal "Nominated" event on the pod, "Pod should schedule on: nodeclaim/NAME". Karpenter
+    publishes no Launched/Registered/Initialized events (those are NodeClaim conditions), so none are expected."""
+    helpers.install_karpenter_crds(sim)
+    pending_pod(sim, ns)
+    [launch] = provisioning.provision_once(rt).launches
+    [claim] = nodeclaims(sim)
+    name = claim["metadata"]["name"]
+    items = request_json(sim.kube_api_client(), "GET", f"/api/v1/namespaces/{ns}/events").get("items") or []
+    [nominated] = [e for e in items if e["reason"] == "Nominated" and e["involvedObject"]["name"] == "p"]
+    assert nominated["type"] == "Normal"
+    assert nominated["message"].startswith(f"Pod should schedule on: nodeclaim/{name} (NodePool default: "
+                                           f"instance {launch.instance_id} ")

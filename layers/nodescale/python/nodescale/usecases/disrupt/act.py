@@ -20,6 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
 from ... import clock, telemetry
+from ...disruption import event_words as words
 from ...disruption.decisions import Action, Blocked, Blocker, Decision
 from ...disruption.validation import Invalid, Invalidation
 from ...k8s import events as k8s_events
@@ -35,6 +36,7 @@ from .state import (
     EVENT_REPLACEMENT_FAILED,
     EVENT_REPLACING,
     EVENT_TERMINATED,
+    EVENT_UNCONSOLIDATABLE,
     FORCEFUL,
     MAX_REFUSAL_EVENTS,
     REASON_ANNOTATION,
@@ -158,6 +160,11 @@ def _record_step(run: RunState, step: TerminationStep, reason: str, annotations:
     run.event(step.node, EVENT_TERMINATED, f"terminated ({reason or 'disrupted'}): instance {step.instance_id}")
 
 
+def say_terminating(run: RunState, node: str, reason: str) -> None:
+    """Karpenter's DisruptionTerminating, as its queue publishes it when the node's termination starts."""
+    run.event(node, EVENT_DECISION, words.disrupting("Node", reason), claim_message=words.disrupting("NodeClaim", reason))
+
+
 def await_replacement(run: RunState, view: ClusterNode) -> list[str]:
     """A node whose replacement was launched: drain it once every replacement is Ready. Returns the
     replacements' node names (not candidates for disruption themselves)."""
@@ -176,6 +183,7 @@ def await_replacement(run: RunState, view: ClusterNode) -> list[str]:
             change = k8s_nodes.mark_disrupted(run.rt.api, name)
         except k8s_nodes.NodeGoneError:
             return protected
+        say_terminating(run, name, view.annotations.get(REASON_ANNOTATION, ""))
         continue_drain(run, ClusterNode.from_dict(change.node))
     return protected
 
@@ -239,7 +247,7 @@ def refused(run: RunState, r: Blocked) -> None:
             run.events_skipped += 1
             continue
         run.refusal_events += 1
-        run.event(node, EVENT_BLOCKED, message)
+        run.event(node, EVENT_UNCONSOLIDATABLE if r.kind == Blocker.NOT_CONSOLIDATABLE else EVENT_BLOCKED, message)
 
 
 def act(run: RunState, d: Decision, invalid: Invalid | None = None) -> list[ClusterNode]:
@@ -341,6 +349,6 @@ def _start(run: RunState, d: Decision, message: str, replacements: list[str]) ->
             k8s_nodes.cordon(run.rt.api, node)
             run.event(node, EVENT_REPLACING, f"{message}; waiting for replacement {', '.join(replacements)}")
             continue
-        run.event(node, EVENT_DECISION, message)
+        say_terminating(run, node, d.reason)
         tainted.append(ClusterNode.from_dict(k8s_nodes.mark_disrupted(run.rt.api, node).node))
     return tainted
