@@ -292,7 +292,7 @@ class World:
 
     def _claim_stand_ins(self) -> list[ExistingNode]:
         out = []
-        for claim in inflight.claims_in_flight(self.nodeclaims or (), self._instance_by_id):
+        for claim in inflight.claims_in_flight(self.nodeclaims or (), self._instance_by_id, self.now):
             name = inflight.claim_node_name(claim)
             key = nodelabels.pool_key((claim.get("metadata") or {}).get("labels") or {}, self.nodepools)
             try:
