@@ -87,6 +87,16 @@ def list_all(api: ApiClient) -> list[dict[str, Any]]:
         raise
 
 
+def get(api: ApiClient, name: str) -> dict[str, Any] | None:
+    """The NodeClaim as it is now; None when it is gone."""
+    try:
+        return request_json(api, "GET", object_path(name))
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
 def patch_labels(api: ApiClient, name: str, labels: Mapping[str, str]) -> dict[str, Any]:
     return request_json(api, "PATCH", object_path(name), body={"metadata": {"labels": dict(labels)}},
                         content_type=MERGE_PATCH)

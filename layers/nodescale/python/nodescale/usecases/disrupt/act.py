@@ -20,6 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
 from ... import clock, telemetry
+from ...disruption import claim_conditions as cc
 from ...disruption import event_words as words
 from ...disruption.decisions import Action, Blocked, Blocker, Decision
 from ...disruption.validation import Invalid, Invalidation
@@ -30,6 +31,7 @@ from ...model.node import ClusterNode
 from .. import finalize
 from ..provision.provisioner import launch_claims
 from ..terminate import TERMINATING, TerminationStep, continue_termination
+from .claims import note as note_claim
 from .state import (
     EVENT_BLOCKED,
     EVENT_DECISION,
@@ -143,6 +145,7 @@ def flush_terminations(run: RunState) -> None:
                                                            "error": str(exc)})
         return
     for step, reason, notes in waiting:
+        note_claim(run, step.node, cc.INSTANCE_TERMINATING, cc.TRUE_MARK)
         _record_step(run, step, reason, notes)
 
 
@@ -345,6 +348,7 @@ def _start(run: RunState, d: Decision, message: str, replacements: list[str]) ->
             annotations[REPLACEMENT_ANNOTATION] = ",".join(sorted(set(replacements)))
         if not run.annotate(node, annotations):
             continue
+        note_claim(run, node, cc.DISRUPTION_REASON, (str(d.reason), str(d.reason)))
         if replacements:
             k8s_nodes.cordon(run.rt.api, node)
             run.event(node, EVENT_REPLACING, f"{message}; waiting for replacement {', '.join(replacements)}")

@@ -18,6 +18,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ... import clock, telemetry
 from ...disruption import event_words as words
+from ...disruption.claim_conditions import Mark
 from ...disruption.consolidation import Replacement
 from ...disruption.decisions import UNHEALTHY, Action, Blocked, Blocker, Decision, Reason
 from ...disruption.drift import DriftKind
@@ -200,6 +201,8 @@ class RunState:
         self.batch = TerminationBatch(rt)
         # Steps whose instance waits for the batch to be terminated: (step, reason, node annotations).
         self.terminating: list[tuple[TerminationStep, str, Mapping[str, str]]] = []
+        # NodeClaim conditions to write at the pass's end, by node: type -> True (reason, message) or removed (#30.1).
+        self.claim_marks: dict[str, dict[str, Mark]] = {}
 
     def now(self) -> datetime:
         return clock.now()
