@@ -262,9 +262,11 @@ SPOT_CMR = """\
 
 
 def v1_pool(budgets: str = '      - nodes: "50%"', labels: str = "", policy: str = "WhenEmptyOrUnderutilized",
-            after: str = "0s", expire: str = "720h", requirements: str = M5_ON_DEMAND, grace: str = "") -> str:
+            after: str = "0s", expire: str = "720h", requirements: str = M5_ON_DEMAND, grace: str = "",
+            annotations: str = "") -> str:
     """A v1 NodePool (default: on-demand m5.large nodes that consolidate at once) with the given budgets."""
     grace_line = f"\n      terminationGracePeriod: {grace}" if grace else ""
+    annotation_lines = f"\n      annotations:\n        {annotations}" if annotations else ""
     return f"""
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -274,7 +276,7 @@ spec:
   template:
     metadata:
       labels:
-        team: platform{labels}
+        team: platform{labels}{annotation_lines}
     spec:
       nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
       expireAfter: {expire}{grace_line}
@@ -457,6 +459,26 @@ def test_a_new_ami_in_ssm_drifts_the_nodes_and_they_are_replaced_one_at_a_time_w
     assert len(live) == 2 and not set(live) & set(old_instances)
     assert set(images_of(sim, live).values()) == {new_image}
     wait_for("both pods to run", lambda: len(running(sim, ns)) == 2)
+
+
+def test_a_changed_template_annotation_drifts_a_node_launched_from_the_old_template(sim: Environment, ns: str) -> None:
+    """#31.5, restating kubernetes-sigs/karpenter pkg/controllers/nodeclaim/disruption/drift_test.go, DescribeTable
+    "should detect drift on changes to the static fields", Entry "Annoations", end to end: the NodeClaim records
+    nodescale's template digest, registration copies it onto the Node, and a template annotation added afterwards
+    drifts the node (NodePoolDrifted), which the node's labels and taints alone never showed."""
+    put_pool(sim, v1_pool(policy="WhenEmpty", after="10m"))
+    rt = runtime_for(sim)
+    deployment(sim, ns, "web", 1, "1500m")
+    provision_until_running(sim, rt, ns, 1)
+    [node] = managed_nodes(sim)
+    recorded = node["metadata"].get("annotations") or {}
+    assert recorded.get("nodescale.io/nodepool-hash") and recorded.get("nodescale.io/nodepool-hash-version") == "v1"
+    assert "karpenter.sh/nodepool-hash" not in recorded
+    assert [d for d in disrupting.disrupt_once(rt)["decisions"] if d["reason"] == "Drifted"] == []
+
+    put_pool(sim, v1_pool(policy="WhenEmpty", after="10m", annotations="example.com/owner: ops"))
+    drifted = [d for d in disrupting.disrupt_once(rt)["decisions"] if d["reason"] == "Drifted"]
+    assert [(d["nodes"], d["drift"]) for d in drifted] == [([node["metadata"]["name"]], "NodePoolDrifted")]
 
 
 def test_an_expired_node_is_replaced_first_and_without_a_grace_period_keeps_its_do_not_disrupt_pod(

@@ -135,7 +135,17 @@ def test_the_nodeclaim_records_the_digest_and_registration_copies_it_to_the_node
     assert annotations[HASH_VERSION_ANNOTATION] == HASH_VERSION
     assert "karpenter.sh/nodepool-hash" not in annotations
     fresh = ClusterNode.from_dict({"metadata": {"name": "n", "labels": {}}})
-    assert annotations_to_sync(fresh, claim) == {HASH_ANNOTATION: template_hash(BASE),
-                                                 HASH_VERSION_ANNOTATION: HASH_VERSION}
+    now = dataclasses.replace(BASE, annotations={"changed": "since"})
+    assert annotations_to_sync(fresh, claim, now) == {HASH_ANNOTATION: template_hash(BASE),
+                                                      HASH_VERSION_ANNOTATION: HASH_VERSION}
     registered = ClusterNode.from_dict({"metadata": {"name": "n", "labels": {"karpenter.sh/registered": "true"}}})
-    assert annotations_to_sync(registered, claim) == {} and annotations_to_sync(fresh, None) == {}
+    assert annotations_to_sync(registered, claim, now) == {}
+
+
+def test_without_a_nodeclaim_registration_records_the_pool_it_syncs_the_labels_from() -> None:
+    """#31.5: a cluster without the NodeClaim CRD keeps no claims; the Node gets the digest of the pool its labels
+    are synced from at registration. A claim without a record (launched before it) gives the Node none."""
+    fresh = ClusterNode.from_dict({"metadata": {"name": "n", "labels": {}}})
+    assert annotations_to_sync(fresh, None, BASE) == hash_annotations(BASE)
+    assert annotations_to_sync(fresh, {"metadata": {"annotations": {}}}, BASE) == {}
+    assert annotations_to_sync(fresh, None, None) == {}

@@ -30,7 +30,7 @@ from ...model import labels as wk
 from ...model.instancetype import InstanceType
 from ...model.node import ClusterNode
 from ...model.nodepool import NodePool
-from ...model.nodepool_hash import HASH_ANNOTATION, HASH_VERSION_ANNOTATION
+from ...model.nodepool_hash import HASH_ANNOTATION, HASH_VERSION_ANNOTATION, hash_annotations
 from ...scheduling import nodeclaim_manifest as ncm
 from ...scheduling.inflight import startup_keys
 from ..world import World
@@ -67,12 +67,16 @@ def labels_to_sync(world: World, view: ClusterNode) -> dict[str, str]:
     return want
 
 
-def annotations_to_sync(view: ClusterNode, claim: Mapping[str, Any] | None) -> dict[str, str]:
-    """The NodeClaim's record of the template it was launched from, to copy onto its Node at registration
-    (Karpenter's registration copies the claim's annotations onto the Node), so drift reads it (#31.5)."""
-    if claim is None or view.labels.get(wk.REGISTERED) == TRUE:
+def annotations_to_sync(view: ClusterNode, claim: Mapping[str, Any] | None, pool: NodePool | None) -> dict[str, str]:
+    """The record of the template the node was launched from, to put on the Node at registration so drift reads
+    it (#31.5): its NodeClaim's (Karpenter's registration copies the claim's annotations onto the Node); with no
+    NodeClaim (a cluster without the CRD), the digest of the pool the node's labels are synced from now."""
+    if view.labels.get(wk.REGISTERED) == TRUE:
         return {}
-    have = (claim.get("metadata") or {}).get("annotations") or {}
+    if claim is not None:
+        have = (claim.get("metadata") or {}).get("annotations") or {}
+    else:
+        have = hash_annotations(pool) if pool is not None else {}
     return {k: v for k in (HASH_ANNOTATION, HASH_VERSION_ANNOTATION)
             if isinstance(v := have.get(k), str) and view.annotations.get(k) != v}
 
@@ -107,7 +111,9 @@ def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False) -> World:
             continue
         name = view.name
         iid = world.trusted_instance_id(view)
-        record = annotations_to_sync(view, claims.get(iid) if iid else None)
+        inst = world.instance(iid) if iid else None
+        pool = world.nodepools.get(inst.nodepool or "") if inst is not None else None
+        record = annotations_to_sync(view, claims.get(iid) if iid else None, pool)
         # A dry run changes nothing, but plans as the next pass will: with the labels synced.
         if not dry_run:
             try:
