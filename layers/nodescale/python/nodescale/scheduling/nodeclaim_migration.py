@@ -25,6 +25,7 @@ from ..model import resources as res
 from ..model.instancetype import InstanceType
 from ..model.node import ClusterNode
 from ..model.nodepool import NodePool
+from ..model.nodepool_hash import HASH_ANNOTATION, HASH_VERSION_ANNOTATION
 from ..model.requirements import Requirements
 from . import nodeclaim_manifest as ncm
 from .plan import NodeClaim
@@ -83,7 +84,12 @@ def backfill_object(
         zones=[zone] if zone else [], labels=_node_labels(node, pool), taints=pool.taints,
         startup_taints=pool.startup_taints, requirements=pool.requirements, pods=[], price=0.0, requests={},
     )
-    return ncm.nodeclaim_object(claim, pool, [instance_type], name=name, owner_uid=owner_uid, cluster=cluster)
+    obj = ncm.nodeclaim_object(claim, pool, [instance_type], name=name, owner_uid=owner_uid, cluster=cluster)
+    # The node was launched before this claim, from a template nobody recorded: no digest (#31.5), so it is never
+    # drifted for a template it may not have been launched from.
+    for key in (HASH_ANNOTATION, HASH_VERSION_ANNOTATION):
+        obj["metadata"]["annotations"].pop(key, None)
+    return obj
 
 
 def backfill_status(

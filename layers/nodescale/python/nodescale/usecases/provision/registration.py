@@ -30,6 +30,7 @@ from ...model import labels as wk
 from ...model.instancetype import InstanceType
 from ...model.node import ClusterNode
 from ...model.nodepool import NodePool
+from ...model.nodepool_hash import HASH_ANNOTATION, HASH_VERSION_ANNOTATION, hash_annotations
 from ...scheduling import nodeclaim_manifest as ncm
 from ...scheduling.inflight import startup_keys
 from ..world import World
@@ -66,6 +67,20 @@ def labels_to_sync(world: World, view: ClusterNode) -> dict[str, str]:
     return want
 
 
+def annotations_to_sync(view: ClusterNode, claim: Mapping[str, Any] | None, pool: NodePool | None) -> dict[str, str]:
+    """The record of the template the node was launched from, to put on the Node at registration so drift reads
+    it (#31.5): its NodeClaim's (Karpenter's registration copies the claim's annotations onto the Node); with no
+    NodeClaim (a cluster without the CRD), the digest of the pool the node's labels are synced from now."""
+    if view.labels.get(wk.REGISTERED) == TRUE:
+        return {}
+    if claim is not None:
+        have = (claim.get("metadata") or {}).get("annotations") or {}
+    else:
+        have = hash_annotations(pool) if pool is not None else {}
+    return {k: v for k in (HASH_ANNOTATION, HASH_VERSION_ANNOTATION)
+            if isinstance(v := have.get(k), str) and view.annotations.get(k) != v}
+
+
 def initialized(view: ClusterNode, pool: NodePool, it: InstanceType) -> bool:
     """Karpenter's test: Ready, no startup (or coming-up) taint left, every device resource advertised.
 
@@ -89,15 +104,20 @@ def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False) -> World:
     labels they now carry (``world`` itself is left as read), which the pass that called this plans with."""
     add_finalizers(rt, world, dry_run=dry_run)
     changed: dict[str, dict[str, str]] = {}
+    claims = _claims_by_instance(world)
     for view in world.nodes:
         want = labels_to_sync(world, view)
         if not want:
             continue
         name = view.name
+        iid = world.trusted_instance_id(view)
+        inst = world.instance(iid) if iid else None
+        pool = world.nodepools.get(inst.nodepool or "") if inst is not None else None
+        record = annotations_to_sync(view, claims.get(iid) if iid else None, pool)
         # A dry run changes nothing, but plans as the next pass will: with the labels synced.
         if not dry_run:
             try:
-                k8s_nodes.patch_metadata(rt.api, name, labels=want)
+                k8s_nodes.patch_metadata(rt.api, name, labels=want, annotations=record)
             except (ApiException, k8s_nodes.NodeGoneError) as exc:
                 # The next pass tries again; planning goes on with the node as it is.
                 log.warning("could not label a registered node", extra={"node": name, "error": str(exc)})
