@@ -401,3 +401,14 @@ def create_pod(api: Any, body: dict) -> dict:
         return created
     return request_json(api, "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
                         body={"status": body["status"]}, content_type=MERGE_PATCH)
+
+
+def nodeclaims_served(sim: Environment) -> bool:
+    """Whether the environment's API server serves karpenter.sh/v1 NodeClaims (its CRD installed)."""
+    try:
+        request_json(sim.kube_api_client(), "GET", "/apis/karpenter.sh/v1/nodeclaims")
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True

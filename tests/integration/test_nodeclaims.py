@@ -25,7 +25,6 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 from nodescale.k8s.raw import MERGE_PATCH, WatchStream, request_json
 from nodescale.model import labels as wk
@@ -51,7 +50,7 @@ COLLECTION = "/apis/karpenter.sh/v1/nodeclaims"
 @pytest.fixture(autouse=True)
 def no_nodeclaims(sim: Environment) -> None:
     """The module's environment without the NodeClaims an earlier test left (their finalizer removed first)."""
-    if not _served(sim):
+    if not helpers.nodeclaims_served(sim):
         return
     api = sim.kube_api_client()
     for claim in nodeclaims(sim):
@@ -167,7 +166,7 @@ def test_without_the_nodeclaim_crd_the_launch_goes_on(sim: Environment, rt: Runt
     """#30.1 (3): capacity never waits on bookkeeping: no NodeClaim CRD, one warning, the node is launched."""
     crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/nodeclaims.karpenter.sh"
     helpers.delete_quietly(sim.kube_api_client(), crd)
-    wait_for("the NodeClaim CRD gone", lambda: not _served(sim))
+    wait_for("the NodeClaim CRD gone", lambda: not helpers.nodeclaims_served(sim))
     pending_pod(sim, ns)
 
     with caplog.at_level("WARNING"):
@@ -177,15 +176,6 @@ def test_without_the_nodeclaim_crd_the_launch_goes_on(sim: Environment, rt: Runt
     warnings = [r for r in caplog.records if "no NodeClaim CRD" in r.getMessage()]
     assert len(warnings) == 1
 
-
-def _served(sim: Environment) -> bool:
-    try:
-        request_json(sim.kube_api_client(), "GET", COLLECTION)
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
-    return True
 
 
 def test_a_cluster_nodepool_owns_its_nodeclaims(sim: Environment, ns: str) -> None:

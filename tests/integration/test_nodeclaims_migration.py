@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from nodescale.k8s.raw import MERGE_PATCH, request_json
 from nodescale.model import labels as wk
@@ -52,19 +51,10 @@ def remove_nodeclaim(sim: Environment, name: str) -> None:
 def no_nodeclaims(sim: Environment) -> None:
     """The CRDs installed, and no NodeClaim an earlier test left."""
     helpers.install_karpenter_crds(sim)
-    wait_for("NodeClaims served", lambda: _served(sim))
+    wait_for("NodeClaims served", lambda: helpers.nodeclaims_served(sim))
     for claim in nodeclaims(sim):
         remove_nodeclaim(sim, claim["metadata"]["name"])
 
-
-def _served(sim: Environment) -> bool:
-    try:
-        request_json(sim.kube_api_client(), "GET", COLLECTION)
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
-    return True
 
 
 def launch_node(sim: Environment, ns: str) -> tuple[str, str, str]:
@@ -90,10 +80,10 @@ def test_a_node_launched_before_nodeclaims_gets_exactly_one_after_two_passes(sim
     Karpenter names them, with its node and providerID, Launched and Registered; a second pass (another
     invocation) makes none; a NodeClaim an interrupted pass left without its status is completed, not doubled."""
     helpers.delete_quietly(sim.kube_api_client(), CRD)
-    wait_for("the NodeClaim CRD gone", lambda: not _served(sim))
+    wait_for("the NodeClaim CRD gone", lambda: not helpers.nodeclaims_served(sim))
     instance, zone, node = launch_node(sim, ns)
     helpers.install_karpenter_crds(sim)
-    wait_for("NodeClaims served", lambda: _served(sim))
+    wait_for("NodeClaims served", lambda: helpers.nodeclaims_served(sim))
     assert nodeclaims(sim) == []
 
     provisioning.provision_once(runtime_for(sim))
