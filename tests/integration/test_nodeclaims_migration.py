@@ -23,7 +23,8 @@ from nodescale.usecases.disrupt import run as disrupting
 from nodescale.usecases.provision import provisioner as provisioning
 from sim.environment import Environment
 from tests.integration import helpers
-from tests.integration.helpers import EXAMPLES, node_of, put_pool, runtime_for, wait_for
+from tests.integration.helpers import node_of, runtime_for, wait_for
+from tests.integration.test_nodeclaims import pending_pod
 
 pytestmark = pytest.mark.integration
 
@@ -59,14 +60,7 @@ def no_nodeclaims(sim: Environment) -> None:
 
 def launch_node(sim: Environment, ns: str) -> tuple[str, str, str]:
     """A node of the default pool launched for a pending pod: (instance, zone, node name)."""
-    put_pool(sim, (EXAMPLES / "karpenter-v1/default.yaml").read_text(), "default")
-    request_json(sim.kube_api_client(), "POST", f"/api/v1/namespaces/{ns}/pods", body={
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": ns},
-        "spec": {"containers": [{"name": "c", "image": "pause",
-                                 "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}}]}})
-    wait_for("the pod unschedulable", lambda: any(
-        c.get("reason") == "Unschedulable"
-        for p in helpers.pods(sim, ns) for c in (p.get("status") or {}).get("conditions") or []))
+    pending_pod(sim, ns)
     [launch] = provisioning.provision_once(runtime_for(sim)).launches
     return launch.instance_id, launch.zone, node_of(sim, launch.instance_id)["metadata"]["name"]
 
