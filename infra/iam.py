@@ -22,6 +22,8 @@ from constructs import Construct
 from infra.functions import CLEANUP, DISRUPTION, INTERRUPTION, PROVISIONER
 
 OWNER_TAG = "nodescale.io/cluster"
+# The one tag a function adds to an instance after launching it (aws/instances.tag_nodeclaim).
+NODECLAIM_TAG = "karpenter.sh/nodeclaim"
 
 # Capabilities: what a function does, each backed by the calls named beside it.
 READ_WORLD = "read-world"  # world.read_world: NodePool parameters, this cluster's instances, the catalog
@@ -34,10 +36,12 @@ OFFERINGS = "offerings"  # aws/offerings: offerings that just failed, shared thr
 LEASE = "lease"  # aws/leases: one launch at a time across functions (conditional put, update, delete)
 IDEMPOTENCY = "idempotency"  # aws/idempotency: Powertools' DynamoDB persistence layer
 ZONAL_SHIFTS = "zonal-shifts"  # aws/zonalshifts.record: an ARC zonal shift event, kept for every function
+ADOPT = "adopt"  # aws/adoption.tag_owned: a previous Karpenter's instance of a managed NodePool (#30.6)
 
 FUNCTION_CAPABILITIES: dict[str, frozenset[str]] = {
     # A pass: read the world, expire instances that never registered, launch for pending pods.
-    PROVISIONER.name: frozenset({READ_WORLD, LAUNCH, TERMINATE, KUBERNETES, OFFERINGS, LEASE}),
+    # It also adopts the NodeClaims a previous Karpenter left for the NodePools it manages (tags their instances).
+    PROVISIONER.name: frozenset({READ_WORLD, LAUNCH, TERMINATE, KUBERNETES, OFFERINGS, LEASE, ADOPT}),
     # An event: mark the reclaimed offering, launch a replacement, drain, terminate; once per event id.
     # An ARC zonal shift event: recorded (zone id -> name from DescribeAvailabilityZones), nothing else.
     INTERRUPTION.name: frozenset(
@@ -150,6 +154,23 @@ def ec2_arn(scope: Construct, resource: str, *, account: bool = True) -> str:
     )
 
 
+def adopt_karpenter_instances_statement(scope: Construct, cluster: str) -> iam.PolicyStatement:
+    """#30.6: adopting a NodeClaim a previous Karpenter left tags its instance as this cluster's. Only an instance
+    Karpenter launched for this cluster (its ``kubernetes.io/cluster/<cluster>=owned`` and ``karpenter.sh/nodepool``
+    tags), and only with the ownership tag: no other key, no other instance."""
+    return iam.PolicyStatement(
+        sid="AdoptKarpenterInstances",
+        actions=["ec2:CreateTags"],
+        resources=[ec2_arn(scope, "instance")],
+        conditions={
+            "StringEquals": {f"aws:RequestTag/{OWNER_TAG}": cluster,
+                             f"aws:ResourceTag/kubernetes.io/cluster/{cluster}": "owned"},
+            "Null": {"aws:ResourceTag/karpenter.sh/nodepool": "false"},
+            "ForAllValues:StringEquals": {"aws:TagKeys": [OWNER_TAG]},
+        },
+    )
+
+
 def function_access(
     scope: Construct,
     name: str,
@@ -170,6 +191,8 @@ def function_access(
         statements += launch_statements(scope, cluster, node_role_arns)
         if volume_key_arns:
             statements += volume_key_statements(volume_key_arns, Stack.of(scope).region, Aws.URL_SUFFIX)
+    if ADOPT in capabilities:
+        statements.append(adopt_karpenter_instances_statement(scope, cluster))
     if TERMINATE in capabilities:
         statements.append(iam.PolicyStatement(
             sid="TerminateOnlyThisClustersInstances",
@@ -250,6 +273,17 @@ def launch_statements(scope: Construct, cluster: str, node_role_arns: Sequence[s
                     f"aws:RequestTag/{OWNER_TAG}": cluster,
                     "ec2:CreateAction": ["CreateFleet", "RunInstances", "CreateLaunchTemplate"],
                 }
+            },
+        ),
+        # usecases/provision/nodeclaims.launched: the NodeClaim's name on the instance it launched, as
+        # Karpenter tags it. Only that key, only on this cluster's instances: no ownership tag can change.
+        iam.PolicyStatement(
+            sid="TagOwnInstancesWithTheirNodeClaim",
+            actions=["ec2:CreateTags"],
+            resources=[ec2_arn(scope, "instance")],
+            conditions={
+                "StringEquals": {f"aws:ResourceTag/{OWNER_TAG}": cluster},
+                "ForAllValues:StringEquals": {"aws:TagKeys": [NODECLAIM_TAG]},
             },
         ),
         pass_node_role_statement(node_role_arns),

@@ -197,11 +197,42 @@ def test_creating_requires_this_clusters_request_tag(default: Synth, name: str) 
             if types & set(policies.CREATED_TYPES) and f"aws:ResourceTag/{OWNER}" not in condition:
                 # Anything this system creates and can tag must carry the ownership tag in the request.
                 assert condition[f"aws:RequestTag/{OWNER}"] == "demo-cluster", statement
-    (create_tags,) = granting(found, "ec2:CreateTags")
+    (create_tags,) = [s for s in granting(found, "ec2:CreateTags")
+                      if "ec2:CreateAction" in s["Condition"].get("StringEquals", {})]
     assert create_tags["Condition"]["StringEquals"]["ec2:CreateAction"] == ["CreateFleet", "RunInstances",
                                                                             "CreateLaunchTemplate"]
     (template_statement,) = granting(found, "ec2:CreateLaunchTemplate")
     assert _resource_types(template_statement) == {"launch-template"}
+
+
+def test_only_the_provisioner_tags_karpenter_instances_and_only_with_the_ownership_tag(default: Synth) -> None:
+    """#30.6: adopting a previous Karpenter's NodeClaim tags its instance; the grant is the ownership tag alone
+    (aws:TagKeys), with this cluster's value, on an instance Karpenter launched for this cluster."""
+    (adopt,) = [s for s in statements(default, "provisioner") if s.get("Sid") == "AdoptKarpenterInstances"]
+    assert _actions(adopt) == ["ec2:CreateTags"] and _resource_types(adopt) == {"instance"}
+    assert adopt["Condition"] == {
+        "StringEquals": {f"aws:RequestTag/{OWNER}": "demo-cluster",
+                         "aws:ResourceTag/kubernetes.io/cluster/demo-cluster": "owned"},
+        "Null": {"aws:ResourceTag/karpenter.sh/nodepool": "false"},
+        "ForAllValues:StringEquals": {"aws:TagKeys": [OWNER]},
+    }
+    for name in ("interruption", "disruption", "cleanup"):
+        assert not [s for s in statements(default, name) if s.get("Sid") == "AdoptKarpenterInstances"]
+
+
+@pytest.mark.parametrize("name", LAUNCHING)
+def test_tagging_an_existing_instance_adds_only_its_nodeclaim_on_this_clusters_instances(
+        default: Synth, name: str) -> None:
+    """#31.5: the NodeClaim's name is tagged on the instance after the launch (Karpenter's
+    karpenter.sh/nodeclaim tag); the only CreateTags outside a creating call is this one key, on an
+    instance that already carries this cluster's ownership tag, so no ownership tag can be changed."""
+    later = [s for s in granting(statements(default, name), "ec2:CreateTags")
+             if "ec2:CreateAction" not in s["Condition"].get("StringEquals", {})
+             and s.get("Sid") != "AdoptKarpenterInstances"]  # #30.6's adoption grant, tested on its own
+    (statement,) = later
+    assert _resource_types(statement) == {"instance"}
+    assert statement["Condition"]["StringEquals"] == {f"aws:ResourceTag/{OWNER}": "demo-cluster"}
+    assert statement["Condition"]["ForAllValues:StringEquals"] == {"aws:TagKeys": ["karpenter.sh/nodeclaim"]}
 
 
 @pytest.mark.parametrize("name", LAUNCHING)

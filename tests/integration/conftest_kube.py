@@ -87,3 +87,12 @@ def running_harness() -> Iterator[KubeHarness]:
         yield harness
     finally:
         harness.stop()
+
+
+def unschedulable_message(kube: KubeHarness, ns: str, name: str) -> str:
+    """The message of the pod's PodScheduled=False/Unschedulable condition, once sim's scheduler has set it."""
+    def message() -> str | None:
+        pod = kube.core.read_namespaced_pod(name, ns)
+        return next((c.message for c in pod.status.conditions or []
+                     if c.type == "PodScheduled" and c.reason == "Unschedulable"), None)
+    return wait_for(message)

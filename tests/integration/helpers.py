@@ -207,6 +207,23 @@ def empty(env: Environment, *, keep_pools: bool = False, node_timeout: float = 3
     # A pass of the test may still have been launching while the instances were listed above; the next test
     # would count such an instance as capacity in flight (this once took a pod from a test under CI's load).
     wait_for("the test's instances to go", lambda: not _terminated(env), timeout=node_timeout)
+    _delete_nodeclaims(api)
+
+
+def _delete_nodeclaims(api: Any) -> None:
+    """The test's NodeClaims, finalizers let go (their instances are gone): one left unregistered would count as
+    capacity in flight for the next test, as a NodeClaim does for nodescale."""
+    base = "/apis/karpenter.sh/v1/nodeclaims"
+    try:
+        items = request_json(api, "GET", base).get("items") or []
+    except ApiException:
+        return  # the CRD is not installed in this environment
+    for item in items:
+        name = item["metadata"]["name"]
+        with contextlib.suppress(ApiException):
+            request_json(api, "PATCH", f"{base}/{name}", body={"metadata": {"finalizers": None}},
+                         content_type=MERGE_PATCH)
+        delete_quietly(api, f"{base}/{name}")
 
 
 def _terminated(env: Environment) -> list[str]:
@@ -449,3 +466,14 @@ def create_pod(api: Any, body: dict) -> dict:
         return created
     return request_json(api, "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
                         body={"status": body["status"]}, content_type=MERGE_PATCH)
+
+
+def nodeclaims_served(sim: Environment) -> bool:
+    """Whether the environment's API server serves karpenter.sh/v1 NodeClaims (its CRD installed)."""
+    try:
+        request_json(sim.kube_api_client(), "GET", "/apis/karpenter.sh/v1/nodeclaims")
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True

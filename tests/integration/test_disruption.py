@@ -162,7 +162,8 @@ def test_empty_node_goes_about_30_simulated_seconds_after_it_empties_not_before(
     waited = (_ts(removed_at) - _ts(emptied_at))
     assert 30 <= waited < 40
     events = node_events(sim, sorted(nodes)[0])
-    assert any(e["reason"] == "DisruptionDecision" and "Empty" in e["message"] for e in events)
+    # #30.5: Karpenter's DisruptionTerminating (disruption/events/events.go Terminating), was DisruptionDecision.
+    assert any(e["reason"] == "DisruptionTerminating" and e["message"] == "Disrupting Node: Empty" for e in events)
 
 
 LEGACY_AND_CURRENT = """
@@ -261,9 +262,11 @@ SPOT_CMR = """\
 
 
 def v1_pool(budgets: str = '      - nodes: "50%"', labels: str = "", policy: str = "WhenEmptyOrUnderutilized",
-            after: str = "0s", expire: str = "720h", requirements: str = M5_ON_DEMAND, grace: str = "") -> str:
+            after: str = "0s", expire: str = "720h", requirements: str = M5_ON_DEMAND, grace: str = "",
+            annotations: str = "") -> str:
     """A v1 NodePool (default: on-demand m5.large nodes that consolidate at once) with the given budgets."""
     grace_line = f"\n      terminationGracePeriod: {grace}" if grace else ""
+    annotation_lines = f"\n      annotations:\n        {annotations}" if annotations else ""
     return f"""
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -273,7 +276,7 @@ spec:
   template:
     metadata:
       labels:
-        team: platform{labels}
+        team: platform{labels}{annotation_lines}
     spec:
       nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
       expireAfter: {expire}{grace_line}
@@ -352,6 +355,26 @@ def test_a_do_not_disrupt_pod_keeps_its_node_and_the_refusal_is_recorded(
     wait_for("every pod to run", lambda: len(running(sim, ns)) == 3)
     events = node_events(sim, pinned_node)
     assert any(e["reason"] == "DisruptionBlocked" and pinned_pod in e["message"] for e in events)
+
+
+def test_a_do_not_disrupt_refusal_is_disruption_blocked_on_the_node_and_its_nodeclaim(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """#30.5: restates kubernetes-sigs/karpenter pkg/controllers/disruption/events/events.go Blocked (published
+    from disruption/types.go when a candidate's pod has karpenter.sh/do-not-disrupt): a DisruptionBlocked
+    event on the Node and on its karpenter.sh/v1 NodeClaim, both naming the pod."""
+    helpers.install_karpenter_crds(sim)
+    put_pool(sim, v1_pool())
+    placed = three_half_empty_nodes(sim, rt, ns, pinned=True)
+    pinned_pod, pinned_node = next((p, n) for p, n in placed.items() if p.startswith("pinned"))
+    api = sim.kube_api_client()
+    (claim,) = [c["metadata"]["name"] for c in request_json(api, "GET", "/apis/karpenter.sh/v1/nodeclaims")["items"]
+                if c.get("status", {}).get("providerID") == helpers.node_named(sim, pinned_node)["spec"]["providerID"]]
+    disrupting.disrupt_once(rt)
+    items = request_json(api, "GET", "/api/v1/namespaces/default/events").get("items") or []
+    blocked = {(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["involvedObject"].get("apiVersion"))
+               for e in items if e["reason"] == "DisruptionBlocked" and pinned_pod in e["message"]}
+    assert blocked == {("Node", pinned_node, "v1"), ("NodeClaim", claim, "karpenter.sh/v1")}
 
 
 def window(sim: Environment, starts_in_minutes: int) -> str:
@@ -436,6 +459,26 @@ def test_a_new_ami_in_ssm_drifts_the_nodes_and_they_are_replaced_one_at_a_time_w
     assert len(live) == 2 and not set(live) & set(old_instances)
     assert set(images_of(sim, live).values()) == {new_image}
     wait_for("both pods to run", lambda: len(running(sim, ns)) == 2)
+
+
+def test_a_changed_template_annotation_drifts_a_node_launched_from_the_old_template(sim: Environment, ns: str) -> None:
+    """#31.5, restating kubernetes-sigs/karpenter pkg/controllers/nodeclaim/disruption/drift_test.go, DescribeTable
+    "should detect drift on changes to the static fields", Entry "Annoations", end to end: the NodeClaim records
+    nodescale's template digest, registration copies it onto the Node, and a template annotation added afterwards
+    drifts the node (NodePoolDrifted), which the node's labels and taints alone never showed."""
+    put_pool(sim, v1_pool(policy="WhenEmpty", after="10m"))
+    rt = runtime_for(sim)
+    deployment(sim, ns, "web", 1, "1500m")
+    provision_until_running(sim, rt, ns, 1)
+    [node] = managed_nodes(sim)
+    recorded = node["metadata"].get("annotations") or {}
+    assert recorded.get("nodescale.io/nodepool-hash") and recorded.get("nodescale.io/nodepool-hash-version") == "v1"
+    assert "karpenter.sh/nodepool-hash" not in recorded
+    assert [d for d in disrupting.disrupt_once(rt)["decisions"] if d["reason"] == "Drifted"] == []
+
+    put_pool(sim, v1_pool(policy="WhenEmpty", after="10m", annotations="example.com/owner: ops"))
+    drifted = [d for d in disrupting.disrupt_once(rt)["decisions"] if d["reason"] == "Drifted"]
+    assert [(d["nodes"], d["drift"]) for d in drifted] == [([node["metadata"]["name"]], "NodePoolDrifted")]
 
 
 def test_an_expired_node_is_replaced_first_and_without_a_grace_period_keeps_its_do_not_disrupt_pod(
@@ -565,8 +608,9 @@ REPAIR = FeatureGates(node_repair=True)
 SPOT_TO_SPOT = FeatureGates(spot_to_spot_consolidation=True)
 
 
-def test_a_node_notready_past_the_repair_threshold_is_replaced_and_its_pod_moves(sim: Environment, ns: str) -> None:
-    # Five nodes, one goes bad: repair acts only while at most 20% of a pool is unhealthy.
+def test_a_node_notready_past_its_toleration_is_replaced_and_its_pod_moves(sim: Environment, ns: str) -> None:
+    # Five nodes, one goes bad: repair acts only while at most 20% of a pool is unhealthy. #31.5: NotReady is
+    # tolerated Karpenter's 30 minutes (karpenter-provider-aws RepairPolicies), not NODESCALE_REPAIR_THRESHOLD_SECONDS.
     put_pool(sim, v1_pool(policy="WhenEmpty", after="10m"))
     rt = runtime_for(sim, repair_threshold_seconds=600.0, feature_gates=REPAIR)
     deployment(sim, ns, "web", 5, "1500m")
@@ -583,11 +627,11 @@ def test_a_node_notready_past_the_repair_threshold_is_replaced_and_its_pod_moves
         return {c["type"]: c["status"] for c in node["status"].get("conditions") or []}.get("Ready") != "True"
 
     wait_for("the node to go NotReady", not_ready)
-    sim.advance(300)
+    sim.advance(900)  # past the status-check threshold (600s), within Ready's toleration
     early = disrupting.disrupt_once(runtime_for(sim, repair_threshold_seconds=600.0, feature_gates=REPAIR))
     assert [d for d in early["decisions"] if d["reason"] == "Unhealthy"] == []
 
-    sim.advance(301)
+    sim.advance(901)
     decided: list[dict] = []
     for _ in range(25):
         summary = disrupting.disrupt_once(runtime_for(sim, repair_threshold_seconds=600.0, feature_gates=REPAIR))

@@ -365,10 +365,12 @@ def test_a_pdb_refusal_is_a_warning_event_on_the_pod_and_the_node(sim: Environme
               if e["involvedObject"]["name"] == pod["metadata"]["name"] and e["reason"] == "DisruptionBlocked"]
     assert [e["type"] for e in on_pod] == ["Warning"]
     assert "PodDisruptionBudget" in on_pod[0]["message"] and victim in on_pod[0]["message"]
+    # #30.5: on the node, Karpenter's FailedDraining (terminator/events/events.go NodeFailedToDrain).
     on_node = [e for e in request_json(api, "GET", "/api/v1/namespaces/default/events").get("items") or []
-               if e["involvedObject"]["name"] == victim and e["reason"] == "DisruptionBlocked"]
+               if e["involvedObject"]["name"] == victim and e["reason"] == "FailedDraining"]
     assert on_node and on_node[0]["type"] == "Warning"
-    assert "1 pod(s) by a PodDisruptionBudget" in on_node[0]["message"]
+    key = f"{ns}/{pod['metadata']['name']}"
+    assert on_node[0]["message"] == f"Failed to drain node, evicting pod violates a PDB (Pod={key})"
 
 
 @pytest.mark.filterwarnings("ignore:No application metrics to publish")
@@ -461,7 +463,7 @@ def test_each_recorded_sample_does_what_the_events_readme_says(sim: Environment,
     quiet = node(sim, quiet_node)
     assert not quiet["spec"].get("unschedulable") and not quiet["spec"].get("taints")
     node_events = request_json(sim.kube_api_client(), "GET", "/api/v1/namespaces/default/events").get("items") or []
-    assert any(e["involvedObject"]["name"] == quiet_node and e["reason"] == "RebalanceRecommendation"
+    assert any(e["involvedObject"]["name"] == quiet_node and e["reason"] == "SpotRebalanceRecommendation"
                for e in node_events)
 
     # running: no disruption
@@ -912,3 +914,36 @@ def test_poison_records_are_dropped_each_with_its_reason_and_the_warning_beside_
     assert all(len(r) < 300 for r in reasons), reasons  # a 100,000-character account is not copied into a reason
     assert node(sim, name) is None
     assert not nodes_of(wait_running(sim, ns, 1)) & {name}
+
+
+def test_a_spot_warning_is_karpenters_spot_interrupted_event_on_the_node_and_its_nodeclaim(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """#30.5: restates aws/karpenter-provider-aws pkg/controllers/interruption/events/events.go SpotInterrupted
+    and TerminatingOnInterruption (published by utils.go notifyForMessage and deleteNodeClaim): a Warning of each
+    on the Node and on its karpenter.sh/v1 NodeClaim, with Karpenter's messages."""
+    helpers.install_karpenter_crds(sim)
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1, "terminationGracePeriodSeconds": 1})
+    (victim,) = nodes_of(provision(sim, rt, ns, 1))
+    instance_id = instance_of(node(sim, victim))
+    api = sim.kube_api_client()
+    (claim,) = [c for c in request_json(api, "GET", "/apis/karpenter.sh/v1/nodeclaims")["items"]
+                if c.get("status", {}).get("providerID", "").endswith(instance_id)]
+    replay(rt, event("spot-interruption-warning.json", instance_id, sim))
+
+    said = [(e["involvedObject"]["kind"], e["involvedObject"].get("apiVersion"), e["involvedObject"]["name"],
+             e["reason"], e["type"], e["message"])
+            for e in request_json(api, "GET", "/api/v1/namespaces/default/events").get("items") or []]
+    name = claim["metadata"]["name"]
+    assert ("Node", "v1", victim, "SpotInterrupted", "Warning", "Spot interruption warning was triggered") in said
+    assert ("NodeClaim", "karpenter.sh/v1", name, "SpotInterrupted", "Warning",
+            "Spot interruption warning was triggered") in said
+    assert ("Node", "v1", victim, "TerminatingOnInterruption", "Warning",
+            "Interruption triggered termination for the Node") in said
+    assert ("NodeClaim", "karpenter.sh/v1", name, "TerminatingOnInterruption", "Warning",
+            "Interruption triggered termination for the NodeClaim") in said
+    # terminator/events/events.go EvictPod: an interruption gives the NodeClaim no disruption reason.
+    evicted = [(e["involvedObject"]["kind"], e["type"], e["message"])
+               for e in request_json(api, "GET", f"/api/v1/namespaces/{ns}/events").get("items") or []
+               if e["reason"] == "Evicted"]
+    assert evicted == [("Pod", "Normal", "Evicted pod: Forceful Termination")]

@@ -15,6 +15,8 @@ Karpenter behaviours restated (kubernetes-sigs/karpenter pkg/controllers/nodecla
 
 from __future__ import annotations
 
+import base64
+import email
 import json
 import subprocess
 import sys
@@ -23,7 +25,6 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 from nodescale.k8s.raw import MERGE_PATCH, WatchStream, request_json
 from nodescale.model import labels as wk
@@ -49,7 +50,7 @@ COLLECTION = "/apis/karpenter.sh/v1/nodeclaims"
 @pytest.fixture(autouse=True)
 def no_nodeclaims(sim: Environment) -> None:
     """The module's environment without the NodeClaims an earlier test left (their finalizer removed first)."""
-    if not _served(sim):
+    if not helpers.nodeclaims_served(sim):
         return
     api = sim.kube_api_client()
     for claim in nodeclaims(sim):
@@ -165,7 +166,7 @@ def test_without_the_nodeclaim_crd_the_launch_goes_on(sim: Environment, rt: Runt
     """#30.1 (3): capacity never waits on bookkeeping: no NodeClaim CRD, one warning, the node is launched."""
     crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/nodeclaims.karpenter.sh"
     helpers.delete_quietly(sim.kube_api_client(), crd)
-    wait_for("the NodeClaim CRD gone", lambda: not _served(sim))
+    wait_for("the NodeClaim CRD gone", lambda: not helpers.nodeclaims_served(sim))
     pending_pod(sim, ns)
 
     with caplog.at_level("WARNING"):
@@ -175,15 +176,6 @@ def test_without_the_nodeclaim_crd_the_launch_goes_on(sim: Environment, rt: Runt
     warnings = [r for r in caplog.records if "no NodeClaim CRD" in r.getMessage()]
     assert len(warnings) == 1
 
-
-def _served(sim: Environment) -> bool:
-    try:
-        request_json(sim.kube_api_client(), "GET", COLLECTION)
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
-    return True
 
 
 def test_a_cluster_nodepool_owns_its_nodeclaims(sim: Environment, ns: str) -> None:
@@ -325,3 +317,62 @@ def test_a_nodeclaim_without_its_instance_is_capacity_in_flight(sim: Environment
     assert "deletionTimestamp" in nodeclaims(sim)[0]["metadata"]
     [launch] = provisioning.provision_once(runtime_for(sim)).launches
     assert launch.instance_id
+
+
+def test_the_launched_instance_and_its_volume_carry_karpenters_tags(sim: Environment, rt: Runtime, ns: str) -> None:
+    """#31.5: an instance carries the tags Karpenter writes for AWS's tools and cost reports, through the
+    functions' own IAM policy (sim enforces it). Restates aws/karpenter-provider-aws
+    pkg/providers/instance/suite_test.go "InstanceProvider" (the tags instance.go writes: karpenter.sh/nodepool,
+    karpenter.sh/nodeclaim, karpenter.k8s.aws/ec2nodeclass, eks:eks-cluster-name); Karpenter's ownership tag kubernetes.io/cluster/<name> is deliberately not written
+    (docs/reference.md), so neither adopts the other's instances during a migration."""
+    helpers.install_karpenter_crds(sim)
+    pending_pod(sim, ns)
+
+    [launch] = provisioning.provision_once(rt).launches
+    [claim] = nodeclaims(sim)
+    ec2 = sim.boto3_client("ec2")
+    instance = ec2.describe_instances(InstanceIds=[launch.instance_id])["Reservations"][0]["Instances"][0]
+    tags = {t["Key"]: t["Value"] for t in instance["Tags"]}
+    assert tags["karpenter.sh/nodeclaim"] == claim["metadata"]["name"]
+    assert tags["karpenter.sh/nodepool"] == "default"
+    assert tags["karpenter.k8s.aws/ec2nodeclass"] == "default"
+    assert tags["eks:eks-cluster-name"] == sim.cluster
+    assert tags["nodescale.io/cluster"] == sim.cluster
+    assert not [k for k in tags if k.startswith("kubernetes.io/cluster/")]
+    volumes = ec2.describe_volumes(Filters=[{"Name": "attachment.instance-id", "Values": [launch.instance_id]}])
+    for volume in volumes["Volumes"]:
+        assert {"Key": "eks:eks-cluster-name", "Value": sim.cluster} in volume.get("Tags", [])
+
+
+def test_the_launched_nodes_user_data_admits_the_pods_the_plan_counted(sim: Environment, rt: Runtime, ns: str) -> None:
+    """#31.5: aws/karpenter-provider-aws pkg/providers/launchtemplate/suite_test.go (ENI-based pod density:
+    max-pods written per instance type): the kubelet's maxPods in the launched node's NodeConfig is the pods
+    capacity the plan gave its type (the NodeClaim's status.capacity.pods)."""
+    helpers.install_karpenter_crds(sim)
+    pending_pod(sim, ns)
+
+    [launch] = provisioning.provision_once(rt).launches
+    [claim] = nodeclaims(sim)
+    raw = sim.boto3_client("ec2").describe_instance_attribute(InstanceId=launch.instance_id, Attribute="userData")
+    message = email.message_from_string(base64.b64decode(raw["UserData"]["Value"]).decode())
+    (part,) = [p for p in message.walk() if p.get_content_type() == "application/node.eks.aws"]
+    max_pods = yaml.safe_load(part.get_payload())["spec"]["kubelet"]["config"]["maxPods"]
+    assert max_pods == int(claim["status"]["capacity"]["pods"]) > 0
+
+
+def test_the_launched_pod_is_nominated_to_its_nodeclaim_as_karpenter_words_it(
+    sim: Environment, rt: Runtime, ns: str,
+) -> None:
+    """#30.5: restates kubernetes-sigs/karpenter pkg/controllers/provisioning/scheduling/events.go
+    NominatePodEvent: a Normal "Nominated" event on the pod, "Pod should schedule on: nodeclaim/NAME". Karpenter
+    publishes no Launched/Registered/Initialized events (those are NodeClaim conditions), so none are expected."""
+    helpers.install_karpenter_crds(sim)
+    pending_pod(sim, ns)
+    [launch] = provisioning.provision_once(rt).launches
+    [claim] = nodeclaims(sim)
+    name = claim["metadata"]["name"]
+    items = request_json(sim.kube_api_client(), "GET", f"/api/v1/namespaces/{ns}/events").get("items") or []
+    [nominated] = [e for e in items if e["reason"] == "Nominated" and e["involvedObject"]["name"] == "p"]
+    assert nominated["type"] == "Normal"
+    assert nominated["message"].startswith(f"Pod should schedule on: nodeclaim/{name} (NodePool default: "
+                                           f"instance {launch.instance_id} ")

@@ -39,6 +39,40 @@ NS = "team-a"
 CLUSTER_LIMITS = {"cpu": "100", "pricePerHour": "50"}
 
 
+# A second SSM parameter: a pool whose node class's subnet selector matches no subnet (tainted, so no pod of
+# the scene is planned onto it), and a pool refused because its node class is not defined.
+BROKEN = """
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: nosubnets}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: nosubnets}
+      taints: [{key: broken, effect: NoSchedule}]
+      requirements: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: nosubnets}
+spec:
+  role: KarpenterNodeRole-demo-cluster
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: no-such-cluster}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo-cluster}}]
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: orphan}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: missing}
+      taints: [{key: broken, effect: NoSchedule}]
+      requirements: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]
+"""
+
+
 def pods(env: Environment) -> list[dict]:
     return request_json(env.kube_api_client(), "GET", f"/api/v1/namespaces/{NS}/pods").get("items") or []
 
@@ -72,6 +106,7 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
         env.boto3_client("ssm").put_parameter(
             Name=f"{path}/default", Value=(EXAMPLES / "karpenter-v1alpha5/default-spot.yaml").read_text(),
             Type="String", Overwrite=True)
+        env.boto3_client("ssm").put_parameter(Name=f"{path}/broken", Value=BROKEN, Type="String", Overwrite=True)
         request_json(api, "POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
         doc = yaml.safe_load((EXAMPLES / "workloads/inflate.yaml").read_text())
         doc["metadata"]["namespace"] = NS
@@ -211,6 +246,66 @@ def test_status_with_unusable_settings_is_one_line_and_exit_2(scene: Scene) -> N
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "NODESCALE_CLUSTER_LIMITS" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _conds(entry: dict) -> dict[str, dict]:
+    return {c["type"]: c for c in entry["status"]["conditions"]}
+
+
+def test_status_shows_an_ssm_pool_and_its_node_class_as_karpenter_would(scene: Scene, status_json: dict) -> None:
+    """#30.2: a pool from SSM parameters reports through `nodescale status -o json` what Karpenter writes on a
+    NodePool (node count and resources after a launch, Ready) and its node class's resolved subnets, security
+    groups, AMIs and instance profile (kubernetes-sigs/karpenter pkg/controllers/nodepool/counter/suite_test.go
+    "Counter"; aws/karpenter-provider-aws pkg/controllers/nodeclass/subnet_test.go "NodeClass Subnet Status
+    Provider" / "should resolve a valid selectors for Subnet by tags")."""
+    [pool] = [p for p in status_json["nodePools"] if p["name"] == "default"]
+    assert pool["kind"] == "Provisioner" and pool["source"].startswith("ssm:")
+    assert pool["status"]["resources"]["nodes"] == str(len(scene.launches))
+    assert _conds(pool)["Ready"]["status"] == "True" and _conds(pool)["NodeClassReady"]["status"] == "True"
+    [nc] = [c for c in status_json["nodeClasses"] if c["name"] == "default"]
+    ec2 = scene.env.boto3_client("ec2")
+    tagged = [{"Name": "tag:karpenter.sh/discovery", "Values": ["demo-cluster"]}]
+    subnets = {s["SubnetId"] for s in ec2.describe_subnets(Filters=tagged)["Subnets"]}
+    groups = {g["GroupId"] for g in ec2.describe_security_groups(Filters=tagged)["SecurityGroups"]}
+    assert {s["id"] for s in nc["status"]["subnets"]} == subnets and subnets
+    assert {g["id"] for g in nc["status"]["securityGroups"]} == groups and groups
+    launched_images = {i["ImageId"] for r in ec2.describe_instances(
+        InstanceIds=[x.instance_id for x in scene.launches])["Reservations"] for i in r["Instances"]}
+    assert launched_images <= {a["id"] for a in nc["status"]["amis"]}
+    assert nc["status"]["instanceProfile"]
+    assert all(c["status"] == "True" for c in nc["status"]["conditions"])
+
+
+def test_status_shows_why_a_broken_ssm_node_class_is_not_ready(scene: Scene, status_json: dict) -> None:
+    """#30.2: a node class whose subnet selector matches nothing shows SubnetsReady False with its reason and
+    message, and its pool NodeClassReady False; a pool refused for a node class that is not defined shows it too
+    (aws/karpenter-provider-aws pkg/controllers/nodeclass/subnet_test.go "should not resolve a invalid
+    selectors for Subnet"; kubernetes-sigs/karpenter pkg/controllers/nodepool/readiness/suite_test.go
+    "should have status condition on nodePool as not ready if nodeClass is not ready")."""
+    [nc] = [c for c in status_json["nodeClasses"] if c["name"] == "nosubnets"]
+    subnets = _conds(nc)["SubnetsReady"]
+    assert (subnets["status"], subnets["reason"]) == ("False", "SubnetsNotFound")
+    assert "subnetSelectorTerms" in subnets["message"] and "subnets" not in nc["status"]
+    assert _conds(nc)["Ready"]["status"] == "False" and "SubnetsReady" in _conds(nc)["Ready"]["message"]
+    assert _conds(nc)["SecurityGroupsReady"]["status"] == "True"
+    [pool] = [p for p in status_json["nodePools"] if p["name"] == "nosubnets"]
+    assert _conds(pool)["NodeClassReady"]["status"] == "False" and _conds(pool)["Ready"]["status"] == "False"
+    assert pool["status"]["resources"]["nodes"] == "0"
+    [orphan] = [p for p in status_json["nodePools"] if p["source"].startswith("ssm:") and p["name"] == ""]
+    assert '"missing"' in _conds(orphan)["NodeClassReady"]["message"]
+    assert _conds(orphan)["NodeClassReady"]["status"] == "False"
+
+
+def test_status_text_shows_pool_and_node_class_status(scene: Scene) -> None:
+    """#30.2: the text output has a row per pool and node class and each failing condition with its message."""
+    done = cli(scene, "status")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["NODEPOOL", "SOURCE"])
+    assert any(line.startswith("provisioner/default") and line.endswith("True") for line in lines[header:])
+    assert any(line.startswith("  ec2nodeclass/nosubnets: SubnetsReady False (SubnetsNotFound): ")
+               for line in lines)
+    assert any(line.startswith("nodepool/nosubnets") and line.endswith("False") for line in lines[header:])
 
 
 # --------------------------------------------------------------------------------------------- explain

@@ -13,7 +13,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from sim.kube.volumebinding import ebs_volume
-from tests.integration.conftest_kube import KubeHarness, running_harness, wait_for
+from tests.integration.conftest_kube import KubeHarness, running_harness, unschedulable_message, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -58,13 +58,6 @@ def _class(kube: KubeHarness, mode: str, **extra: object) -> str:
     return name
 
 
-def _unschedulable_message(kube: KubeHarness, ns: str, name: str) -> str:
-    def message() -> str | None:
-        pod = kube.core.read_namespaced_pod(name, ns)
-        return next((c.message for c in pod.status.conditions or []
-                     if c.type == "PodScheduled" and c.reason == "Unschedulable"), None)
-    return wait_for(message)
-
 
 def test_a_pod_whose_claim_is_bound_to_a_zonal_volume_binds_only_in_that_zone(kube: KubeHarness) -> None:
     """#31.2: a claim bound to a PV with node affinity lets the pod onto the nodes it selects only; when none of
@@ -85,7 +78,7 @@ def test_a_pod_whose_claim_is_bound_to_a_zonal_volume_binds_only_in_that_zone(ku
     kube.core.create_persistent_volume(ebs_volume(elsewhere, "us-west-2a", "4Gi"))
     _claim(kube, ns, "far", volumeName=elsewhere)
     _pod(kube, ns, "far", "far", selector)
-    message = _unschedulable_message(kube, ns, "far")
+    message = unschedulable_message(kube, ns, "far")
     assert message.startswith("0/") and " 3 node(s) had volume node affinity conflict" in message, message
     assert kube.core.read_namespaced_pod("far", ns).spec.node_name is None
 
@@ -106,7 +99,7 @@ def test_an_unbound_immediate_claim_or_a_missing_one_keeps_the_pod_pending(kube:
     for pod, reason in (("a", "pod has unbound immediate PersistentVolumeClaims"),
                         ("b", "pod has unbound immediate PersistentVolumeClaims"),
                         ("c", 'persistentvolumeclaim "missing" not found')):
-        message = _unschedulable_message(kube, ns, pod)
+        message = unschedulable_message(kube, ns, pod)
         total = len(kube.core.list_node().items)
         assert message == (f"0/{total} nodes are available: {reason}. preemption: 0/{total} nodes are available: "
                            f"{total} Preemption is not helpful for scheduling."), message
@@ -152,7 +145,7 @@ def test_a_wait_for_first_consumer_claim_is_provisioned_in_the_pods_nodes_zone(k
         {"key": "topology.kubernetes.io/zone", "values": ["us-west-2a"]}]}])
     _claim(kube, ns, "nowhere", storageClassName=nowhere)
     _pod(kube, ns, "stuck", "nowhere", selector)
-    assert "2 node(s) didn't find available persistent volumes to bind" in _unschedulable_message(kube, ns, "stuck")
+    assert "2 node(s) didn't find available persistent volumes to bind" in unschedulable_message(kube, ns, "stuck")
     assert kube.core.read_namespaced_persistent_volume_claim("nowhere", ns).spec.volume_name is None
 
 

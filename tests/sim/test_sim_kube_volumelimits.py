@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from sim.kube.volumebinding import ebs_volume
-from tests.integration.conftest_kube import KubeHarness, running_harness, wait_for
+from tests.integration.conftest_kube import KubeHarness, running_harness, unschedulable_message, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -57,13 +57,6 @@ def _node_of(kube: KubeHarness, ns: str, name: str) -> str:
     return wait_for(lambda: kube.core.read_namespaced_pod(name, ns).spec.node_name)
 
 
-def _unschedulable_message(kube: KubeHarness, ns: str, name: str) -> str:
-    def message() -> str | None:
-        pod = kube.core.read_namespaced_pod(name, ns)
-        return next((c.message for c in pod.status.conditions or []
-                     if c.type == "PodScheduled" and c.reason == "Unschedulable"), None)
-    return wait_for(message)
-
 
 def test_a_node_at_its_csinode_count_takes_no_pod_with_a_new_volume(kube: KubeHarness) -> None:
     """#31.2: with a count of 1, the node's first volume pod binds; a second pod with another volume stays
@@ -74,7 +67,7 @@ def test_a_node_at_its_csinode_count_takes_no_pod_with_a_new_volume(kube: KubeHa
     _volume_pod(kube, ns, "first", "a", tag)
     assert _node_of(kube, ns, "first") == node
     _volume_pod(kube, ns, "second", "b", tag)
-    assert "1 node(s) exceed max volume count" in _unschedulable_message(kube, ns, "second")
+    assert "1 node(s) exceed max volume count" in unschedulable_message(kube, ns, "second")
     _volume_pod(kube, ns, "sharer", "a", tag, new_volume=False)
     assert _node_of(kube, ns, "sharer") == node
     assert not kube.core.read_namespaced_pod("second", ns).spec.node_name

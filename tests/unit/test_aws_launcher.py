@@ -255,3 +255,24 @@ def test_a_launch_under_a_lost_lease_sends_no_create_fleet(clients, monkeypatch)
     after = {i["InstanceId"] for r in clients.ec2.describe_instances(Filters=[running])["Reservations"]
              for i in r["Instances"]}
     assert after == before
+
+
+def test_each_max_pods_gets_its_template_and_is_not_drift(clients):
+    """#31.5: aws/karpenter-provider-aws pkg/providers/launchtemplate (one launch template per distinct
+    max-pods; suite_test.go "should specify --use-max-pods=false when using ENI-based pod density" for AL2,
+    the NodeConfig's kubelet maxPods for AL2023): the launched node's user data carries the pods count the
+    planner gave its type, and a node of either count is not drifted (Karpenter hashes the node class)."""
+    launcher = Launcher(clients, CLUSTER)
+    small = InstanceType("t3.small", {wk.ARCH: "amd64"}, {"cpu": 2000, "pods": 11}, {}, offers(0.02))
+    large = InstanceType("m5.large", {wk.ARCH: "amd64"}, {"cpu": 2000, "pods": 29}, {}, offers(0.096))
+    planned = launcher.templates(POOL, NODE_CLASS, [small, large])
+    assert [[t.name for t in p.instance_types] for p in planned] == [["t3.small"], ["m5.large"]]
+    assert len({p.spec.name for p in planned}) == 2 and len({p.spec.settings_hash for p in planned}) == 1
+    assert {p.spec.name for p in planned} <= launcher.current_template_names(POOL, NODE_CLASS, [small, large])
+    (launched,) = launcher.launch(POOL, NODE_CLASS, [small, large], key="pods:uid-maxpods").instances
+    assert launched.instance_type == "t3.small"
+    msg = email.message_from_string(user_data_of(clients.ec2, launched.instance_id))
+    (part,) = [p for p in msg.walk() if p.get_content_type() == "application/node.eks.aws"]
+    assert yaml.safe_load(part.get_payload())["spec"]["kubelet"]["config"]["maxPods"] == 11
+    (inst,) = [i for i in instances.list_instances(clients.ec2, CLUSTER) if i.instance_id == launched.instance_id]
+    assert launcher.drift(inst, POOL, NODE_CLASS) is None

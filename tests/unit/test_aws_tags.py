@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from nodescale.aws import clients
+import dataclasses
+
+from nodescale.aws import clients, launchtemplates
 from nodescale.aws import tags as tagging
 
 
@@ -47,3 +49,29 @@ def test_clients_are_built_once_with_adaptive_retries_and_honour_the_endpoint(mo
         assert bundle.ec2 is ec2 and bundle.ssm.meta.service_model.service_name == "ssm"
     finally:
         clients.reset()
+
+
+def test_resources_carry_the_eks_cluster_name_which_a_node_class_cannot_override():
+    """#31.5: restates aws/karpenter-provider-aws pkg/providers/instance (instance.go's tags, checked in
+    its suite_test.go "InstanceProvider" tests): eks:eks-cluster-name is the cluster's name, and the node
+    class's spec.tags never replace it nor karpenter.sh/nodeclaim (the EC2NodeClass CEL rules on spec.tags
+    refuse them at load, config/nodeclasses.py; dropped here as a second guard)."""
+    tags = tagging.resource_tags(
+        "demo-cluster", "default", "default",
+        {tagging.EKS_CLUSTER: "other", tagging.NODECLAIM: "forged", "team": "a"},
+    )
+    assert tags[tagging.EKS_CLUSTER] == "demo-cluster"
+    assert tagging.NODECLAIM not in tags
+    assert tags[tagging.NODECLASS] == "default" and tags["team"] == "a"
+
+
+def test_the_eks_cluster_tag_is_not_drift():
+    """#31.5: adding eks:eks-cluster-name in a release leaves the settings hash (drift) of nodes launched
+    before it unchanged; the template (its name) still changes, so a new one carries the tag."""
+    before = launchtemplates.LaunchTemplateSpec(
+        cluster="demo-cluster", image_id="ami-1", user_data="", security_group_ids=("sg-1",), instance_profile="p",
+        tags={tagging.CLUSTER: "demo-cluster", tagging.NODEPOOL: "default"},
+    )
+    after = dataclasses.replace(before, tags={**before.tags, tagging.EKS_CLUSTER: "demo-cluster"})
+    assert after.settings_hash == before.settings_hash
+    assert after.name != before.name

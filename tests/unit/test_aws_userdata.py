@@ -13,7 +13,8 @@ import yaml
 from nodescale.aws import userdata
 from nodescale.aws.cluster import ClusterInfo, dns_ip_for
 from nodescale.model import labels as wk
-from nodescale.model.nodepool import KubeletSettings, NodeClass, NodePool
+from nodescale.model.instancetype import InstanceType
+from nodescale.model.nodepool import KubeletSettings, NodeClass, NodePool, SelectorTerm
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.model.taints import Taint
 from sim.nodes import userdata as node_reads
@@ -256,3 +257,82 @@ def test_every_family_registers_with_the_unregistered_taint(family: str) -> None
         assert {"key": "karpenter.sh/unregistered", "effect": "NoExecute"} in taints, (family, taints)
         keys = [(t["key"], t["effect"]) for t in taints]
         assert len(keys) == len(set(keys)) == len(pool.taints) + len(pool.startup_taints) + 1
+
+
+def _bottlerocket_raid0(alias: str | None, user: str | None = None) -> dict:
+    terms = (SelectorTerm(alias=alias),) if alias else (SelectorTerm(id="ami-0123456789abcdef0"),)
+    nc = NodeClass("nvme", "Bottlerocket", instance_store_policy="RAID0", ami_selector_terms=terms)
+    return tomllib.loads(userdata.render("Bottlerocket", CLUSTER, userdata.bootstrap_for(POOL, nc), user))["settings"]
+
+
+def test_raid0_on_bottlerocket_mounts_the_instance_store():
+    """#31.5. Restates aws/karpenter-provider-aws pkg/providers/launchtemplate/suite_test.go, It "should
+    specify RAID0 bootstrap-command when instance-store policy is set on Bottlerocket": with
+    ``bottlerocket@latest`` the bootstrap command initialises the instance store and binds the default
+    directories onto it, on every boot, essential."""
+    settings = _bottlerocket_raid0("bottlerocket@latest")
+    assert settings["bootstrap-commands"] == {"000-mount-instance-storage": {
+        "commands": [["apiclient", "ephemeral-storage", "init"], ["apiclient", "ephemeral-storage", "bind"]],
+        "mode": "always", "essential": True}}
+    assert "bootstrap-commands" not in tomllib.loads(userdata.render("Bottlerocket", CLUSTER, NODE))["settings"]
+
+
+def test_raid0_on_an_older_or_unknown_bottlerocket_names_the_directories():
+    """#31.5. As the provider's Bottlerocket user data (pkg/providers/amifamily/bootstrap/bottlerocket.go, and
+    version.SupportsDefaultBind: v1.46.0 and later bind default directories): an older alias, or no alias
+    (version unknown), binds /var/lib/containerd, /var/lib/kubelet and /var/log/pods by name."""
+    named = ["apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/containerd", "/var/lib/kubelet",
+             "/var/log/pods"]
+    for alias in ("bottlerocket@v1.45.0", None):
+        assert _bottlerocket_raid0(alias)["bootstrap-commands"]["000-mount-instance-storage"]["commands"][1] == named
+    newer = _bottlerocket_raid0("bottlerocket@v1.46.0")["bootstrap-commands"]["000-mount-instance-storage"]
+    assert newer["commands"][1] == ["apiclient", "ephemeral-storage", "bind"]
+
+
+def test_raid0_on_bottlerocket_keeps_the_users_bootstrap_commands():
+    """#31.5. Restates aws/karpenter-provider-aws pkg/providers/launchtemplate/suite_test.go, It "should merge
+    bootstrap-commands when instance-store policy is set on Bottlerocket"."""
+    user = "[settings.bootstrap-commands.111-say-hello]\ncommands = [['echo', 'hello']]\nmode = 'always'\nessential = true\n"
+    commands = _bottlerocket_raid0("bottlerocket@latest", user)["bootstrap-commands"]
+    assert sorted(commands) == ["000-mount-instance-storage", "111-say-hello"]
+    assert commands["111-say-hello"] == {"commands": [["echo", "hello"]], "mode": "always", "essential": True}
+
+
+def _typed(name: str, pods: int) -> InstanceType:
+    return InstanceType(name, {}, {"cpu": 2000, "pods": pods}, {}, ())
+
+
+ENI_TYPES = [_typed("m5.large", 29), _typed("t3.small", 11), _typed("m5a.large", 29)]
+PLAIN = userdata.NodeBootstrap(labels={"karpenter.sh/nodepool": "default"})
+
+
+def test_types_are_grouped_by_the_pods_the_planner_counted_unless_the_kubelet_sets_max_pods():
+    """#31.5: aws/karpenter-provider-aws pkg/providers/launchtemplate (resolver.go groups the instance types by
+    their pods capacity, one launch template per distinct max-pods); suite_test.go's tests with a user
+    kubelet maxPods: the user's maxPods is written as given, one group."""
+    groups = userdata.max_pods_groups(PLAIN, "AL2023", ENI_TYPES)
+    assert [(n, [t.name for t in ts]) for n, ts in groups] == [(11, ["t3.small"]), (29, ["m5.large", "m5a.large"])]
+    user = userdata.NodeBootstrap(kubelet=KubeletSettings(max_pods=58))
+    assert userdata.max_pods_groups(user, "AL2023", ENI_TYPES) == [(None, tuple(ENI_TYPES))]
+    assert userdata.max_pods_groups(PLAIN, "Custom", ENI_TYPES) == [(None, tuple(ENI_TYPES))]
+
+
+def test_al2_writes_the_eni_limited_max_pods_and_turns_the_scripts_own_off():
+    """#31.5: aws/karpenter-provider-aws pkg/providers/launchtemplate/suite_test.go "should specify
+    --use-max-pods=false when using ENI-based pod density" and "should specify --max-pods" (ENI-limited):
+    bootstrap.sh is told not to compute its own, and the kubelet gets the type's count."""
+    args = bootstrap_args(mime_parts(userdata.render("AL2", CLUSTER, userdata.with_max_pods(PLAIN, 29)))[-1][1])
+    assert args[args.index("--use-max-pods") + 1] == "false"
+    assert "--max-pods=29" in args[args.index("--kubelet-extra-args") + 1].split()
+
+
+def test_al2023_bottlerocket_and_windows_write_the_types_max_pods_in_their_own_formats():
+    """#31.5: the same count in nodeadm's NodeConfig (kubelet config maxPods), Bottlerocket's
+    settings.kubernetes.max-pods and the Windows bootstrap's -KubeletExtraArgs, as Karpenter writes each."""
+    node = userdata.with_max_pods(PLAIN, 11)
+    (config,) = [yaml.safe_load(b) for t, b in mime_parts(userdata.render("AL2023", CLUSTER, node))
+                 if t == "application/node.eks.aws"]
+    assert config["spec"]["kubelet"]["config"]["maxPods"] == 11
+    assert tomllib.loads(userdata.render("Bottlerocket", CLUSTER, node))["settings"]["kubernetes"]["max-pods"] == 11
+    assert re.search(r"-KubeletExtraArgs '[^']*--max-pods=11", userdata.render("Windows2022", CLUSTER, node))
+    assert userdata.with_max_pods(PLAIN, None) is PLAIN

@@ -133,7 +133,7 @@ def test_a_refusal_and_a_balanced_approval_are_shown_in_the_regions_currency() -
     why = Priced.of("the cheapest replacement (m5.large, ", Money(0.3), "/h) is not cheaper than ", Money(0.2), "/h")
     act.refused(run, Blocked(["n1"], Reason.UNDERUTILIZED, why, Blocker.NOT_CONSOLIDATABLE))
     shown = "not consolidated: the cheapest replacement (m5.large, ¥0.3000/h) is not cheaper than ¥0.2000/h"
-    assert run.report.refused[0].to_json()["why"] == shown and run.events == [("n1", "DisruptionBlocked", shown)]
+    assert run.report.refused[0].to_json()["why"] == shown and run.events == [("n1", "Unconsolidatable", shown)]
     detail = Priced.of("underutilized: the node (", Money(0.4), "/h) can be replaced by one c5.large (",
                        Money(0.1), "/h)") + "; balanced score 2.00 for NodePool default"
     decision = Decision(["n1"], Reason.UNDERUTILIZED, detail, Action.REPLACE, saving_per_hour=0.3, score=2.0)

@@ -68,8 +68,8 @@ def test_the_first_method_that_decides_a_node_keeps_it_from_the_next() -> None:
 
 
 def test_a_node_every_method_would_take_goes_for_the_earliest_reason() -> None:
-    # NotReady past the threshold, expired, drifted (label) and empty long enough: repair comes first.
-    sick = node("a", ready=False, ready_for_s=900, age_h=5, labels={"team": "b"}, annotations=since(900))
+    # NotReady past its toleration, expired, drifted (label) and empty long enough: repair comes first.
+    sick = node("a", ready=False, ready_for_s=3600, age_h=5, labels={"team": "b"}, annotations=since(900))
     healthy = [node(f"ok{i}", [pod(f"p{i}")], age_h=0.5) for i in range(5)]
     p = pool(expire_after_seconds=3600.0)
     out = planner.plan(inputs([sick, *healthy], [p]), fits_elsewhere)

@@ -20,7 +20,7 @@ KARPENTER_DEFAULTS = FeatureGates()
 
 
 def _sick(name: str) -> object:
-    return node(name, [pod(name)], ready=False, ready_for_s=900)
+    return node(name, [pod(name)], ready=False, ready_for_s=3600)  # past Ready's 30-minute toleration
 
 
 def test_repair_is_off_without_the_node_repair_gate() -> None:

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from nodescale.model import labels as wk
 from nodescale.model.instancetype import InstanceType, Offering
 from nodescale.model.nodepool import Disruption, NodePool
+from nodescale.model.nodepool_hash import hash_annotations
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.model.taints import Taint
@@ -69,7 +70,8 @@ def test_the_nodeclaim_of_a_planned_node_is_the_one_karpenter_writes() -> None:
     assert obj["apiVersion"] == "karpenter.sh/v1" and obj["kind"] == "NodeClaim"
     assert meta["name"] == "default-ab12c" and meta["finalizers"] == ["karpenter.sh/termination"]
     assert meta["labels"] == {**meta["labels"], "team": "platform", wk.NODEPOOL: "default", wk.NODECLASS: "default"}
-    assert meta["annotations"] == {"example.com/owner": "ops"}
+    # #31.5: plus nodescale's record of the template it was launched from (drift compares the pool with it).
+    assert meta["annotations"] == {"example.com/owner": "ops", **hash_annotations(p)}
     assert meta["ownerReferences"] == [{"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "name": "default",
                                         "uid": "uid-1", "blockOwnerDeletion": True}]
     spec = obj["spec"]
@@ -150,7 +152,8 @@ def test_nodescale_marks_the_nodeclaims_it_creates_with_its_cluster() -> None:
     p = pool()
     [claim] = solve(pods(1), [p], {p.name: TYPES}).node_claims
     obj = ncm.nodeclaim_object(claim, p, claim.instance_types, name="default-x", cluster="demo")
-    assert obj["metadata"]["annotations"] == {"example.com/owner": "ops", ncm.OWNER_ANNOTATION: "demo"}
+    assert obj["metadata"]["annotations"] == {"example.com/owner": "ops", ncm.OWNER_ANNOTATION: "demo",
+                                              **hash_annotations(p)}
     assert ncm.created_by(obj, "demo") and not ncm.created_by(obj, "other")
 
 

@@ -74,3 +74,16 @@ def test_the_instance_is_read_from_related_whatever_the_message_says():
 ])
 def test_a_nomination_that_is_not_well_formed_counts_as_none(changes):
     assert nominated_instance_of(event(**changes), POD) is None
+
+
+def test_a_launch_with_a_nodeclaim_nominates_as_karpenter_does():
+    """#30.5: restates kubernetes-sigs/karpenter pkg/controllers/provisioning/scheduling/events.go
+    NominatePodEvent: "Pod should schedule on: nodeclaim/NAME" (no node yet at launch), nodescale's detail after."""
+    launch = Launch("default", IID, "m5.large", "us-east-1a", "spot", 0.05, ["team/p"], nodeclaim="default-x7k2p")
+    recorder = Recorder()
+    nominate(recorder, [POD], launch)  # type: ignore[arg-type]
+    [(_, _, reason, message, type_, _, related)] = recorder.calls
+    assert (reason, type_) == ("Nominated", "Normal")
+    assert message == (f"Pod should schedule on: nodeclaim/default-x7k2p (NodePool default: instance {IID} "
+                       "(m5.large, us-east-1a, spot) launched for it by nodescale)")
+    assert nominated_instance_of({**event(), "related": related.to_dict()}, POD) == IID

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import FrozenInstanceError, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from nodescale import clock
 from nodescale.aws.catalog import bundled_catalog
 from nodescale.config import load, parse_documents
 from nodescale.model import labels as wk
 from nodescale.model.instance import ManagedInstance
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirements
-from nodescale.scheduling.inflight import IN_FLIGHT_PREFIX
+from nodescale.scheduling import inflight
+from nodescale.scheduling.inflight import IN_FLIGHT_PREFIX, LAUNCH_LAG_SECONDS
 from nodescale.scheduling.templates import pool_usage
 from nodescale.scheduling.workloads import read_daemonsets
 from nodescale.usecases.provision.registration import sync_nodes
@@ -239,6 +241,24 @@ def test_a_launched_nodeclaim_ec2_does_not_list_yet_counts_once_by_its_label(wor
     w = replace(world, nodeclaims=[lagging, twin])
     assert set(_in_flight(w)) == {f"{IN_FLIGHT_PREFIX}i-new", f"{IN_FLIGHT_PREFIX}web-zzzzz"}
     assert _in_flight(w)[f"{IN_FLIGHT_PREFIX}web-zzzzz"].labels[wk.INSTANCE_TYPE] == "m5.xlarge"
+
+
+def test_a_launched_nodeclaim_whose_instance_ec2_no_longer_lists_stops_counting_after_the_lag(world: World) -> None:
+    """#30.1: EC2 may not list a just-launched instance for some seconds, so a launched NodeClaim it does not
+    show counts in flight for LAUNCH_LAG_SECONDS; after that its instance is gone (terminated, or reclaimed before
+    it joined) and it holds no pods back. The NodeClaim itself stays until the registration TTL, as in
+    kubernetes-sigs/karpenter pkg/controllers/nodeclaim/garbagecollection suite_test.go, It "shouldn't delete the
+    NodeClaim when the Node isn't there and the instance is gone" (its 20 s step is "past the cache eventual
+    consistency timeout"); where Karpenter's cluster state would still plan onto it, nodescale does not."""
+    def launched(name: str, seconds_ago: float) -> dict:
+        at = clock.format_timestamp(world.now - timedelta(seconds=seconds_ago))
+        return _claim(name, provider="aws:///us-east-1a/i-" + name[-5:], labels={wk.INSTANCE_TYPE: "m5.xlarge"},
+                      conditions=[{"type": "Registered", "status": "Unknown", "lastTransitionTime": at}])
+
+    w = replace(world, nodeclaims=[launched("web-fresh", 5), launched("web-stale", LAUNCH_LAG_SECONDS + 1)])
+    assert set(_in_flight(w)) == {f"{IN_FLIGHT_PREFIX}i-new", f"{IN_FLIGHT_PREFIX}web-fresh"}
+    assert inflight.instance_gone(w.nodeclaims[1], {"i-new"}, w.now)
+    assert not inflight.instance_gone(w.nodeclaims[0], {"i-new"}, w.now)
 
 
 def test_a_deleting_or_registered_nodeclaim_is_not_in_flight(world: World) -> None:

@@ -182,3 +182,10 @@ def impaired_instances(ec2: Any) -> set[str]:
             if "impaired" in states:
                 out.add(s["InstanceId"])
     return out
+
+
+def tag_nodeclaim(ec2: Any, instance_id: str, nodeclaim: str) -> None:
+    """Tag a launched instance with its NodeClaim's name, as Karpenter does. After the launch, not in
+    the Fleet request: one request launches several claims' instances, and its ClientToken must not change
+    when a retried launch made new NodeClaims. The IAM policy allows only this key on owned instances."""
+    ec2.create_tags(Resources=[instance_id], Tags=[{"Key": tagging.NODECLAIM, "Value": nodeclaim}])

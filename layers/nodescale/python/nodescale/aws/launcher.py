@@ -139,12 +139,16 @@ class Launcher:
         (every image when ``instance_types`` is None). Nothing is created."""
         res = self.resources(node_class)
         where = f"{node_class.source or 'node class ' + node_class.name}: userData"
-        data = userdata.render(
-            res.family, self.cluster, userdata.bootstrap_for(nodepool, node_class), node_class.user_data, where
-        )
+        node = userdata.bootstrap_for(nodepool, node_class)
+
+        def render(max_pods: int | None = None) -> str:
+            bootstrap = userdata.with_max_pods(node, max_pods)
+            return userdata.render(res.family, self.cluster, bootstrap, node_class.user_data, where)
+
+        data = render()
         common = dict(
             cluster=self.cluster_name,
-            user_data=data,
+            hashed_user_data=data,
             security_group_ids=tuple(sorted(g.id for g in res.security_groups)),
             instance_profile=res.instance_profile,
             metadata_options=launchtemplates.metadata_options(node_class),
@@ -165,9 +169,18 @@ class Launcher:
                     "instance types without a matching image left out",
                     extra={"nodepool": nodepool.name, "instance_types": unmatched[:20]},
                 )
+        # One template per image and max-pods, as Karpenter makes one per distinct max-pods: a node's kubelet
+        # then admits the pods the planner counted on (bounded by the distinct pod counts of the types).
         return [
-            PlannedTemplate(launchtemplates.LaunchTemplateSpec(image_id=a.image_id, **common), a, ts)  # type: ignore[arg-type]
+            PlannedTemplate(
+                launchtemplates.LaunchTemplateSpec(
+                    image_id=a.image_id, user_data=data if pods is None else render(pods), **common  # type: ignore[arg-type]
+                ),
+                a,
+                members,
+            )
             for a, ts in groups.items()
+            for pods, members in userdata.max_pods_groups(node, res.family, ts)
         ]
 
     def current_config_hashes(self, nodepool: NodePool, node_class: NodeClass) -> set[str]:
@@ -180,8 +193,15 @@ class Launcher:
         self._hashes[key] = (nodepool, node_class, hashes)
         return hashes
 
-    def current_template_names(self, nodepool: NodePool, node_class: NodeClass) -> set[str]:
-        return {t.spec.name for t in self.templates(nodepool, node_class)}
+    def current_template_names(
+        self, nodepool: NodePool, node_class: NodeClass, instance_types: Sequence[InstanceType] = ()
+    ) -> set[str]:
+        """Every image's template, and those ``instance_types`` (the pool's catalog) launch with: one per
+        max-pods value."""
+        names = {t.spec.name for t in self.templates(nodepool, node_class)}
+        if instance_types:
+            names |= {t.spec.name for t in self.templates(nodepool, node_class, instance_types)}
+        return names
 
     def drift(self, instance: ManagedInstance, nodepool: NodePool, node_class: NodeClass) -> Drifted | None:
         """Why an instance no longer matches its node class, or None (``disruption.drift.cloud_drift``

@@ -101,6 +101,9 @@ class LaunchTemplateSpec:
     capacity_reservation_id: str = ""
     capacity_reservation_type: str = ""
     reservations_targeted: bool = False
+    # The user data drift compares: the node class's, without the max-pods each type's template writes
+    # (Karpenter hashes the node class, not its templates). None: ``user_data`` itself.
+    hashed_user_data: str | None = None
 
     def data(self) -> dict[str, Any]:
         """The ``LaunchTemplateData`` for CreateLaunchTemplate.
@@ -161,6 +164,12 @@ class LaunchTemplateSpec:
         so one fleet request can tag its instances with it whichever image each one got."""
         data = self._node_data()
         del data["ImageId"]
+        if self.hashed_user_data is not None:
+            data.pop("UserData", None)
+            if self.hashed_user_data:
+                data["UserData"] = base64.b64encode(self.hashed_user_data.encode()).decode()
+        # The same for every node of the cluster: left out so that a release adding it is not drift.
+        data["Tags"].pop(tagging.EKS_CLUSTER, None)
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()[:_HASH_LEN]
 

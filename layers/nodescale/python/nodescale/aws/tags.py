@@ -14,6 +14,9 @@ NODEPOOL = "karpenter.sh/nodepool"
 # What Karpenter v0.32 tags a v1alpha5 Provisioner's instances with instead (nodelabels.pool_key reads both).
 PROVISIONER = "karpenter.sh/provisioner-name"
 NODECLASS = "karpenter.k8s.aws/ec2nodeclass"
+# Tags Karpenter also writes for AWS's own tools and cost reports: they never decide ownership here.
+NODECLAIM = "karpenter.sh/nodeclaim"
+EKS_CLUSTER = "eks:eks-cluster-name"
 # The launch (fleet client token) an instance came from: ties an instance to its planned node.
 LAUNCH = "nodescale.io/launch"
 # The launch template configuration an instance was made with (see launchtemplates): drift detection.
@@ -22,7 +25,7 @@ NAME = "Name"
 
 # Keys a node class may not set: they decide ownership, and a user value would hand instances to
 # another cluster or pool.
-RESERVED = frozenset({CLUSTER, NODEPOOL, PROVISIONER, NODECLASS, LAUNCH, CONFIG_HASH})
+RESERVED = frozenset({CLUSTER, NODEPOOL, PROVISIONER, NODECLASS, NODECLAIM, EKS_CLUSTER, LAUNCH, CONFIG_HASH})
 
 TagList = list[dict[str, str]]
 
@@ -46,10 +49,12 @@ def resource_tags(
     extra: Mapping[str, str] | None = None,
     pool_tag: str = NODEPOOL,
 ) -> dict[str, str]:
-    """The node class's own tags plus ours; ours win on the reserved keys, a user ``Name`` is kept."""
+    """The node class's own tags plus ours; ours win on the reserved keys, a user ``Name`` is kept.
+    ``eks:eks-cluster-name`` is written as Karpenter does (``cluster`` is the EKS cluster's name)."""
     tags = {k: str(v) for k, v in (extra or {}).items() if k not in RESERVED}
     tags.setdefault(NAME, f"nodescale/{cluster}/{nodepool}" if nodepool else f"nodescale/{cluster}")
     tags.update(ownership(cluster, nodepool, nodeclass, pool_tag))
+    tags[EKS_CLUSTER] = cluster
     return tags
 
 

@@ -18,7 +18,7 @@ import json
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import yaml
 
@@ -26,6 +26,7 @@ from ..config import boundedyaml
 from ..model import labels as wk
 from ..model import nodelabels
 from ..model import resources as res
+from ..model.instancetype import InstanceType
 from ..model.nodepool import KubeletSettings, NodeClass, NodePool
 from ..model.quantity import format_bytes, format_cpu
 from ..model.taints import UNREGISTERED_TAINT, Taint
@@ -45,6 +46,7 @@ class NodeBootstrap:
     taints: tuple[Taint, ...] = ()
     kubelet: KubeletSettings | None = None
     instance_store_policy: str | None = None  # "RAID0": local NVMe disks become ephemeral storage
+    ami_version: str = ""  # the version of the node class's AMI alias ("latest", "v1.46.0"), "" without one
 
 
 # --- what goes on the node -------------------------------------------------------------------
@@ -101,7 +103,39 @@ def bootstrap_for(nodepool: NodePool, node_class: NodeClass) -> NodeBootstrap:
         taints=tuple(taints),
         kubelet=nodepool.kubelet or node_class.kubelet,
         instance_store_policy=node_class.instance_store_policy,
+        ami_version=_alias_version(node_class),
     )
+
+
+def _alias_version(node_class: NodeClass) -> str:
+    """The version part of the node class's first alias term (``bottlerocket@v1.46.0`` -> ``v1.46.0``)."""
+    alias = next((t.alias for t in node_class.ami_selector_terms if t.alias), None)
+    if alias is None:
+        return ""
+    return alias.partition("@")[2].strip() or "latest"
+
+
+def max_pods_groups(
+    node: NodeBootstrap, family: str, types: Iterable[InstanceType]
+) -> list[tuple[int | None, tuple[InstanceType, ...]]]:
+    """The types by the pod count the planner gave them (their ``pods`` capacity: ENI-limited, or the
+    kubelet's podsPerCore), each count to be written as the kubelet's max-pods, as Karpenter writes it
+    per instance type. One group with None (nothing to write) when the kubelet sets maxPods itself, or
+    for Custom user data, which nodescale never changes, and for no types (every image's template)."""
+    listed = tuple(types)
+    if not listed or family == "Custom" or (node.kubelet is not None and node.kubelet.max_pods is not None):
+        return [(None, listed)]
+    groups: dict[int | None, list[InstanceType]] = {}
+    for it in listed:
+        groups.setdefault(it.capacity.get(res.PODS), []).append(it)
+    return sorted(((n, tuple(ts)) for n, ts in groups.items()), key=lambda g: -1 if g[0] is None else g[0])
+
+
+def with_max_pods(node: NodeBootstrap, max_pods: int | None) -> NodeBootstrap:
+    """``node`` with the kubelet's max-pods set (None: unchanged)."""
+    if max_pods is None:
+        return node
+    return replace(node, kubelet=replace(node.kubelet or KubeletSettings(), max_pods=max_pods))
 
 
 # --- shared pieces --------------------------------------------------------------------------
@@ -371,7 +405,33 @@ def bottlerocket_settings(cluster: ClusterInfo, node: NodeBootstrap) -> dict:
         for t in node.taints:
             taints.setdefault(t.key, []).append(f"{t.value}:{t.effect}")
         k8s["node-taints"] = taints
-    return {"settings": {"kubernetes": k8s}}
+    settings: dict = {"kubernetes": k8s}
+    if node.instance_store_policy == "RAID0":
+        settings["bootstrap-commands"] = {"000-mount-instance-storage": _mount_instance_storage(node.ami_version)}
+    return {"settings": settings}
+
+
+# Bottlerocket's ephemeral-storage bind gained default directories in v1.46.0; before, it needs them named.
+_LEGACY_BIND_DIRS = ("/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods")
+
+
+def _mount_instance_storage(ami_version: str) -> dict:
+    """The bootstrap command that assembles the instance store disks (RAID0) and binds the node's storage
+    directories onto them, as the provider's Bottlerocket user data does: the bare ``bind`` when the AMI
+    alias is ``latest`` or v1.46.0 and later, the directories named otherwise (no alias: version unknown)."""
+    bind = ["apiclient", "ephemeral-storage", "bind"]
+    if not _supports_default_bind(ami_version):
+        bind += ["--dirs", *_LEGACY_BIND_DIRS]
+    return {"commands": [["apiclient", "ephemeral-storage", "init"], bind], "mode": "always", "essential": True}
+
+
+def _supports_default_bind(version: str) -> bool:
+    if version == "latest":
+        return True
+    parts = version.lstrip("v").split(".")
+    if len(parts) < 3 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return False
+    return (int(parts[0]), int(parts[1])) >= (1, 46)
 
 
 def _merge(theirs: dict, ours: Mapping) -> dict:

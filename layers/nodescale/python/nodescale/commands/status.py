@@ -3,7 +3,8 @@
     nodescale status [-o json|text]
 
 Nodes by NodePool, capacity type and zone with utilization and price per hour; pending pods and why
-each waits; drains under way; NodePool usage against limits and the cluster-wide limits. Reads the
+each waits; drains under way; NodePool usage against limits and the cluster-wide limits; every NodePool's
+and node class's status as Karpenter writes it (SSM pools too, #30.2). Reads the
 environment from the settings (KUBECONFIG, AWS_ENDPOINT_URL, CLUSTER_NAME... as `sim/`'s DIR/env
 exports them). Exit 0 when it read the cluster, 2 for unusable settings, 1 when the cluster or AWS
 cannot be reached.
@@ -205,9 +206,52 @@ def _rest_text(data: dict[str, Any], currency: str) -> list[str]:
         rows = [[x["scope"], x["resource"], x["shown"], _share(x)] for x in data["limits"]]
         lines += table(["SCOPE", "RESOURCE", "USED", "SHARE"], rows, right=(3,))
         lines.append("")
+    lines += _pools_text(data.get("nodePools") or [], data.get("nodeClasses") or [])
     for text in data["configErrors"]:
         lines.append(f"Configuration error: {text}")
     return lines
+
+
+def _pools_text(pools: list[dict[str, Any]], classes: list[dict[str, Any]]) -> list[str]:
+    """NodePools and node classes with the status Karpenter would write: one row each, then every condition
+    that is not True with its reason and message (-o json has the whole status)."""
+    lines: list[str] = []
+    if pools:
+        lines.append("NodePool status:")
+        rows = [[_who(p), p["source"] or "-", str((p["status"].get("resources") or {}).get("nodes", "0")),
+                 (p["status"].get("resources") or {}).get("cpu", "0"),
+                 (p["status"].get("resources") or {}).get("memory", "0"), _ready(p)] for p in pools]
+        lines += table(["NODEPOOL", "SOURCE", "NODES", "CPU", "MEMORY", "READY"], rows, right=(2, 3, 4))
+        lines += _failing(pools)
+        lines.append("")
+    if classes:
+        lines.append("Node class status:")
+        rows = [[_who(c), c["source"] or "-", _ids(c["status"].get("subnets")),
+                 _ids(c["status"].get("securityGroups")), _ids(c["status"].get("amis")),
+                 c["status"].get("instanceProfile") or "-", _ready(c)] for c in classes]
+        lines += table(["NODECLASS", "SOURCE", "SUBNETS", "SECURITY GROUPS", "AMIS", "INSTANCE PROFILE", "READY"],
+                       rows)
+        lines += _failing(classes)
+        lines.append("")
+    return lines
+
+
+def _who(entry: dict[str, Any]) -> str:
+    return f"{entry['kind'].lower()}/{entry['name'] or '?'}"
+
+
+def _ids(found: list[dict[str, Any]] | None) -> str:
+    return ",".join(x["id"] for x in found) if found else "-"
+
+
+def _ready(entry: dict[str, Any]) -> str:
+    return next((c["status"] for c in entry["status"].get("conditions") or [] if c["type"] == "Ready"), "Unknown")
+
+
+def _failing(entries: list[dict[str, Any]]) -> list[str]:
+    return [f"  {_who(e)}: {c['type']} {c['status']} ({c.get('reason') or '-'}): {c.get('message') or '-'}"
+            for e in entries for c in e["status"].get("conditions") or []
+            if c["status"] != "True" and c["type"] != "Ready"]
 
 
 def _plural(n: int, word: str) -> str:

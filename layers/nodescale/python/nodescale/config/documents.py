@@ -153,7 +153,10 @@ def _yaml_problem(exc: yaml.YAMLError, first_line: int = 0) -> str:
     if isinstance(exc, boundedyaml.LimitError) and mark is not None:
         where = f" ({context} on line {context_mark.line + 1 + first_line})" if context and context_mark else ""
         return f"line {mark.line + 1 + first_line}, column {mark.column + 1}: {problem}{where}"
-    detail = f"{context}: {problem}" if context else problem
+    # Where the unfinished construct began: libyaml marks a problem at the end of the input on the line after
+    # the last (PyYAML does so too when the text ends with a newline), which alone would not find it.
+    began = f" at line {context_mark.line + 1 + first_line}, column {context_mark.column + 1}" if context_mark else ""
+    detail = f"{context}{began}: {problem}" if context else problem
     if mark is not None:
         return f"line {mark.line + 1 + first_line}, column {mark.column + 1}: not valid YAML ({detail})"
     return f"not valid YAML ({detail})"

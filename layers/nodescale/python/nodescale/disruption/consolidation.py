@@ -2,7 +2,7 @@
 
 The search is pure: it is handed a ``simulate(nodes)`` function (the use-case runs the bin-packer
 with those nodes gone) and decides from its answers. Multi-node consolidation comes first: the
-candidates, cheapest to disrupt first, are tried as ever longer prefixes by binary search, and the
+candidates, best savings per unit of disruption first (``savings_first``), are tried as ever longer prefixes by binary search, and the
 longest prefix that consolidates wins. Failing that, the repacking pass (``repacking``: the most
 wasteful nodes onto fewer, cheaper ones); then single nodes are tried one by one until one
 consolidates or the time allowed runs out.
@@ -17,6 +17,7 @@ from functools import partial
 
 from ..model import labels as wk
 from ..model.currency import Money, Priced
+from .balanced import node_disruption
 from .decisions import UNDERUTILIZED, Action, Decision, Refusal
 from .nodes import NodeView
 from .repacking import evaluate_repack, wasteful_first, without_same_type
@@ -32,9 +33,16 @@ MAX_MULTI_NODE = 100
 Judge = Callable[[Sequence[NodeView], Decision], Refusal | None]
 
 
-def disruption_cost(node: NodeView) -> tuple:
-    """Cheapest to disrupt first: fewest pods, then the dearest node (most saved), then by name."""
-    return (len(node.pods), -node.price, node.name)
+def savings_ratio(node: NodeView) -> float:
+    """Karpenter's candidate SavingsRatio (v1.14+): the node's price per unit of disruption, the disruption
+    being 1 for the node plus each pod's eviction cost (deletion cost and priority, negatives counting 0)."""
+    return node.price / node_disruption(node)
+
+
+def savings_first(node: NodeView) -> tuple[float, str]:
+    """Karpenter's consolidation order (``sortCandidates``): the highest savings ratio first. Its sort is
+    unstable, so equal ratios fall in any order there; here they go by node name, so runs repeat."""
+    return (-savings_ratio(node), node.name)
 
 
 def evaluate(nodes: Sequence[NodeView], sim: Simulation, spot_to_spot: bool = False) -> Decision | Refusal:
@@ -122,7 +130,7 @@ def search(
     in the order given, the nodes one decision may take (the budgets); each pass applies it to its own order.
     ``spot_to_spot`` is Karpenter's SpotToSpotConsolidation gate: without it spot nodes are never replaced by spot."""
     cap = cap or list
-    ordered = cap(sorted(candidates, key=disruption_cost))
+    ordered = cap(sorted(candidates, key=savings_first))
     result = SearchResult(None)
     if not ordered:
         return result

@@ -32,7 +32,7 @@ class Inputs:
     cloud_drift: Mapping[str, Drifted] = field(default_factory=dict)  # node -> why (Launcher.drift)
     impaired_since: Mapping[str, datetime] = field(default_factory=dict)  # node -> failing status checks since
     pdbs: Sequence[PodDisruptionBudget] = ()
-    repair_threshold_seconds: float = 600.0
+    repair_threshold_seconds: float = 600.0  # EC2 status checks failing this long (node conditions: REPAIR_POLICIES)
     consolidation_seconds: float = 30.0
     shifted_zones: frozenset[str] = frozenset()  # zone names under an ARC zonal shift (disruption/zonalshift.py)
     # Capacity blocks within 40 minutes of their end (CapacityReservation.expiring): their nodes are drained.

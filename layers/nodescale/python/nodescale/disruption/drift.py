@@ -1,4 +1,4 @@
-"""Drift a node shows against its NodePool's template: requirements, labels and taints.
+"""Drift a node shows against its NodePool's template: requirements, and the template hash (or labels and taints).
 
 This module compares the Node with what the pool would make today (``template_drift``), and an
 instance with what its node class resolves to today (``cloud_drift``: image, subnets, security
@@ -15,6 +15,7 @@ from enum import StrEnum
 
 from ..model import labels as wk
 from ..model.nodepool import NodePool
+from ..model.nodepool_hash import recorded_hash, template_hash
 from .nodes import NodeView
 
 # Labels the node gets from its hardware and place, not from the pool template: a pool requirement on
@@ -29,7 +30,7 @@ class DriftKind(StrEnum):
     the rest aws/karpenter-provider-aws's (``pkg/cloudprovider/drift.go``).
     """
 
-    NODE_POOL = "NodePoolDrifted"  # the pool template's labels or taints
+    NODE_POOL = "NodePoolDrifted"  # the pool template's static fields (its hash), or labels or taints
     REQUIREMENTS = "RequirementsDrifted"  # a node label no longer meets the pool's requirements
     AMI = "AMIDrift"
     SUBNET = "SubnetDrift"
@@ -52,7 +53,13 @@ class Drifted:
 
 
 def template_drift(node: NodeView, pool: NodePool) -> Drifted | None:
-    """Why the node no longer matches ``pool``'s template, or None."""
+    """Why the node no longer matches ``pool``'s template, or None.
+
+    Requirements are checked against the node's labels (Karpenter leaves them out of its hash). The other
+    static fields are Karpenter's hash: a node launched with a template digest (``model/nodepool_hash``) has
+    drifted once the pool's digest differs from it. A node with no digest of this version (launched before the
+    record, #31.5) is never drifted for lacking it; its labels and taints are compared with the pool's instead,
+    as before the record existed."""
     for key, req in pool.requirements.items():
         if key in _PLACEMENT:
             continue
@@ -60,6 +67,18 @@ def template_drift(node: NodeView, pool: NodePool) -> Drifted | None:
         # A label the node lacks is left alone: older nodes may not carry every well-known label.
         if value is not None and not req.has(value):
             return Drifted(DriftKind.REQUIREMENTS, f"label {key}={value} no longer meets the NodePool requirement {req}")
+    recorded = recorded_hash(node.annotations)
+    if recorded is None:
+        return _labels_or_taints(node, pool)
+    if recorded == template_hash(pool):
+        return None
+    # Name the field where the node shows it; otherwise one the node cannot show changed.
+    return _labels_or_taints(node, pool) or Drifted(
+        DriftKind.NODE_POOL, "NodePool template changed since launch (annotations, startup taints, "
+        "nodeClassRef, expireAfter, terminationGracePeriod, or a label or taint removed)")
+
+
+def _labels_or_taints(node: NodeView, pool: NodePool) -> Drifted | None:
     for key, value in sorted(pool.labels.items()):
         have = node.labels.get(key)
         if have != value:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Container
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from ..model import labels as wk
 from ..model.node import ClusterNode
@@ -43,6 +44,8 @@ class NodeView:
     buffer_pods: list[Pod] = field(default_factory=list)
     allocatable: dict[str, int] = field(default_factory=dict)
     price: float = 0.0
+    # status.conditions: type -> (status, lastTransitionTime); repair matches them to its policies.
+    conditions: dict[str, tuple[str, datetime | None]] = field(default_factory=dict)
 
     @property
     def disrupting(self) -> bool:
@@ -93,4 +96,14 @@ class NodeView:
             daemon_pods=daemons,
             allocatable=dict(node.resources.allocatable),
             price=price,
+            conditions=conditions_of(node.raw),
         )
+
+
+def conditions_of(raw: Mapping[str, Any]) -> dict[str, tuple[str, datetime | None]]:
+    """A Node's conditions by type (the last of a type wins; entries that are not mappings are skipped)."""
+    found: dict[str, tuple[str, datetime | None]] = {}
+    for cond in (raw.get("status") or {}).get("conditions") or ():
+        if isinstance(cond, Mapping) and isinstance(kind := cond.get("type"), str):
+            found[kind] = (str(cond.get("status") or "Unknown"), parse_timestamp(cond.get("lastTransitionTime")))
+    return found

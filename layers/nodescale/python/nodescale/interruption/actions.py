@@ -58,14 +58,45 @@ class Reason(StrEnum):
     OUT_OF_TIME = "pods left when this invocation's time ran out; the taint stays and the next run continues"
 
 
-# The reason of the Kubernetes event written on the Node, per kind of intent.
-NODE_EVENT_REASONS: dict[str, str] = {
-    Kind.SPOT_INTERRUPTION: "SpotInterrupted",
-    Kind.SCHEDULED_CHANGE: "InstanceScheduledChange",
-    Kind.INSTANCE_STATE_CHANGE: "InstanceStateChange",
-    Kind.REBALANCE_RECOMMENDATION: "RebalanceRecommendation",
-    Kind.CAPACITY_RESERVATION_INTERRUPTION: "CapacityReservationInterrupted",
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A Kubernetes event's reason, type and message (Karpenter's words)."""
+
+    reason: str
+    type_: str
+    message: str
+
+
+WARNING = "Warning"
+NORMAL = "Normal"
+# The events aws/karpenter-provider-aws publishes on the Node and its NodeClaim per kind of message
+# (pkg/controllers/interruption/events/events.go, chosen in utils.go notifyForMessage).
+_NOTICES: dict[str, Notice] = {
+    Kind.SPOT_INTERRUPTION: Notice("SpotInterrupted", WARNING, "Spot interruption warning was triggered"),
+    Kind.REBALANCE_RECOMMENDATION: Notice("SpotRebalanceRecommendation", NORMAL,
+                                          "Spot rebalance recommendation was triggered"),
+    Kind.SCHEDULED_CHANGE: Notice("InstanceUnhealthy", WARNING, "An unhealthy warning was triggered for the instance"),
+    Kind.CAPACITY_RESERVATION_INTERRUPTION: Notice("CapacityReservationInstanceInterrupted", WARNING,
+                                                   "Capacity Reservation interruption warning was triggered"),
 }
+_STOPPING = Notice("InstanceStopping", WARNING, "Instance is stopping")
+_TERMINATING = Notice("InstanceTerminating", WARNING, "Instance is terminating")
+# Karpenter's event when the interruption starts the NodeClaim's termination (utils.go deleteNodeClaim).
+TERMINATING_ON_INTERRUPTION = "TerminatingOnInterruption"
+
+
+def notice(intent: Intent) -> Notice:
+    """The event Karpenter publishes for the message this intent came from. A state change is "stopping"
+    for stopping/stopped and "terminating" otherwise (shutting-down, terminated), as Karpenter's
+    InstanceStoppedKind and InstanceTerminatedKind split it."""
+    if intent.kind == Kind.INSTANCE_STATE_CHANGE:
+        return _STOPPING if intent.detail in ("stopping", "stopped") else _TERMINATING
+    return _NOTICES.get(intent.kind) or Notice(str(intent.kind), WARNING, f"{intent.kind} was triggered")
+
+
+def terminating_message(kind: str) -> str:
+    """Karpenter's TerminatingOnInterruption message for an object of ``kind`` (Node or NodeClaim)."""
+    return f"Interruption triggered termination for the {kind}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +20,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from .. import clock as clock_module
+from ..model.node import ClusterNode
 from .nodes import parse_time
 from .raw import MERGE_PATCH, path_segment, request_json
 
@@ -29,6 +30,8 @@ WARNING = "Warning"
 MAX_MESSAGE = 1024
 # Events of cluster-scoped objects (nodes) live here, as kubectl and the kubelet put them.
 CLUSTER_SCOPED_NAMESPACE = "default"
+
+NODECLAIM_API_VERSION = "karpenter.sh/v1"
 
 CREATED = "created"
 COUNTED = "counted"
@@ -61,6 +64,10 @@ class ObjectRef:
     def pod(cls, namespace: str, name: str, uid: str = "") -> ObjectRef:
         return cls("Pod", name, namespace, uid)
 
+    @classmethod
+    def nodeclaim(cls, name: str, uid: str = "") -> ObjectRef:
+        return cls("NodeClaim", name, "", uid, NODECLAIM_API_VERSION)
+
     def to_dict(self) -> dict[str, str]:
         out = {"kind": self.kind, "name": self.name, "apiVersion": self.api_version}
         if self.namespace:
@@ -68,6 +75,21 @@ class ObjectRef:
         if self.uid:
             out["uid"] = self.uid
         return out
+
+
+def claim_of(claims: Iterable[Mapping[str, Any]] | None, node: str, provider_id: str = "") -> ObjectRef | None:
+    """The NodeClaim of a node, found as Karpenter links them (status.nodeName, else status.providerID);
+    None without one, so the node's event goes alone as Karpenter's does when it has no NodeClaim."""
+    for claim in claims or ():
+        status = claim.get("status") or {}
+        meta = claim.get("metadata") or {}
+        if status.get("nodeName") == node or (provider_id and status.get("providerID") == provider_id):
+            return ObjectRef.nodeclaim(meta.get("name") or "", meta.get("uid") or "")
+    return None
+
+
+def claim_of_node(claims: Iterable[Mapping[str, Any]] | None, node: ClusterNode) -> ObjectRef | None:
+    return claim_of(claims, node.name, str((node.raw.get("spec") or {}).get("providerID") or ""))
 
 
 def event_name(ref: ObjectRef, reason: str) -> str:
@@ -183,6 +205,17 @@ class EventRecorder:
 
     def node(self, name: str, reason: str, message: str, type_: str = NORMAL, uid: str = "") -> str:
         return self.record(ObjectRef.node(name, uid), reason, message, type_)
+
+    def node_and_claim(
+        self, name: str, claim: ObjectRef | None, reason: str, message: str, type_: str = NORMAL, uid: str = "",
+        claim_message: str | None = None,
+    ) -> str:
+        """The event on the Node and, when it has one, on its NodeClaim too, as Karpenter publishes both;
+        ``claim_message`` where Karpenter words the NodeClaim's differently. Returns the Node's outcome."""
+        out = self.node(name, reason, message, type_, uid)
+        if claim is not None:
+            self.record(claim, reason, message if claim_message is None else claim_message, type_)
+        return out
 
     def pod(
         self, namespace: str, name: str, reason: str, message: str, type_: str = NORMAL, uid: str = "",

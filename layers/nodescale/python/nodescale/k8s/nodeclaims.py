@@ -63,6 +63,20 @@ def create(api: ApiClient, manifest: Mapping[str, Any]) -> dict[str, Any]:
     raise AssertionError("unreachable")
 
 
+def create_named(api: ApiClient, manifest: Mapping[str, Any]) -> bool:
+    """Create the NodeClaim under its own name (#30.6's backfill); False when that name is taken. Raises
+    NodeClaimsMissing without the CRD."""
+    try:
+        request_json(api, "POST", COLLECTION, body=dict(manifest))
+    except ApiException as exc:
+        if exc.status == 409:
+            return False
+        if _missing(exc):
+            raise NodeClaimsMissing(str(exc.reason)) from None
+        raise
+    return True
+
+
 def list_all(api: ApiClient) -> list[dict[str, Any]]:
     """Every NodeClaim. Raises NodeClaimsMissing without the CRD."""
     try:
@@ -73,8 +87,23 @@ def list_all(api: ApiClient) -> list[dict[str, Any]]:
         raise
 
 
+def get(api: ApiClient, name: str) -> dict[str, Any] | None:
+    """The NodeClaim as it is now; None when it is gone."""
+    try:
+        return request_json(api, "GET", object_path(name))
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
 def patch_labels(api: ApiClient, name: str, labels: Mapping[str, str]) -> dict[str, Any]:
     return request_json(api, "PATCH", object_path(name), body={"metadata": {"labels": dict(labels)}},
+                        content_type=MERGE_PATCH)
+
+
+def patch_annotations(api: ApiClient, name: str, annotations: Mapping[str, str]) -> dict[str, Any]:
+    return request_json(api, "PATCH", object_path(name), body={"metadata": {"annotations": dict(annotations)}},
                         content_type=MERGE_PATCH)
 
 

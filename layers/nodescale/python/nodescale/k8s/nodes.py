@@ -133,7 +133,12 @@ def remove_taint(
 
 
 def register(
-    api: ApiClient, name: str, labels: Mapping[str, str], taints: tuple[Taint, ...], remove: Taint
+    api: ApiClient,
+    name: str,
+    labels: Mapping[str, str],
+    taints: tuple[Taint, ...],
+    remove: Taint,
+    annotations: Mapping[str, str] | None = None,
 ) -> NodeChange:
     """Karpenter's registration sync in one write: ``labels`` merged, each of ``taints`` (key and effect)
     added when missing, and ``remove`` (key and effect) taken away, so the node is never without its labels
@@ -145,6 +150,8 @@ def register(
         added = [{**t.to_dict(), "timeAdded": _now_rfc3339()} for t in taints if (t.key, t.effect) not in present]
         kept = [t for t in current if not (t.get("key") == remove.key and t.get("effect") == remove.effect)]
         patch: dict[str, Any] = {"metadata": {"labels": dict(labels)}}
+        if annotations:
+            patch["metadata"]["annotations"] = dict(annotations)
         if added or len(kept) != len(current):
             patch["spec"] = {"taints": [*kept, *added]}
         return patch

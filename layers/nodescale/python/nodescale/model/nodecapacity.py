@@ -55,21 +55,31 @@ def capacity_and_overhead(
     return capacity, oh.node_overhead(cpu, memory, storage, pods, eni_pods, kubelet, ami)
 
 
+def instance_store_bytes(facts: TypeFacts) -> int | None:
+    """The node's ephemeral storage under ``instanceStorePolicy: RAID0``: its NVMe instance store, in
+    decimal gigabytes as EC2 reports them (the provider's "%dG"); None for a type without one (the root
+    volume stays the node's storage). Only NVMe disks count: they are what the AMIs' RAID0 set-up assembles."""
+    return facts.local_nvme_gib * 10**9 if facts.local_nvme_gib else None
+
+
 def with_kubelet(
     types: Sequence[InstanceType],
     kubelet: KubeletSettings | None,
     ephemeral_storage_bytes: int | None,
     ami_family: str | None = None,
+    instance_store_policy: str | None = None,
 ) -> list[InstanceType]:
     """The types with capacity and overhead recomputed for a node class's kubelet settings, root volume
-    size and AMI family (which decides the Windows build, how the bootstrap reserves memory, and, for
-    Windows, the license-included prices).
+    size, AMI family (which decides the Windows build, how the bootstrap reserves memory, and, for
+    Windows, the license-included prices) and instance store policy (with RAID0 a type's instance store
+    is its ephemeral storage, as the provider's ``ephemeralStorage``).
 
     Types without EC2 facts (kwok, benchmark) are returned unchanged. Node classes that add nothing
-    (no kubelet, default volume, AL2-like family) get the very same objects back.
+    (no kubelet, default volume, AL2-like family, no RAID0) get the very same objects back.
     """
     ami = oh.ami_behaviour(ami_family)
-    if kubelet is None and ephemeral_storage_bytes is None and ami is oh.ami_behaviour(None):
+    raid0 = instance_store_policy == "RAID0"
+    if kubelet is None and ephemeral_storage_bytes is None and ami is oh.ami_behaviour(None) and not raid0:
         return list(types)
     windows = ami is oh.ami_behaviour("windows")
     out = []
@@ -79,8 +89,9 @@ def with_kubelet(
             out.append(it)
             continue
         # Branch interfaces depend on the type alone, not on the node class: keep what the catalog found.
+        storage = (instance_store_bytes(facts) if raid0 else None) or ephemeral_storage_bytes
         capacity, overhead = capacity_and_overhead(
-            facts, kubelet, ephemeral_storage_bytes, ami_family, it.capacity.get(res.POD_ENI, 0)
+            facts, kubelet, storage, ami_family, it.capacity.get(res.POD_ENI, 0)
         )
         changes: dict[str, Any] = {"capacity": capacity, "overhead": overhead}
         if windows:

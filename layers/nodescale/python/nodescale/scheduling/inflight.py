@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from ..model import labels as wk
@@ -36,6 +37,10 @@ TRANSIENT_TAINT_KEYS = frozenset(
 )
 # Name prefix of the stand-in node for an instance whose Node has not registered yet.
 IN_FLIGHT_PREFIX = "in-flight/"
+# EC2 is eventually consistent: DescribeInstances may not list an instance for some seconds after CreateFleet
+# returned it. A launched NodeClaim whose instance EC2 does not list counts in flight this long, then is taken
+# for gone (terminated, or reclaimed before it joined), as Karpenter's NodeClaim garbage collection does.
+LAUNCH_LAG_SECONDS = 30.0
 
 
 def in_flight_name(instance_id: str) -> str:
@@ -113,10 +118,23 @@ def _with_daemons(node: ExistingNode, daemon_pods: Sequence[Pod], suffix: str) -
 # ---------------------------------------------------------------------------------- NodeClaims in flight (#30.1)
 
 
-def claims_in_flight(claims: Iterable[Mapping[str, Any]], instance_ids: Collection[str]) -> list[Mapping[str, Any]]:
+def instance_gone(claim: Mapping[str, Any], instance_ids: Collection[str], now: datetime) -> bool:
+    """The NodeClaim was launched (it names an instance) more than LAUNCH_LAG_SECONDS ago and that instance is
+    not among ``instance_ids`` (the snapshot's live ones): it is gone, and the NodeClaim with it."""
+    iid = ncm.instance_of(claim)
+    if not iid or iid in instance_ids:
+        return False
+    since = ncm.registration_since(claim)
+    return since is not None and (now - since).total_seconds() > LAUNCH_LAG_SECONDS
+
+
+def claims_in_flight(
+    claims: Iterable[Mapping[str, Any]], instance_ids: Collection[str], now: datetime,
+) -> list[Mapping[str, Any]]:
     """The NodeClaims that stand in flight on their own: not registered, not being deleted, and naming no
     instance in ``instance_ids`` (the snapshot's; such an instance is counted as itself, so never twice): no
-    providerID yet, or EC2 not showing the instance yet. Two naming the same instance count once.
+    providerID yet, or EC2 not showing the instance yet (for LAUNCH_LAG_SECONDS; after that it is gone, see
+    ``instance_gone``). Two naming the same instance count once.
 
     Every NodeClaim counts, nodescale's or another's (a Karpenter still running during a migration): Karpenter's
     cluster state plans onto every NodeClaim it sees."""
@@ -126,7 +144,7 @@ def claims_in_flight(claims: Iterable[Mapping[str, Any]], instance_ids: Collecti
         if ncm.registered(claim) or (claim.get("metadata") or {}).get("deletionTimestamp"):
             continue
         iid = ncm.instance_of(claim)
-        if iid and (iid in instance_ids or iid in seen):
+        if iid and (iid in instance_ids or iid in seen or instance_gone(claim, instance_ids, now)):
             continue
         if iid:
             seen.add(iid)

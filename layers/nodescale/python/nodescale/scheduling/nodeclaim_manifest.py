@@ -24,6 +24,7 @@ from ..model import resources as res
 from ..model.instancetype import InstanceType
 from ..model.node import parse_provider_id
 from ..model.nodepool import NodePool
+from ..model.nodepool_hash import hash_annotations
 from ..model.requirements import Requirement, Requirements
 from ..model.taints import Taint
 from ..model.timestamps import parse_timestamp
@@ -122,7 +123,8 @@ def nodeclaim_object(
     labels = {**pool.labels, **{k: v for k, v in claim.labels.items() if isinstance(v, str)},
               pool.label_key: pool.real_name, wk.NODECLASS: pool.node_class}
     metadata: dict[str, Any] = {"name": name, "labels": labels, "finalizers": [wk.TERMINATION_FINALIZER]}
-    annotations = {**pool.annotations, **({OWNER_ANNOTATION: cluster} if cluster else {})}
+    # The template digest records what the claim was launched from: drift compares the pool with it (#31.5).
+    annotations = {**pool.annotations, **hash_annotations(pool), **({OWNER_ANNOTATION: cluster} if cluster else {})}
     if annotations:
         metadata["annotations"] = annotations
     if owner_uid:

@@ -40,7 +40,7 @@ def pool_types(
     reservations: Mapping[str, Sequence[CapacityReservation]] | None = None,
     now: datetime | None = None,
 ) -> tuple[dict[str, list[InstanceType]], dict[str, dict[str, str]]]:
-    """Each pool's instance types under its node class (kubelet, root volume, AMI family), each offering
+    """Each pool's instance types under its node class (kubelet, root volume, AMI family, instance store policy), each offering
     priced with the node class's EBS volumes at ``ebs_prices`` (per GB-month by volume type), with the
     NodeOverlays applied (an overlay prices the instance; the volumes still count; one that conflicts
     with another of its weight is logged and not applied), and the labels the node class gives its
@@ -55,6 +55,7 @@ def pool_types(
         nc = classes.get(pool.node_class)
         family = None
         storage = None
+        store_policy = None
         volumes = 0.0
         kubelet = pool.kubelet
         if nc is not None:
@@ -65,13 +66,14 @@ def pool_types(
             except (AmiError, WindowsFamilyError) as exc:
                 raise PoolTypesError(f"{where}{exc}") from None
             storage = _root_volume_bytes(nc)
+            store_policy = nc.instance_store_policy
             volumes = _volumes_per_hour(nc, family, ebs_prices)
             kubelet = kubelet or nc.kubelet
             # The AMI decides the OS: a Linux AMI on a Windows-capable type still makes a Linux node.
             labels[pool.name] = {wk.OS: "windows", wk.WINDOWS_BUILD: build} if build else {wk.OS: "linux"}
-        key = (id(kubelet), storage, family, volumes)
+        key = (id(kubelet), storage, family, volumes, store_policy)
         if key not in cache:
-            cache[key] = nodecost.with_node_cost(with_kubelet(catalog, kubelet, storage, family), volumes)
+            cache[key] = nodecost.with_node_cost(with_kubelet(catalog, kubelet, storage, family, store_policy), volumes)
         usable = nodecost.usable_types(cache[key], pool.requirements)
         if overlays:
             usable, conflicts = apply_overlays(

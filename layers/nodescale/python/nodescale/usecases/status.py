@@ -27,6 +27,7 @@ from ..scheduling.plan import ExistingNode
 from ..scheduling.templates import pool_usage
 from .provision import cluster_budget as cluster_limits
 from .provision.explain import PodFate, pending_fates
+from .provision.pool_status import pool_statuses
 from .terminate import INTERRUPTION_ANNOTATION
 from .world import World, read_world
 
@@ -145,6 +146,10 @@ class Status:
     zonal_shifts: list[dict[str, Any]] = field(default_factory=list)
     # NodePools whose last launch failed for a reason other than capacity: nodePool, code, message, since.
     launch_failing: list[dict[str, Any]] = field(default_factory=list)
+    # The status Karpenter would write on each NodePool and node class, SSM or cluster alike (#30.2):
+    # kind, name, source and status (resources and conditions; resolved subnets, groups, AMIs, profile).
+    nodepool_status: list[dict[str, Any]] = field(default_factory=list)
+    nodeclass_status: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def price(self) -> float:
@@ -177,6 +182,8 @@ class Status:
             "currency": self.currency,
             "zonalShifts": self.zonal_shifts,
             "launchFailing": self.launch_failing,
+            "nodePools": self.nodepool_status,
+            "nodeClasses": self.nodeclass_status,
         }
 
 
@@ -192,9 +199,11 @@ def read_status(rt: Runtime, world: World | None = None) -> Status:
     errors = [str(e) for e in world.config_errors]
     errors += [f"pod {key}: {why}" for key, why in world.pod_errors]
     limits = limits_of(world, existing, rt.settings.cluster_limits)
+    now = clock.format_timestamp(world.now)
+    pools, classes = pool_statuses(rt, world, now)
     return Status(
         cluster=world.cluster,
-        now=clock.format_timestamp(world.now),
+        now=now,
         nodes=nodes,
         groups=group(nodes),
         pending=pending_fates(rt, world),
@@ -204,6 +213,8 @@ def read_status(rt: Runtime, world: World | None = None) -> Status:
         currency=currency_of(rt.settings.region),
         zonal_shifts=zonal_shifts(world),
         launch_failing=[world.launch_failures[p].to_dict() for p in sorted(world.launch_failures)],
+        nodepool_status=pools,
+        nodeclass_status=classes,
     )
 
 

@@ -46,11 +46,12 @@ from .. import clock
 from ..aws import instances as ec2_instances
 from ..aws.ownership import GONE_STATES, NOT_RUNNING_STATES, classify
 from ..disruption import drain_policy
+from ..disruption import event_words as words
 from ..k8s import drain as k8s_drain
 from ..k8s import finalizers as k8s_finalizers
 from ..k8s import nodes as k8s_nodes
 from ..k8s import volumes as k8s_volumes
-from ..k8s.events import WARNING, EventRecorder
+from ..k8s.events import WARNING, EventRecorder, ObjectRef, claim_of_node
 from ..model.labels import TERMINATION_FINALIZER
 from ..model.node import ClusterNode, name_matches_instance
 from ..model.nodelabels import pool_key
@@ -66,6 +67,8 @@ log = logging.getLogger(__name__)
 
 INTERRUPTION_ANNOTATION = "nodescale.io/interruption"  # the event kind that marked the node
 DEADLINE_ANNOTATION = "nodescale.io/interruption-deadline"  # RFC 3339: when the instance goes away
+# Why the disruption function took the node (Empty, Drifted, ...): the reason its pods' Evicted events give.
+DISRUPTION_REASON_ANNOTATION = "nodescale.io/disruption-reason"
 
 DRAINING = "draining"  # pods left; the taint stays and a later call carries on
 TERMINATED = "terminated"  # empty: instance terminated (or already gone) and Node deleted
@@ -251,8 +254,7 @@ def _drain(
     )
     step.drain = result
     step.blocked_pods = sorted(result.blocked_by_pdb + result.blocked_by_do_not_disrupt)
-    if step.blocked_pods:
-        _say_blocked(rt, name, result)
+    _say_drained(rt, node, claim_of_node(world.nodeclaims, node), result, node_deadline)
     return result, node_deadline is not None and now >= node_deadline
 
 
@@ -295,23 +297,45 @@ class TerminationBatch:
         return steps
 
 
-def _say_blocked(rt: Runtime, node: str, result: drain_policy.DrainResult) -> None:
+def _say_drained(
+    rt: Runtime, node: ClusterNode, claim: ObjectRef | None, result: drain_policy.DrainResult,
+    deadline: datetime | None,
+) -> None:
+    """The round's events, as Karpenter's terminator publishes them: Evicted on each pod evicted,
+    FailedDraining on the node for a PodDisruptionBudget refusal, TerminationGracePeriodExpiring on the node
+    and its NodeClaim while pods are left under a grace period. An event never fails the drain."""
+    recorder = EventRecorder(rt.api, limit_per_reason=MAX_BLOCKED_POD_EVENTS)
+    why = node.annotations.get(DISRUPTION_REASON_ANNOTATION, "")
+    try:
+        for key in result.evicted:
+            namespace, _, pod = key.partition("/")
+            recorder.pod(namespace, pod, words.EVICTED, words.evicted(why))
+        if result.blocked_by_pdb or result.blocked_by_do_not_disrupt:
+            _say_blocked(recorder, node.name, result)
+        if deadline is not None and not result.empty:
+            recorder.node_and_claim(node.name, claim, words.TERMINATION_GRACE_PERIOD_EXPIRING,
+                                    words.grace_period_expiring(deadline), WARNING, uid=node.uid)
+    except ApiException as exc:
+        log.warning("drain events not recorded", extra={"node": node.name, "status": exc.status})
+
+
+def _say_blocked(recorder: EventRecorder, node: str, result: drain_policy.DrainResult) -> None:
     """Warning events for the pods this round could not evict and for their node: a PodDisruptionBudget
-    refusal says so as a do-not-disrupt one does, where `kubectl describe` shows it."""
-    recorder = EventRecorder(rt.api)
+    refusal is Karpenter's FailedDraining on the node; a do-not-disrupt pod holds it as DisruptionBlocked.
+    Each pod says why on itself too, where `kubectl describe pod` shows it (nodescale's own addition)."""
     why = [(key, "eviction refused: its PodDisruptionBudget allows no disruption now; the drain of node "
                  f"{node} retries until it does") for key in result.blocked_by_pdb]
     why += [(key, f"{DO_NOT_DISRUPT}: the pod holds node {node}, which is being drained, until it ends "
                   "or the node's grace period runs out") for key in result.blocked_by_do_not_disrupt]
-    try:
-        for key, message in why[:MAX_BLOCKED_POD_EVENTS]:
-            namespace, _, pod = key.partition("/")
-            recorder.pod(namespace, pod, DISRUPTION_BLOCKED, message, WARNING)
-        recorder.node(node, DISRUPTION_BLOCKED,
-                      f"drain blocked: {len(result.blocked_by_pdb)} pod(s) by a PodDisruptionBudget, "
-                      f"{len(result.blocked_by_do_not_disrupt)} by {DO_NOT_DISRUPT}", WARNING)
-    except ApiException as exc:
-        log.warning("blocked-drain events not recorded", extra={"node": node, "status": exc.status})
+    for key, message in why:
+        namespace, _, pod = key.partition("/")
+        recorder.pod(namespace, pod, DISRUPTION_BLOCKED, message, WARNING)
+    if result.blocked_by_pdb:
+        first, *rest = result.blocked_by_pdb
+        recorder.node(node, words.FAILED_DRAINING, words.failed_draining(first, len(rest)), WARNING)
+    if result.blocked_by_do_not_disrupt:
+        recorder.node(node, DISRUPTION_BLOCKED, f"drain blocked: {len(result.blocked_by_do_not_disrupt)} pod(s) "
+                      f"by {DO_NOT_DISRUPT}", WARNING)
 
 
 def _node_gone(rt: Runtime, step: TerminationStep) -> None:

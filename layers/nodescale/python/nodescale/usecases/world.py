@@ -292,7 +292,7 @@ class World:
 
     def _claim_stand_ins(self) -> list[ExistingNode]:
         out = []
-        for claim in inflight.claims_in_flight(self.nodeclaims or (), self._instance_by_id):
+        for claim in inflight.claims_in_flight(self.nodeclaims or (), self._instance_by_id, self.now):
             name = inflight.claim_node_name(claim)
             key = nodelabels.pool_key((claim.get("metadata") or {}).get("labels") or {}, self.nodepools)
             try:
@@ -438,13 +438,26 @@ def read_pods_cached(rt: Runtime) -> list[dict[str, Any]]:
     """
     cache = podcache.shared(rt.api)
     cache.sync(rt.api)
+    try:
+        pending = _pending_not_older(rt, cache.resource_version)
+    except ApiException as exc:
+        if exc.status != 504 or "resource version" not in str(exc).lower():
+            raise
+        # The server is behind the warm cache ("Too large resource version": etcd restored from a backup, or
+        # another cluster at the same address): forget the cache and list the server's current state.
+        log.warning("pod cache ahead of the API server; listing again", extra={"version": cache.resource_version})
+        cache.resource_version = ""
+        cache.sync(rt.api)
+        pending = _pending_not_older(rt, cache.resource_version)
     bound = [p for p in cache.snapshot() if (p.get("spec") or {}).get("nodeName")]
-    version = cache.resource_version
-    pending = listing.list_pods(
+    return bound + pending.items
+
+
+def _pending_not_older(rt: Runtime, version: str) -> listing.ListResult:
+    return listing.list_pods(
         rt.api, field_selector=listing.PENDING_FIELD_SELECTOR,
         resource_version=version or "0", resource_version_match="NotOlderThan" if version else None,
     )
-    return bound + pending.items
 
 
 def read_nodes_and_pods(rt: Runtime) -> World:

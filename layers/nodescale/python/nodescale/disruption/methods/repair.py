@@ -1,14 +1,21 @@
-"""Repair: replace nodes NotReady, or failing their EC2 status checks, for longer than the threshold.
+"""Repair: replace nodes whose conditions show one of Karpenter's repair policies past its toleration.
 
-Not held by budgets or do-not-disrupt (the node is broken already), but by the share of its pool
-that is unhealthy: past a fifth (rounded up, as Karpenter's node health controller rounds it), the cause is
-likely not the nodes and nothing is repaired. Only with the NodeRepair feature gate on (methods.default_methods).
+The policies are karpenter-provider-aws's (``CloudProvider.RepairPolicies``): the kubelet's Ready False or
+Unknown for 30 minutes, and the EKS node monitoring agent's AcceleratedHardwareReady False for 10 minutes and
+StorageReady, NetworkingReady, KernelReady, ContainerRuntimeReady False for 30 minutes. nodescale adds its own:
+an instance failing its EC2 status checks for ``NODESCALE_REPAIR_THRESHOLD_SECONDS``.
+
+Not held by budgets or do-not-disrupt (the node is broken already), but by the share of its pool that is
+unhealthy (Karpenter's ``pkg/controllers/node/health``): every node showing a policy's condition counts,
+however new, and past a fifth (rounded up) the cause is likely not the nodes and nothing is repaired. Only
+with the NodeRepair feature gate on (methods.default_methods).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ..context import Context
@@ -19,13 +26,50 @@ from .base import Method
 UNHEALTHY_SHARE_LIMIT = 0.2
 
 
+@dataclass(frozen=True, slots=True)
+class RepairPolicy:
+    """A node condition type and status that makes a node unhealthy, and how long it is tolerated."""
+
+    condition: str
+    status: str
+    toleration_seconds: float
+
+
+REPAIR_POLICIES = (
+    RepairPolicy("Ready", "False", 1800.0),
+    RepairPolicy("Ready", "Unknown", 1800.0),
+    RepairPolicy("AcceleratedHardwareReady", "False", 600.0),
+    RepairPolicy("StorageReady", "False", 1800.0),
+    RepairPolicy("NetworkingReady", "False", 1800.0),
+    RepairPolicy("KernelReady", "False", 1800.0),
+    RepairPolicy("ContainerRuntimeReady", "False", 1800.0),
+)
+
+
+def unhealthy_since(node: NodeView) -> list[tuple[RepairPolicy, datetime | None]]:
+    """The policies whose condition the node shows, each with the condition's lastTransitionTime."""
+    found = []
+    for policy in REPAIR_POLICIES:
+        status, since = node.conditions.get(policy.condition, ("", None))
+        if status == policy.status:
+            found.append((policy, since))
+    return found
+
+
+def shows_unhealthy(node: NodeView, status_failed_since: datetime | None) -> bool:
+    """Whether the node counts towards its pool's unhealthy share: a policy's condition or failing status
+    checks, however new (Karpenter counts every node matching a policy, tolerated or not)."""
+    return status_failed_since is not None or bool(unhealthy_since(node))
+
+
 def repair_check(node: NodeView, now: datetime, threshold_seconds: float, status_failed_since: datetime | None) -> Decision | None:
-    """NotReady, or failing EC2 status checks, for longer than the threshold."""
-    if not node.ready and node.ready_since is not None and now >= node.ready_since + timedelta(seconds=threshold_seconds):
-        return Decision(
-            [node.name], Reason.UNHEALTHY, f"NotReady for {int((now - node.ready_since).total_seconds())}s",
-            action=Action.REPLACE,
-        )
+    """The first policy whose condition has held past its toleration; then EC2 status checks failing for
+    longer than ``threshold_seconds``. A condition without a lastTransitionTime is never past its toleration."""
+    for policy, since in unhealthy_since(node):
+        if since is not None and now >= since + timedelta(seconds=policy.toleration_seconds):
+            held = int((now - since).total_seconds())
+            shown = "NotReady" if policy.condition == "Ready" else f"{policy.condition}={policy.status}"
+            return Decision([node.name], Reason.UNHEALTHY, f"{shown} for {held}s", action=Action.REPLACE)
     if status_failed_since is not None and now >= status_failed_since + timedelta(seconds=threshold_seconds):
         return Decision(
             [node.name],
@@ -64,14 +108,17 @@ class Repair(Method):
                 found.setdefault(v.nodepool, []).append(d)
         taken: list[Decision] = []
         for pool, decisions in found.items():
-            total = len(ctx.by_pool.get(pool, []))
-            if not unhealthy_share_too_high(len(decisions), total):
+            members = ctx.by_pool.get(pool, [])
+            total = len(members)
+            impaired = ctx.inputs.impaired_since
+            unhealthy = sum(shows_unhealthy(v, impaired.get(v.name)) for v in members)
+            if not unhealthy_share_too_high(unhealthy, total):
                 for d in decisions:
                     ctx.take(d, pool)
                 taken.extend(decisions)
                 continue
             why = (
-                f"{len(decisions)} of {total} nodes of NodePool {pool} are unhealthy (more than 20%): "
+                f"{unhealthy} of {total} nodes of NodePool {pool} are unhealthy (more than 20%): "
                 "nothing is repaired, the cause is likely not the nodes"
             )
             ctx.out.notes.append(why)

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..consolidation import disruption_cost
 from ..context import Context
 from ..decisions import Action, Decision, Reason
 from ..nodes import NodeView
 from .base import Method
+
+
+def _fewest_pods_first(node: NodeView) -> tuple[int, float, str]:
+    """Fewest pods, then the dearest node (most saved), then by name."""
+    return (len(node.pods), -node.price, node.name)
 
 
 class StaticScaleDown(Method):
@@ -36,7 +40,7 @@ class StaticScaleDown(Method):
             pool = ctx.inputs.nodepools[name]
             have = sum(1 for v in ctx.by_pool.get(name, []) if v.name not in ctx.inputs.in_progress)
             excess = have - int(pool.replicas or 0)
-            for v in sorted(mine, key=disruption_cost):
+            for v in sorted(mine, key=_fewest_pods_first):
                 if excess <= 0:
                     break
                 ctx.decided.add(v.name)

@@ -20,6 +20,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
 from ... import clock, telemetry
+from ...disruption import claim_conditions as cc
+from ...disruption import event_words as words
 from ...disruption.decisions import Action, Blocked, Blocker, Decision
 from ...disruption.validation import Invalid, Invalidation
 from ...k8s import events as k8s_events
@@ -29,12 +31,14 @@ from ...model.node import ClusterNode
 from .. import finalize
 from ..provision.provisioner import launch_claims
 from ..terminate import TERMINATING, TerminationStep, continue_termination
+from .claims import note as note_claim
 from .state import (
     EVENT_BLOCKED,
     EVENT_DECISION,
     EVENT_REPLACEMENT_FAILED,
     EVENT_REPLACING,
     EVENT_TERMINATED,
+    EVENT_UNCONSOLIDATABLE,
     FORCEFUL,
     MAX_REFUSAL_EVENTS,
     REASON_ANNOTATION,
@@ -141,6 +145,7 @@ def flush_terminations(run: RunState) -> None:
                                                            "error": str(exc)})
         return
     for step, reason, notes in waiting:
+        note_claim(run, step.node, cc.INSTANCE_TERMINATING, cc.TRUE_MARK)
         _record_step(run, step, reason, notes)
 
 
@@ -156,6 +161,11 @@ def _record_step(run: RunState, step: TerminationStep, reason: str, annotations:
         telemetry.seconds(telemetry.DRAIN_SECONDS, max(0.0, (run.now() - started).total_seconds()))
     telemetry.count(telemetry.NODES_TERMINATED, 1, **{telemetry.REASON_DIMENSION: reason or "Unknown"})
     run.event(step.node, EVENT_TERMINATED, f"terminated ({reason or 'disrupted'}): instance {step.instance_id}")
+
+
+def say_terminating(run: RunState, node: str, reason: str) -> None:
+    """Karpenter's DisruptionTerminating, as its queue publishes it when the node's termination starts."""
+    run.event(node, EVENT_DECISION, words.disrupting("Node", reason), claim_message=words.disrupting("NodeClaim", reason))
 
 
 def await_replacement(run: RunState, view: ClusterNode) -> list[str]:
@@ -176,6 +186,7 @@ def await_replacement(run: RunState, view: ClusterNode) -> list[str]:
             change = k8s_nodes.mark_disrupted(run.rt.api, name)
         except k8s_nodes.NodeGoneError:
             return protected
+        say_terminating(run, name, view.annotations.get(REASON_ANNOTATION, ""))
         continue_drain(run, ClusterNode.from_dict(change.node))
     return protected
 
@@ -239,7 +250,7 @@ def refused(run: RunState, r: Blocked) -> None:
             run.events_skipped += 1
             continue
         run.refusal_events += 1
-        run.event(node, EVENT_BLOCKED, message)
+        run.event(node, EVENT_UNCONSOLIDATABLE if r.kind == Blocker.NOT_CONSOLIDATABLE else EVENT_BLOCKED, message)
 
 
 def act(run: RunState, d: Decision, invalid: Invalid | None = None) -> list[ClusterNode]:
@@ -337,10 +348,11 @@ def _start(run: RunState, d: Decision, message: str, replacements: list[str]) ->
             annotations[REPLACEMENT_ANNOTATION] = ",".join(sorted(set(replacements)))
         if not run.annotate(node, annotations):
             continue
+        note_claim(run, node, cc.DISRUPTION_REASON, (str(d.reason), str(d.reason)))
         if replacements:
             k8s_nodes.cordon(run.rt.api, node)
             run.event(node, EVENT_REPLACING, f"{message}; waiting for replacement {', '.join(replacements)}")
             continue
-        run.event(node, EVENT_DECISION, message)
+        say_terminating(run, node, d.reason)
         tainted.append(ClusterNode.from_dict(k8s_nodes.mark_disrupted(run.rt.api, node).node))
     return tainted

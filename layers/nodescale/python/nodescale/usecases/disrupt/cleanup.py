@@ -126,7 +126,7 @@ def _templates_in_use(run: RunState) -> set[str]:
         if node_class is None:
             return set()
         try:
-            in_use |= run.rt.launcher.current_template_names(pool, node_class)
+            in_use |= run.rt.launcher.current_template_names(pool, node_class, run.world.instance_types(pool.name))
         except Exception as exc:  # noqa: BLE001 - any failure to render today's templates means keep them all
             run.report.notes.append(f"launch templates kept: NodePool {pool.name} cannot be resolved ({exc})")
             return set()

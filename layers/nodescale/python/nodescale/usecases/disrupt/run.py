@@ -35,6 +35,7 @@ from ...model.pod import DO_NOT_DISRUPT, InvalidDoNotDisrupt, Pod, invalid_do_no
 from ...runtime import Runtime
 from ...scheduling.templates import pool_usage
 from ..world import read_world
+from . import claims as disrupt_claims
 from . import slices as disrupt_slices
 from .act import act, drain, finish_under_way, flush_terminations, refused
 from .cleanup import clean_up
@@ -95,6 +96,7 @@ def plan_run(run: RunState, in_progress: set[str], protected: set[str],
         candidate_pools=pools,
         gates=world.gates,
     )
+    disrupt_claims.note_plan(run, inputs)
     return planner.plan(inputs, simulator(world, in_progress, held)), {v.name: v for v in views}
 
 
@@ -231,6 +233,7 @@ def disrupt_once(
             clean_up(run)  # cluster-wide: the scheduled invocation's, never a slice's
         decide(run, in_progress, protected, only)
         flush_terminations(run)
+        disrupt_claims.flush(run)
     return _summary(run)
 
 

@@ -17,6 +17,8 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from ... import clock, telemetry
+from ...disruption import event_words as words
+from ...disruption.claim_conditions import Mark
 from ...disruption.consolidation import Replacement
 from ...disruption.decisions import UNHEALTHY, Action, Blocked, Blocker, Decision, Reason
 from ...disruption.drift import DriftKind
@@ -25,25 +27,29 @@ from ...k8s import nodes as k8s_nodes
 from ...model.currency import USD, currency_of
 from ...model.pod import Pod
 from ...runtime import Runtime
-from ..terminate import TerminationBatch, TerminationStep
+from ..terminate import DISRUPTION_REASON_ANNOTATION, TerminationBatch, TerminationStep
 from ..world import World
 
 log = logging.getLogger("nodescale.usecases.disrupt.run")
 
 # Written on a node being disrupted: why, since when, and the instances replacing it.
-REASON_ANNOTATION = "nodescale.io/disruption-reason"
+REASON_ANNOTATION = DISRUPTION_REASON_ANNOTATION
 STARTED_ANNOTATION = "nodescale.io/disruption-started"
 REPLACEMENT_ANNOTATION = "nodescale.io/disruption-replacement"
 # First time the node's instance was seen failing its EC2 status checks (repair counts from it).
 IMPAIRED_SINCE = "nodescale.io/impaired-since"
 
-EVENT_DECISION = "DisruptionDecision"
-EVENT_BLOCKED = "DisruptionBlocked"
+EVENT_DECISION = words.DISRUPTION_TERMINATING  # Karpenter's, on the Node and its NodeClaim
+EVENT_BLOCKED = words.DISRUPTION_BLOCKED
+EVENT_UNCONSOLIDATABLE = words.UNCONSOLIDATABLE
 EVENT_REPLACING = "DisruptionReplacing"
 EVENT_REPLACEMENT_FAILED = "DisruptionReplacementFailed"
 EVENT_TERMINATED = "DisruptionTerminated"
 # A pod's karpenter.sh/do-not-disrupt value that is ignored (Karpenter's reason for the same Warning).
 EVENT_INVALID_DO_NOT_DISRUPT = "InvalidDoNotDisruptAnnotation"
+# The reasons Karpenter publishes on the NodeClaim as well as the Node (disruption/events/events.go); the
+# others are nodescale's own and stay on the Node.
+ON_NODECLAIM_TOO = frozenset({EVENT_DECISION, EVENT_BLOCKED, EVENT_UNCONSOLIDATABLE, "ConsolidationApproved"})
 EVENT_WINDOW_SECONDS = 55.0  # below the one-minute schedule: each run may restate a refusal once
 # Refusal events one run writes at most (a zero budget in business hours holds every node of a pool
 # every minute); the rest are in the log and the summary only.
@@ -195,6 +201,8 @@ class RunState:
         self.batch = TerminationBatch(rt)
         # Steps whose instance waits for the batch to be terminated: (step, reason, node annotations).
         self.terminating: list[tuple[TerminationStep, str, Mapping[str, str]]] = []
+        # NodeClaim conditions to write at the pass's end, by node: type -> True (reason, message) or removed (#30.1).
+        self.claim_marks: dict[str, dict[str, Mark]] = {}
 
     def now(self) -> datetime:
         return clock.now()
@@ -202,13 +210,18 @@ class RunState:
     def time_left(self) -> float:
         return self.deadline - time.monotonic()
 
-    def event(self, node: str, reason: str, message: str, type_: str = k8s_events.NORMAL) -> None:
+    def event(
+        self, node: str, reason: str, message: str, type_: str = k8s_events.NORMAL, claim_message: str | None = None,
+    ) -> None:
         if self.dry_run:
             return
         view = self.world.node(node)
         uid = view.uid if view is not None else ""
+        claim = None
+        if view is not None and reason in ON_NODECLAIM_TOO:
+            claim = k8s_events.claim_of_node(self.world.nodeclaims, view)
         try:
-            self.recorder.node(node, reason, message, type_, uid=uid)
+            self.recorder.node_and_claim(node, claim, reason, message, type_, uid=uid, claim_message=claim_message)
         except ApiException as exc:
             log.warning("event not recorded", extra={"node": node, "reason": reason, "status": exc.status})
 

@@ -19,11 +19,11 @@ from kubernetes.client.exceptions import ApiException
 from ... import clock, telemetry
 from ...aws.ownership import OwnedInstance
 from ...disruption import drain_policy
-from ...interruption.actions import NODE_EVENT_REASONS, Outcome, Reason
+from ...interruption.actions import TERMINATING_ON_INTERRUPTION, Outcome, Reason, notice, terminating_message
 from ...interruption.intents import Intent
 from ...k8s import drain as k8s_drain
 from ...k8s import nodes as k8s_nodes
-from ...k8s.events import WARNING, EventRecorder
+from ...k8s.events import WARNING, EventRecorder, ObjectRef
 from ...model import labels as wk
 from ...model.node import ClusterNode
 from ...model.pod import Pod
@@ -107,6 +107,7 @@ class Work:
     instance: OwnedInstance
     node: ClusterNode  # as last read or written (each patch's answer is parsed again)
     report: InstanceReport
+    claim: ObjectRef | None = None  # the Node's NodeClaim, which Karpenter's events name too
 
     @property
     def name(self) -> str:
@@ -148,9 +149,9 @@ def mark(rt: Runtime, recorder: EventRecorder, item: Work) -> bool:
             item.update(reason=Reason.NODE_GONE, action=Outcome.NOTHING)
             return False
     telemetry.count(telemetry.INTERRUPTION_ACTIONS, **{telemetry.KIND_DIMENSION: item.intent.kind})
-    what = item.intent.detail or item.intent.kind
-    node_event(recorder, item, f"{item.intent.kind} ({what}) for instance {item.instance.instance_id}: "
-                               "cordoned, replacing and draining", WARNING)
+    notify(recorder, item)
+    node_event(recorder, item, TERMINATING_ON_INTERRUPTION, terminating_message("Node"), WARNING,
+               claim_message=terminating_message("NodeClaim"))
     return True
 
 
@@ -169,7 +170,7 @@ def _interruption_annotations(item: Work) -> dict[str, str | None]:
 
 def record(recorder: EventRecorder, item: Work) -> None:
     item.update(action=Outcome.RECORDED)
-    node_event(recorder, item, "rebalance recommended: the instance is at elevated risk of interruption")
+    notify(recorder, item)
     telemetry.count(telemetry.INTERRUPTION_ACTIONS, **{telemetry.KIND_DIMENSION: item.intent.kind})
 
 
@@ -299,10 +300,20 @@ def _note_drain(item: Work, result: drain_policy.DrainResult) -> None:
         telemetry.count(telemetry.EVICTIONS_BLOCKED, len(result.blocked_by_pdb))
 
 
-def node_event(recorder: EventRecorder, item: Work, message: str, type_: str = "Normal") -> None:
-    reason = NODE_EVENT_REASONS.get(item.intent.kind, item.intent.kind)
+def notify(recorder: EventRecorder, item: Work) -> None:
+    """Karpenter's event for the message itself (SpotInterrupted, InstanceStopping, ...)."""
+    said = notice(item.intent)
+    node_event(recorder, item, said.reason, said.message, said.type_)
+
+
+def node_event(
+    recorder: EventRecorder, item: Work, reason: str, message: str, type_: str = "Normal",
+    claim_message: str | None = None,
+) -> None:
+    """On the Node and its NodeClaim, as Karpenter publishes them."""
     try:
-        recorder.node(item.name, reason, message, type_, uid=item.node.uid)
+        recorder.node_and_claim(item.name, item.claim, reason, message, type_, uid=item.node.uid,
+                                claim_message=claim_message)
     except ApiException as exc:
         # An event is a courtesy: the action it describes must not fail because of it.
         log.warning("could not record a node event", extra={"node": item.name, "status": exc.status})

@@ -42,14 +42,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from ... import clock, telemetry
 from ...aws.idempotency import once_per_event
 from ...aws.ownership import OwnedInstance, classify
 from ...interruption import actions, events
 from ...interruption.actions import Outcome, Reason, Step, action_for
 from ...k8s import listing
+from ...k8s import nodeclaims as k8s_nodeclaims
 from ...k8s import nodes as k8s_nodes
-from ...k8s.events import EventRecorder
+from ...k8s.events import EventRecorder, ObjectRef, claim_of_node
 from ...model.node import ClusterNode, trust_nodes
 from ...model.nodepool import NodePool
 from ...runtime import Runtime
@@ -217,6 +220,7 @@ def _act(
     if not ours:
         return out
     by_instance = _nodes_of(rt, [owned for _, _, owned in ours])
+    claims = _claims(rt) if by_instance else None
     recorder = EventRecorder(rt.api)
     started: dict[int, Work] = {}  # index in ``acting`` -> its work, whose report is the latest
     work: list[Work] = []
@@ -224,10 +228,10 @@ def _act(
     for k, intent, owned in ours:
         node = by_instance.get(intent.instance_id)
         if node is not None and intent.action == events.REBALANCE_RISK:
-            started[k] = Work(intent, owned, node, replace(out[k], node=node.name))
+            started[k] = Work(intent, owned, node, replace(out[k], node=node.name), claim_of_node(claims, node))
             rebalances.append(started[k])
             continue
-        out[k], item = _start(rt, recorder, intent, out[k], owned, node)
+        out[k], item = _start(rt, recorder, intent, out[k], owned, node, claim_of_node(claims, node) if node else None)
         if item is not None:
             started[k] = item
             work.append(item)
@@ -265,6 +269,16 @@ def _replace_and_drain(
             work.append(item)
     world = act.replace(rt, world, work)
     act.drain(rt, world, work, deadline, sleep)
+
+
+def _claims(rt: Runtime) -> list[dict[str, Any]] | None:
+    """The NodeClaims, for the events Karpenter publishes on them too; None (events on the Nodes alone)
+    without the CRD or when the list fails: an event never holds an interruption up."""
+    try:
+        return k8s_nodeclaims.list_all(rt.api)
+    except (k8s_nodeclaims.NodeClaimsMissing, ApiException) as exc:
+        log.warning("NodeClaims not read: interruption events go on the Nodes only", extra={"error": str(exc)})
+        return None
 
 
 def _nodes_of(rt: Runtime, owned: list[OwnedInstance]) -> dict[str, ClusterNode]:
@@ -317,6 +331,7 @@ def _start(
     report: InstanceReport,
     owned: OwnedInstance,
     node: ClusterNode | None,
+    claim: ObjectRef | None = None,
 ) -> tuple[InstanceReport, Work | None]:
     """Act on an intent whose action needs no NodePool: its report so far, and the Work to replace and
     drain, if any."""
@@ -326,7 +341,7 @@ def _start(
         act.mark_offering(rt, owned)
     if node is None:
         return replace(report, reason=action.reason), None
-    item = Work(intent, owned, node, replace(report, node=node.name))
+    item = Work(intent, owned, node, replace(report, node=node.name), claim)
     if action.step == Step.DRAIN and act.mark(rt, recorder, item):
         return item.report, item
     return item.report, None

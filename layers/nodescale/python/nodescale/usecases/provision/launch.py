@@ -61,6 +61,7 @@ class Launch:
     pods: list[str]
     instance_types: list[str] = field(default_factory=list)  # the options the Fleet was given
     launch_template: str = ""
+    nodeclaim: str = ""  # the karpenter.sh/v1 NodeClaim written for it ("" where none was)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -319,7 +320,7 @@ def _launch_claims(
             continue
         nodeclaims.launched(rt, name, inst, by_type.get(inst.instance_type), images.get(inst.instance_type, ""))
         launch = Launch(pool.name, inst.instance_id, inst.instance_type, inst.zone, inst.capacity_type, inst.price,
-                        [p.key for p in claim.pods], list(claim.instance_types), inst.launch_template)
+                        [p.key for p in claim.pods], list(claim.instance_types), inst.launch_template, name)
         telemetry.count(telemetry.LAUNCHES, **{telemetry.NODEPOOL_DIMENSION: pool.name,
                                               telemetry.CAPACITY_TYPE_DIMENSION: inst.capacity_type})
         telemetry.gauge(telemetry.PRICE_LAUNCHED, inst.price)
@@ -413,10 +414,13 @@ def _count_launch_errors(result: LaunchResult, outcome: LaunchOutcome, pool: str
 
 
 def nomination_message(launch: Launch) -> str:
-    return (
-        f"Pod should schedule on NodePool {launch.nodepool}: instance {launch.instance_id} "
-        f"({launch.instance_type}, {launch.zone}, {launch.capacity_type}) launched for it by nodescale"
-    )
+    """Karpenter's "Pod should schedule on: nodeclaim/NAME" (scheduling/events.go NominatePodEvent) when the
+    launch has a NodeClaim, with what nodescale launched after it; without one, nodescale's own words."""
+    what = (f"NodePool {launch.nodepool}: instance {launch.instance_id} "
+            f"({launch.instance_type}, {launch.zone}, {launch.capacity_type}) launched for it by nodescale")
+    if launch.nodeclaim:
+        return f"Pod should schedule on: nodeclaim/{launch.nodeclaim} ({what})"
+    return f"Pod should schedule on {what}"
 
 
 def nominate(recorder: k8s_events.EventRecorder, pods: Iterable[Pod], launch: Launch) -> None:

@@ -2,7 +2,8 @@
 when the launch gave it no instance.
 
     created(rt, pool, claims, options) -> names      one NodeClaim per planned node ("" where none was made)
-    launched(rt, name, inst, it, image_id)           providerID, imageID, capacity, allocatable, Launched=True
+    launched(rt, name, inst, it, image_id)           providerID, imageID, capacity, allocatable, Launched=True;
+                                                     the instance tagged karpenter.sh/nodeclaim=<name>
     discard(rt, names)                               a launch that got no instance leaves no NodeClaim
     past_registration_ttl(claims, cluster, stale, ...)  ours whose node never registered (Karpenter's liveness)
     remove(rt, claims)                               their finalizer released and deleted, once instances went
@@ -19,9 +20,11 @@ from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes.client.exceptions import ApiException
 
 from ... import clock
+from ...aws import instances as ec2_instances
 from ...aws.fleet import LaunchedInstance
 from ...k8s import nodeclaims as k8s_nodeclaims
 from ...k8s.raw import path_segment, request_json
@@ -48,7 +51,7 @@ def now_text() -> str:
     return format_timestamp(clock.now())
 
 
-def _owner_uid(rt: Runtime, pool: NodePool) -> str:
+def owner_uid(rt: Runtime, pool: NodePool) -> str:
     """The uid of the pool's NodePool object when the pool is one (the NodeClaims' owner), else ""."""
     if not pool.source.startswith(CLUSTER_NODEPOOL_SOURCE) or pool.kind != "NodePool":
         return ""
@@ -69,7 +72,7 @@ def created(rt: Runtime, pool: NodePool, claims: Sequence[NodeClaim], options: S
     if book.missing:
         return [""] * len(claims)
     offered = [it.name for it in options]
-    uid = _owner_uid(rt, pool)
+    uid = owner_uid(rt, pool)
     names: list[str] = []
     for claim in claims:
         name = ncm.claim_name(pool.real_name, k8s_nodeclaims.random_suffix())
@@ -88,8 +91,16 @@ def created(rt: Runtime, pool: NodePool, claims: Sequence[NodeClaim], options: S
 
 
 def launched(rt: Runtime, name: str, inst: LaunchedInstance, it: InstanceType | None, image_id: str) -> None:
-    """The launched instance's labels and status on its NodeClaim (Karpenter's lifecycle launch step)."""
-    if not name or it is None:
+    """The launched instance's labels and status on its NodeClaim (Karpenter's lifecycle launch step), and
+    the NodeClaim's name as the instance's ``karpenter.sh/nodeclaim`` tag."""
+    if not name:
+        return
+    try:
+        ec2_instances.tag_nodeclaim(rt.aws.ec2, inst.instance_id, name)
+    except (ClientError, BotoCoreError) as exc:
+        log.warning("could not tag an instance with its NodeClaim", extra={
+            "nodeclaim": name, "instance": inst.instance_id, "error": str(exc)})
+    if it is None:
         return
     try:
         written = k8s_nodeclaims.patch_labels(rt.api, name, ncm.launched_labels(it, inst.zone, inst.capacity_type))

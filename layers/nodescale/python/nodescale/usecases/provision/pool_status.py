@@ -81,13 +81,68 @@ def _generation(obj: Mapping[str, Any]) -> int:
 
 
 def _capacities(world: World) -> dict[str, list[dict[str, int]]]:
-    """Each pool's nodes' capacity, registered or in flight (Karpenter's counter counts both)."""
+    """Each pool's nodes' capacity by the pool object's name."""
+    out: dict[str, list[dict[str, int]]] = {}
+    for key, capacities in _capacities_by_key(world).items():
+        out.setdefault(world.nodepools[key].real_name, []).extend(capacities)
+    return out
+
+
+def _capacities_by_key(world: World) -> dict[str, list[dict[str, int]]]:
+    """Each pool's nodes' capacity, registered or in flight (Karpenter's counter counts both), by the key the
+    world knows the pool by (a Provisioner may share its name with a NodePool)."""
     out: dict[str, list[dict[str, int]]] = {}
     for node in world.existing_nodes():
-        pool = world.nodepools.get(node.nodepool or "")
-        if pool is not None:
-            out.setdefault(pool.real_name, []).append(dict(node.capacity or node.allocatable))
+        if (node.nodepool or "") in world.nodepools:
+            out.setdefault(node.nodepool, []).append(dict(node.capacity or node.allocatable))
     return out
+
+
+def pool_statuses(rt: Runtime, world: World, now: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The status Karpenter would write on every NodePool and node class nodescale plans with, whatever its
+    source (an SSM parameter or the cluster), for `nodescale status`: (pools, node classes), each entry its
+    kind, name, source and status. A pool refused for its node class is listed by its source with
+    NodeClassReady False and the reason. Nothing is written; conditions carry ``now`` as their transition
+    time, since an SSM pool has no object to keep one on."""
+    classes, ready = [], {}
+    for key in sorted(world.nodeclasses):
+        nc = world.nodeclasses[key]
+        status = ps.nodeclass_status(**resolve_parts(rt, nc), validation_error="", old={}, now=now, generation=1)
+        ready[key] = ps.ready_of(status)
+        classes.append(_entry(nc.kind, nc.real_name, nc.source, status))
+    capacities = _capacities_by_key(world)
+    pools = []
+    for key in sorted(world.nodepools):
+        pool = world.nodepools[key]
+        nodeclass = ready.get(pool.node_class, (ncm.FALSE, f"{pool.node_class_kind} {pool.node_class!r} not found"))
+        status = ps.nodepool_status(capacities.get(key, []), validation_error="", nodeclass_ready=nodeclass, old={},
+                                    now=now, generation=1)
+        pools.append(_entry(pool.kind, pool.real_name, pool.source, status))
+    return pools + _refused_for_nodeclass(world, now), classes
+
+
+def _refused_for_nodeclass(world: World, now: str) -> list[dict[str, Any]]:
+    """Pools the configuration refused because of their node class (missing, invalid or ambiguous): the
+    error is on the pool's reference to it, so the pool is named by its source (and by its name when it is a
+    cluster object)."""
+    out = []
+    for error in world.config_errors:
+        if not isinstance(error, ConfigError) or error.path not in _REF_PATHS:
+            continue
+        kind = "Provisioner" if error.path == "spec.providerRef.name" else "NodePool"
+        prefix = f"cluster:{kind}/"
+        name = error.source[len(prefix):].split("#")[0] if error.source.startswith(prefix) else ""
+        status = ps.nodepool_status([], validation_error="", nodeclass_ready=(ncm.FALSE, error.message), old={},
+                                    now=now, generation=1)
+        out.append(_entry(kind, name, error.source, status))
+    return out
+
+
+_REF_PATHS = ("spec.template.spec.nodeClassRef.name", "spec.providerRef.name")
+
+
+def _entry(kind: str, name: str, source: str, status: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": kind, "name": name, "source": source, "status": status}
 
 
 def _errors_of(world: World, kind: str, name: str) -> list[str]:

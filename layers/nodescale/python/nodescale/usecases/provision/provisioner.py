@@ -41,7 +41,7 @@ from ...scheduling import ExistingNode, NodeClaim, Plan, solve
 from ...scheduling import nodeclaim_manifest as ncm
 from ...scheduling.static import static_claim
 from ..world import World, read_world, refresh_instances
-from . import nodeclaims, pool_status
+from . import migration, nodeclaims, pool_status
 from . import registration as node_registration
 from .cluster_budget import ClusterBudget
 from .launch import (
@@ -473,6 +473,8 @@ def _pass(rt: Runtime, tally: Tally, dry_run: bool) -> LaunchOutcome:
     world = read_world(rt, pod_cache=True)
     tally.add_world(world)
     world = node_registration.sync_nodes(rt, world, dry_run=dry_run)
+    migration.backfill(rt, world, dry_run=dry_run)
+    migration.adopt(rt, world, dry_run=dry_run)
     node_registration.sync_nodeclaims(rt, world, dry_run=dry_run)
     stale = _expire_unregistered(rt, world, tally, dry_run)
     pods = world.pending
@@ -530,6 +532,8 @@ def provision_watch(rt: Runtime, deadline: float, *, dry_run: bool = False) -> S
         podcache.shared(rt.api).sync(rt.api)
         tally.add_world(world)
         world = node_registration.sync_nodes(rt, world, dry_run=dry_run)
+        migration.backfill(rt, world, dry_run=dry_run)
+        migration.adopt(rt, world, dry_run=dry_run)
         node_registration.sync_nodeclaims(rt, world, dry_run=dry_run)
         _expire_unregistered(rt, world, tally, dry_run)
         # Static pools topped up to spec.replicas; what launched joins the summary's launches.

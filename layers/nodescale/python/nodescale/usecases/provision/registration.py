@@ -34,6 +34,7 @@ from ...model import labels as wk
 from ...model.instancetype import InstanceType
 from ...model.node import ClusterNode
 from ...model.nodepool import NodePool
+from ...model.nodepool_hash import HASH_ANNOTATION, HASH_VERSION_ANNOTATION, hash_annotations
 from ...model.taints import UNREGISTERED_TAINT
 from ...scheduling import nodeclaim_manifest as ncm
 from ...scheduling.inflight import startup_keys
@@ -71,6 +72,20 @@ def labels_to_sync(world: World, view: ClusterNode) -> dict[str, str]:
     return want
 
 
+def annotations_to_sync(view: ClusterNode, claim: Mapping[str, Any] | None, pool: NodePool | None) -> dict[str, str]:
+    """The record of the template the node was launched from, to put on the Node at registration so drift reads
+    it (#31.5): its NodeClaim's (Karpenter's registration copies the claim's annotations onto the Node); with no
+    NodeClaim (a cluster without the CRD), the digest of the pool the node's labels are synced from now."""
+    if view.labels.get(wk.REGISTERED) == TRUE:
+        return {}
+    if claim is not None:
+        have = (claim.get("metadata") or {}).get("annotations") or {}
+    else:
+        have = hash_annotations(pool) if pool is not None else {}
+    return {k: v for k in (HASH_ANNOTATION, HASH_VERSION_ANNOTATION)
+            if isinstance(v := have.get(k), str) and view.annotations.get(k) != v}
+
+
 def initialized(view: ClusterNode, pool: NodePool, it: InstanceType) -> bool:
     """Karpenter's test: Ready, no startup (or coming-up) taint left, every device resource advertised.
 
@@ -95,15 +110,20 @@ def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False, only: Collec
     this plans with."""
     add_finalizers(rt, world, dry_run=dry_run, only=only)
     changed: dict[str, dict[str, str]] = {}
+    claims = _claims_by_instance(world)
     for view in world.nodes:
         want = labels_to_sync(world, view) if only is None or view.name in only else {}
         if not want:
             continue
         name = view.name
+        iid = world.trusted_instance_id(view)
+        inst = world.instance(iid) if iid else None
+        pool = world.nodepools.get(inst.nodepool or "") if inst is not None else None
+        record = annotations_to_sync(view, claims.get(iid) if iid else None, pool)
         # A dry run changes nothing, but plans as the next pass will: with the labels synced.
         if not dry_run:
             try:
-                _write_sync(rt, world, view, want)
+                _write_sync(rt, world, view, want, record)
             except (ApiException, k8s_nodes.NodeGoneError) as exc:
                 # The next pass tries again; planning goes on with the node as it is.
                 log.warning("could not label a registered node", extra={"node": name, "error": str(exc)})
@@ -113,13 +133,15 @@ def sync_nodes(rt: Runtime, world: World, *, dry_run: bool = False, only: Collec
     return world.with_node_labels(changed) if changed else world
 
 
-def _write_sync(rt: Runtime, world: World, view: ClusterNode, want: Mapping[str, str]) -> None:
+def _write_sync(
+    rt: Runtime, world: World, view: ClusterNode, want: Mapping[str, str], record: Mapping[str, str]
+) -> None:
     """Write ``want`` on the node; at registration in one write, guarded by the node's resourceVersion, with
     its pool's taints added and ``karpenter.sh/unregistered`` removed (#30.4). Startup taints are not added
     again: this pass may come after their owner removed them (it removes them once), and the user data
     registered the node with them."""
     if wk.REGISTERED not in want:
-        k8s_nodes.patch_metadata(rt.api, view.name, labels=want)
+        k8s_nodes.patch_metadata(rt.api, view.name, labels=want, annotations=record)
         return
     iid = world.trusted_instance_id(view)
     inst = world.instance(iid) if iid else None
@@ -129,7 +151,7 @@ def _write_sync(rt: Runtime, world: World, view: ClusterNode, want: Mapping[str,
     if not k8s_nodes.has_taint(view.raw, UNREGISTERED_TAINT.key, UNREGISTERED_TAINT.effect):
         # Karpenter logs it and goes on: the node's user data (a Custom family's, or an older launch) lacks it.
         log.warning("node registered without the karpenter.sh/unregistered taint", extra={"node": view.name})
-    k8s_nodes.register(rt.api, view.name, want, pool.taints, UNREGISTERED_TAINT)
+    k8s_nodes.register(rt.api, view.name, want, pool.taints, UNREGISTERED_TAINT, record)
     if k8s_nodes.has_taint(view.raw, UNREGISTERED_TAINT.key):
         log.info("unregistered taint removed", extra={"node": view.name})
 

@@ -1,0 +1,86 @@
+"""#31.5: consolidation tries its candidates in Karpenter's order, the highest savings ratio first.
+
+Karpenter v1.14+ (kubernetes-sigs/karpenter ``pkg/controllers/disruption/consolidation.go``,
+``sortCandidates``) orders candidates by price / (1 + each reschedulable pod's eviction cost, negatives
+counting 0), highest first; nodescale used to take the fewest pods first, then the dearest node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from nodescale.disruption import consolidation as c
+from nodescale.disruption.decisions import Decision
+from nodescale.disruption.nodes import NodeView
+from nodescale.disruption.replacement import Simulation
+from nodescale.model.node import ClusterNode
+from nodescale.model.pod import Pod
+
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+def pod(name: str, deletion_cost: int | None = None, priority: int | None = None) -> Pod:
+    meta: dict = {"name": name, "namespace": "default"}
+    if deletion_cost is not None:
+        meta["annotations"] = {DELETION_COST: str(deletion_cost)}
+    spec: dict = {"containers": [{"name": "c"}]}
+    if priority is not None:
+        spec["priority"] = priority
+    return Pod.from_dict({"metadata": meta, "spec": spec, "status": {"phase": "Running"}})
+
+
+def view(name: str, price: float, pods: Sequence[Pod]) -> NodeView:
+    raw = {"metadata": {"name": name, "labels": {"karpenter.sh/capacity-type": "on-demand"}}}
+    return NodeView.from_node(ClusterNode.from_dict(raw), list(pods), price)
+
+
+def singles_tried(nodes: Sequence[NodeView]) -> list[str]:
+    """The order single-node consolidation tries ``nodes`` in, none of them consolidating."""
+    def sim(taken: Sequence[NodeView]) -> Simulation:
+        return Simulation(unschedulable=[("default/x", "no room")])
+
+    return [r.nodes[0] for r in c.search(nodes, sim).refusals]
+
+
+def test_candidates_are_sorted_by_savings_ratio_descending() -> None:
+    """#31.5. Restates kubernetes-sigs/karpenter pkg/controllers/disruption/balanced_scoring_test.go,
+    It "should sort non-Balanced candidates by savings ratio descending": the same price, one pod each, the
+    pods' eviction costs 9 and 4 (a deletion cost of 8 and 3 times 2^27) and 1: the cheapest pod first."""
+    a = view("a", 4.84, [pod("pa", deletion_cost=8 * 2**27)])  # ratio 4.84 / 10
+    b = view("b", 4.84, [pod("pb")])  # 4.84 / 2
+    cc = view("c", 4.84, [pod("pc", deletion_cost=3 * 2**27)])  # 4.84 / 5
+    assert singles_tried([a, b, cc]) == ["b", "c", "a"]
+
+
+def test_pod_priority_raises_a_nodes_disruption() -> None:
+    """#31.5. Restates kubernetes-sigs/karpenter pkg/controllers/disruption/suite_test.go, Describe
+    "Pod Eviction Cost", It "should have a higher disruptionCost for a pod with a higher priority", through
+    the ratio sort: a node whose one pod has priority
+    4 * 2^25 (cost 5) goes after a node of two ordinary pods (cost 2) at the same price."""
+    urgent = view("a", 1.0, [pod("pa", priority=4 * 2**25)])
+    plain = view("b", 1.0, [pod("pb1"), pod("pb2")])
+    assert singles_tried([urgent, plain]) == ["b", "a"]
+
+
+def test_the_node_with_the_best_savings_ratio_is_consolidated_first() -> None:
+    """#31.5. Restates kubernetes-sigs/karpenter pkg/controllers/disruption/consolidation_test.go, It "should
+    consolidate the node with best savings ratio first", and singlenodeconsolidation_test.go, It "should sort
+    candidates by savings ratio with different disruption costs": a dear node of two pods (1.0/3) goes
+    before a cheap node of one pod (0.1/2), though it has more pods."""
+    dear = view("dear", 1.0, [pod("d1"), pod("d2")])
+    cheap = view("cheap", 0.1, [pod("c1")])
+
+    def sim(taken: Sequence[NodeView]) -> Simulation:
+        return Simulation() if len(taken) == 1 else Simulation(unschedulable=[("default/x", "no room")])
+
+    d = c.search([cheap, dear], sim).decision
+    assert isinstance(d, Decision) and d.nodes == ["dear"]
+
+
+def test_equal_ratios_go_by_node_name() -> None:
+    """#31.5. Karpenter's sort is unstable (Go's sort.Slice), so equal ratios fall in any order there;
+    nodescale breaks the tie by node name so that a run repeats: a (0.75 / 3) before b (0.5 / 2)."""
+    a = view("a", 0.75, [pod("a1"), pod("a2")])
+    b = view("b", 0.5, [pod("b1")])
+    assert c.savings_ratio(a) == c.savings_ratio(b)
+    assert singles_tried([b, a]) == ["a", "b"]
