@@ -150,7 +150,8 @@ def test_launch_joins_the_node_with_the_pools_labels_and_tags(clients):
     assert config["spec"]["cluster"]["name"] == CLUSTER and config["spec"]["cluster"]["cidr"] == "10.100.0.0/16"
     flags = dict(f.split("=", 1) for f in config["spec"]["kubelet"]["flags"])
     assert "karpenter.sh/nodepool=default" in flags["--node-labels"] and "team=platform" in flags["--node-labels"]
-    assert flags["--register-with-taints"] == "example.com/agent-not-ready:NoSchedule"
+    # #30.4: the node registers with the pool's startup taint and karpenter.sh/unregistered.
+    assert flags["--register-with-taints"] == "example.com/agent-not-ready:NoSchedule,karpenter.sh/unregistered:NoExecute"
     assert launcher.drift(inst, POOL, NODE_CLASS) is None
 
 
