@@ -49,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
                              help="simulated seconds per real second (default 1)")
             sub.add_argument("--kubernetes-version", default=DEFAULT_KUBERNETES_VERSION, choices=KUBERNETES_VERSIONS,
                              help=f"cluster version (default {DEFAULT_KUBERNETES_VERSION})")
+            sub.add_argument("--detach-delay", type=_seconds, default=2.0,
+                             help="simulated seconds a CSI volume takes to detach once its pods are gone (default 2)")
             sub.add_argument("--region", default=DEFAULT_REGION,
                              help=f"the account's region (default {DEFAULT_REGION}); ARNs are in its partition "
                              "(aws-cn for cn-*, aws-us-gov for us-gov-*), prices in its currency (CNY for cn-*)")
@@ -72,11 +74,11 @@ def main(argv: list[str] | None = None) -> int:
             for noisy in ("botocore", "boto3", "urllib3"):
                 logging.getLogger(noisy).setLevel(logging.WARNING)
             serve(directory, args.cluster, args.ready_delay, args.speed, args.kubernetes_version, args.exit_with_parent,
-                  region=args.region)
+                  region=args.region, detach_delay=args.detach_delay)
             return 0
         if args.command == "up":
             up(directory, args.cluster, args.ready_delay, args.speed, args.kubernetes_version, region=args.region,
-               say=_say)
+               say=_say, detach_delay=args.detach_delay)
             state = read_state(directory) or {}
             print(f"environment up in {directory} (pid {state.get('pid')}), region {state.get('region')}")
             print(f"  Kubernetes API  {state.get('kube_https_url')}   (the kubeconfigs'; also {state.get('kube_url')})")

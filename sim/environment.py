@@ -87,6 +87,7 @@ def serve(
     kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
     parent_pid: int | None = None,
     region: str = REGION,
+    detach_delay: float = 2.0,
 ) -> None:
     """Run one environment in this process until SIGTERM/SIGINT (or until `parent_pid` exits),
     then stop every part of it. Every part reads its region from the environment variable
@@ -127,7 +128,7 @@ def serve(
                        kube_url=kube.url, stack=stack_resources_for(cluster, REGION))
         (directory / "seed.json").write_text(account.to_json())
 
-        controllers = Controllers(store, clock)
+        controllers = Controllers(store, clock, detach_delay=detach_delay)
         controllers.start()
         parts.append(controllers)
         kubelet = Kubelet(
@@ -331,6 +332,7 @@ def up(
     exit_with_parent: bool = False,
     region: str = DEFAULT_REGION,
     say: Say | None = None,
+    detach_delay: float = 2.0,
 ) -> subprocess.Popen[bytes]:
     """Start the environment in the background and wait until it answers. With `exit_with_parent`
     it also stops when the calling process exits (tests: a killed pytest worker leaves nothing).
@@ -359,7 +361,7 @@ def up(
     command = [
         sys.executable, "-m", "sim", "serve", "--dir", str(directory), "--cluster", cluster,
         "--ready-delay", str(ready_delay), "--speed", str(speed), "--kubernetes-version", kubernetes_version,
-        "--region", region,
+        "--region", region, "--detach-delay", str(detach_delay),
     ]
     if exit_with_parent:
         command += ["--exit-with-parent", str(os.getpid())]
@@ -474,9 +476,11 @@ class Environment:
         speed: float = 1.0,
         kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
         region: str = DEFAULT_REGION,
+        detach_delay: float = 2.0,
     ) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.region = region
+        self.detach_delay = detach_delay
         if directory is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="sim-env-")
             directory = self._tmp.name
@@ -494,7 +498,7 @@ class Environment:
     def start(self) -> Environment:
         self._proc = up(
             self.dir, self.cluster, self.ready_delay, self.speed, self.kubernetes_version, exit_with_parent=True,
-            region=self.region,
+            region=self.region, detach_delay=self.detach_delay,
         )
         self.env = read_env(self.dir)
         self.admin_env = read_env(self.dir, ADMIN_ENV)

@@ -73,6 +73,7 @@ DEMO_NODECLASS = "---\n" + DEMO_NODECLASS_YAML
 def environment_fixture(
     name: str, *, sim_clock: bool = True, prepare: Callable[[Environment], None] | None = None,
     fixture_name: str = "env", speed: float = 1.0, registrar: bool = True,
+    detach_delay: float = 2.0,
 ) -> Any:
     """A module-scoped fixture (called `fixture_name`): a running `Environment` of the module's own.
 
@@ -85,7 +86,8 @@ def environment_fixture(
 
     @pytest.fixture(scope="module", name=fixture_name)
     def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-        environment = Environment(tmp_path_factory.mktemp(f"{name}-sim"), ready_delay=1.0, speed=speed)
+        environment = Environment(tmp_path_factory.mktemp(f"{name}-sim"), ready_delay=1.0, speed=speed,
+                                  detach_delay=detach_delay)
         environment.start()
         patch = pytest.MonkeyPatch()
         try:

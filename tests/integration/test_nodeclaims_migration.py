@@ -113,9 +113,13 @@ def karpenterize(sim: Environment, instance: str, zone: str, node: str, name: st
                                                 {"Key": "nodescale.io/launch"}])
     ec2.create_tags(Resources=[instance], Tags=[{"Key": f"kubernetes.io/cluster/{sim.cluster}", "Value": "owned"},
                                                 {"Key": "karpenter.sh/nodeclaim", "Value": name}])
-    labels = request_json(sim.kube_api_client(), "GET", f"/api/v1/nodes/{node}")["metadata"]["labels"]
-    keep = (wk.NODEPOOL, wk.NODECLASS, "team", wk.INSTANCE_TYPE, wk.ZONE, wk.CAPACITY_TYPE, wk.ARCH, wk.OS)
     api = sim.kube_api_client()
+    current = request_json(api, "GET", f"/api/v1/nodes/{node}")
+    labels = current["metadata"]["labels"]
+    # Karpenter registered it: its karpenter.sh/unregistered taint is gone (#30.4).
+    taints = [t for t in current["spec"].get("taints") or [] if t.get("key") != "karpenter.sh/unregistered"]
+    request_json(api, "PATCH", f"/api/v1/nodes/{node}", content_type=MERGE_PATCH, body={"spec": {"taints": taints}})
+    keep = (wk.NODEPOOL, wk.NODECLASS, "team", wk.INSTANCE_TYPE, wk.ZONE, wk.CAPACITY_TYPE, wk.ARCH, wk.OS)
     request_json(api, "POST", COLLECTION, body={
         "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
         "metadata": {"name": name, "labels": {k: labels[k] for k in keep if k in labels},

@@ -28,7 +28,9 @@ from tests.integration.helpers import EXAMPLES, instance_state, node_of, pods, p
 
 pytestmark = pytest.mark.integration
 
-env = helpers.environment_fixture("termination")
+# Long enough that a loaded machine's wall time cannot detach a volume between two steps of a test.
+DETACH = 60
+env = helpers.environment_fixture("termination", detach_delay=DETACH)
 sim = helpers.emptied_environment_fixture()
 ns = helpers.namespace_fixture()
 
@@ -153,7 +155,7 @@ def test_the_instance_waits_for_volume_attachments_of_drained_pods_only(sim: Env
     assert instance_state(sim, iid) == "running"
     assert TERMINATION_FINALIZER in helpers.node_named(sim, node)["metadata"]["finalizers"]
     assert any("VolumeAttachment" in (t.get("reason") or "") for t in report["terminations"]), report["terminations"]
-    sim.advance(5)
+    sim.advance(DETACH + 1)
     wait_for("db's volume detached", lambda: attached() == {claims["kept"]})
     disrupting.disrupt_once(rt)
     assert instance_state(sim, iid) in ("shutting-down", "terminated")
