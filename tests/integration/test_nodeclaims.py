@@ -344,6 +344,28 @@ def test_the_launched_instance_and_its_volume_carry_karpenters_tags(sim: Environ
         assert {"Key": "eks:eks-cluster-name", "Value": sim.cluster} in volume.get("Tags", [])
 
 
+def test_the_launched_instances_volumes_and_network_interfaces_carry_its_nodeclaim(
+        sim: Environment, rt: Runtime, ns: str) -> None:
+    """#31.5 (EC2 tags): the instance's volumes and network interfaces carry karpenter.sh/nodeclaim as the
+    instance does, tagged through the functions' own IAM policy (sim enforces it). Restates
+    aws/karpenter-provider-aws pkg/providers/launchtemplate/suite_test.go, It "should request that tags be
+    applied to both instances and volumes" and It "should request that tags be applied to both network
+    interfaces and spot instance requests" (Karpenter's tags, karpenter.sh/nodeclaim among them)."""
+    helpers.install_karpenter_crds(sim)
+    pending_pod(sim, ns)
+
+    [launch] = provisioning.provision_once(rt).launches
+    [claim] = nodeclaims(sim)
+    wanted = {"Key": "karpenter.sh/nodeclaim", "Value": claim["metadata"]["name"]}
+    ec2 = sim.boto3_client("ec2")
+    attached = [{"Name": "attachment.instance-id", "Values": [launch.instance_id]}]
+    volumes = ec2.describe_volumes(Filters=attached)["Volumes"]
+    interfaces = ec2.describe_network_interfaces(Filters=attached)["NetworkInterfaces"]
+    assert volumes and interfaces
+    assert [v["VolumeId"] for v in volumes if wanted not in v.get("Tags", [])] == []
+    assert [n["NetworkInterfaceId"] for n in interfaces if wanted not in n.get("TagSet", [])] == []
+
+
 def test_the_launched_nodes_user_data_admits_the_pods_the_plan_counted(sim: Environment, rt: Runtime, ns: str) -> None:
     """#31.5: aws/karpenter-provider-aws pkg/providers/launchtemplate/suite_test.go (ENI-based pod density:
     max-pods written per instance type): the kubelet's maxPods in the launched node's NodeConfig is the pods
