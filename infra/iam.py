@@ -22,8 +22,9 @@ from constructs import Construct
 from infra.functions import CLEANUP, DISRUPTION, INTERRUPTION, PROVISIONER
 
 OWNER_TAG = "nodescale.io/cluster"
-# The one tag a function adds to an instance after launching it (aws/instances.tag_nodeclaim).
+# The one tag a function adds to an instance, its volumes and interfaces after launching it (aws/instances.tag_nodeclaim).
 NODECLAIM_TAG = "karpenter.sh/nodeclaim"
+NODECLAIM_TAGGED_TYPES = ("instance", "volume", "network-interface")
 
 # Capabilities: what a function does, each backed by the calls named beside it.
 READ_WORLD = "read-world"  # world.read_world: NodePool parameters, this cluster's instances, the catalog
@@ -275,12 +276,13 @@ def launch_statements(scope: Construct, cluster: str, node_role_arns: Sequence[s
                 }
             },
         ),
-        # usecases/provision/nodeclaims.launched: the NodeClaim's name on the instance it launched, as
-        # Karpenter tags it. Only that key, only on this cluster's instances: no ownership tag can change.
+        # usecases/provision/nodeclaims.launched: the NodeClaim's name on the instance it launched and on
+        # that instance's volumes and network interfaces, as Karpenter tags them. Only that key, only on
+        # this cluster's resources (the launch tagged them): no ownership tag can change.
         iam.PolicyStatement(
             sid="TagOwnInstancesWithTheirNodeClaim",
             actions=["ec2:CreateTags"],
-            resources=[ec2_arn(scope, "instance")],
+            resources=[ec2_arn(scope, t) for t in NODECLAIM_TAGGED_TYPES],
             conditions={
                 "StringEquals": {f"aws:ResourceTag/{OWNER_TAG}": cluster},
                 "ForAllValues:StringEquals": {"aws:TagKeys": [NODECLAIM_TAG]},

@@ -308,7 +308,7 @@ class Enforcer:
 
     def _ec2_TerminateInstances(self, params: Mapping[str, Any]) -> list[Request]:  # noqa: N802
         ids = [v for k, v in params.items() if k.startswith("InstanceId.")]
-        tags = self._instance_tags(ids)
+        tags = self._resource_tags_of(ids)
         return [Request("ec2:TerminateInstances", _ec2_arn("instance", i), _resource_tags(tags.get(i, {}))) for i in ids]
 
     def _ec2_DeleteLaunchTemplate(self, params: Mapping[str, Any]) -> list[Request]:  # noqa: N802
@@ -320,10 +320,11 @@ class Enforcer:
                         _resource_tags(template["tags"]))]
 
     def _ec2_CreateTags(self, params: Mapping[str, Any]) -> list[Request]:  # noqa: N802
-        # Tags added after creation: each resource with its current tags and the tags asked for.
+        # Tags added after creation: each resource (instance, volume, interface...) with its current tags and
+        # the tags asked for, as AWS authorizes aws:ResourceTag on each resource a CreateTags call names.
         ids = [v for k, v in params.items() if k.startswith("ResourceId.")]
         tags = {t["Key"]: t.get("Value", "") for t in _indexed(params, "Tag") if "Key" in t}
-        current = self._instance_tags([i for i in ids if i.startswith("i-")])
+        current = self._resource_tags_of(ids)
         return [Request("ec2:CreateTags", _ec2_arn(_ec2_type(i), i),
                         {**_resource_tags(current.get(i, {})), **_request_tags(tags)}) for i in ids]
 
@@ -344,7 +345,7 @@ class Enforcer:
     def _iam(self) -> Any:
         return self._client("iam")
 
-    def _instance_tags(self, ids: list[str]) -> dict[str, dict[str, str]]:
+    def _resource_tags_of(self, ids: list[str]) -> dict[str, dict[str, str]]:
         if not ids:
             return {}
         out: dict[str, dict[str, str]] = {}

@@ -23,7 +23,7 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
-from sim.aws import capacity_reservations, eventbridge, instance_types, moto_speedups
+from sim.aws import capacity_reservations, eventbridge, instance_types, launch_template_tags, moto_speedups
 from sim.aws.amis import catalog, public_parameters
 from sim.aws.constants import REGION
 
@@ -269,6 +269,7 @@ def main() -> None:
     moto_speedups.install()
     capacity_reservations.install()
     eventbridge.install()
+    launch_template_tags.install()
 
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,

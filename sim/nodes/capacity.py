@@ -62,19 +62,34 @@ def gpu_count(instance_type: dict[str, Any]) -> int:
     return sum(int(g.get("Count") or 0) for g in gpus if str(g.get("Manufacturer", "")).upper() == "NVIDIA")
 
 
+def nvme_instance_store_bytes(instance_type: dict[str, Any]) -> int | None:
+    """The size of the type's NVMe instance store (decimal GB, as EC2 reports it); None without one. The
+    AMIs' RAID0 set-up (AL2 --local-disks raid0, nodeadm localStorage, Bottlerocket ephemeral-storage init)
+    assembles NVMe disks only."""
+    storage = instance_type.get("InstanceStorageInfo") or {}
+    if storage.get("NvmeSupport") in (None, "unsupported"):
+        return None
+    total = int(storage.get("TotalSizeInGB") or 0)
+    return total * 10**9 if total else None
+
+
 def node_resources(
     instance_type: dict[str, Any],
     max_pods: int | None = None,
     root_volume_gib: int | None = None,
     windows: bool = False,
     branch_interfaces: int = 0,
+    instance_store_raid0: bool = False,
 ) -> Resources:
     """Capacity and allocatable of a node of this instance type (a describe_instance_types entry);
-    ``branch_interfaces``: the type's entry in the VPC resource controller's limits table (0: cannot trunk)."""
+    ``branch_interfaces``: the type's entry in the VPC resource controller's limits table (0: cannot trunk);
+    ``instance_store_raid0``: the bootstrap put the kubelet's storage on the NVMe instance store, whose size
+    is then the node's ephemeral storage (the root volume's otherwise)."""
     vcpus = int((instance_type.get("VCpuInfo") or {}).get("DefaultVCpus") or 1)
     memory_mib = int((instance_type.get("MemoryInfo") or {}).get("SizeInMiB") or 0)
     pods = max_pods if max_pods is not None else eni_max_pods(instance_type, windows)
-    storage_bytes = (root_volume_gib or DEFAULT_ROOT_VOLUME_GIB) * GIB
+    local = nvme_instance_store_bytes(instance_type) if instance_store_raid0 else None
+    storage_bytes = local or (root_volume_gib or DEFAULT_ROOT_VOLUME_GIB) * GIB
     gpus = gpu_count(instance_type)
 
     capacity = {

@@ -278,6 +278,7 @@ class Kubelet:
             self._root_volume_gib(instance, image),
             windows,
             branch_interfaces(instance["InstanceType"]),
+            boot.instance_store_raid0,
         )
 
         name = instance.get("PrivateDnsName") or f"ip-{instance.get('PrivateIpAddress', '').replace('.', '-')}.ec2.internal"

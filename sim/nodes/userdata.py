@@ -44,6 +44,7 @@ class Bootstrap:
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[dict[str, str]] = field(default_factory=list)
     max_pods: int | None = None
+    instance_store_raid0: bool = False  # the kubelet's storage moved onto the instance store's RAID0 array
 
 
 def decode(raw: str | bytes | None) -> str:
@@ -122,6 +123,7 @@ def parse_al2(text: str) -> Bootstrap:
         if not positional:
             raise UserDataError("bootstrap.sh is called without the cluster name (its first argument)")
         boot = Bootstrap(cluster=positional[0], family="AL2")
+        boot.instance_store_raid0 = _flag_value(args, "--local-disks") == "raid0"
         extra = _flag_value(args, "--kubelet-extra-args")
         if extra:
             _apply_kubelet_flags(boot, _split(extra, "--kubelet-extra-args"))
@@ -251,6 +253,9 @@ def parse_nodeconfigs(documents: list[str]) -> Bootstrap:
             name = ((spec.get("cluster") or {}).get("name")) or ""
             if name:
                 boot.cluster = str(name)
+            local = ((spec.get("instance") or {}).get("localStorage") or {}).get("strategy")
+            if local is not None:  # a later NodeConfig's strategy replaces an earlier one's
+                boot.instance_store_raid0 = local == "RAID0"
             kubelet = spec.get("kubelet") or {}
             flags = kubelet.get("flags") or []
             if not isinstance(flags, list):
@@ -300,7 +305,23 @@ def parse_bottlerocket(text: str) -> Bootstrap:
             boot.taints.append(_taint(str(key), value, effect, f"{key}={item}"))
     if "max-pods" in kube:
         boot.max_pods = _max_pods(kube["max-pods"], "Bottlerocket settings.kubernetes.max-pods")
+    boot.instance_store_raid0 = _binds_kubelet_to_ephemeral_storage((settings.get("settings") or {}).get("bootstrap-commands"))
     return boot
+
+
+_KUBELET_DIR = "/var/lib/kubelet"
+
+
+def _binds_kubelet_to_ephemeral_storage(commands: Any) -> bool:
+    """Whether a bootstrap command assembles the instance store (``apiclient ephemeral-storage init``) and binds
+    the kubelet's directory onto it (``bind`` with no ``--dirs``: the defaults include it, v1.46.0 and later)."""
+    if not isinstance(commands, dict):
+        return False
+    steps = [step for entry in commands.values() if isinstance(entry, dict)
+             for step in entry.get("commands") or [] if isinstance(step, list)]
+    init = any(step[:3] == ["apiclient", "ephemeral-storage", "init"] for step in steps)
+    binds = [step[3:] for step in steps if step[:3] == ["apiclient", "ephemeral-storage", "bind"]]
+    return init and any("--dirs" not in rest or _KUBELET_DIR in rest for rest in binds)
 
 
 def parse_windows(text: str) -> Bootstrap:

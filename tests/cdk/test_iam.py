@@ -223,14 +223,14 @@ def test_only_the_provisioner_tags_karpenter_instances_and_only_with_the_ownersh
 @pytest.mark.parametrize("name", LAUNCHING)
 def test_tagging_an_existing_instance_adds_only_its_nodeclaim_on_this_clusters_instances(
         default: Synth, name: str) -> None:
-    """#31.5: the NodeClaim's name is tagged on the instance after the launch (Karpenter's
-    karpenter.sh/nodeclaim tag); the only CreateTags outside a creating call is this one key, on an
-    instance that already carries this cluster's ownership tag, so no ownership tag can be changed."""
+    """#31.5: the NodeClaim's name is tagged on the instance, its volumes and network interfaces after the
+    launch (Karpenter's karpenter.sh/nodeclaim tag); the only CreateTags outside a creating call is this one
+    key, on resources that already carry this cluster's ownership tag, so no ownership tag can be changed."""
     later = [s for s in granting(statements(default, name), "ec2:CreateTags")
              if "ec2:CreateAction" not in s["Condition"].get("StringEquals", {})
              and s.get("Sid") != "AdoptKarpenterInstances"]  # #30.6's adoption grant, tested on its own
     (statement,) = later
-    assert _resource_types(statement) == {"instance"}
+    assert _resource_types(statement) == {"instance", "volume", "network-interface"}
     assert statement["Condition"]["StringEquals"] == {f"aws:ResourceTag/{OWNER}": "demo-cluster"}
     assert statement["Condition"]["ForAllValues:StringEquals"] == {"aws:TagKeys": ["karpenter.sh/nodeclaim"]}
 

@@ -344,6 +344,56 @@ def test_the_launched_instance_and_its_volume_carry_karpenters_tags(sim: Environ
         assert {"Key": "eks:eks-cluster-name", "Value": sim.cluster} in volume.get("Tags", [])
 
 
+def test_the_launched_instances_volumes_and_network_interfaces_carry_its_nodeclaim(
+        sim: Environment, rt: Runtime, ns: str) -> None:
+    """#31.5 (EC2 tags): the instance's volumes and network interfaces carry karpenter.sh/nodeclaim as the
+    instance does, tagged through the functions' own IAM policy (sim enforces it). Restates
+    aws/karpenter-provider-aws pkg/providers/launchtemplate/suite_test.go, It "should request that tags be
+    applied to both instances and volumes" and It "should request that tags be applied to both network
+    interfaces and spot instance requests" (Karpenter's tags, karpenter.sh/nodeclaim among them)."""
+    helpers.install_karpenter_crds(sim)
+    pending_pod(sim, ns)
+
+    [launch] = provisioning.provision_once(rt).launches
+    [claim] = nodeclaims(sim)
+    wanted = {"Key": "karpenter.sh/nodeclaim", "Value": claim["metadata"]["name"]}
+    ec2 = sim.boto3_client("ec2")
+    attached = [{"Name": "attachment.instance-id", "Values": [launch.instance_id]}]
+    volumes = ec2.describe_volumes(Filters=attached)["Volumes"]
+    interfaces = ec2.describe_network_interfaces(Filters=attached)["NetworkInterfaces"]
+    assert volumes and interfaces
+    assert [v["VolumeId"] for v in volumes if wanted not in v.get("Tags", [])] == []
+    assert [n["NetworkInterfaceId"] for n in interfaces if wanted not in n.get("TagSet", [])] == []
+
+
+def test_a_raid0_node_registers_its_instance_store_and_runs_the_pod_that_needs_it(
+        sim: Environment, rt: Runtime, ns: str) -> None:
+    """#31.5 (instance store): under ``instanceStorePolicy: RAID0`` an m5d.large (75 GB NVMe instance store,
+    20Gi root volume) is launched for a pod asking 50G of ephemeral storage, its node registers with the
+    instance store's size as the AMI's RAID0 set-up gives it, and the pod runs there. Restates
+    aws/karpenter-provider-aws pkg/providers/instancetype/suite_test.go, It "should launch instances w/
+    instance storage for ephemeral storage resource requests when disks are mounted for ephemeral-storage"."""
+    text = (EXAMPLES / V1).read_text().replace("  tags:\n    team: platform", "  instanceStorePolicy: RAID0\n  tags:\n    team: platform")
+    text = text.replace("      requirements:\n", "      requirements:\n        - key: node.kubernetes.io/instance-type\n"
+                        "          operator: In\n          values: [\"m5d.large\"]\n", 1)
+    assert "RAID0" in text and "m5d.large" in text
+    put_pool(sim, text, "default")
+    request_json(sim.kube_api_client(), "POST", f"/api/v1/namespaces/{ns}/pods", body={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "scratch", "namespace": ns},
+        "spec": {"containers": [{"name": "c", "image": "pause",
+                                 "resources": {"requests": {"cpu": "100m", "ephemeral-storage": "50G"}}}]}})
+    wait_for("the pod unschedulable", lambda: any(
+        c.get("reason") == "Unschedulable"
+        for p in helpers.pods(sim, ns) for c in (p.get("status") or {}).get("conditions") or []))
+
+    [launch] = provisioning.provision_once(rt).launches
+    assert launch.instance_type == "m5d.large"
+    node = node_of(sim, launch.instance_id)
+    assert node["status"]["capacity"]["ephemeral-storage"] == f"{75 * 10**9 // 1024}Ki"
+    wait_for("the pod bound to the node", lambda: [
+        p for p in helpers.pods(sim, ns) if (p.get("spec") or {}).get("nodeName") == node["metadata"]["name"]])
+
+
 def test_the_launched_nodes_user_data_admits_the_pods_the_plan_counted(sim: Environment, rt: Runtime, ns: str) -> None:
     """#31.5: aws/karpenter-provider-aws pkg/providers/launchtemplate/suite_test.go (ENI-based pod density:
     max-pods written per instance type): the kubelet's maxPods in the launched node's NodeConfig is the pods

@@ -6,6 +6,10 @@ import base64
 
 import pytest
 
+from nodescale.aws import userdata as nodescale_userdata
+from nodescale.aws.cluster import ClusterInfo
+from nodescale.model.nodepool import NodeClass, NodePool, SelectorTerm
+from nodescale.model.requirements import Requirements
 from sim.nodes.userdata import UserDataError, decode, parse
 
 AL2_SCRIPT = """#!/bin/bash
@@ -162,3 +166,35 @@ def test_user_data_that_cannot_bootstrap_says_why(user_data: str, reason: str) -
 def test_undecodable_user_data_is_rejected(raw: str | None, reason: str) -> None:
     with pytest.raises(UserDataError, match=reason):
         decode(raw)
+
+
+def _rendered(family: str, policy: str | None, alias: str = "") -> str:
+    """nodescale's own user data for ``family``, as a launch template carries it."""
+    terms = (SelectorTerm(alias=alias),) if alias else ()
+    node_class = NodeClass("nvme", family, instance_store_policy=policy, ami_selector_terms=terms)
+    node = nodescale_userdata.bootstrap_for(NodePool("default", Requirements([]), "nvme"), node_class)
+    cluster = ClusterInfo("demo-cluster", "1.31", "https://ABC.gr7.us-east-1.eks.amazonaws.com", "Q0E=", "10.100.0.0/16")
+    return nodescale_userdata.render(family, cluster, node)
+
+
+@pytest.mark.parametrize(("family", "alias"), [("AL2", ""), ("AL2023", ""), ("Bottlerocket", ""),
+                                               ("Bottlerocket", "bottlerocket@latest")])
+def test_the_kubelet_sees_the_instance_store_raid0_set_up_of_every_family(family: str, alias: str) -> None:
+    """#31.5 (instance store): AL2's ``--local-disks raid0``, nodeadm's ``localStorage: RAID0`` and
+    Bottlerocket's ``ephemeral-storage init`` + ``bind`` (default or named directories, /var/lib/kubelet among
+    them) move the kubelet's storage onto the instance store; without the policy it stays on the root volume.
+    Restates aws/karpenter-provider-aws pkg/providers/launchtemplate/suite_test.go, It "should specify RAID0
+    bootstrap-command when instance-store policy is set on Bottlerocket", from the node's side."""
+    assert parse(_rendered(family, "RAID0", alias)).instance_store_raid0
+    assert not parse(_rendered(family, None, alias)).instance_store_raid0
+
+
+def test_a_bottlerocket_bind_that_leaves_the_kubelet_out_keeps_the_root_volume() -> None:
+    """#31.5 (instance store): binding other directories only, or never initialising the array, leaves the
+    kubelet's /var/lib/kubelet on the data volume."""
+    base = '[settings.kubernetes]\ncluster-name = "demo-cluster"\n'
+    init = '["apiclient", "ephemeral-storage", "init"]'
+    for commands in (f'[{init}, ["apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/containerd"]]',
+                     '[["apiclient", "ephemeral-storage", "bind"]]'):
+        text = base + f'[settings.bootstrap-commands.mount]\ncommands = {commands}\nmode = "always"\n'
+        assert not parse(text).instance_store_raid0

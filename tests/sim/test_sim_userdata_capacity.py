@@ -48,3 +48,24 @@ def test_gpus_and_cpu_reservation_on_a_large_instance() -> None:
 
 def test_windows_nodes_use_only_the_primary_eni() -> None:
     assert node_resources(M5_LARGE, windows=True).max_pods == 9
+
+
+M5D_LARGE = {**M5_LARGE, "InstanceType": "m5d.large", "InstanceStorageInfo": {
+    "TotalSizeInGB": 75, "Disks": [{"Count": 1, "SizeInGB": 75, "Type": "ssd"}], "NvmeSupport": "required"}}
+C3_LARGE = {**M5_LARGE, "InstanceType": "c3.large", "InstanceStorageInfo": {
+    "TotalSizeInGB": 32, "Disks": [{"Count": 2, "SizeInGB": 16, "Type": "ssd"}], "NvmeSupport": "unsupported"}}
+
+
+def test_a_raid0_node_reports_its_nvme_instance_store_as_ephemeral_storage() -> None:
+    """#31.5 (instance store): with the instance store assembled as RAID0 by the bootstrap, a node's
+    ephemeral storage is its NVMe instance store's size (decimal GB, as nodescale's planner counts it in
+    model/nodecapacity.instance_store_bytes), as on the EKS AMIs; Karpenter's counterpart is
+    aws/karpenter-provider-aws pkg/providers/instancetype/suite_test.go, It "should launch instances w/
+    instance storage for ephemeral storage resource requests when disks are mounted for ephemeral-storage".
+    Without RAID0, or on a type whose disks are not NVMe, the root volume stays the node's storage."""
+    res = node_resources(M5D_LARGE, root_volume_gib=20, instance_store_raid0=True)
+    assert res.capacity["ephemeral-storage"] == f"{75 * 10**9 // 1024}Ki"
+    assert int(res.allocatable["ephemeral-storage"]) == 75 * 10**9 - 1024**3 - 75 * 10**9 // 10
+    for itype, raid0 in ((M5D_LARGE, False), (C3_LARGE, True), (M5_LARGE, True)):
+        root = node_resources(itype, root_volume_gib=20, instance_store_raid0=raid0)
+        assert root.capacity["ephemeral-storage"] == f"{20 * 1024 * 1024}Ki"

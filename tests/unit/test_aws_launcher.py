@@ -7,6 +7,7 @@ import base64
 import dataclasses
 import email
 import json
+import tomllib
 from datetime import UTC, datetime
 
 import boto3
@@ -50,13 +51,13 @@ def put_public_parameter(name: str, value: str) -> None:
     dict.__setitem__(backend._parameters, name, [param])
 
 
-def add_image(image_id: str, arch: str) -> None:
+def add_image(image_id: str, arch: str, name: str = "") -> None:
     from moto.ec2.models import ec2_backends
     from moto.ec2.models.amis import Ami
 
     backend = ec2_backends[DEFAULT_ACCOUNT_ID][REGION]
     backend.amis[image_id] = Ami(
-        backend, image_id, name=image_id, architecture=arch, creation_date=datetime(2024, 11, 9, tzinfo=UTC)
+        backend, image_id, name=name or image_id, architecture=arch, creation_date=datetime(2024, 11, 9, tzinfo=UTC)
     )
 
 
@@ -277,3 +278,26 @@ def test_each_max_pods_gets_its_template_and_is_not_drift(clients):
     assert yaml.safe_load(part.get_payload())["spec"]["kubelet"]["config"]["maxPods"] == 11
     (inst,) = [i for i in instances.list_instances(clients.ec2, CLUSTER) if i.instance_id == launched.instance_id]
     assert launcher.drift(inst, POOL, NODE_CLASS) is None
+
+
+def test_a_bottlerocket_image_selected_by_id_binds_by_the_release_in_its_name(clients):
+    """#31.5 (Bottlerocket version). Restates aws/karpenter-provider-aws pkg/providers/amifamily/
+    bottlerocket_test.go, Describe "resolveAMIVersion", It "should resolve version from ID with resolved AMI":
+    with no alias, the launch template of an image named for v1.46.0 binds the instance store's default
+    directories; an image whose name carries no release keeps them named (the version is unknown)."""
+    names = {"ami-0b0c0d0e0f0a00146": "bottlerocket-aws-k8s-1.31-x86_64-v1.46.0-431fe75a",
+             "ami-0b0c0d0e0f0a00999": "my-bottlerocket-build"}
+    for image_id, name in names.items():
+        add_image(image_id, "x86_64", name)
+    binds = {}
+    for image_id in names:
+        node_class = dataclasses.replace(NODE_CLASS, name=f"br-{image_id}", ami_family="Bottlerocket",
+                                         instance_store_policy="RAID0", ami_selector_terms=(SelectorTerm(id=image_id),))
+        (planned,) = Launcher(clients, CLUSTER).templates(POOL, node_class, TYPES[:1])
+        settings = tomllib.loads(planned.spec.user_data)["settings"]
+        binds[image_id] = settings["bootstrap-commands"]["000-mount-instance-storage"]["commands"][1]
+    assert binds == {
+        "ami-0b0c0d0e0f0a00146": ["apiclient", "ephemeral-storage", "bind"],
+        "ami-0b0c0d0e0f0a00999": ["apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/containerd",
+                                  "/var/lib/kubelet", "/var/log/pods"],
+    }

@@ -289,6 +289,31 @@ def test_raid0_on_an_older_or_unknown_bottlerocket_names_the_directories():
     assert newer["commands"][1] == ["apiclient", "ephemeral-storage", "bind"]
 
 
+def test_the_bottlerocket_version_comes_from_the_images_name_without_an_alias():
+    """#31.5 (Bottlerocket version). Restates aws/karpenter-provider-aws pkg/providers/amifamily/
+    bottlerocket_test.go, Describe "resolveAMIVersion", It "should resolve version from name", "should resolve
+    version from ID with resolved AMI", "should resolve version from resolved AMI fallback", "should return
+    empty when no version found" and "should resolve version from alias": an alias wins, else the release in
+    the image's name, else unknown (the directories named)."""
+    by_id = userdata.bootstrap_for(POOL, NodeClass("nvme", "Bottlerocket", instance_store_policy="RAID0",
+                                                   ami_selector_terms=(SelectorTerm(id="ami-12345"),)))
+
+    def bind(node: userdata.NodeBootstrap) -> list[str]:
+        settings = tomllib.loads(userdata.render("Bottlerocket", CLUSTER, node))["settings"]
+        return settings["bootstrap-commands"]["000-mount-instance-storage"]["commands"][1]
+
+    named = ["apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/containerd", "/var/lib/kubelet",
+             "/var/log/pods"]
+    assert bind(userdata.for_image(by_id, "bottlerocket-aws-k8s-1.33-x86_64-v1.46.0-431fe75a")) == named[:3]
+    assert bind(userdata.for_image(by_id, "bottlerocket-aws-k8s-1.30-arm64-v2.0.1-def456")) == named[:3]
+    assert bind(userdata.for_image(by_id, "bottlerocket-aws-k8s-1.33-x86_64-v1.45.2-431fe75a")) == named
+    for unparsable in ("some-other-ami", "bottlerocket-aws-k8s-1.33-x86_64-v1.46-beta", ""):
+        assert bind(userdata.for_image(by_id, unparsable)) == named
+    old_alias = userdata.bootstrap_for(POOL, NodeClass("nvme", "Bottlerocket", instance_store_policy="RAID0",
+                                                       ami_selector_terms=(SelectorTerm(alias="bottlerocket@v1.45.0"),)))
+    assert bind(userdata.for_image(old_alias, "bottlerocket-aws-k8s-1.33-x86_64-v1.46.0-431fe75a")) == named
+
+
 def test_raid0_on_bottlerocket_keeps_the_users_bootstrap_commands():
     """#31.5. Restates aws/karpenter-provider-aws pkg/providers/launchtemplate/suite_test.go, It "should merge
     bootstrap-commands when instance-store policy is set on Bottlerocket"."""

@@ -185,7 +185,23 @@ def impaired_instances(ec2: Any) -> set[str]:
 
 
 def tag_nodeclaim(ec2: Any, instance_id: str, nodeclaim: str) -> None:
-    """Tag a launched instance with its NodeClaim's name, as Karpenter does. After the launch, not in
-    the Fleet request: one request launches several claims' instances, and its ClientToken must not change
-    when a retried launch made new NodeClaims. The IAM policy allows only this key on owned instances."""
-    ec2.create_tags(Resources=[instance_id], Tags=[{"Key": tagging.NODECLAIM, "Value": nodeclaim}])
+    """Tag a launched instance, its volumes and its network interfaces with its NodeClaim's name, as
+    Karpenter does. After the launch, not in the Fleet request: one request launches several claims'
+    instances, and its ClientToken must not change when a retried launch made new NodeClaims. The IAM
+    policy allows only this key on this cluster's instances, volumes and network interfaces."""
+    ids = [instance_id, *attached_resources(ec2, instance_id)]
+    ec2.create_tags(Resources=ids, Tags=[{"Key": tagging.NODECLAIM, "Value": nodeclaim}])
+
+
+def attached_resources(ec2: Any, instance_id: str) -> list[str]:
+    """The EBS volumes and network interfaces DescribeInstances lists on the instance (none while EC2
+    does not list the instance yet: its tag still goes on)."""
+    # A filter rather than InstanceIds: an instance EC2 does not list yet answers nothing, not an error.
+    pages = ec2.get_paginator("describe_instances").paginate(Filters=[{"Name": "instance-id", "Values": [instance_id]}])
+    out: list[str] = []
+    for page in pages:
+        for reservation in page.get("Reservations") or []:
+            for raw in reservation.get("Instances") or []:
+                out += [m["Ebs"]["VolumeId"] for m in raw.get("BlockDeviceMappings") or [] if (m.get("Ebs") or {}).get("VolumeId")]
+                out += [n["NetworkInterfaceId"] for n in raw.get("NetworkInterfaces") or [] if n.get("NetworkInterfaceId")]
+    return out

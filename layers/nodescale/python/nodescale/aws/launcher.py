@@ -141,11 +141,13 @@ class Launcher:
         where = f"{node_class.source or 'node class ' + node_class.name}: userData"
         node = userdata.bootstrap_for(nodepool, node_class)
 
-        def render(max_pods: int | None = None) -> str:
-            bootstrap = userdata.with_max_pods(node, max_pods)
-            return userdata.render(res.family, self.cluster, bootstrap, node_class.user_data, where)
+        def render(bootstrap: userdata.NodeBootstrap, max_pods: int | None = None) -> str:
+            return userdata.render(
+                res.family, self.cluster, userdata.with_max_pods(bootstrap, max_pods), node_class.user_data, where
+            )
 
-        data = render()
+        # The hashed user data leaves out what the image's name adds: the image is compared on its own.
+        data = render(node)
         common = dict(
             cluster=self.cluster_name,
             hashed_user_data=data,
@@ -171,17 +173,14 @@ class Launcher:
                 )
         # One template per image and max-pods, as Karpenter makes one per distinct max-pods: a node's kubelet
         # then admits the pods the planner counted on (bounded by the distinct pod counts of the types).
-        return [
-            PlannedTemplate(
-                launchtemplates.LaunchTemplateSpec(
-                    image_id=a.image_id, user_data=data if pods is None else render(pods), **common  # type: ignore[arg-type]
-                ),
-                a,
-                members,
-            )
-            for a, ts in groups.items()
-            for pods, members in userdata.max_pods_groups(node, res.family, ts)
-        ]
+        planned: list[PlannedTemplate] = []
+        for a, ts in groups.items():
+            image_node = userdata.for_image(node, a.name)
+            for pods, members in userdata.max_pods_groups(image_node, res.family, ts):
+                text = data if pods is None and image_node == node else render(image_node, pods)
+                spec = launchtemplates.LaunchTemplateSpec(image_id=a.image_id, user_data=text, **common)  # type: ignore[arg-type]
+                planned.append(PlannedTemplate(spec, a, members))
+        return planned
 
     def current_config_hashes(self, nodepool: NodePool, node_class: NodeClass) -> set[str]:
         """The settings hashes (everything but the image) instances of this pool should carry."""

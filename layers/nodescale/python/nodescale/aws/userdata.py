@@ -46,7 +46,8 @@ class NodeBootstrap:
     taints: tuple[Taint, ...] = ()
     kubelet: KubeletSettings | None = None
     instance_store_policy: str | None = None  # "RAID0": local NVMe disks become ephemeral storage
-    ami_version: str = ""  # the version of the node class's AMI alias ("latest", "v1.46.0"), "" without one
+    # The AMI's version ("latest", "v1.46.0"): the alias's, else the image name's (for_image), "" unknown.
+    ami_version: str = ""
 
 
 # --- what goes on the node -------------------------------------------------------------------
@@ -113,6 +114,25 @@ def _alias_version(node_class: NodeClass) -> str:
     if alias is None:
         return ""
     return alias.partition("@")[2].strip() or "latest"
+
+
+# A Bottlerocket image's name carries its release as one dash-separated part: bottlerocket-aws-k8s-1.33-x86_64-v1.46.0-431fe75a.
+_IMAGE_RELEASE = re.compile(r"v\d+\.\d+\.\d+")
+
+
+def image_version(image_name: str) -> str:
+    """The Bottlerocket release in an image's name (``v1.46.0``), "" when no part of it is one."""
+    return next((part for part in image_name.split("-") if _IMAGE_RELEASE.fullmatch(part)), "")
+
+
+def for_image(node: NodeBootstrap, image_name: str) -> NodeBootstrap:
+    """``node`` as launched with the image named ``image_name``: without an alias version, the release the
+    image's name carries (Karpenter reads it from the name too); a name without one leaves it unknown,
+    so the instance-store bind names its directories, which every release accepts."""
+    if node.ami_version:
+        return node
+    version = image_version(image_name)
+    return replace(node, ami_version=version) if version else node
 
 
 def max_pods_groups(
@@ -418,7 +438,7 @@ _LEGACY_BIND_DIRS = ("/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods")
 def _mount_instance_storage(ami_version: str) -> dict:
     """The bootstrap command that assembles the instance store disks (RAID0) and binds the node's storage
     directories onto them, as the provider's Bottlerocket user data does: the bare ``bind`` when the AMI
-    alias is ``latest`` or v1.46.0 and later, the directories named otherwise (no alias: version unknown)."""
+    is ``latest`` or v1.46.0 and later, the directories named otherwise (version unknown included)."""
     bind = ["apiclient", "ephemeral-storage", "bind"]
     if not _supports_default_bind(ami_version):
         bind += ["--dirs", *_LEGACY_BIND_DIRS]
