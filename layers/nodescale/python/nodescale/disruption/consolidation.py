@@ -4,8 +4,8 @@ The search is pure: it is handed a ``simulate(nodes)`` function (the use-case ru
 with those nodes gone) and decides from its answers. Multi-node consolidation comes first: the
 candidates, best savings per unit of disruption first (``savings_first``), are tried as ever longer prefixes by binary search, and the
 longest prefix that consolidates wins. Failing that, the repacking pass (``repacking``: the most
-wasteful nodes onto fewer, cheaper ones); then single nodes are tried one by one until one
-consolidates or the time allowed runs out.
+wasteful nodes onto fewer, cheaper ones); then single nodes are tried one by one, the NodePools taking
+turns (``interleave_pools``), until one consolidates or the time allowed runs out.
 """
 
 from __future__ import annotations
@@ -43,6 +43,20 @@ def savings_first(node: NodeView) -> tuple[float, str]:
     """Karpenter's consolidation order (``sortCandidates``): the highest savings ratio first. Its sort is
     unstable, so equal ratios fall in any order there; here they go by node name, so runs repeat."""
     return (-savings_ratio(node), node.name)
+
+
+def interleave_pools(ordered: Sequence[NodeView]) -> list[NodeView]:
+    """Karpenter's single-node order (``SortCandidates``): ``ordered`` (already in consolidation's order) dealt
+    out one NodePool at a time, each pool's next best node in turn, so that a pool with many candidates does
+    not keep the others' from being tried before the time runs out. Karpenter takes the pools in Go's map
+    order (random); here a pool's turn comes by its best node, so the first node tried is still the best."""
+    queues: dict[str, list[NodeView]] = {}
+    for node in ordered:
+        queues.setdefault(node.nodepool, []).append(node)
+    dealt: list[NodeView] = []
+    for i in range(max((len(q) for q in queues.values()), default=0)):
+        dealt.extend(q[i] for q in queues.values() if i < len(q))
+    return dealt
 
 
 def evaluate(nodes: Sequence[NodeView], sim: Simulation, spot_to_spot: bool = False) -> Decision | Refusal:
@@ -127,7 +141,8 @@ def search(
     """The best consolidation among ``candidates`` (already filtered by guards and budgets); ``judge`` may
     refuse a move that would consolidate (the Balanced policy's score); ``repack`` tries the repacking
     pass (``disruption.repacking``) when Karpenter's multi-node consolidation finds nothing. ``cap`` keeps,
-    in the order given, the nodes one decision may take (the budgets); each pass applies it to its own order.
+    in the order given, the nodes one decision may take (the budgets); each multi-node pass applies it to its
+    own order (a single-node move takes one node, which any pool offered has room for, as in Karpenter).
     ``spot_to_spot`` is Karpenter's SpotToSpotConsolidation gate: without it spot nodes are never replaced by spot."""
     cap = cap or list
     ordered = cap(sorted(candidates, key=savings_first))
@@ -155,7 +170,8 @@ def search(
     if best is not None:
         result.decision = best
         return result
-    for node in ordered:
+    # Single-node: every candidate may go alone (each pool offered has room for one), pools interleaved.
+    for node in interleave_pools(sorted(candidates, key=savings_first)):
         if clock() >= stop:
             result.timed_out = True
             break
