@@ -128,3 +128,28 @@ def test_a_pool_with_room_for_one_has_each_of_its_nodes_tried_alone() -> None:
 
     d = c.search(nodes, sim, cap=lambda ordered: list(ordered[:1])).decision
     assert isinstance(d, Decision) and d.nodes == ["a2"]
+
+
+def _refusing(taken: Sequence[NodeView]) -> Simulation:
+    return Simulation(unschedulable=[("default/x", "no room")])
+
+
+def test_pools_a_timed_out_pass_did_not_reach_go_first() -> None:
+    """#31.5. Restates kubernetes-sigs/karpenter singlenodeconsolidation_test.go, Context "Candidate Shuffling",
+    It "should prioritize nodepools that timed out in previous runs": with "small" remembered as unseen, its node
+    is tried first though "big"'s are better."""
+    nodes = [pooled("a1", "big", 1.0), pooled("a2", "big", 0.9), pooled("b1", "small", 0.1)]
+    tried = [r.nodes[0] for r in c.search(nodes, _refusing, first_pools=("small",)).refusals]
+    assert tried == ["b1", "a1", "a2"]
+
+
+def test_a_timeout_remembers_the_pools_not_reached_and_a_full_pass_forgets_them() -> None:
+    """#31.5. Restates kubernetes-sigs/karpenter singlenodeconsolidation_test.go, Context "Candidate Shuffling",
+    It "should mark nodepools as timed out when timeout occurs" (a timeout before any candidate: every pool is
+    unseen) and It "should reset timed out nodepools when all nodepools are evaluated" (none left unseen)."""
+    nodes = [pooled("a1", "big", 1.0), pooled("b1", "small", 0.1), pooled("c1", "other", 0.05)]
+    times = iter([0.0] + [100.0] * 50)  # the multi-node passes and the first single-node check are past the stop
+    out = c.search(nodes, _refusing, max_seconds=10.0, clock=lambda: next(times))
+    assert out.timed_out and sorted(out.unseen_pools or []) == ["big", "other", "small"]
+    out = c.search(nodes, _refusing, first_pools=("small",))
+    assert not out.timed_out and out.unseen_pools == []
