@@ -210,23 +210,42 @@ def _write(tmp_path: Path, *docs: dict) -> str:
 
 def test_plan_f_launches_for_a_buffer_and_lists_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, TEMPLATE, buffer_doc({"podTemplateRef": {"name": "web"}, "replicas": 3}))
-    assert main(["plan", "-f", path, "-o", "json"]) == 0
+    assert main(["plan", "--feature-gates", "CapacityBuffer=true", "-f", path, "-o", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     # m5.large (2 vCPU) holds one 1-vCPU pod beside the kubelet's reservations: three nodes
     assert len(data["nodeClaims"]) == 3
     assert all(c["pods"] == [] and len(c["bufferPods"]) == 1 for c in data["nodeClaims"])
     (b,) = data["buffers"]
     assert (b["buffer"], b["replicas"], b["onNewNodeClaims"], b["onExistingNodes"]) == ("shop/headroom", 3, 3, 0)
-    assert main(["plan", "-f", path]) == 0
+    assert main(["plan", "--feature-gates", "CapacityBuffer=true", "-f", path]) == 0
     text = capsys.readouterr().out
     assert "Capacity buffers" in text and "shop/headroom" in text and "PodTemplate web" in text
 
 
 def test_plan_f_refuses_a_buffer_whose_template_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, buffer_doc({"podTemplateRef": {"name": "web"}, "replicas": 3}))
-    assert main(["plan", "-f", path]) == 2
+    assert main(["plan", "--feature-gates", "CapacityBuffer=true", "-f", path]) == 2
     assert "CapacityBuffer shop/headroom: spec.podTemplateRef: PodTemplate shop/web does not exist" in \
         capsys.readouterr().err
+
+
+def test_plan_f_ignores_buffers_with_the_capacitybuffer_gate_off(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """#31.5 (issue #31 point 5, FEATURE_GATES in `plan -f`). Restates kubernetes-sigs/karpenter
+    pkg/controllers/controllers.go (the CapacityBuffer controllers run only with ``FeatureGates.CapacityBuffer``)
+    and pkg/controllers/provisioning/provisioner.go (buffer pods only with the gate), with
+    pkg/operator/options/suite_test.go, Describe "Options", Context "Parse", It "should use the correct default
+    values" (CapacityBuffer off): under the default gates a buffer launches nothing, is not even resolved (its
+    missing template is no error), and a note says it was ignored. (The old code launched three nodes for it.)"""
+    monkeypatch.delenv("FEATURE_GATES", raising=False)
+    path = _write(tmp_path, TEMPLATE, buffer_doc({"podTemplateRef": {"name": "web"}, "replicas": 3}))
+    assert main(["plan", "-f", path, "-o", "json"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["nodeClaims"] == [] and data["buffers"] == []
+    assert "the CapacityBuffer feature gate is off: 1 CapacityBuffer(s) ignored (shop/headroom)" in captured.err
+    missing = _write(tmp_path, buffer_doc({"podTemplateRef": {"name": "web"}, "replicas": 3}))
+    assert main(["plan", "-f", missing]) == 0
 
 
 # ------------------------------------------------------------------------------------------ disruption

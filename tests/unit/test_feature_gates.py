@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
+from nodescale.model.buffers import CapacityBuffer
 from nodescale.model.featuregates import (
     ALL_ON,
     KARPENTER_GATES,
@@ -11,7 +14,10 @@ from nodescale.model.featuregates import (
     FeatureGates,
     parse_feature_gates,
 )
+from nodescale.model.overlays import NodeOverlay
+from nodescale.model.requirements import Requirements
 from nodescale.settings import FEATURE_GATES, Settings, SettingsError
+from nodescale.usecases.world_sources import gated
 
 ENV = {"CLUSTER_NAME": "c", "AWS_REGION": "us-west-2"}
 
@@ -76,3 +82,24 @@ def test_a_bad_gate_is_named(text: str, message: str) -> None:
     assert message in str(error.value)
     with pytest.raises(FeatureGateError):
         parse_feature_gates(text)
+
+
+def test_the_functions_say_once_what_a_gate_that_is_off_leaves_unread(caplog: pytest.LogCaptureFixture) -> None:
+    """#31.5 (issue #31 point 5). Restates kubernetes-sigs/karpenter pkg/controllers/controllers.go (no NodeOverlay
+    or CapacityBuffer controller without its gate) and pkg/cloudprovider/overlay/cloudprovider.go ``GetInstanceTypes``
+    (overlays applied only with ``FeatureGates.NodeOverlay``): with the gates off the functions' world holds neither
+    kind, and the log says which objects were ignored once per container, not on every pass (the old code dropped
+    them without a word)."""
+    overlays = {"gate-test-overlay": NodeOverlay("gate-test-overlay", Requirements())}
+    buffers = {"shop/gate-test-buffer": CapacityBuffer("shop", "gate-test-buffer", pod_template="web", replicas=1)}
+    with caplog.at_level(logging.WARNING, logger="nodescale.usecases.world_sources"):
+        for _ in range(3):
+            assert gated(FeatureGates(), overlays, buffers) == ({}, {})
+    told = [r.getMessage() for r in caplog.records]
+    assert told == [
+        "the NodeOverlay feature gate is off: 1 NodeOverlay(s) ignored (gate-test-overlay); set NodeOverlay=true in "
+        "FEATURE_GATES to apply them",
+        "the CapacityBuffer feature gate is off: 1 CapacityBuffer(s) ignored (shop/gate-test-buffer); set "
+        "CapacityBuffer=true in FEATURE_GATES to apply them",
+    ]
+    assert gated(ALL_ON, overlays, buffers) == (overlays, buffers)

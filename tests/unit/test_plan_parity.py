@@ -66,10 +66,12 @@ def pods(count: int, cpu: str = "1", name: str = "app") -> dict:
     }
 
 
-def plan(capsys: pytest.CaptureFixture, tmp_path: Path, *docs: dict, expect: int = 0) -> dict:
+def plan(capsys: pytest.CaptureFixture, tmp_path: Path, *docs: dict, expect: int = 0,
+         gates: str = "NodeOverlay=true") -> dict:
+    """``gates``: --feature-gates; NodeOverlay on, as the overlay tests need it since #31.5 (off by default)."""
     path = tmp_path / "manifests.yaml"
     path.write_text(yaml.safe_dump_all(docs))
-    code = main(["plan", "-o", "json", "-f", str(path)])
+    code = main(["plan", "-o", "json", "--feature-gates", gates, "-f", str(path)])
     captured = capsys.readouterr()
     assert code == expect, captured.err
     return json.loads(captured.out) if expect == 0 else {"err": captured.err}
@@ -176,6 +178,39 @@ def test_heavier_overlay_wins_and_equal_weights_conflict(capsys, tmp_path):
     )
     # b-dear orders first at equal weight; a-cheap conflicts with it and is dropped: m5.large costs 9.
     assert out["nodeClaims"][0]["instanceTypes"][0] == "c5.large"
+
+
+def test_overlays_are_ignored_with_the_nodeoverlay_gate_off(capsys, tmp_path, monkeypatch):
+    """#31.5 (issue #31 point 5, FEATURE_GATES in `plan -f`). Restates kubernetes-sigs/karpenter
+    pkg/cloudprovider/overlay/cloudprovider.go ``GetInstanceTypes`` (NodeOverlays applied only with
+    ``FeatureGates.NodeOverlay``) with pkg/operator/options/suite_test.go, Describe "Options", Context "Parse",
+    It "should use the correct default values" (NodeOverlay off) and It "shouldn't overwrite CLI flags with
+    environment variables": without the gate the half-price overlay changes nothing and a note on stderr
+    says so once; FEATURE_GATES turns it on, and --feature-gates wins over it. (The old code applied it.)"""
+    docs = (nodepool(requirements=TWO_TYPES), NODE_CLASS, pods(1), overlay("half-m5", M5, priceAdjustment="-50%"))
+    path = tmp_path / "manifests.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    monkeypatch.delenv("FEATURE_GATES", raising=False)
+    assert main(["plan", "-o", "json", "-f", str(path)]) == 0
+    captured = capsys.readouterr()
+    claim = json.loads(captured.out)["nodeClaims"][0]
+    assert claim["instanceTypes"][0] == "c5.large" and "overlays" not in claim
+    assert len([line for line in captured.err.splitlines() if "NodeOverlay" in line]) == 1
+    assert "the NodeOverlay feature gate is off: 1 NodeOverlay(s) ignored (half-m5); set NodeOverlay=true in " \
+           "--feature-gates or FEATURE_GATES to apply them" in captured.err
+    monkeypatch.setenv("FEATURE_GATES", "NodeOverlay=true")
+    assert main(["plan", "-o", "json", "-f", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out)["nodeClaims"][0]["instanceTypes"][0] == "m5.large"
+    assert main(["plan", "-o", "json", "--feature-gates", "NodeOverlay=false", "-f", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out)["nodeClaims"][0]["instanceTypes"][0] == "c5.large"
+
+
+def test_a_bad_feature_gate_string_is_a_clear_input_error(capsys, tmp_path):
+    """#31.5: --feature-gates is read as FEATURE_GATES is (model/featuregates.py): a misspelt gate stops the plan
+    with exit 2 and a message naming the flag, the gate and the gates allowed, not a traceback."""
+    err = plan(capsys, tmp_path, nodepool(), NODE_CLASS, pods(1), gates="NodeOverlays=true", expect=2)["err"]
+    assert "--feature-gates: unknown feature gate 'NodeOverlays': allowed are NodeRepair" in err
+    assert "Traceback" not in err
 
 
 def test_overlay_capacity_adds_extended_resources(capsys, tmp_path):

@@ -1,9 +1,12 @@
 """`nodescale plan`: what nodescale would launch for the given manifests, without touching anything.
 
     nodescale plan -f PATH [-f PATH ...] [--instance-types FILE] [--region R] [--validate strict|ignore]
-                   [-o json|text]
+                   [--feature-gates Name=bool,...] [-o json|text]
 
 The region is --region, else AWS_REGION, else AWS_DEFAULT_REGION (as boto3 reads them), else us-east-1.
+The feature gates are --feature-gates, else FEATURE_GATES, else Karpenter's defaults: with NodeOverlay or
+CapacityBuffer off, those objects among the files are ignored (a note on stderr says which), as the
+functions ignore them.
 
 Built-in kinds (Deployment, Pod, Node...) are checked against Kubernetes' OpenAPI schema as
 `kubectl apply --validate=strict` checks them (k8s/builtin_schema.py); Karpenter kinds against their
@@ -29,13 +32,14 @@ from ..config.errors import ConfigError
 from ..k8s import builtin_schema
 from ..model.buffers import CapacityBuffer, ResolvedBuffer, resolve
 from ..model.currency import currency_of, money, per_hour_header
+from ..model.featuregates import FeatureGateError, FeatureGates, ignored_by_gates, parse_feature_gates
 from ..model.instancetype import InstanceType
 from ..scheduling import Plan, solve
 from ..scheduling.buffers import buffer_report
 from ..scheduling.plan import NodeClaim
 from ..scheduling.pooltypes import PoolTypesError, catalog_region, pool_types
 from ..scheduling.workloads import WorkloadError, read_workloads
-from ..settings import DEFAULT_REGION, REGION
+from ..settings import DEFAULT_REGION, FEATURE_GATES, REGION
 from . import common
 
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -67,6 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--validate", choices=("strict", "ignore"), default="strict",
                    help="check built-in kinds against Kubernetes' schema as kubectl --validate=strict does "
                    f"(default; needs the {builtin_schema.PACKAGE} package), or not at all")
+    p.add_argument("--feature-gates", default=None, metavar="Name=bool,...",
+                   help=f"Karpenter's feature gates, as the functions read them (default: ${FEATURE_GATES}, else "
+                   "Karpenter's defaults); NodeOverlays and CapacityBuffers apply only with their gates on")
     common.add_output_option(p)
     p.set_defaults(run=run)
 
@@ -76,8 +83,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     notes: list[str] = []
     region = plan_region(args.region)
     try:
+        gates = plan_gates(getattr(args, "feature_gates", None))
         plan = plan_paths(args.paths, args.instance_types, region, notes=notes,
-                          validate=getattr(args, "validate", "strict") == "strict")
+                          validate=getattr(args, "validate", "strict") == "strict", gates=gates)
     except InputError as exc:
         for line in exc.lines:
             common.fail("plan", err, line)
@@ -98,14 +106,25 @@ def plan_region(flag: str | None, env: Mapping[str, str] | None = None) -> str:
     return FALLBACK_REGION
 
 
+def plan_gates(flag: str | None, env: Mapping[str, str] | None = None) -> FeatureGates:
+    """--feature-gates, else FEATURE_GATES, else Karpenter's defaults; a bad string is an InputError naming it."""
+    env = os.environ if env is None else env
+    where, text = ("--feature-gates", flag) if flag is not None else (FEATURE_GATES, env.get(FEATURE_GATES, ""))
+    try:
+        return parse_feature_gates(text, where)
+    except FeatureGateError as exc:
+        raise InputError([str(exc)]) from None
+
+
 def plan_paths(
     paths: Iterable[str], instance_types: str | None = None, region: str = "us-east-1",
-    notes: list[str] | None = None, validate: bool = True,
+    notes: list[str] | None = None, validate: bool = True, gates: FeatureGates | None = None,
 ) -> Plan:
     """Plan the manifests in ``paths``; InputError lists every problem of the configuration (unknown fields
     and kinds included, as Karpenter's CRDs refuse them) and, with ``validate``, every schema error of the
     built-in objects, else the first of the workloads. ``notes``, when given, receives one line per object
-    passed over (a ConfigMap, a Service...)."""
+    passed over (a ConfigMap, a Service...) and one per kind a gate that is off leaves out. ``gates``:
+    Karpenter's defaults unless given (NodeOverlays and CapacityBuffers are read only with theirs on)."""
     documents = []
     unreadable: list[ConfigError] = []
     for file in _files(paths):
@@ -128,9 +147,14 @@ def plan_paths(
         work = read_workloads(config.others)
     except WorkloadError as exc:
         raise InputError([str(exc)]) from None
+    gates = gates or FeatureGates()
+    # As the functions do (usecases/world.py): an object whose gate is off is not read at all.
+    overlays = config.overlays if gates.node_overlay else {}
+    buffers = config.buffers if gates.capacity_buffer else {}
     if notes is not None:
+        notes.extend(ignored_by_gates(gates, config.overlays, config.buffers, f"--feature-gates or {FEATURE_GATES}"))
         # A PodTemplate a CapacityBuffer names is used (it shapes the buffer's pods), not passed over.
-        used = {b.source.rsplit("#", 1)[0] for b in config.buffers.values()} if config.buffers else set()
+        used = {b.source.rsplit("#", 1)[0] for b in buffers.values()} if buffers else set()
         notes.extend(f"{source}: {kind} passed over (it places no pods)" for source, kind in work.ignored
                      if not (kind == "PodTemplate" and used))
     catalog = _catalog(instance_types, region)
@@ -138,11 +162,11 @@ def plan_paths(
         types_by_pool, labels_by_pool = pool_types(
             config.nodepools.values(), config.nodeclasses, catalog,
             pricing.ebs_prices((None if instance_types else region) or catalog_region(catalog)),
-            overlays=config.overlays.values(),
+            overlays=overlays.values(),
         )
     except PoolTypesError as exc:
         raise InputError([str(exc)]) from None
-    resolved = _buffers(config.buffers.values(), config.others)
+    resolved = _buffers(buffers.values(), config.others)
     plan = solve(
         work.pending + [p for r in resolved for p in r.pods],
         config.nodepools.values(),

@@ -4,14 +4,14 @@ The search is pure: it is handed a ``simulate(nodes)`` function (the use-case ru
 with those nodes gone) and decides from its answers. Multi-node consolidation comes first: the
 candidates, best savings per unit of disruption first (``savings_first``), are tried as ever longer prefixes by binary search, and the
 longest prefix that consolidates wins. Failing that, the repacking pass (``repacking``: the most
-wasteful nodes onto fewer, cheaper ones); then single nodes are tried one by one until one
-consolidates or the time allowed runs out.
+wasteful nodes onto fewer, cheaper ones); then single nodes are tried one by one, the NodePools taking
+turns (``interleave_pools``), until one consolidates or the time allowed runs out.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -43,6 +43,22 @@ def savings_first(node: NodeView) -> tuple[float, str]:
     """Karpenter's consolidation order (``sortCandidates``): the highest savings ratio first. Its sort is
     unstable, so equal ratios fall in any order there; here they go by node name, so runs repeat."""
     return (-savings_ratio(node), node.name)
+
+
+def interleave_pools(ordered: Sequence[NodeView], first: Collection[str] = ()) -> list[NodeView]:
+    """Karpenter's single-node order (``SortCandidates``): ``ordered`` (already in consolidation's order) dealt
+    out one NodePool at a time, each pool's next best node in turn, so that a pool with many candidates does
+    not keep the others' from being tried before the time runs out. The pools in ``first`` (those an earlier
+    pass ran out of time before reaching) take their turns before the rest. Karpenter takes the pools in Go's
+    map order (random); here a pool's turn comes by its best node, so the first node tried is still the best."""
+    queues: dict[str, list[NodeView]] = {pool: [] for pool in dict.fromkeys(n.nodepool for n in ordered
+                                                                          if n.nodepool in first)}
+    for node in ordered:
+        queues.setdefault(node.nodepool, []).append(node)
+    dealt: list[NodeView] = []
+    for i in range(max((len(q) for q in queues.values()), default=0)):
+        dealt.extend(q[i] for q in queues.values() if i < len(q))
+    return dealt
 
 
 def evaluate(nodes: Sequence[NodeView], sim: Simulation, spot_to_spot: bool = False) -> Decision | Refusal:
@@ -110,6 +126,10 @@ class SearchResult:
     refusals: list[Refusal] = field(default_factory=list)  # single-node attempts that did not consolidate
     simulations: int = 0
     timed_out: bool = False
+    # The pools single-node consolidation did not reach before its time ran out (empty once it tried every
+    # candidate; None when it stopped at a decision): the next pass deals them out first, as Karpenter's
+    # PreviouslyUnseenNodePools.
+    unseen_pools: list[str] | None = None
 
 
 def search(
@@ -123,12 +143,15 @@ def search(
     repack: bool = True,
     spot_to_spot: bool = False,
     cap: Callable[[Sequence[NodeView]], list[NodeView]] | None = None,
+    first_pools: Collection[str] = (),
 ) -> SearchResult:
     """The best consolidation among ``candidates`` (already filtered by guards and budgets); ``judge`` may
     refuse a move that would consolidate (the Balanced policy's score); ``repack`` tries the repacking
     pass (``disruption.repacking``) when Karpenter's multi-node consolidation finds nothing. ``cap`` keeps,
-    in the order given, the nodes one decision may take (the budgets); each pass applies it to its own order.
-    ``spot_to_spot`` is Karpenter's SpotToSpotConsolidation gate: without it spot nodes are never replaced by spot."""
+    in the order given, the nodes one decision may take (the budgets); each multi-node pass applies it to its
+    own order (a single-node move takes one node, which any pool offered has room for, as in Karpenter).
+    ``spot_to_spot`` is Karpenter's SpotToSpotConsolidation gate: without it spot nodes are never replaced by spot.
+    ``first_pools``: the pools an earlier single-node pass did not reach (``SearchResult.unseen_pools``)."""
     cap = cap or list
     ordered = cap(sorted(candidates, key=savings_first))
     result = SearchResult(None)
@@ -155,15 +178,21 @@ def search(
     if best is not None:
         result.decision = best
         return result
-    for node in ordered:
+    # Single-node: every candidate may go alone (each pool offered has room for one), pools interleaved.
+    singles = interleave_pools(sorted(candidates, key=savings_first), first_pools)
+    unseen = list(dict.fromkeys(n.nodepool for n in singles))
+    for node in singles:
         if clock() >= stop:
             result.timed_out = True
             break
+        if node.nodepool in unseen:
+            unseen.remove(node.nodepool)
         outcome = attempt([node])
         if isinstance(outcome, Decision):
             result.decision = outcome
-            break
+            return result
         result.refusals.append(outcome)
+    result.unseen_pools = unseen
     return result
 
 

@@ -41,6 +41,8 @@ class Inputs:
     # destination for the candidates' pods. None: every pool.
     candidate_pools: frozenset[str] | None = None
     gates: FeatureGates = field(default_factory=FeatureGates)  # the deployment's FEATURE_GATES
+    # Pools an earlier pass's single-node consolidation ran out of time before reaching: dealt out first.
+    unseen_pools: tuple[str, ...] = ()
 
 
 @dataclass

@@ -14,6 +14,7 @@ on. ``Repack`` is nodescale's own (its repacking passes, which Karpenter has not
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from dataclasses import dataclass
 
 
@@ -71,3 +72,17 @@ def parse_feature_gates(text: str, where: str = "featureGates") -> FeatureGates:
                                    "(or 1, t, T, TRUE, True, 0, f, F, FALSE, False)")
         changes[GATE_NAMES[name]] = value in _TRUE
     return dataclasses.replace(FeatureGates(), **changes)
+
+
+def ignored_by_gates(gates: FeatureGates, overlays: Collection[str], buffers: Collection[str],
+                     turn_on: str = "FEATURE_GATES") -> list[str]:
+    """One line per kind of object nodescale leaves unread because its gate is off, as Karpenter runs no
+    NodeOverlay or CapacityBuffer controller then: the gate, how many objects and which, and where to turn it
+    on (``turn_on``: the setting's name). Empty when nothing is ignored."""
+    lines = []
+    for gate, names in (("NodeOverlay", overlays), ("CapacityBuffer", buffers)):
+        if names and not getattr(gates, GATE_NAMES[gate]):
+            shown = ", ".join(sorted(names)[:10]) + (", ..." if len(names) > 10 else "")
+            lines.append(f"the {gate} feature gate is off: {len(names)} {gate}(s) ignored ({shown}); "
+                         f"set {gate}=true in {turn_on} to apply them")
+    return lines

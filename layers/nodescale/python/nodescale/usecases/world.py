@@ -54,6 +54,7 @@ from ..scheduling.workloads import read_daemonsets
 from .nodepool_sources import load_all
 from .world_sources import (
     catalog,
+    gated,
     read_nodeclaims,
     read_reservations,
     read_shifts,
@@ -340,7 +341,7 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     report_config_errors(rt, config.errors)
     gates = settings.feature_gates
     # Karpenter runs no NodeOverlay or CapacityBuffer controller with their gates off: the objects are not read.
-    buffers = dict(config.buffers) if gates.capacity_buffer else {}
+    overlays, buffers = gated(gates, config.overlays, config.buffers)
     resolved: list[ResolvedBuffer] = []
     buffer_errors: list[str] = []
     if buffers:
@@ -360,7 +361,7 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     claims = read_nodeclaims(rt)
     world = World(
         now=now, cluster=settings.cluster_name, nodepools=dict(config.nodepools),
-        nodeclasses=dict(config.nodeclasses), overlays=dict(config.overlays) if gates.node_overlay else {}, buffers=buffers, gates=gates,
+        nodeclasses=dict(config.nodeclasses), overlays=overlays, buffers=buffers, gates=gates,
         resolved_buffers=resolved, config_errors=[*config.errors, *buffer_errors], nodes=nodes, waiting=waiting_pods(pods),
         pods_by_node=pods_by_node, pending=pending, pod_errors=[*pod_errors, *refused], daemonsets=daemonsets,
         pdbs=pdbs, volumes=volumes, volume_refusals=dict(refused), instances=instances, nodeclaims=claims, unavailable=unavailable, catalog=types, shifts=read_shifts(rt, types),

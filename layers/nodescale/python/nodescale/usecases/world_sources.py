@@ -18,9 +18,12 @@ from ..aws import capacityreservations, zonalshifts
 from ..aws import catalog as catalogs
 from ..k8s import nodeclaims as k8s_nodeclaims
 from ..k8s.volumes import read_volume_objects
+from ..model.buffers import CapacityBuffer
 from ..model.capacityreservation import CapacityReservation
+from ..model.featuregates import FeatureGates, ignored_by_gates
 from ..model.instancetype import InstanceType
 from ..model.nodepool import NodeClass
+from ..model.overlays import NodeOverlay
 from ..model.pod import Pod
 from ..model.zonalshift import ActiveShift
 from ..scheduling.volumetopology import (
@@ -36,10 +39,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# What a gate that is off left unread, already logged by this container: said once, not every pass.
+_told_ignored: set[str] = set()
+
 # The live catalog costs several EC2 calls; a warm Lambda container reuses it for this long.
 CATALOG_TTL_SECONDS = 900.0
 _CATALOG_LOCK = threading.Lock()
 _CATALOG: dict[str, tuple[float, list[InstanceType]]] = {}
+
+
+def gated(gates: FeatureGates, overlays: Mapping[str, NodeOverlay], buffers: Mapping[str, CapacityBuffer],
+          ) -> tuple[dict[str, NodeOverlay], dict[str, CapacityBuffer]]:
+    """The NodeOverlays and CapacityBuffers to read: none of a kind whose gate is off, as Karpenter runs no
+    controller for it then. What is left out is logged once per container while it stays the same."""
+    for line in ignored_by_gates(gates, overlays, buffers):
+        if line not in _told_ignored:
+            _told_ignored.add(line)
+            log.warning("%s", line)
+    return (dict(overlays) if gates.node_overlay else {}), (dict(buffers) if gates.capacity_buffer else {})
 
 
 def read_shifts(rt: Runtime, types: list[InstanceType]) -> dict[str, ActiveShift]:

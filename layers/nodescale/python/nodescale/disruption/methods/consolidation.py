@@ -110,7 +110,8 @@ class Consolidation(Method):
                 break
             result = search(offered, _without(self.simulate, gone), max_seconds=max(0.0, stop - time.monotonic()),
                              judge=judge, repack=not taken and ctx.inputs.gates.repack,
-                            spot_to_spot=ctx.inputs.gates.spot_to_spot_consolidation, cap=lambda ordered: _cap(ordered, room))
+                            spot_to_spot=ctx.inputs.gates.spot_to_spot_consolidation, cap=lambda ordered: _cap(ordered, room),
+                            first_pools=ctx.inputs.unseen_pools)
             if ctx.out.consolidation is None:
                 ctx.out.consolidation = result
                 for r in result.refusals:
@@ -118,6 +119,8 @@ class Consolidation(Method):
             else:
                 ctx.out.consolidation.simulations += result.simulations
                 ctx.out.consolidation.timed_out = result.timed_out
+                if result.unseen_pools is not None:
+                    ctx.out.consolidation.unseen_pools = result.unseen_pools
             tried.update(n for r in result.refusals for n in r.nodes)
             d = result.decision
             if d is None:

@@ -55,12 +55,17 @@ from .state import (
     MAX_REFUSAL_EVENTS,
     REPLACEMENT_ANNOTATION,
     RunState,
+    log,
 )
 
 # Single-node consolidation stops trying after this share of the run's time.
 CONSOLIDATION_SHARE = 0.25
 # A pool's lease outlives the run's deadline by this much: the drain round and summary under way.
 LEASE_SLACK_SECONDS = 60.0
+# The pools single-node consolidation ran out of time before reaching: Karpenter keeps them in its controller's
+# memory (PreviouslyUnseenNodePools) and deals them out first next time; a warm container keeps them here the
+# same way (a cold start forgets them, as a restart of Karpenter does).
+_unseen_pools: set[str] = set()
 
 
 def decide(run: RunState, in_progress: set[str], protected: set[str], pools: frozenset[str] | None = None) -> None:
@@ -95,9 +100,25 @@ def plan_run(run: RunState, in_progress: set[str], protected: set[str],
                                if r.end_date is not None and r.expiring(world.now)},
         candidate_pools=pools,
         gates=world.gates,
+        unseen_pools=tuple(sorted(_unseen_pools & set(pools if pools is not None else world.nodepools))),
     )
     disrupt_claims.note_plan(run, inputs)
-    return planner.plan(inputs, simulator(world, in_progress, held)), {v.name: v for v in views}
+    outcome = planner.plan(inputs, simulator(world, in_progress, held))
+    remember_unseen(outcome, pools if pools is not None else world.nodepools)
+    return outcome, {v.name: v for v in views}
+
+
+def remember_unseen(outcome: Outcome, considered: Iterable[str]) -> None:
+    """Keeps, for the next pass, the pools of ``considered`` that single-node consolidation did not reach;
+    unchanged when it stopped at a decision (as Karpenter's), none of them when it tried every candidate."""
+    unseen = outcome.consolidation.unseen_pools if outcome.consolidation is not None else None
+    if unseen is None:
+        return
+    _unseen_pools.difference_update(considered)
+    _unseen_pools.update(unseen)
+    if unseen:
+        log.info("single-node consolidation ran out of time before NodePool(s) %s: they go first next pass",
+                 ", ".join(unseen))
 
 
 def warn_invalid_annotations(run: RunState, views: Iterable[NodeView], pools: frozenset[str] | None) -> None:
