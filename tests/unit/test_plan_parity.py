@@ -229,3 +229,15 @@ def test_overlay_capacity_adds_extended_resources(capsys, tmp_path):
         overlay("bad", M5, capacity={"cpu": "1"}, price="0.1", priceAdjustment="-1"), expect=2,
     )["err"]
     assert "spec.capacity.cpu" in err and "both 'price' and 'priceAdjustment'" in err
+
+
+def test_plan_f_launches_no_node_of_a_static_pool_for_pending_pods(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    """#31.5: a static NodePool (spec.replicas) keeps its count; pending pods are planned on the dynamic pool
+    only, and with the static pool alone they stay unschedulable, as the provisioner does. Restates
+    kubernetes-sigs/karpenter pkg/controllers/provisioning/provisioner.go (NewScheduler leaves static NodePools
+    out of the pools it schedules pending pods on; no upstream test names this case)."""
+    static = nodepool("fixed", replicas=2)
+    both = plan(capsys, tmp_path, static, nodepool("dynamic"), NODE_CLASS, pods(3), gates="StaticCapacity=true")
+    assert both["nodeClaims"] and {c["nodePool"] for c in both["nodeClaims"]} == {"dynamic"}
+    alone = plan(capsys, tmp_path, static, NODE_CLASS, pods(3), gates="StaticCapacity=true")
+    assert alone["nodeClaims"] == [] and len(alone["unschedulable"]) == 3

@@ -169,7 +169,8 @@ def plan_paths(
     resolved = _buffers(buffers.values(), config.others)
     plan = solve(
         work.pending + [p for r in resolved for p in r.pods],
-        config.nodepools.values(),
+        # As the provisioner: a static pool (spec.replicas) keeps its count, pending pods launch none of its nodes.
+        [p for p in config.nodepools.values() if not p.static],
         types_by_pool,
         existing_nodes=work.nodes,
         daemonset_pods=work.daemons,
