@@ -14,10 +14,11 @@ import tempfile
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
-from kubernetes import client as k8s
+from kubernetes.client.configuration import Configuration
 from urllib3.util.retry import Retry
 
 from ..settings import Settings
+from .http import ApiClient
 from .token import TokenSource
 
 CONNECT_TIMEOUT_SECONDS = 5.0
@@ -32,7 +33,7 @@ class KubeConfigError(RuntimeError):
     """The cluster cannot be reached with what the environment gives: the message says what is missing."""
 
 
-class KubeApiClient(k8s.ApiClient):
+class KubeApiClient(ApiClient):
     """An ApiClient whose requests time out (connect 5 s, read 30 s) unless the caller says otherwise."""
 
     default_timeout: tuple[float, float] = DEFAULT_TIMEOUT
@@ -70,7 +71,7 @@ def read_retry() -> Retry:
     )
 
 
-def tune(configuration: k8s.Configuration) -> k8s.Configuration:
+def tune(configuration: Configuration) -> Configuration:
     """Pool size and retry policy shared by both ways of building a client."""
     configuration.connection_pool_maxsize = POOL_MAXSIZE
     configuration.retries = read_retry()
@@ -84,7 +85,7 @@ def client_from_kubeconfig(path: str | None = None, context: str | None = None) 
     from kubernetes import config as k8s_config
     from kubernetes.config.config_exception import ConfigException
 
-    configuration = k8s.Configuration()
+    configuration = Configuration()
     try:
         k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
     except (ConfigException, OSError) as exc:
@@ -119,13 +120,13 @@ def client_from_eks(
             "wait for it to be ACTIVE"
         )
     tokens = token_source or TokenSource(cluster_name, region, session)
-    configuration = k8s.Configuration(host=endpoint)
+    configuration = Configuration(host=endpoint)
     configuration.ssl_ca_cert = write_ca_file(cluster_name, ca_data)
     configuration.verify_ssl = True
     configuration.api_key = {"BearerToken": tokens.token()}
     configuration.api_key_prefix = {"BearerToken": "Bearer"}
 
-    def refresh(conf: k8s.Configuration) -> None:
+    def refresh(conf: Configuration) -> None:
         conf.api_key["BearerToken"] = tokens.token()
 
     configuration.refresh_api_key_hook = refresh

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import urllib3
-from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from .client import CONNECT_TIMEOUT_SECONDS
+from .http import ApiClient
 from .listing import PENDING_FIELD_SELECTOR, collection_path, is_provisionable, list_pods
 from .raw import WatchStream
 
