@@ -65,3 +65,17 @@ def test_a_package_imported_before_the_product_is_left_as_it_is() -> None:
         "print(json.dumps({'same': sys.modules['kubernetes'] is full, 'config': 'kubernetes.config' in sys.modules}))"
     )
     assert out == {"same": True, "config": True}
+
+
+@pytest.mark.parametrize("function", ["provisioner", "interruption", "disruption", "cleanup"])
+def test_a_function_handler_cold_start_loads_neither_pydantic_nor_the_generated_client(function: str) -> None:
+    """#32, cold start: the generated ApiClient imports pydantic and the response models (a fifth of a
+    handler's start) though the product sends plain JSON; a handler's import graph must hold neither."""
+    out = fresh(
+        "import importlib.util, json, sys\n"
+        f"spec = importlib.util.spec_from_file_location('handler', 'lambdas/{function}/handler.py')\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'"
+        " or m.startswith(('kubernetes.client.api_client', 'kubernetes.client.api.', 'kubernetes.client.models.')))))"
+    )
+    assert out == []

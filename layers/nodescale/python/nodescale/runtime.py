@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from kubernetes import client as k8s
-
 from .aws import clients
 from .aws.clients import AwsClients
 from .aws.launcher import Launcher
 from .k8s import nodeclaims
 from .k8s.client import build_api_client
+from .k8s.custom_objects import CustomObjects
+from .k8s.http import ApiClient
 from .settings import Settings
 
 
@@ -24,7 +24,7 @@ from .settings import Settings
 class Runtime:
     settings: Settings
     aws: AwsClients
-    api: k8s.ApiClient
+    api: ApiClient
     _extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -50,8 +50,8 @@ class Runtime:
         return nodeclaims.State()
 
     @cached_property
-    def custom(self) -> k8s.CustomObjectsApi:
-        return k8s.CustomObjectsApi(self.api)
+    def custom(self) -> CustomObjects:
+        return CustomObjects(self.api)
 
     @property
     def cluster(self) -> str:

@@ -82,11 +82,10 @@ def _sources(settings: Settings) -> dict[str, Any]:
         sources["ssm"] = clients.client("ssm", settings.region)
         sources["ssm_path"] = settings.nodepool_parameter_path
     if "cluster" in settings.nodepool_sources:
-        from kubernetes import client as k8s
-
         from ..k8s.client import build_api_client
+        from ..k8s.custom_objects import CustomObjects
 
-        sources["custom_objects"] = k8s.CustomObjectsApi(build_api_client(settings))
+        sources["custom_objects"] = CustomObjects(build_api_client(settings))
     return sources
 
 

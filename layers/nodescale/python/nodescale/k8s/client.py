@@ -11,13 +11,16 @@ import base64
 import hashlib
 import os
 import tempfile
+from typing import Any
 
 import boto3
+import yaml
 from botocore.exceptions import BotoCoreError, ClientError
-from kubernetes import client as k8s
+from kubernetes.client.configuration import Configuration
 from urllib3.util.retry import Retry
 
 from ..settings import Settings
+from .http import ApiClient
 from .token import TokenSource
 
 CONNECT_TIMEOUT_SECONDS = 5.0
@@ -32,7 +35,7 @@ class KubeConfigError(RuntimeError):
     """The cluster cannot be reached with what the environment gives: the message says what is missing."""
 
 
-class KubeApiClient(k8s.ApiClient):
+class KubeApiClient(ApiClient):
     """An ApiClient whose requests time out (connect 5 s, read 30 s) unless the caller says otherwise."""
 
     default_timeout: tuple[float, float] = DEFAULT_TIMEOUT
@@ -70,7 +73,7 @@ def read_retry() -> Retry:
     )
 
 
-def tune(configuration: k8s.Configuration) -> k8s.Configuration:
+def tune(configuration: Configuration) -> Configuration:
     """Pool size and retry policy shared by both ways of building a client."""
     configuration.connection_pool_maxsize = POOL_MAXSIZE
     configuration.retries = read_retry()
@@ -79,18 +82,100 @@ def tune(configuration: k8s.Configuration) -> k8s.Configuration:
 
 def client_from_kubeconfig(path: str | None = None, context: str | None = None) -> KubeApiClient:
     """A client for the kubeconfig at `path` (default: $KUBECONFIG or ~/.kube/config)."""
-    # Only local runs read a kubeconfig: kubernetes.config (with requests, oauthlib, pydantic) stays out of a
-    # Lambda function's cold start.
+    configuration = token_kubeconfig(path, context) if path else None
+    if configuration is not None:
+        return KubeApiClient(configuration=tune(configuration))
+    # Any other kubeconfig (exec plugins, client certificates, several files...) is read by kubernetes.config,
+    # imported here only: with requests, oauthlib and pydantic it would double a function's client set-up.
     from kubernetes import config as k8s_config
     from kubernetes.config.config_exception import ConfigException
 
-    configuration = k8s.Configuration()
+    configuration = Configuration()
     try:
         k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
     except (ConfigException, OSError) as exc:
         where = path or os.environ.get("KUBECONFIG") or "~/.kube/config"
         raise KubeConfigError(f"cannot load kubeconfig {where}: {exc}") from None
     return KubeApiClient(configuration=tune(configuration))
+
+
+def _named(entries: Any, name: Any) -> dict[str, Any] | None:
+    """The one entry called `name` of a kubeconfig list (None when absent, repeated or malformed)."""
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        return None
+    found = [e for e in entries if e.get("name") == name]
+    return found[0] if len(found) == 1 else None
+
+
+def _token_entries(path: str, context: str | None) -> tuple[dict[str, Any], str, str] | None:
+    """(cluster, its name, bearer token) when the file is one kubeconfig of the plain token shape."""
+    try:
+        with open(os.path.expanduser(path)) as fh:
+            doc = yaml.safe_load(fh)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    ctx = _named(doc.get("contexts"), context or doc.get("current-context"))
+    ctx = ctx.get("context") if ctx else None
+    if not isinstance(ctx, dict):
+        return None
+    cluster = _named(doc.get("clusters"), ctx.get("cluster"))
+    user = _named(doc.get("users"), ctx.get("user"))
+    cluster_fields = cluster.get("cluster") if cluster else None
+    user_fields = user.get("user") if user else None
+    if not isinstance(cluster_fields, dict) or not isinstance(user_fields, dict) or set(user_fields) != {"token"}:
+        return None
+    token = user_fields["token"]
+    if not isinstance(token, str) or not token or not set(cluster_fields) <= _PLAIN_CLUSTER_FIELDS:
+        return None
+    return cluster_fields, str(ctx.get("cluster")), token
+
+
+_PLAIN_CLUSTER_FIELDS = frozenset({"server", "certificate-authority-data", "insecure-skip-tls-verify"})
+
+
+def token_kubeconfig(path: str, context: str | None = None) -> Configuration | None:
+    """The configuration kubernetes.config makes of a kubeconfig holding a server, its CA and a bearer token
+    (sim's, a test's, a service account's), read without importing kubernetes.config (#32, cold start).
+
+    None for any other shape, which kubernetes.config then reads: several files, a token file, client
+    certificates, exec or auth-provider plugins, a proxy or TLS server name, a CA that is not base64.
+    """
+    entries = None if os.pathsep in path else _token_entries(path, context)
+    if entries is None:
+        return None
+    cluster, cluster_name, token = entries
+    server, ca_data = cluster.get("server"), cluster.get("certificate-authority-data")
+    skip_verify = cluster.get("insecure-skip-tls-verify", None)
+    if not isinstance(server, str) or not server or not isinstance(ca_data, (str, type(None))):
+        return None
+    if ca_data is not None and not _is_base64(ca_data):
+        return None
+    configuration = Configuration()
+    configuration.host = server.rstrip("/")
+    if configuration.host.startswith("https"):
+        configuration.ssl_ca_cert = write_ca_file(cluster_name, ca_data) if ca_data else None
+        configuration.cert_file = None
+        configuration.key_file = None
+    if "insecure-skip-tls-verify" in cluster:
+        configuration.verify_ssl = not skip_verify
+    bearer = f"Bearer {token}"
+    configuration.api_key["BearerToken"] = bearer
+
+    def refresh(conf: Configuration) -> None:
+        conf.api_key["BearerToken"] = bearer
+
+    configuration.refresh_api_key_hook = refresh
+    return configuration
+
+
+def _is_base64(text: str) -> bool:
+    try:
+        base64.b64decode(text, validate=True)
+    except ValueError:
+        return False
+    return True
 
 
 def client_from_eks(
@@ -119,13 +204,13 @@ def client_from_eks(
             "wait for it to be ACTIVE"
         )
     tokens = token_source or TokenSource(cluster_name, region, session)
-    configuration = k8s.Configuration(host=endpoint)
+    configuration = Configuration(host=endpoint)
     configuration.ssl_ca_cert = write_ca_file(cluster_name, ca_data)
     configuration.verify_ssl = True
     configuration.api_key = {"BearerToken": tokens.token()}
     configuration.api_key_prefix = {"BearerToken": "Bearer"}
 
-    def refresh(conf: k8s.Configuration) -> None:
+    def refresh(conf: Configuration) -> None:
         conf.api_key["BearerToken"] = tokens.token()
 
     configuration.refresh_api_key_hook = refresh

@@ -18,7 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
-from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from .. import clock
@@ -35,6 +34,7 @@ from ..disruption.drain_policy import (
     sort_pods,
 )
 from ..model.pod import DrainPod
+from .http import ApiClient
 from .listing import pods_on_node
 from .nodes import DISRUPTED_TAINT_KEY, parse_time, taints_of
 from .raw import path_segment, request_json, status_message
@@ -55,13 +55,13 @@ def drain_started_at(node: Mapping[str, Any]) -> datetime | None:
     return None
 
 
-def drain_pods(api: k8s.ApiClient, node_name: str) -> list[DrainPod]:
+def drain_pods(api: ApiClient, node_name: str) -> list[DrainPod]:
     """The pods bound to the node, as a drain reads them."""
     return [DrainPod.from_dict(p) for p in pods_on_node(api, node_name)]
 
 
 def drain_round(
-    api: k8s.ApiClient,
+    api: ApiClient,
     node_name: str,
     *,
     involuntary: bool,
@@ -112,15 +112,22 @@ def drain_round(
     return result
 
 
-def _evict(api: k8s.ApiClient, pod: DrainPod, grace: int | None) -> EvictionOutcome:
+def eviction_body(pod: DrainPod, grace: int | None) -> dict[str, Any]:
+    """A policy/v1 Eviction as the generated client sent it: unset options left out."""
+    options: dict[str, Any] = {}
+    seconds = pod_grace(pod, grace)
+    if seconds is not None:
+        options["gracePeriodSeconds"] = seconds
+    if pod.uid:
+        options["preconditions"] = {"uid": pod.uid}
+    return {"deleteOptions": options, "metadata": {"name": pod.name, "namespace": pod.namespace}}
+
+
+def _evict(api: ApiClient, pod: DrainPod, grace: int | None) -> EvictionOutcome:
     name, namespace = pod.name, pod.namespace
-    options = k8s.V1DeleteOptions(
-        grace_period_seconds=pod_grace(pod, grace),
-        preconditions=k8s.V1Preconditions(uid=pod.uid) if pod.uid else None,
-    )
-    body = k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name=name, namespace=namespace), delete_options=options)
+    path = f"/api/v1/namespaces/{path_segment(namespace)}/pods/{path_segment(name)}/eviction"
     try:
-        k8s.CoreV1Api(api).create_namespaced_pod_eviction(name, namespace, body)
+        request_json(api, "POST", path, body=eviction_body(pod, grace))
         return _EVICTED
     except ApiException as exc:
         if exc.status == 404:
@@ -135,7 +142,7 @@ def _evict(api: k8s.ApiClient, pod: DrainPod, grace: int | None) -> EvictionOutc
         return EvictionOutcome(EvictionResult.FAILED, error=f"{type(exc).__name__}: {exc}")
 
 
-def _delete(api: k8s.ApiClient, pod: DrainPod, grace: int | None) -> EvictionOutcome:
+def _delete(api: ApiClient, pod: DrainPod, grace: int | None) -> EvictionOutcome:
     name, namespace = pod.name, pod.namespace
     path = f"/api/v1/namespaces/{path_segment(namespace)}/pods/{path_segment(name)}"
     body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from .. import clock as clock_module
 from ..model.node import ClusterNode
+from .http import ApiClient
 from .nodes import parse_time
 from .raw import MERGE_PATCH, path_segment, request_json
 

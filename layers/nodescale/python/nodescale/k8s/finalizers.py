@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from .http import ApiClient
 from .raw import request_json
 
 JSON_PATCH = "application/json-patch+json"

@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from ..model.pod import DEFAULT_SCHEDULER
 from .compact import compact_pod
+from .http import ApiClient
 from .raw import path_segment, request_json
 
 PAGE_SIZE = 500

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from .http import ApiClient
 from .raw import path_segment, request_json
 
 APPLY_PATCH = "application/apply-patch+yaml"

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from ..scheduling import nodeclaim_manifest as ncm
+from .http import ApiClient
 from .listing import collection_path, list_objects
 from .raw import MERGE_PATCH, path_segment, request_json
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from .. import clock
@@ -22,6 +21,7 @@ from ..disruption.drain_policy import DISRUPTED_TAINT
 from ..disruption.nodes import DISRUPTED_TAINT_KEY
 from ..model.node import Readiness, parse_provider_id, readiness_of
 from ..model.taints import Taint
+from .http import ApiClient
 from .raw import MERGE_PATCH, path_segment, request_json
 
 CONFLICT_ATTEMPTS = 6

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import urllib3
-from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from .client import CONNECT_TIMEOUT_SECONDS
 from .compact import compact_pod
+from .http import ApiClient
 from .listing import collection_path, list_pods
 from .raw import WatchStream
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from .http import ApiClient
 from .listing import collection_path, list_objects
 from .raw import MERGE_PATCH, path_segment, request_json
 

@@ -11,8 +11,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
-from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
+
+from .http import ApiClient
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from ..scheduling.volumetopology import VolumeObjects
 from ..scheduling.volumeusage import csinode_limits
+from .http import ApiClient
 from .listing import collection_path, list_objects
 from .raw import path_segment, request_json
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import urllib3
-from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from ..model.taints import UNREGISTERED_TAINT
 from .client import CONNECT_TIMEOUT_SECONDS
+from .http import ApiClient
 from .listing import (
     PENDING_FIELD_SELECTOR,
     ListResult,

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
@@ -34,6 +33,7 @@ from ..k8s import finalizers as k8s_finalizers
 from ..k8s import listing
 from ..k8s import nodeclaims as k8s_nodeclaims
 from ..k8s import nodes as k8s_nodes
+from ..k8s.http import ApiClient
 from ..model.labels import TERMINATION_FINALIZER
 from ..model.node import ClusterNode, parse_provider_id
 from ..runtime import Runtime

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from ..config import boundedyaml
 from ..k8s import manifests
+from ..k8s.http import ApiClient
 from ..k8s.raw import status_message
 
 log = logging.getLogger(__name__)
