@@ -120,11 +120,25 @@ def wait_running(sim: Environment, ns: str, count: int, timeout: float = 30.0) -
     return wait_for(f"{count} running pods in {ns}", check, timeout)
 
 
+def world_for_diagnosis(sim: Environment) -> dict:
+    """What a pass that launched nothing saw besides the pods: every Node (taints, Ready, deletion, finalizers)
+    and every instance (state), so a failure under load says which capacity it counted as on its way."""
+    nodes = request_json(sim.kube_api_client(), "GET", "/api/v1/nodes").get("items") or []
+    reservations = sim.boto3_client("ec2").describe_instances()["Reservations"]
+    return {
+        "nodes": [(n["metadata"]["name"], n["spec"].get("taints"), n["spec"].get("unschedulable"),
+                   [c.get("status") for c in n["status"].get("conditions") or [] if c.get("type") == "Ready"],
+                   n["metadata"].get("deletionTimestamp"), n["metadata"].get("finalizers")) for n in nodes],
+        "instances": [(i["InstanceId"], i["State"]["Name"], i.get("PrivateDnsName")) for r in reservations
+                      for i in r["Instances"]],
+    }
+
+
 def provision(sim: Environment, rt: Runtime, ns: str, count: int) -> list[dict]:
     """Launch capacity for the namespace's pending pods and wait until they all run."""
     wait_for(f"{count} unschedulable pods", lambda: len([p for p in pods(sim, ns) if is_provisionable(p)]) >= count)
     summary = provisioning.provision_once(rt)
-    assert summary.launches, summary
+    assert summary.launches, (summary, world_for_diagnosis(sim))
     return wait_running(sim, ns, count)
 
 
