@@ -255,11 +255,15 @@ def fitting(types: list[TypeOption], req: tuple[int, ...], pods: int, remaining:
     # Allocatable is never negative (build_template drops such types), so holding ``pods`` times the
     # request is the same test as fit_count(...) >= pods, without a division per resource.
     needed = [wanted * pods for wanted in req]
+    cpu, memory, slots = needed[0], needed[1], needed[2]
+    extended = len(needed) > 3
     out = []
     for option in types:
-        if holds(option.alloc, needed) and (
-            remaining is None or all(v <= r for v, r in zip(option.limit_vec, remaining, strict=True))
-        ):
+        alloc = option.alloc
+        # cpu, memory and pods inline: this runs for every type of every new claim.
+        if alloc[0] < cpu or alloc[1] < memory or alloc[2] < slots or (extended and not holds(alloc, needed)):
+            continue
+        if remaining is None or all(v <= r for v, r in zip(option.limit_vec, remaining, strict=True)):
             out.append(option)
             if limit is not None and len(out) == limit:
                 break

@@ -170,28 +170,41 @@ class _Packer:
               left: list[int]) -> tuple[float, list[int], list[int]] | None:
         """The dot-product greedy fill of one node of ``option``: (price per value, counts, used)."""
         alloc = option.alloc
-        scale = [1.0 / (a * a) if a else 0.0 for a in alloc[:2]]
+        scale_cpu, scale_mem = [1.0 / (a * a) if a else 0.0 for a in alloc[:2]]
         room = list(alloc)
         taken = [0] * len(left)
         shapes = self.shapes
         extended = len(alloc) > 3
+        # Room only shrinks and counts only grow: a shape that is out once stays out for this node.
+        active = [s for s, n in enumerate(left) if n > 0]
+        demand = [sum(shapes[s][j] * left[s] for s in active) for j in range(len(alloc))]
         while True:
+            if all(d <= r for d, r in zip(demand, room, strict=True)):
+                # All the pods left fit: the greedy would take every one of them, in whatever order.
+                room = [r - d for r, d in zip(room, demand, strict=True)]
+                taken = list(left)
+                break
             best = -1
             best_score = -1.0
             room_cpu, room_mem, room_pods = room[0], room[1], room[2]
-            for s, shape in enumerate(shapes):
+            still = []
+            for s in active:
+                shape = shapes[s]
                 if (taken[s] >= left[s] or shape[0] > room_cpu or shape[1] > room_mem or shape[2] > room_pods
                         or (extended and not holds(room, shape))):
                     continue
-                score = shape[0] * room_cpu * scale[0] + shape[1] * room_mem * scale[1]
+                still.append(s)
+                score = shape[0] * room_cpu * scale_cpu + shape[1] * room_mem * scale_mem
                 if score > best_score:
                     best, best_score = s, score
             if best < 0:
                 break
+            active = still
             shape = shapes[best]
             add = max(1, min(left[best] - taken[best], fit_count(room, (0,) * len(room), shape) // 2))
             taken[best] += add
             room = [r - v * add for r, v in zip(room, shape, strict=True)]
+            demand = [d - v * add for d, v in zip(demand, shape, strict=True)]
         value = sum(v * n for v, n in zip(self.values, taken, strict=True))
         if value <= 0:
             return None
