@@ -232,7 +232,10 @@ def _undominated(candidates: list[TypeOption], zones: frozenset[str],
     for option in candidates:
         price = option.price(zones, capacity_types) or 0.0
         alloc = option.alloc
-        if not any(holds(other.alloc, alloc) and p <= price for other, p in kept):
+        cpu, memory = alloc[0], alloc[1]
+        # cpu and memory first, inline: this compares every pair of candidates.
+        if not any(p <= price and (o := other.alloc)[0] >= cpu and o[1] >= memory and holds(o, alloc)
+                   for other, p in kept):
             kept.append((option, price))
     return kept
 
