@@ -26,14 +26,30 @@ class Candidates(NamedTuple):
     capacity_types: frozenset[str]
 
 
-class NewClaimChoice(NamedTuple):
-    """What a new claim for a run of pods is: its fit, how many pods it takes, its options and domains."""
+class NewClaimChoice:
+    """What a new claim for a run of pods is: its fit, how many pods it takes, its options and domains.
 
-    fit: Fit
-    pods_per_node: int
-    options: list[TypeOption]
-    zones: frozenset[str]
-    capacity_types: frozenset[str]
+    Most choices only price a pod (is growing an open claim dearer than new capacity?), which needs the
+    cheapest option alone: the full list of options may be left to build when a claim is opened.
+    """
+
+    __slots__ = ("fit", "pods_per_node", "zones", "capacity_types", "first", "_options", "_pending")
+
+    def __init__(self, fit: Fit, pods_per_node: int, options: list[TypeOption], zones: frozenset[str],
+                 capacity_types: frozenset[str], pending: tuple | None = None) -> None:
+        self.fit = fit
+        self.pods_per_node = pods_per_node
+        self.zones = zones
+        self.capacity_types = capacity_types
+        self.first = options[0] if options else None  # the cheapest option (there always is one)
+        self._options = None if pending is not None else options
+        self._pending = pending  # fitting's arguments for the full list, when ``options`` is only its head
+
+    @property
+    def options(self) -> list[TypeOption]:
+        if self._options is None:
+            self._options = fitting(*self._pending)
+        return self._options
 
 
 class _TypePick(NamedTuple):
@@ -82,7 +98,7 @@ class InstanceSelector:
         choice = self.best_new(fits, req, count, zones, capacity_types, host)
         if isinstance(choice, Refusal):
             return float("inf")
-        return choice.options[0].price(choice.zones, choice.capacity_types) / choice.pods_per_node
+        return choice.first.price(choice.zones, choice.capacity_types) / choice.pods_per_node
 
     def candidates(self, fit: Fit, zones: frozenset[str] | None,
                    capacity_types: frozenset[str] | None) -> Candidates | None:
@@ -222,6 +238,12 @@ def _options(fit: Fit, candidates: Candidates, req: tuple[int, ...], pick: _Type
     per_node = pick.pods_per_node
     mins = fit.min_values
     remaining = fit.template.remaining
+    if not mins and remaining is None:
+        # The first SPOT_FLEXIBILITY options decide everything below; the rest wait until a claim opens.
+        head = fitting(types, req, per_node, None, SPOT_FLEXIBILITY)
+        if len(head) == SPOT_FLEXIBILITY:
+            pending = (types, req, per_node, None, MAX_INSTANCE_TYPES)
+            return NewClaimChoice(fit, per_node, head, candidates.zones, candidates.capacity_types, pending)
     options = fitting(types, req, per_node, remaining, None if mins else MAX_INSTANCE_TYPES)
     while mins and per_node > 1 and not min_values_met(options, mins):
         per_node -= 1
@@ -255,11 +277,15 @@ def fitting(types: list[TypeOption], req: tuple[int, ...], pods: int, remaining:
     # Allocatable is never negative (build_template drops such types), so holding ``pods`` times the
     # request is the same test as fit_count(...) >= pods, without a division per resource.
     needed = [wanted * pods for wanted in req]
+    cpu, memory, slots = needed[0], needed[1], needed[2]
+    extended = len(needed) > 3
     out = []
     for option in types:
-        if holds(option.alloc, needed) and (
-            remaining is None or all(v <= r for v, r in zip(option.limit_vec, remaining, strict=True))
-        ):
+        alloc = option.alloc
+        # cpu, memory and pods inline: this runs for every type of every new claim.
+        if alloc[0] < cpu or alloc[1] < memory or alloc[2] < slots or (extended and not holds(alloc, needed)):
+            continue
+        if remaining is None or all(v <= r for v, r in zip(option.limit_vec, remaining, strict=True)):
             out.append(option)
             if limit is not None and len(out) == limit:
                 break

@@ -139,7 +139,11 @@ class ClaimBin:
         """Put ``added`` pods on the claim as ``narrowed``, keeping the options that hold them; False (and
         no change) when none does or minValues forbids it."""
         used = [taken + wanted * added for taken, wanted in zip(self.used, req, strict=True)]
-        options = [t for t in narrowed.options if holds(t.alloc, used)]
+        cpu, memory, slots = used[0], used[1], used[2]
+        extended = len(used) > 3
+        # cpu, memory and pods inline: this runs for every option of every claim a pod joins.
+        options = [t for t in narrowed.options if (a := t.alloc)[0] >= cpu and a[1] >= memory and a[2] >= slots
+                   and (not extended or holds(a, used))]
         zones, capacity_types = narrowed.zones, narrowed.capacity_types
         if narrowed.base_prices is not None:
             options.sort(key=lambda t: (t.price(zones, capacity_types), t.name))
@@ -170,10 +174,12 @@ class ClaimBin:
         if self.floor > 1 and wk.CAPACITY_SPOT in capacity_types:
             # Kept spot-flexible: the room that counts is what the floor-th roomiest option has left.
             k = self.floor - 1
-            self.room = room = tuple(sorted((t.alloc[j] for t in options), reverse=True)[k] - taken
-                                     for j, taken in enumerate(used))
+            columns = zip(*[t.alloc for t in options], strict=True)
+            self.room = room = tuple(sorted(column, reverse=True)[k] - taken
+                                     for column, taken in zip(columns, used, strict=True))
         else:
-            self.room = room = tuple(max(t.alloc[j] for t in options) - taken for j, taken in enumerate(used))
+            columns = zip(*[t.alloc for t in options], strict=True)
+            self.room = room = tuple(max(column) - taken for column, taken in zip(columns, used, strict=True))
         for have, least in zip(room, smallest, strict=True):
             if have < least:
                 self.open = False  # for good: options only ever shrink

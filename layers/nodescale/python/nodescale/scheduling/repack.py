@@ -170,28 +170,44 @@ class _Packer:
               left: list[int]) -> tuple[float, list[int], list[int]] | None:
         """The dot-product greedy fill of one node of ``option``: (price per value, counts, used)."""
         alloc = option.alloc
-        scale = [1.0 / (a * a) if a else 0.0 for a in alloc[:2]]
+        scale_cpu, scale_mem = [1.0 / (a * a) if a else 0.0 for a in alloc[:2]]
         room = list(alloc)
         taken = [0] * len(left)
         shapes = self.shapes
         extended = len(alloc) > 3
+        # Room only shrinks and counts only grow: a shape that is out once (no room, or all its pods
+        # taken) stays out for this node. Entries carry a shape's cpu, memory and pods for the hot loop.
+        active = [(s, shape[0], shape[1], shape[2]) for s, shape in enumerate(shapes) if left[s] > 0]
+        demand = [sum(shapes[s][j] * left[s] for s, _, _, _ in active) for j in range(len(alloc))]
         while True:
-            best = -1
+            if (demand[0] <= room[0] and demand[1] <= room[1] and demand[2] <= room[2]
+                    and (not extended or holds(room, demand))):
+                # All the pods left fit: the greedy would take every one of them, in whatever order.
+                room = [r - d for r, d in zip(room, demand, strict=True)]
+                taken = list(left)
+                break
+            best = best_at = -1
             best_score = -1.0
             room_cpu, room_mem, room_pods = room[0], room[1], room[2]
-            for s, shape in enumerate(shapes):
-                if (taken[s] >= left[s] or shape[0] > room_cpu or shape[1] > room_mem or shape[2] > room_pods
-                        or (extended and not holds(room, shape))):
+            still = []
+            for entry in active:
+                s, cpu, memory, pods = entry
+                if cpu > room_cpu or memory > room_mem or pods > room_pods or (extended and not holds(room, shapes[s])):
                     continue
-                score = shape[0] * room_cpu * scale[0] + shape[1] * room_mem * scale[1]
+                score = cpu * room_cpu * scale_cpu + memory * room_mem * scale_mem
                 if score > best_score:
-                    best, best_score = s, score
+                    best, best_score, best_at = s, score, len(still)
+                still.append(entry)
             if best < 0:
                 break
             shape = shapes[best]
             add = max(1, min(left[best] - taken[best], fit_count(room, (0,) * len(room), shape) // 2))
             taken[best] += add
+            if taken[best] >= left[best]:
+                del still[best_at]
+            active = still
             room = [r - v * add for r, v in zip(room, shape, strict=True)]
+            demand = [d - v * add for d, v in zip(demand, shape, strict=True)]
         value = sum(v * n for v, n in zip(self.values, taken, strict=True))
         if value <= 0:
             return None
@@ -219,7 +235,10 @@ def _undominated(candidates: list[TypeOption], zones: frozenset[str],
     for option in candidates:
         price = option.price(zones, capacity_types) or 0.0
         alloc = option.alloc
-        if not any(holds(other.alloc, alloc) and p <= price for other, p in kept):
+        cpu, memory = alloc[0], alloc[1]
+        # cpu and memory first, inline: this compares every pair of candidates.
+        if not any(p <= price and (o := other.alloc)[0] >= cpu and o[1] >= memory and holds(o, alloc)
+                   for other, p in kept):
             kept.append((option, price))
     return kept
 

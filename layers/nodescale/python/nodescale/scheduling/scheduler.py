@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import NamedTuple
 
 from ..model import labels as wk
@@ -56,6 +57,7 @@ DRA_REASON = (
     "no node is launched for it (IGNORE_DRA_REQUESTS=true, Karpenter's default)"
 )
 _NO_PODS = (0,) * 64
+_IS_OPEN = attrgetter("open")  # summed over every open claim once per run of pods: map() spares a generator
 # Pods not placed, each with why (None: the caller's fallback); a list, as one batch mixes requests.
 Refused = list[tuple[Pod, Refusal | None]]
 
@@ -358,6 +360,11 @@ class Scheduler:
             room = claim.room
             if room[0] < cpu or room[1] < memory or room[2] < 1 or (extended and not holds(room, req)):
                 continue
+            # The checks below are pure; the cheapest come first. Room for one pod (above) means a
+            # fit_count of at least one, so a single pod needs none.
+            cap = host.cap(claim.counts) if constrained else UNLIMITED
+            if not cap:
+                continue
             used = claim.used
             first = claim.options[0].alloc
             if first[0] - used[0] < cpu or first[1] - used[1] < memory or first[2] <= used[2]:
@@ -365,22 +372,22 @@ class Scheduler:
                 # option's price spread over every pod that could fit beats new capacity, skip early.
                 if new_price is None:
                     new_price = self.selector.price_per_pod(fits, req, remaining, zones, capacity_types, host)
-                most = min(remaining, fit_count(room, _NO_PODS[: len(req)], req))
+                most = 1 if remaining == 1 else min(remaining, fit_count(room, _NO_PODS[: len(req)], req))
                 if (claim.next_price - claim.price) / most > new_price + _EPSILON:
                     continue
             narrowed = claim.narrow(fit, zones, capacity_types, intersections)
             if narrowed is None:
                 continue
-            cap = host.cap(claim.counts) if constrained else UNLIMITED
-            if not cap:
-                continue
             cheapest = cheapest_with_room(narrowed, used, req, extended)
             if cheapest is None:
                 continue
             option, price = cheapest
-            taken = min(fit_count(option.alloc, used, req), remaining, cap)
-            if claim.floor > 1:
-                taken = min(taken, fit_count(room, _NO_PODS[: len(req)], req)) or 1  # what keeps it spot-flexible
+            if remaining == 1:
+                taken = 1
+            else:
+                taken = min(fit_count(option.alloc, used, req), remaining, cap)
+                if claim.floor > 1:  # what keeps it spot-flexible
+                    taken = min(taken, fit_count(room, _NO_PODS[: len(req)], req)) or 1
             if price > claim.price + _EPSILON:
                 if new_price is None:
                     new_price = self.selector.price_per_pod(fits, req, remaining, zones, capacity_types, host)
@@ -394,7 +401,7 @@ class Scheduler:
                 host.bootstrapped = True
             placed += taken
             remaining -= taken
-        if len(claims) > 64 and sum(1 for claim in claims if not claim.open) * 4 > len(claims):
+        if len(claims) > 64 and (len(claims) - sum(map(_IS_OPEN, claims))) * 4 > len(claims):
             self.open_claims = [claim for claim in claims if claim.open]  # now and then, not every run
         return placed
 

@@ -82,19 +82,24 @@ class HostRules:
 
     def cap(self, counts: Mapping[int, int]) -> int:
         cap = UNLIMITED
-        if self.inverse and any(counts.get(g) for g in self.inverse):
-            return 0
+        inverse = self.inverse
+        # Plain loops, no generators or min(): this runs for every claim a constrained pod considers.
+        if inverse and not inverse.isdisjoint(counts):
+            for g in inverse:
+                if counts.get(g):
+                    return 0
         for ids, skew, self_match in self.spreads:
             n = count(counts, ids)
             if self_match:
-                cap = min(cap, skew - n)
+                if skew - n < cap:
+                    cap = skew - n
             elif n > skew:
                 return 0
         for ids, self_match in self.anti:
             if count(counts, ids):
                 return 0
-            if self_match:
-                cap = min(cap, 1)
+            if self_match and cap > 1:
+                cap = 1
         for ids in self.affinity:
             if not count(counts, ids) and not (self.bootstrap and not self.bootstrapped and not counts):
                 return 0
@@ -202,9 +207,17 @@ class Topology:
 
 
 def count(counts: Mapping[int, int], ids: frozenset[int]) -> int:
+    if ids.isdisjoint(counts):
+        return 0  # the common case on a node, and a set operation in C
+    total = 0
     if len(counts) < len(ids):
-        return sum(n for g, n in counts.items() if g in ids)
-    return sum(counts.get(g, 0) for g in ids)
+        for g, n in counts.items():
+            if g in ids:
+                total += n
+    else:
+        for g in ids:
+            total += counts.get(g, 0)
+    return total
 
 
 def spread_quota(
