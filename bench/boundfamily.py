@@ -103,13 +103,12 @@ def run_mix(seed: int, pool: NodePool, types: list[InstanceType], daemons: list[
                   len(plan.unschedulable))
 
 
-def family(base: int = 0, count: int = MIXES) -> list[Result]:
+def family(base: int = 0, count: int = MIXES) -> Iterator[Result]:
+    """The mixes' results, one at a time (a long run shows progress)."""
     (on_demand, od_types), (spot, spot_types) = pools_and_types()
     daemons = daemonsets()
-    return [
-        run_mix(seed, *((spot, spot_types) if seed % 4 == 3 else (on_demand, od_types)), daemons)
-        for seed in range(base, base + count)
-    ]
+    for seed in range(base, base + count):
+        yield run_mix(seed, *((spot, spot_types) if seed % 4 == 3 else (on_demand, od_types)), daemons)
 
 
 def summary(results: Sequence[Result]) -> list[str]:
@@ -127,8 +126,9 @@ def summary(results: Sequence[Result]) -> list[str]:
 
 def run(base: int = 0, count: int = MIXES) -> Iterator[str]:
     yield f"bound family: {count} random mixes, seeds {base}..{base + count - 1} (spot pool every 4th)"
-    results = family(base, count)
-    for r in results:
+    results = []
+    for r in family(base, count):
+        results.append(r)
         yield (f"    seed {r.seed:>4} {r.pool:<8} {r.pods:>5} pods: plan {r.plan / r.bound:.3f}  "
                f"FFD {r.ffd / r.bound:.3f}  bound ${r.bound:,.2f}/h  solve {r.seconds:.2f} s"
                + (f"  UNPLACED {r.unplaced}" if r.unplaced else ""))

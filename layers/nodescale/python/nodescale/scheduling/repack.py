@@ -16,13 +16,16 @@ packing), scored by the type's price over the value of the pods it holds. Each r
 dual price of the cheapest fractional cover of what is left to place (a two-resource linear program over
 the types the best per dollar, solved exactly by trying every type and pair of types), so the types
 that cover the remaining mix cheapest score best; the best pattern is repeated while its pods last. The
-result replaces the class's claims only when it costs less, so the pass never makes a plan dearer; the
-pods keep the requirements, zones and capacity types they had, on types the class could already launch.
+pass as it was before (one least-squares price per resource) is tried too, and the cheapest way kept.
+The result replaces the class's claims only when it costs less, so the pass never makes a plan dearer;
+the pods keep the requirements, zones and capacity types they had, on types the class could already
+launch. A class with more than ``_MOST_SEEDS`` seeds, or no free pod, is left as the greedy pass made it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 from ..model.pod import Pod
 from .groups import Group
@@ -33,6 +36,16 @@ from .topology import Matcher
 
 _EPSILON = 1e-9
 _SPOT = "spot"
+# The ways a class is packed, the cheapest kept: (pods valued at fitted prices, seeds filled first). The
+# fitted way (one least-squares price per resource, the best of a window of patterns each round) is the
+# pass as it was before the dual prices; neither beats the other on every mix.
+_WAYS = ((False, True), (False, False), (True, False))
+_WAYS_WITHOUT_SEEDS = ((False, False), (True, False))
+# A class with more seeds than this is left as the greedy pass packed it: each seed tries several types
+# in each way, and so many claims holding topology-bound pods leave few free pods to gain on.
+_MOST_SEEDS = 500
+# How many of the best-scoring patterns the fitted way fills again each round.
+_WIDTH = 8
 
 
 def topology_bound_groups(groups: Iterable[Group], matcher: Matcher) -> set[int]:
@@ -88,7 +101,7 @@ def _repack_class(members: list[ClaimBin], group_of: Mapping[int, int],
     around each seed's pods first, the rest in patterns; and each seed on the cheapest type holding its
     own pods, every free pod in patterns. The cheaper wins."""
     seeds = [c for c in members if not all(id(p) in group_of for p in c.pods)]
-    if len(members) - len(seeds) < 1 and len(seeds) < 2:
+    if len(members) - len(seeds) < 1 and len(seeds) < 2 or len(seeds) > _MOST_SEEDS:
         return None
     fit, capacity_types = members[0].fit, members[0].capacity_types
     candidates = [t for t in fit.types if t.price(fit.zones, capacity_types) is not None]
@@ -102,20 +115,35 @@ def _repack_class(members: list[ClaimBin], group_of: Mapping[int, int],
             if id(pod) in group_of:
                 requests = pod.requests
                 by_shape.setdefault(tuple(requests.get(d, 0) for d in dims), []).append(pod)
-    packer = _Packer(candidates, fit.zones, capacity_types, list(by_shape), least)
-    best: tuple[float, list[ClaimBin]] | None = None
-    for fill in (True, False) if seeds else (False,):
-        attempt = _attempt(members[0], seeds, packer, [list(p) for p in by_shape.values()], group_of, dims, fill)
-        if attempt is not None and (best is None or attempt[0] < best[0]):
-            best = attempt
-    if best is None or best[0] >= sum(c.price for c in members) - _EPSILON:
+    if not by_shape:
         return None
-    return best[1]
+    best: _Attempt | None = None
+    for fitted, fill in _WAYS if seeds else _WAYS_WITHOUT_SEEDS:
+        packer = _Packer(candidates, fit.zones, capacity_types, list(by_shape), least, fitted)
+        attempt = _attempt(seeds, packer, [list(p) for p in by_shape.values()], group_of, dims, fill)
+        if attempt is not None and (best is None or attempt.price < best.price):
+            best = attempt
+    if best is None or best.price >= sum(c.price for c in members) - _EPSILON:
+        return None
+    pods = best.pods
+    return best.seeds + [
+        _claim(members[0], options, used, [pods[s].pop() for s, n in enumerate(counts) if n for _ in range(n)],
+               group_of)
+        for counts, used, options, times in best.patterns
+        for _ in range(times)
+    ]
 
 
-def _attempt(like: ClaimBin, seeds: list[ClaimBin], packer: _Packer, pods: list[list[Pod]],
-             group_of: Mapping[int, int], dims: Sequence[str], fill: bool) -> tuple[float, list[ClaimBin]] | None:
-    """One way of packing the class (see :func:`_repack_class`): its price and claims."""
+class _Attempt(NamedTuple):
+    price: float
+    seeds: list[ClaimBin]
+    patterns: list[tuple[list[int], list[int], list[TypeOption], int]]
+    pods: list[list[Pod]]  # the free pods the patterns take, per shape
+
+
+def _attempt(seeds: list[ClaimBin], packer: _Packer, pods: list[list[Pod]], group_of: Mapping[int, int],
+             dims: Sequence[str], fill: bool) -> _Attempt | None:
+    """One way of packing the class (see :func:`_repack_class`)."""
     left = [len(p) for p in pods]
     packer.revalue(left)
     cache: dict = {}
@@ -128,11 +156,7 @@ def _attempt(like: ClaimBin, seeds: list[ClaimBin], packer: _Packer, pods: list[
     if patterns is None:
         return None
     price = sum(c.price for c in reseeded) + sum(packer.price_of(options) * times for _, _, options, times in patterns)
-    return price, reseeded + [
-        _claim(like, options, used, [pods[s].pop() for s, n in enumerate(counts) for _ in range(n)], group_of)
-        for counts, used, options, times in patterns
-        for _ in range(times)
-    ]
+    return _Attempt(price, reseeded, patterns, pods)
 
 
 def _reseed(seed: ClaimBin, packer: _Packer, left: list[int], pods: list[list[Pod]],
@@ -164,12 +188,7 @@ def _reseed(seed: ClaimBin, packer: _Packer, left: list[int], pods: list[list[Po
         taken, used = [0] * len(left), fixed
     else:
         _, taken, used = best
-    options = []
-    for t in priced:
-        if holds(t.alloc, used):
-            options.append(t)
-            if len(options) == MAX_INSTANCE_TYPES:
-                break
+    options = _holding(priced, used)
     claim = ClaimBin(seed.fit, zones, capacity_types, options, len(used))
     claim.requirements = seed.requirements
     claim.options = options
@@ -226,7 +245,7 @@ class _Packer:
     """Node patterns for pod shapes over a class's candidate types."""
 
     def __init__(self, candidates: list[TypeOption], zones: frozenset[str], capacity_types: frozenset[str],
-                 shapes: list[tuple[int, ...]], least: int) -> None:
+                 shapes: list[tuple[int, ...]], least: int, fitted: bool = False) -> None:
         self.candidates = candidates
         self.zones = zones
         self.capacity_types = capacity_types
@@ -234,6 +253,7 @@ class _Packer:
         self.least = least
         self.types = _undominated(candidates, zones, capacity_types)
         self.efficient = _efficient(self.types)
+        self.fitted = _fitted_prices(self.types) if fitted else None
         self.values: list[float] = []
         self.weights = [1.0, 0.0]
 
@@ -255,24 +275,25 @@ class _Packer:
                 entries.append([hit[0], i, hit[1], hit[2]])
         out = []
         while any(left):
-            self.revalue(left)
-            for entry in entries:
-                if entry[2]:
-                    entry[0] = self._score(self.types[entry[1]][1], entry[2])
+            if self.revalue(left):
+                for entry in entries:
+                    if entry[2]:
+                        entry[0] = self._score(self.types[entry[1]][1], entry[2])
             best = self._freshest(entries, left)
             if best is None:
                 return None
             taken, used = best[2], best[3]
             times = min(n // c for c, n in zip(taken, left, strict=True) if c)
             left = [n - c * times for c, n in zip(taken, left, strict=True)]
-            options = [t for t in self.candidates if holds(t.alloc, used)]
-            out.append((taken, used, options, times))
+            out.append((taken, used, _holding(self.candidates, used), times))
         return out
 
     def _freshest(self, entries: list[list], left: list[int]) -> list | None:
         """The best-scoring entry whose pods are all still left: an entry ahead of it that took pods now
         gone is filled again (a fill from fewer pods scores no better, so its old score is a fair guide
         of whether it needs filling again)."""
+        if self.fitted is not None:
+            return self._best_in_window(entries, left)
         while True:
             entries.sort(key=lambda e: e[0])
             best = next((e for e in entries if e[2] and e[0] < float("inf")), None)
@@ -282,11 +303,34 @@ class _Packer:
             hit = self._fill(option, price, left)
             best[:] = [float("inf"), best[1], [], []] if hit is None else [hit[0], best[1], hit[1], hit[2]]
 
-    def revalue(self, left: list[int]) -> None:
-        demand = [sum(shape[d] * n for shape, n in zip(self.shapes, left, strict=True)) for d in (0, 1)]
-        weights = _resource_prices(self.efficient, demand)
+    def _best_in_window(self, entries: list[list], left: list[int]) -> list | None:
+        """The fitted way: the best of the ``_WIDTH`` best-scoring entries, those that took pods now gone
+        filled again first."""
+        entries.sort(key=lambda e: e[0])
+        best = None
+        for entry in entries[:_WIDTH]:
+            if entry[2] and any(c > n for c, n in zip(entry[2], left, strict=True)):
+                option, price = self.types[entry[1]]
+                hit = self._fill(option, price, left)
+                entry[:] = [float("inf"), entry[1], [], []] if hit is None else [hit[0], entry[1], hit[1], hit[2]]
+            if entry[2] and entry[0] < float("inf") and (best is None or entry[0] < best[0]):
+                best = entry
+        if best is None:
+            return self._best_in_window(entries, left) if any(e[2] for e in entries) else None
+        return best
+
+    def revalue(self, left: list[int]) -> bool:
+        """Value the shapes at the resource prices of covering ``left``; True when those prices changed."""
+        if self.fitted is not None:
+            weights = self.fitted
+        else:
+            demand = [sum(shape[d] * n for shape, n in zip(self.shapes, left, strict=True)) for d in (0, 1)]
+            weights = _resource_prices(self.efficient, demand)
+        if weights == self.weights:
+            return False
         self.weights = weights
         self.values = [weights[0] * shape[0] + weights[1] * shape[1] for shape in self.shapes]
+        return True
 
     def _score(self, price: float, taken: list[int]) -> float:
         value = sum(v * n for v, n in zip(self.values, taken, strict=True))
@@ -337,6 +381,17 @@ class _Packer:
         if self.least > 1 and not self._flexible(used):
             return None
         return score, taken, used
+
+
+def _holding(types: list[TypeOption], used: Sequence[int]) -> list[TypeOption]:
+    """The first ``MAX_INSTANCE_TYPES`` of ``types`` that hold ``used`` (all a claim launches with)."""
+    out = []
+    for t in types:
+        if holds(t.alloc, used):
+            out.append(t)
+            if len(out) == MAX_INSTANCE_TYPES:
+                break
+    return out
 
 
 def _at_least(candidates: list[TypeOption], used: list[int], least: int) -> bool:
@@ -409,3 +464,25 @@ def _resource_prices(types: list[tuple[TypeOption, float]], demand: Sequence[int
     floor_cpu = 0.01 * total / max(1, sum(c for c, _, _ in rows))
     floor_mem = 0.01 * total / max(1, sum(m for _, m, _ in rows))
     return [max(duals[0], floor_cpu), max(duals[1], floor_mem)]
+
+
+def _fitted_prices(types: list[tuple[TypeOption, float]]) -> list[float]:
+    """(The fitted way.) A price per unit of cpu and of memory fitted (least squares, through the origin) to the types'
+    prices; each at least a tenth of its share when the fit fails."""
+    if not types:
+        return [1.0, 0.0]
+    rows = [(t.alloc[0], t.alloc[1], price) for t, price in types]
+    sxx = sum(c * c for c, _, _ in rows)
+    syy = sum(m * m for _, m, _ in rows)
+    sxy = sum(c * m for c, m, _ in rows)
+    sxp = sum(c * p for c, _, p in rows)
+    syp = sum(m * p for _, m, p in rows)
+    det = sxx * syy - sxy * sxy
+    cpu = mem = 0.0
+    if det > 0:
+        cpu = (sxp * syy - syp * sxy) / det
+        mem = (syp * sxx - sxp * sxy) / det
+    total = sum(p for _, _, p in rows)
+    floor_cpu = 0.1 * total / max(1, sum(c for c, _, _ in rows))
+    floor_mem = 0.1 * total / max(1, sum(m for _, m, _ in rows))
+    return [max(cpu, floor_cpu), max(mem, floor_mem)]
