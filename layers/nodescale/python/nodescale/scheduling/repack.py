@@ -118,9 +118,10 @@ def _repack_class(members: list[ClaimBin], group_of: Mapping[int, int],
     if not by_shape:
         return None
     best: _Attempt | None = None
+    cache: dict = {}  # the seeds' types by zones, shared by every way
     for fitted, fill in _WAYS if seeds else _WAYS_WITHOUT_SEEDS:
         packer = _Packer(candidates, fit.zones, capacity_types, list(by_shape), least, fitted)
-        attempt = _attempt(seeds, packer, [list(p) for p in by_shape.values()], group_of, dims, fill)
+        attempt = _attempt(seeds, packer, [list(p) for p in by_shape.values()], group_of, dims, fill, cache)
         if attempt is not None and (best is None or attempt.price < best.price):
             best = attempt
     if best is None or best.price >= sum(c.price for c in members) - _EPSILON:
@@ -142,11 +143,10 @@ class _Attempt(NamedTuple):
 
 
 def _attempt(seeds: list[ClaimBin], packer: _Packer, pods: list[list[Pod]], group_of: Mapping[int, int],
-             dims: Sequence[str], fill: bool) -> _Attempt | None:
+             dims: Sequence[str], fill: bool, cache: dict) -> _Attempt | None:
     """One way of packing the class (see :func:`_repack_class`)."""
     left = [len(p) for p in pods]
     packer.revalue(left)
-    cache: dict = {}
     reseeded = []
     for seed in seeds:
         reseeded.append(_reseed(seed, packer, left if fill else [0] * len(left), pods, group_of, dims, cache))
@@ -412,7 +412,15 @@ def _undominated(candidates: list[TypeOption], zones: frozenset[str],
     for option in candidates:
         price = option.price(zones, capacity_types) or 0.0
         alloc = option.alloc
-        if not any(holds(other.alloc, alloc) and p <= price for other, p in kept):
+        cpu, memory, pods = alloc[0], alloc[1], alloc[2]
+        beaten = False
+        for other, p in kept:
+            # cpu, memory and pods first: most candidates fail there, before the full (slower) test.
+            held = other.alloc
+            if held[0] >= cpu and held[1] >= memory and held[2] >= pods and p <= price and holds(held, alloc):
+                beaten = True
+                break
+        if not beaten:
             kept.append((option, price))
     return kept
 
