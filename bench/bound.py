@@ -105,6 +105,18 @@ def groups_of(pods: Sequence[Pod]) -> list[tuple[tuple[int, int, int], int]]:
     return sorted(Counter(pod_shape(p) for p in pods).items())
 
 
+def host_groups_of(pods: Sequence[Pod]) -> tuple[list[tuple[tuple[int, int, int], int]], list[bool]]:
+    """Groups as :func:`groups_of` makes them, but each hostname-bound selector (bench.scheduling's
+    hostname spread and anti-affinity kinds) a group of its own, flagged one-per-node."""
+    counts: Counter = Counter()
+    for p in pods:
+        kind = p.labels.get("kind", "plain")
+        selector = f"{kind}/{p.labels.get('value', '')}" if kind in (HOST_SPREAD, HOST_ANTI) else ""
+        counts[(pod_shape(p), selector)] += 1
+    keys = sorted(counts)
+    return [(shape, counts[(shape, sel)]) for shape, sel in keys], [bool(sel) for _, sel in keys]
+
+
 def _fits(shape: Sequence[float], alloc: Sequence[float]) -> bool:
     return all(s <= a for s, a in zip(shape, alloc, strict=True))
 
@@ -131,12 +143,18 @@ def undominated(rows: Sequence[TypeRow]) -> list[TypeRow]:
     return keep
 
 
-def lp_bound(groups: Sequence[tuple[Sequence[int], int]], rows: Sequence[TypeRow]) -> float:
-    """The linear relaxation's optimum, in price per hour; ``inf`` when some group fits no type."""
+def lp_bound(groups: Sequence[tuple[Sequence[int], int]], rows: Sequence[TypeRow],
+             one_per_node: Sequence[bool] = ()) -> float:
+    """The linear relaxation's optimum, in price per hour; ``inf`` when some group fits no type.
+
+    A group flagged in ``one_per_node`` (hostname spread with maxSkew 1 or hostname anti-affinity, alone
+    in its selector) puts at most one pod on a node: on each type, at most as many pods as nodes."""
     import highspy
     import numpy as np
 
-    rows = undominated(rows)
+    if not any(one_per_node):
+        # (With one-per-node groups a dominated type may still be the cheapest node per such pod.)
+        rows = undominated(rows)
     scaled_alloc = [tuple(a * s for a, s in zip(r.alloc, _SCALE, strict=True)) for r in rows]
     n_types, n_groups = len(rows), len(groups)
     # Columns: n_t for each type, then x_gt for each (group, type) the group's pods fit on.
@@ -144,12 +162,18 @@ def lp_bound(groups: Sequence[tuple[Sequence[int], int]], rows: Sequence[TypeRow
     starts: list[int] = []
     index: list[int] = []
     value: list[float] = []
-    # Row layout: group rows 0..G-1 (== count), then 3 rows per type (placed - alloc * n_t <= 0).
+    # Row layout: group rows 0..G-1 (== count), then 3 rows per type (placed - alloc * n_t <= 0), then
+    # one row per (one-per-node group, type) (placed - n_t <= 0).
+    exclusive = [g for g, flag in enumerate(one_per_node) if flag]
+    host_row = {g: n_groups + 3 * n_types + i * n_types for i, g in enumerate(exclusive)}
     for t in range(n_types):
         starts.append(len(index))
         for d in range(3):
             index.append(n_groups + 3 * t + d)
             value.append(-scaled_alloc[t][d])
+        for g in exclusive:
+            index.append(host_row[g] + t)
+            value.append(-1.0)
     for g, (shape, _count) in enumerate(groups):
         scaled = [v * s for v, s in zip(shape, _SCALE, strict=True)]
         placeable = False
@@ -165,15 +189,19 @@ def lp_bound(groups: Sequence[tuple[Sequence[int], int]], rows: Sequence[TypeRow
                 if scaled[d]:
                     index.append(n_groups + 3 * t + d)
                     value.append(scaled[d])
+            if g in host_row:
+                index.append(host_row[g] + t)
+                value.append(1.0)
         if not placeable:
             return float("inf")
     n_cols = len(cost)
-    lower_rows = [float(c) for _, c in groups] + [-highspy.kHighsInf] * (3 * n_types)
-    upper_rows = [float(c) for _, c in groups] + [0.0] * (3 * n_types)
+    n_rows = n_groups + (3 + len(exclusive)) * n_types
+    lower_rows = [float(c) for _, c in groups] + [-highspy.kHighsInf] * (n_rows - n_groups)
+    upper_rows = [float(c) for _, c in groups] + [0.0] * (n_rows - n_groups)
 
     lp = highspy.HighsLp()
     lp.num_col_ = n_cols
-    lp.num_row_ = n_groups + 3 * n_types
+    lp.num_row_ = n_rows
     lp.col_cost_ = np.array(cost, dtype=np.double)
     lp.col_lower_ = np.zeros(n_cols, dtype=np.double)
     lp.col_upper_ = np.full(n_cols, highspy.kHighsInf, dtype=np.double)

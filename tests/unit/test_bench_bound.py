@@ -87,3 +87,14 @@ def test_half_a_gigabyte_function_costs_half() -> None:
     half = Usage({"f": FunctionUsage(1000, 2.0, 512, 0, 0, 0)}, metrics=0, alarms=0, dashboards=0)
     assert monthly_cost(half)["lambda compute"] == pytest.approx(monthly_cost(one)["lambda compute"] / 2)
     assert monthly_cost(one)["lambda compute"] == pytest.approx(2000 * 0.0000133334)
+
+
+def test_lp_puts_one_pod_of_a_hostname_bound_group_on_a_node() -> None:
+    """#32.1: three 1-cpu pods of a hostname spread (maxSkew 1) on 4-cpu $1 nodes: 3/4 of a node when they
+    may share, three nodes when the bound knows each takes a node of its own (at most as many pods as nodes
+    on each type); a plain group beside them rides on those nodes for free."""
+    rows = [_row("A", 4, 16, 1.0)]
+    assert lp_bound([((1000, GIB, 1), 3)], rows) == pytest.approx(0.75, rel=1e-6)
+    assert lp_bound([((1000, GIB, 1), 3)], rows, [True]) == pytest.approx(3.0, rel=1e-6)
+    both = [((1000, GIB, 1), 3), ((3000, GIB, 1), 3)]
+    assert lp_bound(both, rows, [True, False]) == pytest.approx(3.0, rel=1e-6)

@@ -1,29 +1,50 @@
-"""A local-improvement pass after the greedy packing: the new claims of one pool class (same fit, zones
-and capacity types), whose pods carry no topology and are selected by none, are packed again with their
-pods mixed, cpu-heavy beside memory-heavy, and each node's type chosen by how well the whole mix fills it.
+"""A local-improvement pass after the greedy packing (#32): the new claims of one pool class (same fit and
+capacity types) are packed again with the pods of different deployments mixed, cpu-heavy beside
+memory-heavy, and each node's type chosen by how well the whole mix fills it.
 
-Pods are packed by node patterns: for each candidate type, a greedy fill that takes at each step the pod
-shape pointing most along the node's remaining room (the dot-product heuristic of vector bin packing),
-scored by the type's price over the value of the pods it holds (each resource valued at a price fitted
-to the types' prices). The best pattern is repeated while its pods last. The result replaces the class's
-claims only when it costs less, so the pass never makes a plan dearer; the pods keep the requirements,
-zones and capacity types they had, on types the claims could already launch.
+Only free pods move: those of groups with no topology of their own that no spread or (anti-)affinity
+selects. A claim that also holds topology-bound pods is a seed: it keeps them, its zones and capacity
+types (so every spread, affinity and hostname count stays as the greedy pass left it), and either takes
+free pods around them on the type that scores best, or shrinks to the cheapest type that holds them
+alone; both ways are tried and the cheaper kept. Claims narrowed by anything else (other requirements,
+pool limits, minValues, spot claims holding bound pods, zones narrowed without a bound pod) are left as
+they are.
+
+Free pods are packed by node patterns: for each candidate type, a greedy fill that takes at each step the
+pod shape pointing most along the node's remaining room (the dot-product heuristic of vector bin
+packing), scored by the type's price over the value of the pods it holds. Each resource is valued at the
+dual price of the cheapest fractional cover of what is left to place (a two-resource linear program over
+the types the best per dollar, solved exactly by trying every type and pair of types), so the types
+that cover the remaining mix cheapest score best; the best pattern is repeated while its pods last. The
+pass as it was before (one least-squares price per resource) is tried too, and the cheapest way kept.
+The result replaces the class's claims only when it costs less, so the pass never makes a plan dearer;
+the pods keep the requirements, zones and capacity types they had, on types the class could already
+launch. A class with more than ``_MOST_SEEDS`` seeds, or no free pod, is left as the greedy pass made it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 from ..model.pod import Pod
 from .groups import Group
 from .nodeclaim import ClaimBin
-from .plan import SPOT_FLEXIBILITY
+from .plan import MAX_INSTANCE_TYPES, SPOT_FLEXIBILITY
 from .templates import TypeOption, fit_count, holds
 from .topology import Matcher
 
 _EPSILON = 1e-9
 _SPOT = "spot"
-# How many of the best-scoring types each round of packing fills again.
+# The ways a class is packed, the cheapest kept: (pods valued at fitted prices, seeds filled first). The
+# fitted way (one least-squares price per resource, the best of a window of patterns each round) is the
+# pass as it was before the dual prices; neither beats the other on every mix.
+_WAYS = ((False, True), (False, False), (True, False))
+_WAYS_WITHOUT_SEEDS = ((False, False), (True, False))
+# A class with more seeds than this is left as the greedy pass packed it: each seed tries several types
+# in each way, and so many claims holding topology-bound pods leave few free pods to gain on.
+_MOST_SEEDS = 500
+# How many of the best-scoring patterns the fitted way fills again each round.
 _WIDTH = 8
 
 
@@ -45,12 +66,16 @@ def topology_bound_groups(groups: Iterable[Group], matcher: Matcher) -> set[int]
 
 def repack(claims: list[ClaimBin], bound: set[int], group_of: Mapping[int, int],
            dims: Sequence[str]) -> list[ClaimBin]:
-    """The claims, each eligible class packed again when that is cheaper."""
+    """The claims, each eligible class packed again when that is cheaper.
+
+    ``group_of`` maps each free pod (of a group not topology-bound) to its group; a pod it does not hold
+    stays on its claim. A claim holding such pods is a seed: it keeps them, its zones and its options,
+    and free pods fill its room again."""
     classes: dict[tuple, list[ClaimBin]] = {}
     out: list[ClaimBin] = []
     for claim in claims:
         if _eligible(claim, bound):
-            classes.setdefault((id(claim.fit), claim.zones, claim.capacity_types), []).append(claim)
+            classes.setdefault((id(claim.fit), claim.capacity_types), []).append(claim)
         else:
             out.append(claim)
     for members in classes.values():
@@ -61,53 +86,157 @@ def repack(claims: list[ClaimBin], bound: set[int], group_of: Mapping[int, int],
 
 def _eligible(claim: ClaimBin, bound: set[int]) -> bool:
     fit = claim.fit
-    return (
-        claim.requirements is fit.requirements
-        and claim.template.remaining is None
-        and not fit.min_values
-        and not any(g in bound for g in claim.counts)
-    )
+    if claim.requirements is not fit.requirements or claim.template.remaining is not None or fit.min_values:
+        return False
+    if any(g in bound for g in claim.counts):
+        # A seed: spot ones keep their pods (their room depends on the floor-th roomiest option).
+        return claim.floor == 1
+    # Zones narrowed with no topology-bound pod on it: kept as it is, as the pass cannot say why.
+    return claim.zones == fit.zones
 
 
 def _repack_class(members: list[ClaimBin], group_of: Mapping[int, int],
                   dims: Sequence[str]) -> list[ClaimBin] | None:
-    first = members[0]
-    zones, capacity_types = first.zones, first.capacity_types
-    candidates = [t for t in first.fit.types if t.price(zones, capacity_types) is not None]
-    candidates.sort(key=lambda t: (t.price(zones, capacity_types), t.name))
+    """The class packed again, or None when that is no cheaper. Two ways are tried: free pods filled
+    around each seed's pods first, the rest in patterns; and each seed on the cheapest type holding its
+    own pods, every free pod in patterns. The cheaper wins."""
+    seeds = [c for c in members if not all(id(p) in group_of for p in c.pods)]
+    if len(members) - len(seeds) < 1 and len(seeds) < 2 or len(seeds) > _MOST_SEEDS:
+        return None
+    fit, capacity_types = members[0].fit, members[0].capacity_types
+    candidates = [t for t in fit.types if t.price(fit.zones, capacity_types) is not None]
+    candidates.sort(key=lambda t: (t.price(fit.zones, capacity_types), t.name))
     least = 1
     if _SPOT in capacity_types:
         least = min(SPOT_FLEXIBILITY, min(len(c.options) for c in members))
     by_shape: dict[tuple[int, ...], list[Pod]] = {}
     for claim in members:
         for pod in claim.pods:
-            requests = pod.requests
-            by_shape.setdefault(tuple(requests.get(d, 0) for d in dims), []).append(pod)
-    packer = _Packer(candidates, zones, capacity_types, list(by_shape), least)
-    patterns = packer.pack([len(p) for p in by_shape.values()])
-    if patterns is None:
+            if id(pod) in group_of:
+                requests = pod.requests
+                by_shape.setdefault(tuple(requests.get(d, 0) for d in dims), []).append(pod)
+    if not by_shape:
         return None
-    old = sum(c.price for c in members)
-    new = sum(packer.price_of(options) * times for _, _, options, times in patterns)
-    if new >= old - _EPSILON:
+    best: _Attempt | None = None
+    cache: dict = {}  # the seeds' types by zones, shared by every way
+    for fitted, fill in _WAYS if seeds else _WAYS_WITHOUT_SEEDS:
+        packer = _Packer(candidates, fit.zones, capacity_types, list(by_shape), least, fitted)
+        attempt = _attempt(seeds, packer, [list(p) for p in by_shape.values()], group_of, dims, fill, cache)
+        if attempt is not None and (best is None or attempt.price < best.price):
+            best = attempt
+    if best is None or best.price >= sum(c.price for c in members) - _EPSILON:
         return None
-    pods = list(by_shape.values())
-    return [
-        _claim(first, options, used, [pods[s].pop() for s, n in enumerate(counts) for _ in range(n)], group_of)
-        for counts, used, options, times in patterns
+    pods = best.pods
+    return best.seeds + [
+        _claim(members[0], options, used, [pods[s].pop() for s, n in enumerate(counts) if n for _ in range(n)],
+               group_of)
+        for counts, used, options, times in best.patterns
         for _ in range(times)
     ]
 
 
+class _Attempt(NamedTuple):
+    price: float
+    seeds: list[ClaimBin]
+    patterns: list[tuple[list[int], list[int], list[TypeOption], int]]
+    pods: list[list[Pod]]  # the free pods the patterns take, per shape
+
+
+def _attempt(seeds: list[ClaimBin], packer: _Packer, pods: list[list[Pod]], group_of: Mapping[int, int],
+             dims: Sequence[str], fill: bool, cache: dict) -> _Attempt | None:
+    """One way of packing the class (see :func:`_repack_class`)."""
+    left = [len(p) for p in pods]
+    packer.revalue(left)
+    reseeded = []
+    for seed in seeds:
+        reseeded.append(_reseed(seed, packer, left if fill else [0] * len(left), pods, group_of, dims, cache))
+        if fill:
+            packer.revalue(left)  # the pods a seed took no longer count in what is left to cover
+    patterns = packer.pack(left)
+    if patterns is None:
+        return None
+    price = sum(c.price for c in reseeded) + sum(packer.price_of(options) * times for _, _, options, times in patterns)
+    return _Attempt(price, reseeded, patterns, pods)
+
+
+def _reseed(seed: ClaimBin, packer: _Packer, left: list[int], pods: list[list[Pod]],
+            group_of: Mapping[int, int], dims: Sequence[str], cache: dict) -> ClaimBin:
+    """A new claim like ``seed`` with only its topology-bound pods, then free pods filled into the room its
+    cheapest option leaves (taken out of ``left`` and ``pods``)."""
+    kept = [p for p in seed.pods if id(p) not in group_of]
+    fixed = [sum(p.requests.get(d, 0) for p in kept) for d in dims]
+    zones, capacity_types = seed.zones, seed.capacity_types
+    weights = packer.weights
+    fixed_value = weights[0] * fixed[0] + weights[1] * fixed[1]
+    best: tuple[float, list[int], list[int]] | None = None
+    priced, undominated = _priced(seed, cache)
+    # No node holds more value than its allocatable is worth: try types by that floor on their score, and
+    # stop once the floor passes the best score found.
+    ranked = sorted(
+        ((price / worth, option, price) for option, price in undominated
+         if holds(option.alloc, fixed) and (worth := weights[0] * option.alloc[0] + weights[1] * option.alloc[1]) > 0),
+        key=lambda entry: entry[0],
+    )
+    for floor, option, price in ranked:
+        if best is not None and floor >= best[0]:
+            break
+        taken, used = packer.fill_from(option.alloc, fixed, left)
+        value = fixed_value + sum(v * n for v, n in zip(packer.values, taken, strict=True))
+        if value > 0 and (best is None or price / value < best[0]):
+            best = (price / value, taken, used)
+    if best is None:
+        taken, used = [0] * len(left), fixed
+    else:
+        _, taken, used = best
+    options = _holding(priced, used)
+    claim = ClaimBin(seed.fit, zones, capacity_types, options, len(used))
+    claim.requirements = seed.requirements
+    claim.options = options
+    claim.price = options[0].price(zones, capacity_types)
+    claim.next_price = options[1].price(zones, capacity_types) if len(options) > 1 else float("inf")
+    claim.used = used
+    claim.pods = kept
+    claim.counts = dict(seed.counts)
+    for pod in seed.pods:
+        gid = group_of.get(id(pod))
+        if gid is not None:
+            claim.counts[gid] -= 1
+    for s, n in enumerate(taken):
+        for _ in range(n):
+            pod = pods[s].pop()
+            kept.append(pod)
+            gid = group_of[id(pod)]
+            claim.counts[gid] = claim.counts.get(gid, 0) + 1
+        left[s] -= n
+    claim.counts = {g: n for g, n in claim.counts.items() if n}
+    claim.open = False
+    return claim
+
+
+def _priced(seed: ClaimBin, cache: dict) -> tuple[list[TypeOption], list[tuple[TypeOption, float]]]:
+    """The seed's fit's types offered in its zones and capacity types, cheapest there first, and those of
+    them no cheaper type beats in every resource (a type that beats one holding the seed's pods holds
+    them too, so filtering after is the same as before)."""
+    key = (seed.zones, seed.capacity_types)
+    hit = cache.get(key)
+    if hit is None:
+        zones, capacity_types = key
+        entries = [(p, t.name, t) for t in seed.fit.types if (p := t.price(zones, capacity_types)) is not None]
+        entries.sort(key=lambda entry: (entry[0], entry[1]))
+        types = [t for _, _, t in entries]
+        hit = cache[key] = (types, _undominated(types, zones, capacity_types))
+    return hit
+
+
 def _claim(like: ClaimBin, options: list[TypeOption], used: list[int], pods: list[Pod],
            group_of: Mapping[int, int]) -> ClaimBin:
-    claim = ClaimBin(like.fit, like.zones, like.capacity_types, options, len(used))
+    claim = ClaimBin(like.fit, like.fit.zones, like.capacity_types, options, len(used))
     claim.used = list(used)
     claim.pods = pods
     for pod in pods:
         gid = group_of[id(pod)]
         claim.counts[gid] = claim.counts.get(gid, 0) + 1
-    claim.next_price = options[1].price(like.zones, like.capacity_types) if len(options) > 1 else float("inf")
+    claim.next_price = options[1].price(like.fit.zones, like.capacity_types) if len(options) > 1 else float("inf")
     claim.open = False
     return claim
 
@@ -116,15 +245,17 @@ class _Packer:
     """Node patterns for pod shapes over a class's candidate types."""
 
     def __init__(self, candidates: list[TypeOption], zones: frozenset[str], capacity_types: frozenset[str],
-                 shapes: list[tuple[int, ...]], least: int) -> None:
+                 shapes: list[tuple[int, ...]], least: int, fitted: bool = False) -> None:
         self.candidates = candidates
         self.zones = zones
         self.capacity_types = capacity_types
         self.shapes = shapes
         self.least = least
         self.types = _undominated(candidates, zones, capacity_types)
-        weights = _resource_prices(self.types)
-        self.values = [sum(w * v for w, v in zip(weights, shape, strict=False)) for shape in shapes]
+        self.efficient = _efficient(self.types)
+        self.fitted = _fitted_prices(self.types) if fitted else None
+        self.values: list[float] = []
+        self.weights = [1.0, 0.0]
 
     def price_of(self, options: list[TypeOption]) -> float:
         return options[0].price(self.zones, self.capacity_types) or 0.0
@@ -132,60 +263,103 @@ class _Packer:
     def pack(self, counts: list[int]) -> list[tuple[list[int], list[int], list[TypeOption], int]] | None:
         """Patterns (pods per shape, used, options, times) covering every pod; None when one fits nowhere.
 
-        Each round fills again, where its pods ran out, the patterns of the ``_WIDTH`` types that scored
-        best when last filled, and repeats the best of them: a type filled long ago rises into that
-        window as the patterns ahead of it worsen."""
+        Each round values the pods at the resource prices of the cheapest fractional cover of what is
+        left (:func:`_resource_prices`), scores each type's pattern by its price over the value it
+        holds, and repeats the best pattern while its pods last (:meth:`_freshest`)."""
         left = list(counts)
         entries: list[list] = []  # [score, type index, taken, used]
+        self.revalue(left)
         for i, (option, price) in enumerate(self.types):
             hit = self._fill(option, price, left)
             if hit is not None:
                 entries.append([hit[0], i, hit[1], hit[2]])
         out = []
         while any(left):
-            entries.sort(key=lambda e: e[0])
-            best = None
-            for entry in entries[:_WIDTH]:
-                if entry[2] and any(c > n for c, n in zip(entry[2], left, strict=True)):
-                    option, price = self.types[entry[1]]
-                    hit = self._fill(option, price, left)
-                    entry[:] = [float("inf"), entry[1], [], []] if hit is None else [hit[0], entry[1], hit[1], hit[2]]
-                if entry[2] and (best is None or entry[0] < best[0]):
-                    best = entry
+            if self.revalue(left):
+                for entry in entries:
+                    if entry[2]:
+                        entry[0] = self._score(self.types[entry[1]][1], entry[2])
+            best = self._freshest(entries, left)
             if best is None:
-                if not entries or entries[0][0] == float("inf"):
-                    return None
-                continue
+                return None
             taken, used = best[2], best[3]
             times = min(n // c for c, n in zip(taken, left, strict=True) if c)
             left = [n - c * times for c, n in zip(taken, left, strict=True)]
-            options = [t for t in self.candidates if holds(t.alloc, used)]
-            out.append((taken, used, options, times))
+            out.append((taken, used, _holding(self.candidates, used), times))
         return out
+
+    def _freshest(self, entries: list[list], left: list[int]) -> list | None:
+        """The best-scoring entry whose pods are all still left: an entry ahead of it that took pods now
+        gone is filled again (a fill from fewer pods scores no better, so its old score is a fair guide
+        of whether it needs filling again)."""
+        if self.fitted is not None:
+            return self._best_in_window(entries, left)
+        while True:
+            entries.sort(key=lambda e: e[0])
+            best = next((e for e in entries if e[2] and e[0] < float("inf")), None)
+            if best is None or all(c <= n for c, n in zip(best[2], left, strict=True)):
+                return best
+            option, price = self.types[best[1]]
+            hit = self._fill(option, price, left)
+            best[:] = [float("inf"), best[1], [], []] if hit is None else [hit[0], best[1], hit[1], hit[2]]
+
+    def _best_in_window(self, entries: list[list], left: list[int]) -> list | None:
+        """The fitted way: the best of the ``_WIDTH`` best-scoring entries, those that took pods now gone
+        filled again first."""
+        entries.sort(key=lambda e: e[0])
+        best = None
+        for entry in entries[:_WIDTH]:
+            if entry[2] and any(c > n for c, n in zip(entry[2], left, strict=True)):
+                option, price = self.types[entry[1]]
+                hit = self._fill(option, price, left)
+                entry[:] = [float("inf"), entry[1], [], []] if hit is None else [hit[0], entry[1], hit[1], hit[2]]
+            if entry[2] and entry[0] < float("inf") and (best is None or entry[0] < best[0]):
+                best = entry
+        if best is None:
+            return self._best_in_window(entries, left) if any(e[2] for e in entries) else None
+        return best
+
+    def revalue(self, left: list[int]) -> bool:
+        """Value the shapes at the resource prices of covering ``left``; True when those prices changed."""
+        if self.fitted is not None:
+            weights = self.fitted
+        else:
+            demand = [sum(shape[d] * n for shape, n in zip(self.shapes, left, strict=True)) for d in (0, 1)]
+            weights = _resource_prices(self.efficient, demand)
+        if weights == self.weights:
+            return False
+        self.weights = weights
+        self.values = [weights[0] * shape[0] + weights[1] * shape[1] for shape in self.shapes]
+        return True
+
+    def _score(self, price: float, taken: list[int]) -> float:
+        value = sum(v * n for v, n in zip(self.values, taken, strict=True))
+        return price / value if value > 0 else float("inf")
 
     def _flexible(self, used: list[int]) -> bool:
         return _at_least(self.candidates, used, self.least)
 
-    def _fill(self, option: TypeOption, price: float,
-              left: list[int]) -> tuple[float, list[int], list[int]] | None:
-        """The dot-product greedy fill of one node of ``option``: (price per value, counts, used)."""
-        alloc = option.alloc
+    def fill_from(self, alloc: Sequence[int], used: Sequence[int], left: list[int]) -> tuple[list[int], list[int]]:
+        """Pods per shape the dot-product fill puts beside ``used`` in ``alloc``, and the use after it."""
+        room = self._greedy(alloc, [a - u for a, u in zip(alloc, used, strict=True)], taken := [0] * len(left), left)
+        return taken, [a - r for a, r in zip(alloc, room, strict=True)]
+
+    def _greedy(self, alloc: Sequence[int], room: list[int], taken: list[int], left: list[int]) -> list[int]:
+        """Add to ``taken`` (in place) the pods the dot-product heuristic of vector bin packing puts in
+        ``room``: at each step the shape pointing most along the room left; returns the room after."""
         scale_cpu, scale_mem = [1.0 / (a * a) if a else 0.0 for a in alloc[:2]]
-        room = list(alloc)
-        taken = [0] * len(left)
         shapes = self.shapes
         extended = len(alloc) > 3
         # Room only shrinks and counts only grow: a shape that is out once (no room, or all its pods
         # taken) stays out for this node. Entries carry a shape's cpu, memory and pods for the hot loop.
-        active = [(s, shape[0], shape[1], shape[2]) for s, shape in enumerate(shapes) if left[s] > 0]
-        demand = [sum(shapes[s][j] * left[s] for s, _, _, _ in active) for j in range(len(alloc))]
+        active = [(s, shape[0], shape[1], shape[2]) for s, shape in enumerate(shapes) if left[s] > taken[s]]
+        demand = [sum(shapes[s][j] * (left[s] - taken[s]) for s, _, _, _ in active) for j in range(len(alloc))]
         while True:
             if (demand[0] <= room[0] and demand[1] <= room[1] and demand[2] <= room[2]
                     and (not extended or holds(room, demand))):
                 # All the pods left fit: the greedy would take every one of them, in whatever order.
-                room = [r - d for r, d in zip(room, demand, strict=True)]
-                taken = list(left)
-                break
+                taken[:] = left
+                return [r - d for r, d in zip(room, demand, strict=True)]
             best = best_at = -1
             best_score = -1.0
             room_cpu, room_mem, room_pods = room[0], room[1], room[2]
@@ -199,7 +373,7 @@ class _Packer:
                     best, best_score, best_at = s, score, len(still)
                 still.append(entry)
             if best < 0:
-                break
+                return room
             shape = shapes[best]
             add = max(1, min(left[best] - taken[best], fit_count(room, (0,) * len(room), shape) // 2))
             taken[best] += add
@@ -208,13 +382,31 @@ class _Packer:
             active = still
             room = [r - v * add for r, v in zip(room, shape, strict=True)]
             demand = [d - v * add for d, v in zip(demand, shape, strict=True)]
-        value = sum(v * n for v, n in zip(self.values, taken, strict=True))
-        if value <= 0:
+
+    def _fill(self, option: TypeOption, price: float,
+              left: list[int]) -> tuple[float, list[int], list[int]] | None:
+        """The dot-product greedy fill of one node of ``option``: (price per value, counts, used)."""
+        alloc = option.alloc
+        taken = [0] * len(left)
+        room = self._greedy(alloc, list(alloc), taken, left)
+        score = self._score(price, taken)
+        if score == float("inf"):
             return None
         used = [a - r for a, r in zip(alloc, room, strict=True)]
         if self.least > 1 and not self._flexible(used):
             return None
-        return price / value, taken, used
+        return score, taken, used
+
+
+def _holding(types: list[TypeOption], used: Sequence[int]) -> list[TypeOption]:
+    """The first ``MAX_INSTANCE_TYPES`` of ``types`` that hold ``used`` (all a claim launches with)."""
+    out = []
+    for t in types:
+        if holds(t.alloc, used):
+            out.append(t)
+            if len(out) == MAX_INSTANCE_TYPES:
+                break
+    return out
 
 
 def _at_least(candidates: list[TypeOption], used: list[int], least: int) -> bool:
@@ -235,16 +427,70 @@ def _undominated(candidates: list[TypeOption], zones: frozenset[str],
     for option in candidates:
         price = option.price(zones, capacity_types) or 0.0
         alloc = option.alloc
-        cpu, memory = alloc[0], alloc[1]
-        # cpu and memory first, inline: this compares every pair of candidates.
-        if not any(p <= price and (o := other.alloc)[0] >= cpu and o[1] >= memory and holds(o, alloc)
-                   for other, p in kept):
+        cpu, memory, pods = alloc[0], alloc[1], alloc[2]
+        beaten = False
+        for other, p in kept:
+            # cpu, memory and pods first: most candidates fail there, before the full (slower) test.
+            held = other.alloc
+            if held[0] >= cpu and held[1] >= memory and held[2] >= pods and p <= price and holds(held, alloc):
+                beaten = True
+                break
+        if not beaten:
             kept.append((option, price))
     return kept
 
 
-def _resource_prices(types: list[tuple[TypeOption, float]]) -> list[float]:
-    """A price per unit of cpu and of memory fitted (least squares, through the origin) to the types'
+def _efficient(types: list[tuple[TypeOption, float]]) -> list[tuple[TypeOption, float]]:
+    """The types no other beats in both cpu and memory per dollar: the only ones a fractional cover of
+    cpu and memory needs (fewer types, far fewer pairs to try)."""
+    per_dollar = [(t.alloc[0] / price, t.alloc[1] / price, t, price) for t, price in types if price > 0]
+    per_dollar.sort(key=lambda e: (-e[0], -e[1]))
+    out = []
+    most_memory = -1.0
+    for _cpu, memory, option, price in per_dollar:
+        if memory > most_memory:
+            out.append((option, price))
+            most_memory = memory
+    return out
+
+
+def _resource_prices(types: list[tuple[TypeOption, float]], demand: Sequence[int]) -> list[float]:
+    """A price per unit of cpu and of memory: the dual prices of the cheapest fractional cover of
+    ``demand`` by the types (at most two of them in two resources, so every one and every pair is
+    tried); each at least a hundredth of the average so no pod is worth nothing."""
+    if not types or demand[0] <= 0 and demand[1] <= 0:
+        return [1.0, 0.0]
+    dc, dm = max(demand[0], 0), max(demand[1], 0)
+    rows = [(t.alloc[0], t.alloc[1], price) for t, price in types if t.alloc[0] > 0 and t.alloc[1] > 0]
+    best_cost = float("inf")
+    duals = [0.0, 0.0]
+    for c, m, p in rows:
+        nodes = max(dc / c, dm / m)
+        if p * nodes < best_cost:
+            best_cost = p * nodes
+            duals = [p / c, 0.0] if dc / c >= dm / m else [0.0, p / m]
+    for i, (c1, m1, p1) in enumerate(rows):
+        for c2, m2, p2 in rows[i + 1:]:
+            det = c1 * m2 - c2 * m1
+            if not det:
+                continue
+            n1 = (dc * m2 - c2 * dm) / det
+            n2 = (c1 * dm - dc * m1) / det
+            cost = p1 * n1 + p2 * n2
+            if n1 < 0 or n2 < 0 or cost >= best_cost:
+                continue
+            yc = (p1 * m2 - p2 * m1) / det
+            ym = (c1 * p2 - c2 * p1) / det
+            if yc >= 0 and ym >= 0:
+                best_cost, duals = cost, [yc, ym]
+    total = sum(p for _, _, p in rows)
+    floor_cpu = 0.01 * total / max(1, sum(c for c, _, _ in rows))
+    floor_mem = 0.01 * total / max(1, sum(m for _, m, _ in rows))
+    return [max(duals[0], floor_cpu), max(duals[1], floor_mem)]
+
+
+def _fitted_prices(types: list[tuple[TypeOption, float]]) -> list[float]:
+    """(The fitted way.) A price per unit of cpu and of memory fitted (least squares, through the origin) to the types'
     prices; each at least a tenth of its share when the fit fails."""
     if not types:
         return [1.0, 0.0]
