@@ -71,5 +71,6 @@ def fills(draw: st.DrawFn) -> tuple[_Packer, list[int]]:
 def test_fill_builds_the_node_the_plain_greedy_builds(case: tuple[_Packer, list[int]]) -> None:
     """#32: for every candidate type, _Packer._fill returns the plain greedy's score, counts and use."""
     packer, left = case
+    packer.revalue(list(left))  # the pods' values at the resource prices of covering them, as pack() sets them
     for option, price in packer.types:
         assert packer._fill(option, price, list(left)) == plain_greedy(packer, option, price, list(left))

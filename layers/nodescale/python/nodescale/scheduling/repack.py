@@ -254,8 +254,9 @@ class _Packer:
         self.types = _undominated(candidates, zones, capacity_types)
         self.efficient = _efficient(self.types)
         self.fitted = _fitted_prices(self.types) if fitted else None
-        self.values: list[float] = []
         self.weights = [1.0, 0.0]
+        # Consistent with the weights until revalue() prices the resources: each shape valued at its cpu.
+        self.values: list[float] = [float(shape[0]) for shape in shapes]
 
     def price_of(self, options: list[TypeOption]) -> float:
         return options[0].price(self.zones, self.capacity_types) or 0.0
