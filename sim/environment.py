@@ -639,6 +639,19 @@ class Environment:
         """Every warning so far, node by node on the simulated clock (``sim/nodes/spot.py``)."""
         return self._call("GET", f"{self.control_url}/spot-interruptions")["interruptions"]
 
+    def spot_notices_run_out(self, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """Move the clock past every spot notice still running and wait until sim has ended those instances;
+        the record then (each node's figure against its instance's end)."""
+        record = self.spot_interruption_record()
+        left = [e["noticeEndsAt"] for e in record if e["endedAt"] is None]
+        if left:
+            self.advance(max(0.0, max(left) - self.clock()["elapsedSeconds"]) + 1)
+        deadline = time.monotonic() + timeout
+        while any(e["endedAt"] is None for e in record) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            record = self.spot_interruption_record()
+        return record
+
     def lambda_invocations(self, take: bool = False) -> list[dict[str, Any]]:
         """The asynchronous Lambda invocations the functions asked for and nobody ran yet, oldest first
         (sim/aws/lambda_service.py); ``take``: also remove them from the queue, to run them."""
