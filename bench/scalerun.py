@@ -163,6 +163,7 @@ class Invocation:
     summary: dict[str, Any] = field(repr=False, default_factory=dict)
     # The container's own CPU: what the invocation costs whatever the load on sim's processes.
     cpu_seconds: float = 0.0
+    started_at: float = 0.0  # time.time() as the handler was called
 
 
 @dataclass
@@ -203,11 +204,10 @@ class Recorder:
             container.close()
 
     def invoke_many(self, function: str, events: list[dict[str, Any]], concurrency: int,
-                    keep_batch: bool = True, starting: Callable[[int], None] = lambda _: None) -> list[dict[str, Any]]:
+                    keep_batch: bool = True) -> list[dict[str, Any]]:
         """Run one invocation per event, ``concurrency`` at a time, each in a warm container of its own (as
         Lambda runs an event burst in parallel containers). Durations, CPU and peak memory are each
-        invocation's own; the API load is the batch's, split evenly over its invocations. ``starting(i)`` is
-        called as the invocation of ``events[i]`` starts."""
+        invocation's own; the API load is the batch's, split evenly over its invocations."""
         from concurrent.futures import ThreadPoolExecutor
         from queue import Queue
 
@@ -219,7 +219,6 @@ class Recorder:
         def one(index: int) -> Done:
             container = idle.get()
             try:
-                starting(index)
                 return container.invoke(events[index], self.timeouts[function])
             finally:
                 idle.put(container)
@@ -237,7 +236,8 @@ class Recorder:
             # An even share each, the remainder to the first, so the invocations add up to the batch.
             share = {k: v // len(events) + (v % len(events) if index == 0 else 0) for k, v in total.items()}
             self.invocations.append(Invocation(function, self.phase, result.seconds, result.peak_rss_mib,
-                                               result.rss_before_mib, share, summary, result.cpu_seconds))
+                                               result.rss_before_mib, share, summary, result.cpu_seconds,
+                                               result.started_at))
             self.peak_reset_works = self.peak_reset_works and result.peak_reset_works
             out.append(summary)
         if len(events) > 1 and keep_batch:
@@ -477,11 +477,12 @@ class Run:
         chunks = [warnings[i:i + BATCH_SIZE] for i in range(0, len(warnings), BATCH_SIZE)]
         batches = [invoke.sqs_batch(events[i:i + BATCH_SIZE]) for i in range(0, len(events), BATCH_SIZE)]
 
-        def starting(index: int) -> None:
-            at = self.env.clock()["elapsedSeconds"]
-            self.batch_started.update({w["node"]: at for w in chunks[index] if w["node"]})
-
-        responses = self.rec.invoke_many("interruption", batches, self.at_once, starting=starting)
+        # The simulated clock runs with the wall clock while the batches are handled (nothing advances it).
+        wall, elapsed = time.time(), self.env.clock()["elapsedSeconds"]
+        responses = self.rec.invoke_many("interruption", batches, self.at_once)
+        for chunk, invocation in zip(chunks, self.rec.invocations[-len(batches):], strict=True):
+            # A batch starts as its handler is called (a new container's init phase, imports, comes before).
+            self.batch_started.update({w["node"]: elapsed + invocation.started_at - wall for w in chunk if w["node"]})
         # Records the function returned to the queue (none expected: a retry would be another invocation).
         failed = sum(len(r.get("batchItemFailures") or []) for r in responses)
         self.rec.retire("interruption")  # no more events: the containers go idle and Lambda reclaims them
