@@ -120,6 +120,7 @@ class Work:
     report: InstanceReport
     claim: ObjectRef | None = None  # the Node's NodeClaim, which Karpenter's events name too
     evicted_pods: list[Pod] = field(default_factory=list)  # evicted before the world was read, still to place
+    evicted_at: datetime | None = None  # when that first eviction round started
 
     @property
     def name(self) -> str:
@@ -147,8 +148,9 @@ def mark_offering(rt: Runtime, owned: OwnedInstance) -> None:
     )
 
 
-def mark(rt: Runtime, recorder: EventRecorder, item: Work) -> bool:
-    """Taint and cordon (first, it is what stops new pods landing), then note why and until when.
+def mark(rt: Runtime, recorder: EventRecorder, item: Work, announce: bool = True) -> bool:
+    """Taint and cordon (first, it is what stops new pods landing), then note why and until when, and (unless
+    not ``announce``: the caller does it once the drain is under way, see :func:`announce`) say so.
 
     False when the Node disappeared meanwhile: there is nothing left to drain.
     """
@@ -172,10 +174,16 @@ def mark(rt: Runtime, recorder: EventRecorder, item: Work) -> bool:
             item.update(reason=Reason.NODE_GONE, action=Outcome.NOTHING)
             return False
     telemetry.count(telemetry.INTERRUPTION_ACTIONS, **{telemetry.KIND_DIMENSION: item.intent.kind})
+    if announce:
+        announce_marked(recorder, item)
+    return True
+
+
+def announce_marked(recorder: EventRecorder, item: Work) -> None:
+    """Karpenter's events for a node marked for an interruption: the message's own and TerminatingOnInterruption."""
     notify(recorder, item)
     node_event(recorder, item, TERMINATING_ON_INTERRUPTION, terminating_message("Node"), WARNING,
                claim_message=terminating_message("NodeClaim"))
-    return True
 
 
 def _interruption_annotations(item: Work) -> dict[str, str | None]:
@@ -229,6 +237,7 @@ def evict_at_once(rt: Runtime, work: list[Work], deadline: float) -> None:
         _note_drain(item, result)
         gone = set(result.evicted)
         item.evicted_pods = [pod for pod in _pods(raw) if pod.key in gone]
+        item.evicted_at = now
 
 
 def _first_round(rt: Runtime, item: Work, now: datetime) -> tuple[list[dict[str, Any]], drain_policy.DrainResult] | None:
@@ -272,18 +281,20 @@ def _volume_topology(rt: Runtime, world: World, work: list[Work]) -> None:
         item.evicted_pods = kept
 
 
-def _without_recreations(pending: list[Pod], evicted: list[Pod]) -> list[Pod]:
-    """The pending pods less as many of each controller's as were evicted early: those are the evicted
-    pods made again (a ReplicaSet's under new names), which the plan counts as the evicted ones already."""
+def _without_recreations(pending: list[Pod], evicted: list[Pod], since: datetime) -> list[Pod]:
+    """The pending pods less, per controller, as many as were evicted early, among those made since the
+    evictions (``since``): those are the evicted pods made again (a ReplicaSet's under new names), which the
+    plan counts as the evicted ones already. A pod pending from before (an earlier interruption's, waiting
+    for capacity in flight) is never one of them; a recreation not made yet is planned by a later pass."""
     owed = Counter((p.namespace, p.owner_kind, p.owner_name) for p in evicted if p.owner_name)
-    out = []
+    cutoff = since.replace(microsecond=0)  # creation times are whole seconds
+    dropped: set[str] = set()
     for pod in pending:
         owner = (pod.namespace, pod.owner_kind, pod.owner_name)
-        if pod.owner_name and owed[owner] > 0:
+        if pod.owner_name and owed[owner] > 0 and pod.created is not None and pod.created >= cutoff:
             owed[owner] -= 1
-            continue
-        out.append(pod)
-    return out
+            dropped.add(pod.key)
+    return [pod for pod in pending if pod.key not in dropped]
 
 
 def replace(rt: Runtime, world: World, work: list[Work]) -> World:
@@ -302,8 +313,10 @@ def replace(rt: Runtime, world: World, work: list[Work]) -> World:
     # Pods already waiting (e.g. evicted by an earlier interruption) are planned alongside, so capacity on
     # its way for them is not promised to these nodes' pods too.
     keys = {p.key for item in items for p in moving[item.name]}
-    waiting = _without_recreations([p for p in world.pending if p.key not in keys],
-                                   [p for item in items for p in item.evicted_pods])
+    since = min((item.evicted_at for item in items if item.evicted_at is not None), default=None)
+    waiting = [p for p in world.pending if p.key not in keys]
+    if since is not None:
+        waiting = _without_recreations(waiting, [p for item in items for p in item.evicted_pods], since)
     pods = [*waiting, *[p for item in items for p in moving[item.name]]]
     unavailable = {(item.instance.instance_type, item.instance.zone, wk.CAPACITY_SPOT)
                    for item in items if item.instance.capacity_type == wk.CAPACITY_SPOT}

@@ -267,6 +267,7 @@ def _replace_and_drain(
     """Start evicting from the cordoned nodes, read the world once, then replace and drain them (and the
     rebalances that opt in)."""
     act.evict_at_once(rt, work, deadline)
+    act.side_by_side(lambda item: act.announce_marked(recorder, item), work, MARK_WORKERS, "nodescale-events")
     try:
         world = reader(rt)
     except Exception as exc:
@@ -362,7 +363,8 @@ def _start(
     if node is None:
         return replace(report, reason=action.reason), None
     item = Work(intent, owned, node, replace(report, node=node.name), claim)
-    if action.step == Step.DRAIN and act.mark(rt, recorder, item):
+    # Its events wait until every node of the batch is cordoned and evicting (#33.3).
+    if action.step == Step.DRAIN and act.mark(rt, recorder, item, announce=False):
         return item.report, item
     return item.report, None
 
