@@ -34,6 +34,7 @@ log = logging.getLogger("sim.spot")
 NOTICE_SECONDS = 120.0  # EC2's spot interruption notice
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 PATH = "/sim/v1/spot-interruptions"
+DESCRIBE_CHUNK = 100
 
 
 @dataclass
@@ -108,9 +109,12 @@ class SpotReclaimer:
 
     def _check_running_spot(self, ids: list[str]) -> None:
         found: dict[str, dict[str, Any]] = {}
+        pages = self._ec2.get_paginator("describe_instances")
         try:
-            for reservation in self._ec2.describe_instances(InstanceIds=ids)["Reservations"]:
-                found.update({i["InstanceId"]: i for i in reservation["Instances"]})
+            for start in range(0, len(ids), DESCRIBE_CHUNK):  # every page of every chunk: a wave is hundreds
+                for page in pages.paginate(InstanceIds=ids[start:start + DESCRIBE_CHUNK]):
+                    for reservation in page["Reservations"]:
+                        found.update({i["InstanceId"]: i for i in reservation["Instances"]})
         except Exception as exc:
             raise bad_request(f"instanceIds: {exc}") from exc
         for iid in ids:
