@@ -37,6 +37,7 @@ class Done:
     peak_rss_mib: float
     rss_before_mib: float
     peak_reset_works: bool
+    started_at: float = 0.0  # time.time() as the handler was called (after the container's init phase)
 
 
 class Container:
@@ -95,11 +96,11 @@ def _invoke_once(function: str, event: dict[str, Any], timeout_seconds: float) -
 
     reset = _reset_peak_rss()
     before = _status_kib("VmRSS")
-    started, cpu = time.perf_counter(), time.process_time()
+    started, cpu, started_at = time.perf_counter(), time.process_time(), time.time()
     summary = invoke.invoke(function, event, timeout_seconds=timeout_seconds)
     return {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu,
             "summary": json.loads(json.dumps(summary, default=str)), "peak_rss_mib": _status_kib("VmHWM") / 1024,
-            "rss_before_mib": before / 1024, "peak_reset_works": reset}
+            "rss_before_mib": before / 1024, "peak_reset_works": reset, "started_at": started_at}
 
 
 def _status_kib(field_name: str) -> int:

@@ -10,7 +10,11 @@ Phases:
    stack delivers it: the rules put the events in the interruption queue and its event source mapping
    hands the function batches of up to BATCH_SIZE (the layer's `interruption/queue.py`), one invocation
    and one world read per batch, as many batches at a time as the machine has cores (``--at-once``);
-   then provisioner and disruption invocations until every pod runs again and the interrupted nodes are gone;
+   then provisioner and disruption invocations until every pod runs again and the interrupted nodes are gone.
+   sim warns the instances as EC2 does and ends each when its two-minute notice runs out (#33.1), pods or no
+   pods; its record of the API server's writes gives the figure per warned node (`sim/spotfigure.py`):
+   warning -> tainted and cordoned -> first eviction -> last evictable pod gone, against the instance's end,
+   from the warning and from its batch's start, and the pods lost, held by a PDB or not reached in time;
 3. scale-in of every Deployment to 30%, then disruption (and provisioner) invocations until a run
    decides nothing and nothing is under way ("quiet").
 
@@ -55,6 +59,7 @@ from typing import Any
 from bench import print_lines
 from bench.containers import Container, Done
 from nodescale.interruption.queue import BATCH_SIZE
+from sim import spotfigure
 from sim.aws.constants import DEMO_NODECLASS_YAML
 
 NODES = 10_000
@@ -70,6 +75,7 @@ SCALE_IN_SHARE = 0.30
 NAMESPACE = "scale"
 LAMBDA_LIMIT_SECONDS = 900
 QUIET_RUNS = 2  # consecutive disruption runs that decide nothing, with nothing under way
+PHASES = ("scale-out", "interruption", "scale-in")
 
 
 def nodepool_text(name: str, cpu_limit: int) -> str:
@@ -157,6 +163,7 @@ class Invocation:
     summary: dict[str, Any] = field(repr=False, default_factory=dict)
     # The container's own CPU: what the invocation costs whatever the load on sim's processes.
     cpu_seconds: float = 0.0
+    started_at: float = 0.0  # time.time() as the handler was called
 
 
 @dataclass
@@ -209,19 +216,19 @@ class Recorder:
         for container in self.warm(function, at_once):
             idle.put(container)
 
-        def one(event: dict[str, Any]) -> Done:
+        def one(index: int) -> Done:
             container = idle.get()
             try:
-                return container.invoke(event, self.timeouts[function])
+                return container.invoke(events[index], self.timeouts[function])
             finally:
                 idle.put(container)
 
         self.stats("DELETE")
         if at_once == 1:
-            done = [one(e) for e in events]
+            done = [one(i) for i in range(len(events))]
         else:
             with ThreadPoolExecutor(max_workers=at_once, thread_name_prefix=function) as pool:
-                done = list(pool.map(one, events))
+                done = list(pool.map(one, range(len(events))))
         total = api_load(self.stats("GET"))
         out = []
         for index, result in enumerate(done):
@@ -229,7 +236,8 @@ class Recorder:
             # An even share each, the remainder to the first, so the invocations add up to the batch.
             share = {k: v // len(events) + (v % len(events) if index == 0 else 0) for k, v in total.items()}
             self.invocations.append(Invocation(function, self.phase, result.seconds, result.peak_rss_mib,
-                                               result.rss_before_mib, share, summary, result.cpu_seconds))
+                                               result.rss_before_mib, share, summary, result.cpu_seconds,
+                                               result.started_at))
             self.peak_reset_works = self.peak_reset_works and result.peak_reset_works
             out.append(summary)
         if len(events) > 1 and keep_batch:
@@ -291,6 +299,8 @@ class ScaleRunResult:
     pool_of: dict[str, str] = field(default_factory=dict)  # every managed node seen -> its NodePool
     batches: list[tuple[str, int, int, dict[str, int]]] = field(default_factory=list)
     crowded: int = 0  # most nodes seen at once holding two Running pods of one hostname anti-affinity Deployment
+    spot: list[dict[str, Any]] = field(default_factory=list)  # sim's record of the wave's warned nodes (#33.2)
+    batch_started: dict[str, float] = field(default_factory=dict)  # warned node -> its batch's start (sim clock)
 
 
 class Cluster:
@@ -373,6 +383,8 @@ class Run:
         self.peak_nodes = self.peak_pods = 0
         self.interrupted = 0
         self.crowded = 0
+        self.spot: list[dict[str, Any]] = []
+        self.batch_started: dict[str, float] = {}
 
     # -- the triggers
     def provisioner(self) -> dict[str, Any]:
@@ -453,15 +465,24 @@ class Run:
                 if (n["metadata"].get("labels") or {}).get("karpenter.sh/capacity-type") == "spot"]
         wave = spot[:: max(1, round(1 / WAVE_SHARE))][: max(1, int(len(spot) * WAVE_SHARE))]
         self.interrupted = len(wave)
-        now = datetime.fromisoformat(self.env.clock()["now"].replace("Z", "+00:00"))
         names = {n["metadata"]["name"] for n in wave}
         started = time.monotonic()
-        events = [invoke.event_for_instance("spot-interruption-warning.json",
-                                            node["spec"]["providerID"].rsplit("/", 1)[-1], when=now) for node in wave]
+        # EC2 reclaims them: sim warns each now and ends it when its two-minute notice runs out (#33.1).
+        warnings = self.env.spot_interruptions([node["spec"]["providerID"].rsplit("/", 1)[-1] for node in wave])
+        events = [invoke.event_for_instance("spot-interruption-warning.json", w["instanceId"],
+                                            when=datetime.fromisoformat(w["time"].replace("Z", "+00:00")))
+                  for w in warnings]
         # As the queue's event source mapping hands them over: batches of the stack's batch size, each one
         # invocation (the layer's constant: the bench does not import aws_cdk).
+        chunks = [warnings[i:i + BATCH_SIZE] for i in range(0, len(warnings), BATCH_SIZE)]
         batches = [invoke.sqs_batch(events[i:i + BATCH_SIZE]) for i in range(0, len(events), BATCH_SIZE)]
+
+        # The simulated clock runs with the wall clock while the batches are handled (nothing advances it).
+        wall, elapsed = time.time(), self.env.clock()["elapsedSeconds"]
         responses = self.rec.invoke_many("interruption", batches, self.at_once)
+        for chunk, invocation in zip(chunks, self.rec.invocations[-len(batches):], strict=True):
+            # A batch starts as its handler is called (a new container's init phase, imports, comes before).
+            self.batch_started.update({w["node"]: elapsed + invocation.started_at - wall for w in chunk if w["node"]})
         # Records the function returned to the queue (none expected: a retry would be another invocation).
         failed = sum(len(r.get("batchItemFailures") or []) for r in responses)
         self.rec.retire("interruption")  # no more events: the containers go idle and Lambda reclaims them
@@ -473,6 +494,7 @@ class Run:
             return not names & {n["metadata"]["name"] for n in self.cluster.managed_nodes()}
 
         self.until_running(phase, expected, with_disruption=True, done=gone)
+        self.spot = self.env.spot_notices_run_out()  # each node against its instance's end
         phase.seconds = time.monotonic() - started
         phase.detail += (f"; {len(wave)} of {len(spot)} spot nodes interrupted in {len(batches)} batches"
                          f"{f', {failed} records returned to the queue' if failed else ''}")
@@ -553,7 +575,7 @@ def scale_run(nodes: int, cap_seconds: float = 3600.0, log: Callable[[str], None
               directory: Path | None = None, slice_nodes: int | None = None,
               after_phase: Callable[[ScaleRunResult], None] = lambda _: None,
               limits: tuple[dict[str, int], dict[str, int]] | None = None,
-              at_once: int = BURST_AT_ONCE) -> ScaleRunResult:
+              at_once: int = BURST_AT_ONCE, through: str = PHASES[-1]) -> ScaleRunResult:
     """The three phases; ``after_phase`` gets the result so far after each (a long run that is stopped
     still leaves the figures of the phases it finished)."""
     timeouts, memories = limits or function_limits()
@@ -568,9 +590,9 @@ def scale_run(nodes: int, cap_seconds: float = 3600.0, log: Callable[[str], None
             return ScaleRunResult(
                 nodes, recorder.invocations, run.phases, run.pending, run.peak_nodes, run.peak_pods,
                 len(run.cluster.managed_nodes()), run.interrupted, recorder.peak_reset_works, timeouts, memories,
-                run.cluster.pool_of, recorder.batches, run.crowded)
+                run.cluster.pool_of, recorder.batches, run.crowded, run.spot, run.batch_started)
 
-        for phase in (run.scale_out, run.interruption_wave, run.scale_in):
+        for phase in (run.scale_out, run.interruption_wave, run.scale_in)[:PHASES.index(through) + 1]:
             if run.phases and not run.phases[-1].done:
                 break
             phase()
@@ -621,6 +643,8 @@ def report_lines(result: ScaleRunResult) -> Iterator[str]:
         yield (f"{head}: {function}: {count} events, {at_once} at a time: {api['requests']:,} API requests, "
                f"{api['listObjects']:,} objects and {api['listBytes'] / 2**20:.1f} MiB listed, "
                f"{api['fullPodLists']} full pod lists in all (each new container lists once)")
+    if result.spot:
+        yield from spotfigure.lines(f"{head}: spot notices", result.spot, result.batch_started)
     pending = result.pending_seconds
     yield (f"{head}: pods pending (creation to Ready, simulated clock): p50 {_percentile(pending, 0.5):.0f} s, "
            f"p95 {_percentile(pending, 0.95):.0f} s over {len(pending):,} pods")
@@ -641,7 +665,7 @@ def write_json(path: Path, nodes: int, result: ScaleRunResult) -> None:
     path.write_text(json.dumps({
         "nodes": nodes, "functions": function_figures(result),
         "phases": [vars(p) for p in result.phases], "crowdedNodes": result.crowded,
-        "finalNodes": result.final_nodes,
+        "finalNodes": result.final_nodes, "spotInterruptions": result.spot, "batchStarted": result.batch_started,
         "invocations": [{k: v for k, v in vars(i).items() if k != "summary"} for i in result.invocations],
     }, indent=1))
 
@@ -658,6 +682,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the timeouts deployed, as `cdk deploy -c functionTimeout=...` sets them")
     parser.add_argument("--at-once", type=int, default=BURST_AT_ONCE,
                         help="containers of a burst (wave batches, slices) run at a time (default: the machine's cores)")
+    parser.add_argument("--through", choices=PHASES, default=PHASES[-1],
+                        help="the last phase to run (e.g. interruption: the wave's figure without the scale-in)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
     if args.at_once < 1:
@@ -682,13 +708,13 @@ def main(argv: list[str] | None = None) -> int:
             write_json(Path(args.json), args.nodes, partial)
 
     result = scale_run(args.nodes, args.cap, log, slice_nodes=args.slice_nodes, after_phase=keep, limits=limits,
-                       at_once=args.at_once)
+                       at_once=args.at_once, through=args.through)
     log(f"scale run: {time.monotonic() - started:.0f} s wall in all; load average at the end "
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print_lines(lambda: report_lines(result))
     if args.json:
         write_json(Path(args.json), args.nodes, result)
-    return 0 if all(p.done for p in result.phases) and len(result.phases) == 3 else 1
+    return 0 if all(p.done for p in result.phases) and len(result.phases) == PHASES.index(args.through) + 1 else 1
 
 
 if __name__ == "__main__":

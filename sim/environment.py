@@ -136,6 +136,15 @@ def serve(
             region=REGION,
         ).start()
         parts.append(kubelet)
+        from sim.kube.drainaudit import DrainAudit
+        from sim.nodes import spot
+
+        # EC2's spot interruptions: warned now, terminated when the notice runs out; the drains recorded.
+        audit = DrainAudit(store)
+        kube.record_drains(audit)
+        reclaimer = spot.SpotReclaimer(store, clock, audit, moto.url, REGION).start()
+        kube.add_control(spot.PATH, reclaimer.control)
+        parts.append(reclaimer)
         from sim.aws.iam_enforcement import Enforcer
         from sim.aws.iam_policies import policies_for
         from sim.aws.lambda_service import LambdaService
@@ -621,6 +630,31 @@ class Environment:
     def aws_calls(self, service: str | None = None, action: str | None = None) -> list[dict[str, Any]]:
         query = "&".join(f"{k}={v}" for k, v in (("service", service), ("action", action)) if v)
         return self._call("GET", f"{self.aws_control_url}/aws-calls" + (f"?{query}" if query else ""))["calls"]
+
+    def spot_interruptions(self, instance_ids: list[str], notice_seconds: float | None = None) -> list[dict[str, Any]]:
+        """EC2 reclaims these running spot instances: each warned now and terminated when its notice (two
+        minutes unless ``notice_seconds``) runs out. Per instance: its node and the warning's time."""
+        body: dict[str, Any] = {"instanceIds": instance_ids}
+        if notice_seconds is not None:
+            body["noticeSeconds"] = notice_seconds
+        return self._call("POST", f"{self.control_url}/spot-interruptions", body)["warnings"]
+
+    def spot_interruption_record(self) -> list[dict[str, Any]]:
+        """Every warning so far, node by node on the simulated clock (``sim/nodes/spot.py``)."""
+        return self._call("GET", f"{self.control_url}/spot-interruptions")["interruptions"]
+
+    def spot_notices_run_out(self, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """Move the clock past every spot notice still running and wait until sim has ended those instances;
+        the record then (each node's figure against its instance's end)."""
+        record = self.spot_interruption_record()
+        left = [e["noticeEndsAt"] for e in record if e["endedAt"] is None]
+        if left:
+            self.advance(max(0.0, max(left) - self.clock()["elapsedSeconds"]) + 1)
+        deadline = time.monotonic() + timeout
+        while any(e["endedAt"] is None for e in record) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            record = self.spot_interruption_record()
+        return record
 
     def lambda_invocations(self, take: bool = False) -> list[dict[str, Any]]:
         """The asynchronous Lambda invocations the functions asked for and nobody ran yet, oldest first

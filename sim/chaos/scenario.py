@@ -30,8 +30,8 @@ from nodescale.runtime import Runtime
 from nodescale.scheduling import solve
 from nodescale.settings import Settings
 from nodescale.usecases.world import read_world
-from sim import invoke
-from sim.environment import Environment
+from sim import invoke, spotfigure
+from sim.environment import Environment, SimEnvironmentError
 
 from . import final_checks, setup
 from .checkers import CLUSTER_TAG, DisruptionChecker, ForeignChecker, LimitsChecker, Violation
@@ -42,6 +42,7 @@ from .watcher import Watcher, describe_all, moto_ec2
 log = logging.getLogger("sim.chaos")
 
 SPOT_NOTICE_SECONDS = 120.0
+SIM_END_MARGIN_SECONDS = 10.0  # simulated: sim's own end of a warned instance comes first
 EVENT_RETRIES = 2  # Lambda retries an asynchronous invocation twice before giving up
 INTERRUPTION_TIMEOUT = 20.0
 
@@ -88,12 +89,14 @@ class ChaosReport:
     overlapping: int
     interruptions: int
     pods_moved: dict[str, int]  # voluntary, involuntary
+    spot: list[dict[str, Any]] = field(default_factory=list)  # sim's record of the notices given in time
 
     def lines(self) -> list[str]:
         out = ["chaos run figures:"]
         out += [f"  {key:44} {value}" for key, value in self.figures.items()]
         out.append(f"  {'violations':44} {len(self.violations)}")
         out += [f"    {v}" for v in self.violations]
+        out += [f"  {line}" for line in spotfigure.lines("spot notices given in time", self.spot)] if self.spot else []
         return out
 
 
@@ -115,6 +118,7 @@ class ChaosRun:
         self._calls: dict[str, list[int]] = {}  # HTTP calls each uncut invocation of a function made
         self.interrupted: dict[str, dict[str, Any]] = {}  # instance id -> its interruption's progress
         self.decided: set[str] = set()
+        self.spot: list[dict[str, Any]] = []  # sim's record of the spot notices it gave (#33.2)
         self.events_sent: Counter[str] = Counter()
         self.capacity_rules = 0
         self.watcher: Watcher | None = None
@@ -223,7 +227,11 @@ class ChaosRun:
 
     def _interrupt(self, iid: str) -> None:
         info = self.interrupted[iid]
-        warning = invoke.event_for_instance("spot-interruption-warning.json", iid, when=self.sim_now())
+        when = self.sim_now()
+        if not info["late"]:
+            # EC2's warning in time: sim ends the instance when the notice runs out and records the drain.
+            when = self._warned_by_sim(iid) or when
+        warning = invoke.event_for_instance("spot-interruption-warning.json", iid, when=when)
         info["warned_at"] = self.env.clock()["elapsedSeconds"]
         if info["late"]:
             self._terminate(iid)
@@ -231,6 +239,16 @@ class ChaosRun:
         if info["duplicate"]:
             time.sleep(self._pick(1, 3))
             self._send("spot-interruption-warning (again)", warning)
+
+    def _warned_by_sim(self, iid: str) -> datetime | None:
+        """sim's warning time for the instance; None when sim would not warn it (no longer running)."""
+        try:
+            (warning,) = self.env.spot_interruptions([iid])
+        except SimEnvironmentError as exc:
+            log.warning("sim did not warn %s: %s", iid, exc)
+            return None
+        self.interrupted[iid]["sim"] = True
+        return datetime.fromisoformat(warning["time"].replace("Z", "+00:00"))
 
     def _terminate(self, iid: str) -> None:
         info = self.interrupted[iid]
@@ -276,7 +294,9 @@ class ChaosRun:
                 self._spawn(self._interrupt, iid)
             now = self.env.clock()["elapsedSeconds"]
             for iid, info in list(self.interrupted.items()):
-                if "warned_at" in info and not info.get("terminated") and now - info["warned_at"] >= SPOT_NOTICE_SECONDS:
+                # What sim warned, sim ends as the notice runs out; the state-change event follows it.
+                notice = SPOT_NOTICE_SECONDS + (SIM_END_MARGIN_SECONDS if info.get("sim") else 0.0)
+                if "warned_at" in info and not info.get("terminated") and now - info["warned_at"] >= notice:
                     self._spawn(self._terminate, iid)
 
     # ----------------------------------------------------------------------------- other background
@@ -360,6 +380,8 @@ class ChaosRun:
 
     def settle(self) -> tuple[int, list[Violation], dict[str, Any]]:
         """Clean rounds (no faults, no cut-offs) until the final invariants hold, or time runs out."""
+        if any(i.get("sim") and not i.get("terminated") for i in self.interrupted.values()):
+            self.spot = self.env.spot_notices_run_out()  # sim ends what it warned, as the notice runs out
         for iid, info in self.interrupted.items():
             if not info.get("terminated"):
                 self._terminate(iid)  # the notice ran out while the run was winding down
@@ -426,7 +448,7 @@ class ChaosRun:
                            self._figures(counts, chaos_done, rounds, end_figures), counts,
                            Counter((i.function, i.outcome) for i in self.invocations),
                            sum(1 for i in self.invocations if i.overlapped), len(self.interrupted),
-                           self.disruption.counts())
+                           self.disruption.counts(), self.spot)
 
     def _figures(self, counts: dict[str, int], chaos_done: float, rounds: int,
                  end: dict[str, Any]) -> dict[str, Any]:
@@ -445,13 +467,18 @@ class ChaosRun:
                 f"{by_outcome[(function, 'ok')]}/{by_outcome[(function, 'error')]}/"
                 f"{by_outcome[(function, 'cut-off')]}/"
                 f"{sum(1 for i in self.invocations if i.function == function and i.overlapped)}")
-        drained = sum(1 for i in self.interrupted.values() if i.get("drained_in_time"))
+        self.spot = self.env.spot_interruption_record()
+        record = {e["instanceId"]: e for e in self.spot}
+        drained = sum(1 for iid, i in self.interrupted.items()
+                      if (_drained(record[iid]) if iid in record else i.get("drained_in_time")))
         figures.update({
             "instances launched": len(ever),
             "spot interruptions (late / duplicated)": f"{len(self.interrupted)} "
             f"({sum(1 for i in self.interrupted.values() if i['late'])} / "
             f"{sum(1 for i in self.interrupted.values() if i['duplicate'])})",
             "interruptions handled (node drained before termination)": f"{drained}/{len(self.interrupted)}",
+            "warned in time (sim's record): drained before the end": f"{sum(map(_drained, record.values()))}/"
+                                                                      f"{len(record)}",
             "interruption events delivered": sum(v for k, v in self.events_sent.items() if "retried" not in k),
             "pods moved (voluntary / involuntary)": f"{moved['voluntary'] + moved['involuntary']} "
                                                     f"({moved['voluntary']} / {moved['involuntary']})",
@@ -463,6 +490,11 @@ class ChaosRun:
         if errors:
             figures["invocation errors by type"] = dict(errors.most_common(5))
         return figures
+
+
+def _drained(entry: dict[str, Any]) -> bool:
+    """sim's record: the instance ended with no evictable pod left on its node."""
+    return entry["endedAt"] is not None and not entry["lostHeldByPdb"] and not entry["lostNotReached"]
 
 
 def _items(api: Any, path: str) -> list[dict[str, Any]]:

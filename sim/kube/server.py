@@ -20,6 +20,7 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -31,6 +32,7 @@ from nodescale.config import boundedyaml
 from . import errors, fieldvalidation, reviews, tables
 from .auth import TOKENS, User, authenticate, query_bool, request_attributes
 from .disruption import evict
+from .drainaudit import DrainAudit
 from .errors import ApiError
 from .faults import FaultInjector, FaultSpecError, fault_error
 from .objects import meta
@@ -520,6 +522,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
+    def _evict(self, name: str, namespace: str, body: Any) -> None:
+        """The eviction subresource; a real request (not a dry run) is told to the drain record with its answer."""
+        store, audit = self.server.store, self.server.audit
+        dry_run = ((body or {}).get("deleteOptions") or {}).get("dryRun") == ["All"]
+        pod = store.peek("v1/pods", name, namespace)
+        node = ((pod or {}).get("spec") or {}).get("nodeName")
+        asked = store.clock.elapsed()  # when the request came, before the pod it removes is gone
+        try:
+            answer = evict(store, name, namespace, body)
+        except ApiError as error:
+            if audit is not None and not dry_run:
+                audit.eviction(node, namespace, name, error.status, asked)
+            raise
+        if audit is not None and not dry_run:
+            audit.eviction(node, namespace, name, 201, asked)
+        self._json(201, answer)
+
     def _do_create(self, request: _Request, query: dict[str, str]) -> None:
         store = self.server.store
         body = self._body()
@@ -532,7 +551,7 @@ class _Handler(BaseHTTPRequestHandler):
             if self._dry_run(query):
                 body = dict(body or {})
                 body["deleteOptions"] = {**(body.get("deleteOptions") or {}), "dryRun": ["All"]}
-            self._json(201, evict(store, request.name, request.namespace or "default", body))
+            self._evict(request.name, request.namespace or "default", body)
             return
         if request.name is not None:
             raise errors.method_not_allowed()
@@ -703,6 +722,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(200, faults.report())
             else:
                 raise errors.method_not_allowed()
+        elif path in self.server.controls:
+            self._json(200, self.server.controls[path](self.command, self._body()))
         else:
             raise ApiError(404, "NotFound", f"no control endpoint {self.command} {path}")
 
@@ -741,6 +762,9 @@ class _HTTPServer(ThreadingHTTPServer):
         self.authorizer = RbacAuthorizer(store)
         self.faults = FaultInjector()
         self.stats = ApiStats()
+        self.audit: DrainAudit | None = None  # the drain record, once the environment starts one
+        # More control endpoints (path -> handler(method, body) -> answer), from the environment's other parts.
+        self.controls: dict[str, Callable[[str, Any], Any]] = {}
         self.openapi = OpenApiDocuments(store.registry.all, lambda: store.snapshot(CRD_KEY))
         self._watches: set[Watch] = set()
         self._watch_lock = threading.Lock()
@@ -800,8 +824,20 @@ class KubeServer:
             self._secure.authorizer = self._httpd.authorizer
             self._secure.faults = self._httpd.faults
             self._secure.stats = self._httpd.stats
+            self._secure.controls = self._httpd.controls
             self._secure.openapi = self._httpd.openapi
         self._threads: list[threading.Thread] = []
+
+    def record_drains(self, audit: DrainAudit) -> None:
+        """Tell ``audit`` every eviction request either listener answers."""
+        for httpd in (self._httpd, self._secure):
+            if httpd is not None:
+                httpd.audit = audit
+
+    def add_control(self, path: str, handler: Callable[[str, Any], Any]) -> None:
+        """Serve ``handler(method, body) -> answer`` (JSON, 200) at the control path ``path`` (``/sim/v1/...``);
+        it raises ApiError for a request it refuses."""
+        self._httpd.controls[path] = handler
 
     @property
     def url(self) -> str:

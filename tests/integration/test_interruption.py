@@ -681,6 +681,36 @@ def test_a_batch_of_spot_warnings_is_one_world_read_and_replaces_and_drains_ever
     assert all(node(sim, n) is None for n in ids)
 
 
+def test_a_batch_starts_evicting_from_every_warned_node_before_it_reads_the_world_or_plans_replacements(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """#33.3: the drain does not wait for the replacement. Restates aws/karpenter-provider-aws
+    pkg/controllers/interruption/suite_test.go, "should handle multiple messages that cause node deletion":
+    there a batch of spot warnings deletes every node's NodeClaim at once (its termination taints and evicts
+    straight away) and the provisioner launches for the pods that go Pending. Here the batch cordons every
+    node and evicts from all of them before the world is read and the replacements planned; the pods it
+    evicted are still planned (one replacement each, their recreations not counted twice). On the old code
+    every pod was still on its node when the world was read."""
+    ids = three_nodes_one_pod_each(sim, rt, ns)
+    warnings = [event("spot-interruption-warning.json", iid, sim) for iid in ids.values()]
+    left_at_read: list[list[str]] = []
+
+    def reader(runtime_: Runtime) -> Any:
+        left_at_read.append([p["metadata"]["name"] for p in pods(sim, ns)
+                             if p["spec"].get("nodeName") in ids and not p["metadata"].get("deletionTimestamp")])
+        return interrupting.read_world_cached(runtime_)
+
+    response = interrupt_batch.process_batch(
+        invoke.sqs_batch(warnings), rt.settings, lambda: rt, account=ACCOUNT,
+        deadline_monotonic=time.monotonic() + 60, reader=reader)
+    assert left_at_read == [[]]
+    reports = [r for _, e in response.records for r in e.instances]
+    assert all(len(r.evicted) == 1 and r.action == interrupting.DRAINED for r in reports), reports
+    assert sum(len(r.replacement.launched) for r in reports) == 3, [r.replacement for r in reports]
+    moved = wait_running(sim, ns, 3)
+    assert not nodes_of(moved) & set(ids)
+
+
 @pytest.mark.filterwarnings("ignore:No application metrics to publish")
 def test_warnings_sent_to_the_queue_are_handled_by_the_function_as_its_event_source_mapping_polls(
     sim: Environment, rt: Runtime, ns: str

@@ -254,7 +254,7 @@ def _drain(
     )
     step.drain = result
     step.blocked_pods = sorted(result.blocked_by_pdb + result.blocked_by_do_not_disrupt)
-    _say_drained(rt, node, claim_of_node(world.nodeclaims, node), result, node_deadline)
+    say_drained(rt, node, claim_of_node(world.nodeclaims, node), result, node_deadline)
     return result, node_deadline is not None and now >= node_deadline
 
 
@@ -297,7 +297,7 @@ class TerminationBatch:
         return steps
 
 
-def _say_drained(
+def say_drained(
     rt: Runtime, node: ClusterNode, claim: ObjectRef | None, result: drain_policy.DrainResult,
     deadline: datetime | None,
 ) -> None:

@@ -7,12 +7,16 @@ instance's ``InstanceReport``.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import logging
-from collections.abc import Callable
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
@@ -21,23 +25,30 @@ from ...aws.ownership import OwnedInstance
 from ...disruption import drain_policy
 from ...interruption.actions import TERMINATING_ON_INTERRUPTION, Outcome, Reason, notice, terminating_message
 from ...interruption.intents import Intent
+from ...k8s import client as k8s_client
 from ...k8s import drain as k8s_drain
+from ...k8s import listing
 from ...k8s import nodes as k8s_nodes
 from ...k8s.events import WARNING, EventRecorder, ObjectRef
 from ...model import labels as wk
 from ...model.node import ClusterNode
 from ...model.pod import Pod
 from ...runtime import Runtime
-from .. import terminate
+from .. import terminate, world_sources
 from ..provision.launch import Launch, LaunchOutcome
 from ..provision.provisioner import launch_capacity
 from ..provision.summary import PodReason
 from ..world import World
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+R = TypeVar("R")
 
 # The drain backoff's cap here: a spot notice is two minutes, so a budget that frees up is retried soon.
 MAX_BACKOFF_SECONDS = 4.0
+# Nodes whose first eviction round runs side by side, each evicting its pods EVICTION_WORKERS at a time: as
+# many calls at once as the client keeps connections for.
+NODES_AT_ONCE = max(1, k8s_client.POOL_MAXSIZE // k8s_drain.EVICTION_WORKERS)
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,8 @@ class Work:
     node: ClusterNode  # as last read or written (each patch's answer is parsed again)
     report: InstanceReport
     claim: ObjectRef | None = None  # the Node's NodeClaim, which Karpenter's events name too
+    evicted_pods: list[Pod] = field(default_factory=list)  # evicted before the world was read, still to place
+    evicted_at: datetime | None = None  # when that first eviction round started
 
     @property
     def name(self) -> str:
@@ -118,14 +131,26 @@ class Work:
         self.report = dataclasses.replace(self.report, **changes)
 
 
+def side_by_side(run: Callable[[T], R], items: Sequence[T], workers: int, name: str) -> list[R]:
+    """``run`` over ``items`` in up to ``workers`` threads, each call in a copy of the caller's context (the
+    credentials sim scopes to a function go with it, see ``aws/clients.py``); the results in order, and
+    the first exception raised, if any."""
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(items))), thread_name_prefix=name) as pool:
+        futures = [pool.submit(contextvars.copy_context().run, run, item) for item in items]
+        return [future.result() for future in futures]
+
+
 def mark_offering(rt: Runtime, owned: OwnedInstance) -> None:
     rt.launcher.offerings.mark(
         [(owned.instance_type, owned.zone, wk.CAPACITY_SPOT)], f"spot interruption of {owned.instance_id}"
     )
 
 
-def mark(rt: Runtime, recorder: EventRecorder, item: Work) -> bool:
-    """Taint and cordon (first, it is what stops new pods landing), then note why and until when.
+def mark(rt: Runtime, recorder: EventRecorder, item: Work, announce: bool = True) -> bool:
+    """Taint and cordon (first, it is what stops new pods landing), then note why and until when, and (unless
+    not ``announce``: the caller does it once the drain is under way, see :func:`announce`) say so.
 
     False when the Node disappeared meanwhile: there is nothing left to drain.
     """
@@ -149,10 +174,16 @@ def mark(rt: Runtime, recorder: EventRecorder, item: Work) -> bool:
             item.update(reason=Reason.NODE_GONE, action=Outcome.NOTHING)
             return False
     telemetry.count(telemetry.INTERRUPTION_ACTIONS, **{telemetry.KIND_DIMENSION: item.intent.kind})
+    if announce:
+        announce_marked(recorder, item)
+    return True
+
+
+def announce_marked(recorder: EventRecorder, item: Work) -> None:
+    """Karpenter's events for a node marked for an interruption: the message's own and TerminatingOnInterruption."""
     notify(recorder, item)
     node_event(recorder, item, TERMINATING_ON_INTERRUPTION, terminating_message("Node"), WARNING,
                claim_message=terminating_message("NodeClaim"))
-    return True
 
 
 def _interruption_annotations(item: Work) -> dict[str, str | None]:
@@ -174,14 +205,96 @@ def record(recorder: EventRecorder, item: Work) -> None:
     telemetry.count(telemetry.INTERRUPTION_ACTIONS, **{telemetry.KIND_DIMENSION: item.intent.kind})
 
 
-def pods_to_move(world: World, node_name: str) -> list[Pod]:
-    """The node's pods a drain will evict, as pending pods for the bin-packer."""
-    out = []
+def pods_to_move(world: World, node_name: str, evicted: Sequence[Pod] = ()) -> list[Pod]:
+    """The node's pods a drain will evict, and those it evicted already (``evicted``: the world may show
+    them leaving, or not at all), as pending pods for the bin-packer."""
+    out = {pod.key: pod for pod in evicted}
     for pod in world.pods_by_node.get(node_name, []):
-        if pod.deleting or drain_policy.pod_skip(pod) is not None or "DaemonSet" in pod.owner_kinds:
+        if pod.key not in out and not pod.deleting:
+            out[pod.key] = pod
+    return [dataclasses.replace(pod, node_name="", phase="Pending") for pod in out.values()
+            if drain_policy.pod_skip(pod) is None and "DaemonSet" not in pod.owner_kinds]
+
+
+def evict_at_once(rt: Runtime, work: list[Work], deadline: float) -> None:
+    """The first eviction round of every node in ``work``, side by side, before the world is read and the
+    replacements planned: as Karpenter's interruption controller, the drain starts the moment the node is
+    tainted, and the pods evicted are planned with the rest (``replace``). Each node's pods are read on
+    their own (a list by node name), which is all a drain needs. A node whose round fails is left to the
+    drain rounds that follow."""
+    if not work or time.monotonic() >= deadline:
+        return
+    now = clock.now()
+    outcomes = side_by_side(lambda item: _first_round(rt, item, now), work, NODES_AT_ONCE, "nodescale-interrupt")
+    # The events (one per pod evicted) once every node's evictions are under way.
+    done = [(item, outcome[1]) for item, outcome in zip(work, outcomes, strict=True) if outcome is not None]
+    side_by_side(lambda one: terminate.say_drained(rt, one[0].node, one[0].claim, one[1], None), done,
+                 NODES_AT_ONCE, "nodescale-events")
+    for item, outcome in zip(work, outcomes, strict=True):
+        if outcome is None:
             continue
-        out.append(dataclasses.replace(pod, node_name="", phase="Pending"))
+        raw, result = outcome
+        _note_drain(item, result)
+        gone = set(result.evicted)
+        item.evicted_pods = [pod for pod in _pods(raw) if pod.key in gone]
+        item.evicted_at = now
+
+
+def _first_round(rt: Runtime, item: Work, now: datetime) -> tuple[list[dict[str, Any]], drain_policy.DrainResult] | None:
+    try:
+        raw = listing.pods_on_node(rt.api, item.name)
+        result = k8s_drain.drain_round(rt.api, item.name, involuntary=True, pods=raw, now=lambda: now,
+                                       grace_period_seconds=terminate.notice_grace_cap(item.node, now))
+    except ApiException as exc:
+        log.warning("first eviction round failed: the drain rounds carry on", extra={"node": item.name,
+                                                                                       "status": exc.status})
+        return None
+    return raw, result
+
+
+def _pods(raw: list[dict[str, Any]]) -> list[Pod]:
+    out = []
+    for one in raw:
+        try:
+            out.append(Pod.from_dict(one))
+        except (TypeError, ValueError, AttributeError):
+            continue  # the world's read reports a pod it cannot read; here it is only not planned twice
     return out
+
+
+def _volume_topology(rt: Runtime, world: World, work: list[Work]) -> None:
+    """What their volumes require of a node, for the pods evicted before the world was read (a StatefulSet's
+    pod on a zonal EBS volume is planned in the volume's zone, #31.1), as the world gives it to its own pods.
+    One whose volumes cannot be honoured is left out of the plan, as the world leaves it out."""
+    evicted = [pod.raw for item in work for pod in item.evicted_pods]
+    if not evicted:
+        return
+    objects = world.volumes if world.volumes.claims else world_sources.read_volumes(rt, evicted)
+    for item in work:
+        kept = []
+        for pod in item.evicted_pods:
+            why = world_sources.apply_volume_topology(pod, objects)
+            if why is None:
+                kept.append(pod)
+            else:
+                log.warning("evicted pod not planned: %s", why, extra={"pod": pod.key, "node": item.name})
+        item.evicted_pods = kept
+
+
+def _without_recreations(pending: list[Pod], evicted: list[Pod], since: datetime) -> list[Pod]:
+    """The pending pods less, per controller, as many as were evicted early, among those made since the
+    evictions (``since``): those are the evicted pods made again (a ReplicaSet's under new names), which the
+    plan counts as the evicted ones already. A pod pending from before (an earlier interruption's, waiting
+    for capacity in flight) is never one of them; a recreation not made yet is planned by a later pass."""
+    owed = Counter((p.namespace, p.owner_kind, p.owner_name) for p in evicted if p.owner_name)
+    cutoff = since.replace(microsecond=0)  # creation times are whole seconds
+    dropped: set[str] = set()
+    for pod in pending:
+        owner = (pod.namespace, pod.owner_kind, pod.owner_name)
+        if pod.owner_name and owed[owner] > 0 and pod.created is not None and pod.created >= cutoff:
+            owed[owner] -= 1
+            dropped.add(pod.key)
+    return [pod for pod in pending if pod.key not in dropped]
 
 
 def replace(rt: Runtime, world: World, work: list[Work]) -> World:
@@ -189,7 +302,8 @@ def replace(rt: Runtime, world: World, work: list[Work]) -> World:
     node at a time, the second node's pods would count on the in-flight node launched for the first node's
     pods, which has no room for them (the plan does not know what the first launch is for). Each node's
     report names what the plan did with its own pods. Returns the snapshot to go on with (the launch's)."""
-    moving = {item.name: pods_to_move(world, item.name) for item in work}
+    _volume_topology(rt, world, work)
+    moving = {item.name: pods_to_move(world, item.name, item.evicted_pods) for item in work}
     items = [item for item in work if moving[item.name]]
     for item in work:
         if not moving[item.name]:
@@ -199,7 +313,11 @@ def replace(rt: Runtime, world: World, work: list[Work]) -> World:
     # Pods already waiting (e.g. evicted by an earlier interruption) are planned alongside, so capacity on
     # its way for them is not promised to these nodes' pods too.
     keys = {p.key for item in items for p in moving[item.name]}
-    pods = [*[p for p in world.pending if p.key not in keys], *[p for item in items for p in moving[item.name]]]
+    since = min((item.evicted_at for item in items if item.evicted_at is not None), default=None)
+    waiting = [p for p in world.pending if p.key not in keys]
+    if since is not None:
+        waiting = _without_recreations(waiting, [p for item in items for p in item.evicted_pods], since)
+    pods = [*waiting, *[p for item in items for p in moving[item.name]]]
     unavailable = {(item.instance.instance_type, item.instance.zone, wk.CAPACITY_SPOT)
                    for item in items if item.instance.capacity_type == wk.CAPACITY_SPOT}
     exclude = {name for item in items for name in (item.name, item.instance.instance_id)}

@@ -46,9 +46,12 @@ from ...settings import Settings
 from ..world import World
 from . import handle as interrupt
 from . import zonal_shift
+from .actions import side_by_side
 from .summary import BatchAnswer, EventAnswer, EventSummary, FailedRecord, RecordAnswer
 
 log = logging.getLogger(__name__)
+
+CLAIM_WORKERS = 8  # idempotency records written at once (DynamoDB conditional puts)
 
 
 @dataclass
@@ -153,9 +156,9 @@ def _handle(
 ) -> None:
     """Zonal shifts one by one; every other event claimed, then all acted on at once."""
     store = EventRecords(rt.settings.table_name, rt.aws.dynamodb, lambda_context)
-    claimed: list[_Record] = []
     copies: list[tuple[_Record, _Record]] = []  # (a later copy, the record of the same event id it repeats)
     by_id: dict[str, _Record] = {}
+    firsts: list[_Record] = []
     for record in records:
         result = record.parsed.result
         if isinstance(result, events.ZoneShift):
@@ -167,7 +170,12 @@ def _handle(
             continue
         if isinstance(event_id, str):
             by_id[event_id] = record
-        _guarded(record, lambda r=record: store.claim(r.event))
+        firsts.append(record)
+    # Each event's record claimed side by side: a hundred writes one after the other held up every
+    # node's cordon (#33.3).
+    side_by_side(lambda r: _guarded(r, lambda: store.claim(r.event)), firsts, CLAIM_WORKERS, "nodescale-claim")
+    claimed: list[_Record] = []
+    for record in firsts:
         record.retry_soon = not isinstance(record.error, IdempotencyAlreadyInProgressError)
         if not record.failed and record.summary is None:
             claimed.append(record)

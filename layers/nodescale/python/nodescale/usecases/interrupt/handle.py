@@ -49,6 +49,7 @@ from ...aws.idempotency import once_per_event
 from ...aws.ownership import OwnedInstance, classify
 from ...interruption import actions, events
 from ...interruption.actions import Outcome, Reason, Step, action_for
+from ...k8s import client as k8s_client
 from ...k8s import listing
 from ...k8s import nodeclaims as k8s_nodeclaims
 from ...k8s import nodes as k8s_nodes
@@ -71,6 +72,10 @@ def read_world_cached(rt: Runtime) -> World:
 
 log = logging.getLogger(__name__)
 Slot = tuple[int, int]  # an intent's place in a batch: (event, intent of the event)
+
+# Nodes read, and going-away nodes cordoned, side by side in a batch (each a few API calls): as many at
+# once as the client keeps connections for.
+MARK_WORKERS = k8s_client.POOL_MAXSIZE
 
 # Without a caller's deadline (CLI, tests), a drain keeps trying this long.
 DEFAULT_DRAIN_SECONDS = 120.0
@@ -225,13 +230,21 @@ def _act(
     started: dict[int, Work] = {}  # index in ``acting`` -> its work, whose report is the latest
     work: list[Work] = []
     rebalances: list[Work] = []
+    going: list[tuple[int, events.Intent, OwnedInstance, ClusterNode | None]] = []
     for k, intent, owned in ours:
         node = by_instance.get(intent.instance_id)
         if node is not None and intent.action == events.REBALANCE_RISK:
             started[k] = Work(intent, owned, node, replace(out[k], node=node.name), claim_of_node(claims, node))
             rebalances.append(started[k])
             continue
-        out[k], item = _start(rt, recorder, intent, out[k], owned, node, claim_of_node(claims, node) if node else None)
+        going.append((k, intent, owned, node))
+    # Every going-away node cordoned side by side: a batch of a hundred, one after the other, took longer
+    # than the notice leaves for it (#33.3).
+    marked = act.side_by_side(lambda g: _start(rt, recorder, g[1], out[g[0]], g[2], g[3],
+                                               claim_of_node(claims, g[3]) if g[3] else None),
+                              going, MARK_WORKERS, "nodescale-cordon")
+    for (k, *_), (report, item) in zip(going, marked, strict=True):
+        out[k] = report
         if item is not None:
             started[k] = item
             work.append(item)
@@ -251,7 +264,10 @@ def _replace_and_drain(
     reader: Callable[[Runtime], World],
     sleep: Callable[[float], None],
 ) -> None:
-    """Read the world once, then replace and drain the cordoned nodes (and the rebalances that opt in)."""
+    """Start evicting from the cordoned nodes, read the world once, then replace and drain them (and the
+    rebalances that opt in)."""
+    act.evict_at_once(rt, work, deadline)
+    act.side_by_side(lambda item: act.announce_marked(recorder, item), work, MARK_WORKERS, "nodescale-events")
     try:
         world = reader(rt)
     except Exception as exc:
@@ -287,14 +303,10 @@ def _nodes_of(rt: Runtime, owned: list[OwnedInstance]) -> dict[str, ClusterNode]
     of every node (tens of MB at 10,000 nodes). One list when a name is unknown or names another instance
     (a custom hostname); an instance whose node is not found by either has not registered."""
     found: dict[str, ClusterNode] = {}
-    for inst in owned:
-        if not inst.private_dns_name:
-            break
-        try:
-            node = ClusterNode.from_dict(k8s_nodes.get_node(rt.api, inst.private_dns_name))
-        except k8s_nodes.NodeGoneError:
-            break
-        if node.instance_id != inst.instance_id:
+    read = act.side_by_side(lambda inst: _node_named(rt, inst.private_dns_name), owned, MARK_WORKERS,
+                            "nodescale-get-node")
+    for inst, node in zip(owned, read, strict=True):
+        if node is None or node.instance_id != inst.instance_id:
             break
         found[inst.instance_id] = node
     else:
@@ -303,6 +315,15 @@ def _nodes_of(rt: Runtime, owned: list[OwnedInstance]) -> dict[str, ClusterNode]
     listed = [ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items]
     trust = trust_nodes(listed, {inst.instance_id: inst.private_dns_name for inst in owned})
     return trust.trusted
+
+
+def _node_named(rt: Runtime, name: str | None) -> ClusterNode | None:
+    if not name:
+        return None
+    try:
+        return ClusterNode.from_dict(k8s_nodes.get_node(rt.api, name))
+    except k8s_nodes.NodeGoneError:
+        return None
 
 
 def _owned(
@@ -342,7 +363,8 @@ def _start(
     if node is None:
         return replace(report, reason=action.reason), None
     item = Work(intent, owned, node, replace(report, node=node.name), claim)
-    if action.step == Step.DRAIN and act.mark(rt, recorder, item):
+    # Its events wait until every node of the batch is cordoned and evicting (#33.3).
+    if action.step == Step.DRAIN and act.mark(rt, recorder, item, announce=False):
         return item.report, item
     return item.report, None
 
