@@ -23,7 +23,7 @@ from nodescale.model.node import ClusterNode
 from nodescale.model.nodepool import CapacityReservationTerm, NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
-from nodescale.scheduling import solve
+from nodescale.scheduling.scheduler import solve
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 GIB = 2**30

@@ -19,7 +19,7 @@ from nodescale.k8s import nodeclaims
 from nodescale.model.currency import USD, render
 from nodescale.model.instance import ManagedInstance
 from nodescale.model.pod import Pod
-from nodescale.scheduling import Plan, Unschedulable, UnschedulableKind
+from nodescale.scheduling.plan import Plan, Unschedulable, UnschedulableKind
 from nodescale.settings import Settings, SettingsError
 from nodescale.usecases.provision import launch as provision_launch
 from nodescale.usecases.provision import provisioner as provisioning

@@ -34,10 +34,10 @@ from ..model.buffers import CapacityBuffer, ResolvedBuffer, resolve
 from ..model.currency import currency_of, money, per_hour_header
 from ..model.featuregates import FeatureGateError, FeatureGates, ignored_by_gates, parse_feature_gates
 from ..model.instancetype import InstanceType
-from ..scheduling import Plan, solve
 from ..scheduling.buffers import buffer_report
-from ..scheduling.plan import NodeClaim
+from ..scheduling.plan import NodeClaim, Plan
 from ..scheduling.pooltypes import PoolTypesError, catalog_region, pool_types
+from ..scheduling.scheduler import solve
 from ..scheduling.workloads import WorkloadError, read_workloads
 from ..settings import DEFAULT_REGION, FEATURE_GATES, REGION
 from . import common
