@@ -35,3 +35,16 @@ def test_the_cleanup_handler_does_not_load_the_bin_packer() -> None:
         f"print(json.dumps(sorted(m for m in sys.modules if m == {BIN_PACKER!r})))"
     )
     assert out == []
+
+
+def test_the_cleanup_handler_does_not_load_the_nodepool_config_loader() -> None:
+    """#32, cold start: nodescale.config re-exported its loader, so the user-data module, which needs only the
+    bounded YAML reader, loaded the loader and every NodePool and EC2NodeClass schema into the cleanup
+    function, which reads no NodePool."""
+    out = fresh(
+        "import importlib.util, json, sys\n"
+        "spec = importlib.util.spec_from_file_location('handler', 'lambdas/cleanup/handler.py')\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('nodescale.config.'))))"
+    )
+    assert out == ["nodescale.config.boundedyaml"]

@@ -26,9 +26,9 @@ from typing import TextIO
 from ..aws import pricing
 from ..aws.catalog import CatalogError, bundled_catalog
 from ..aws.catalog_kwok import KwokFormatError, load_kwok_instance_types
-from ..config import load
 from ..config.documents import read_documents
 from ..config.errors import ConfigError
+from ..config.loader import load
 from ..k8s import builtin_schema
 from ..model.buffers import CapacityBuffer, ResolvedBuffer, resolve
 from ..model.currency import currency_of, money, per_hour_header
