@@ -48,3 +48,15 @@ def test_the_cleanup_handler_does_not_load_the_nodepool_config_loader() -> None:
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('nodescale.config.'))))"
     )
     assert out == ["nodescale.config.boundedyaml"]
+
+
+def test_the_provisioner_handler_does_not_load_the_interruption_event_parsers() -> None:
+    """#32, cold start: the parsers package built its registry on import, so the provisioner, which needs one
+    helper of parsers/base.py, loaded every EventBridge event parser."""
+    out = fresh(
+        "import importlib.util, json, sys\n"
+        "spec = importlib.util.spec_from_file_location('handler', 'lambdas/provisioner/handler.py')\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('nodescale.interruption.parsers.'))))"
+    )
+    assert out == ["nodescale.interruption.parsers.base"]
