@@ -43,8 +43,9 @@ from nodescale.model.nodelabels import node_labels
 from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.timestamps import format_timestamp
-from nodescale.scheduling import ExistingNode, NodeClaim, solve
+from nodescale.scheduling.plan import ExistingNode, NodeClaim
 from nodescale.scheduling.pooltypes import pool_types
+from nodescale.scheduling.scheduler import solve
 
 TARGET = 1.10
 MAX_RUNS = 400

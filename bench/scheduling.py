@@ -27,7 +27,8 @@ from nodescale.model.instancetype import InstanceType
 from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
-from nodescale.scheduling import Plan, solve
+from nodescale.scheduling.plan import Plan
+from nodescale.scheduling.scheduler import solve
 from nodescale.scheduling.templates import type_satisfies
 
 ZONE_SPREAD = "zonal-spread"

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from infra.names import physical_name, stack_name
-from nodescale.config import validate
 from nodescale.config.documents import read_documents
-from nodescale.config.loader import config_kinds
+from nodescale.config.loader import config_kinds, validate
 from nodescale.config.strict import misspelled_kind
 from nodescale.model.featuregates import FeatureGateError, FeatureGates, parse_feature_gates
 from nodescale.settings import SettingsError

@@ -25,7 +25,8 @@ from nodescale.model.nodepool import Budget, Disruption, NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.model.taints import Taint
-from nodescale.scheduling import ExistingNode, NodeClaim, Plan, solve
+from nodescale.scheduling.plan import ExistingNode, NodeClaim, Plan
+from nodescale.scheduling.scheduler import solve
 
 NOW = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)  # a Monday
 

@@ -89,14 +89,13 @@ _RECORDER: Recorder | None = None
 
 def _install(recorder: Recorder) -> None:
     """Puts the wrappers wherever the originals are bound: the defining modules, their packages, and every
-    module already imported that took them by name (``from ..scheduling import solve``)."""
-    from nodescale import scheduling
+    module already imported that took them by name (``from ..scheduling.scheduler import solve``)."""
     from nodescale.disruption import planner
     from nodescale.scheduling import scheduler
 
     originals = {scheduler.solve: recorder.wrap("solve", scheduler.solve),
                  planner.plan: recorder.wrap("plan", planner.plan)}
-    scheduler.solve = scheduling.solve = originals[scheduler.solve]
+    scheduler.solve = originals[scheduler.solve]
     for module in list(sys.modules.values()):
         for name in ("solve", "plan"):
             value = getattr(module, name, None) if module is not None else None

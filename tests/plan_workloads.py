@@ -22,7 +22,8 @@ from nodescale.model.nodepool import Budget
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement
 from nodescale.model.taints import Taint
-from nodescale.scheduling import ExistingNode, solve
+from nodescale.scheduling.plan import ExistingNode
+from nodescale.scheduling.scheduler import solve
 from tests import plan_digest
 from tests.builders import (
     ARM,

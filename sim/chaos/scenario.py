@@ -27,7 +27,7 @@ from typing import Any
 from nodescale.aws.clients import AwsClients
 from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
-from nodescale.scheduling import solve
+from nodescale.scheduling.scheduler import solve
 from nodescale.settings import Settings
 from nodescale.usecases.world import read_world
 from sim import invoke, spotfigure

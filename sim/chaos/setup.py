@@ -20,7 +20,8 @@ from typing import Any
 import yaml
 
 from nodescale.aws.catalog import bundled_catalog
-from nodescale.config import load, parse_documents
+from nodescale.config.documents import parse_documents
+from nodescale.config.loader import load
 from nodescale.k8s.raw import MERGE_PATCH, request_json
 from nodescale.model import resources as res
 from sim.aws.constants import REGION

@@ -1,7 +1,7 @@
 """`cdk synth` refuses what the functions would refuse, so a broken NodePool file or limit fails the deploy
 instead of being written to SSM and refused at run time.
 
-The NodePool files go through the layer's own validator (nodescale.config.validate: Karpenter's CRD
+The NodePool files go through the layer's own validator (nodescale.config.loader.validate: Karpenter's CRD
 schemas as `kubectl apply --validate=strict` applies them, plus nodescale's value checks); the cluster
 limits through the functions' own parse_limits.
 """

@@ -163,7 +163,8 @@ def test_a_newer_nodescale_gives_the_same_launch_configuration(monkeypatch):
     import nodescale
     from nodescale.aws import userdata
     from nodescale.aws.cluster import ClusterInfo
-    from nodescale.config import load, parse_documents
+    from nodescale.config.documents import parse_documents
+    from nodescale.config.loader import load
 
     example = Path(__file__).parents[1] / "fixtures" / "examples" / "karpenter-v1" / "default.yaml"
     cluster = ClusterInfo("demo-cluster", "1.31", "https://example.eks.amazonaws.com", "Q0E=", "10.100.0.0/16")

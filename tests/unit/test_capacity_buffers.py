@@ -30,7 +30,8 @@ from nodescale.model.buffers import (
 )
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement
-from nodescale.scheduling import ExistingNode, solve
+from nodescale.scheduling.plan import ExistingNode
+from nodescale.scheduling.scheduler import solve
 from tests.builders import GIB, SMALL, fits_elsewhere, inputs, node, pods, since
 from tests.builders import pool as disruption_pool
 from tests.builders import scheduling_pool as pool

@@ -23,7 +23,7 @@ from nodescale.model.node import ClusterNode
 from nodescale.model.nodepool import CapacityReservationTerm, NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
-from nodescale.scheduling import solve
+from nodescale.scheduling.scheduler import solve
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 GIB = 2**30
@@ -313,7 +313,8 @@ spec:
 
 def _reserved_world(available: int = 0):
     from nodescale.aws.catalog import bundled_catalog
-    from nodescale.config import load, parse_documents
+    from nodescale.config.documents import parse_documents
+    from nodescale.config.loader import load
     from nodescale.model.instance import ManagedInstance
     from nodescale.usecases import world as world_module
 
@@ -439,7 +440,8 @@ def test_a_capacity_block_outside_its_last_40_minutes_drains_nothing():
 
 
 def test_a_bad_term_in_a_manifest_is_refused_naming_the_document_and_field():
-    from nodescale.config import load, parse_documents
+    from nodescale.config.documents import parse_documents
+    from nodescale.config.loader import load
 
     bad = RESERVED_POOL.replace("[{id: cr-0aaa}]", "[{id: cr-0aaa, tags: {team: ml}}]")
     config = load(parse_documents(bad, "nodeclass.yaml"))

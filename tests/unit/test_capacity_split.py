@@ -18,13 +18,14 @@ from nodescale.disruption.decisions import Blocker, Refusal
 from nodescale.disruption.replacement import Simulation
 from nodescale.model import labels as wk
 from nodescale.model.requirements import Requirement
-from nodescale.scheduling import ExistingNode, solve
 from nodescale.scheduling.capacity_split import (
     SplitRefusal,
     removal_breaks_split,
     required_on_demand,
     split_refusal,
 )
+from nodescale.scheduling.plan import ExistingNode
+from nodescale.scheduling.scheduler import solve
 from tests.builders import MEDIUM, inputs, node, pods, since
 from tests.builders import pool as disruption_pool
 from tests.builders import scheduling_pool as pool

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from nodescale.config import load, parse_documents
 from nodescale.config.boundedyaml import allowed_alias_share
-from nodescale.config.documents import nesting_depth, read_documents
+from nodescale.config.documents import nesting_depth, parse_documents, read_documents
+from nodescale.config.loader import load
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "examples"
 

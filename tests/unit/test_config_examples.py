@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nodescale.config import ConfigResult, load, parse_documents
+from nodescale.config.documents import parse_documents
+from nodescale.config.loader import ConfigResult, load
 from nodescale.model import labels as wk
 from nodescale.model.nodepool import SelectorTerm
 from nodescale.model.taints import Taint

@@ -14,8 +14,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nodescale.config import ConfigError, load
 from nodescale.config.documents import read_documents
+from nodescale.config.errors import ConfigError
+from nodescale.config.loader import load
 
 GOOD = (Path(__file__).resolve().parents[1] / "fixtures" / "examples" / "karpenter-v1" / "default.yaml").read_text()
 GOOD_DOCUMENTS = 2  # the NodePool "default" and the EC2NodeClass "default"

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nodescale.config import load, parse_documents, validate
+from nodescale.config.documents import parse_documents
+from nodescale.config.loader import load, validate
 from tests.unit.test_capacity_buffers import buffer_doc
 from tests.unit.test_config_robustness import junk, paths, replace
 from tests.unit.test_config_strict import EXAMPLE_FILES, EXAMPLES, NODEPOOL_V1, PROVISIONER, first, rename

@@ -8,7 +8,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nodescale.config import load, parse_documents
+from nodescale.config.documents import parse_documents
+from nodescale.config.loader import load
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "examples"
 BASE = [

@@ -11,7 +11,9 @@ from kubernetes.client.exceptions import ApiException
 from moto import mock_aws
 
 from nodescale.aws.nodepool_parameters import load_from_ssm
-from nodescale.config import DocumentError, load, parse_documents
+from nodescale.config.documents import parse_documents
+from nodescale.config.errors import DocumentError
+from nodescale.config.loader import load
 from nodescale.k8s.nodepool_objects import load_from_cluster, read_cluster_documents
 from nodescale.model import labels as wk
 from nodescale.usecases.nodepool_sources import load_all

@@ -18,7 +18,8 @@ import yaml
 from moto import mock_aws
 
 from nodescale.aws.nodepool_parameters import load_from_ssm
-from nodescale.config import load, parse_documents, validate
+from nodescale.config.documents import parse_documents
+from nodescale.config.loader import load, validate
 from nodescale.config.schema import SCHEMAS
 from nodescale.config.strict import check_fields, misspelled_kind
 

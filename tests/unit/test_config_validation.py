@@ -7,7 +7,8 @@ import textwrap
 import pytest
 import yaml
 
-from nodescale.config import ConfigError, load
+from nodescale.config.errors import ConfigError
+from nodescale.config.loader import load
 from nodescale.model import labels as wk
 
 NODECLASS_V1 = """

@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 import pytest
 
 from nodescale.aws.catalog import bundled_catalog
-from nodescale.config import load, parse_documents
+from nodescale.config.documents import parse_documents
+from nodescale.config.loader import load
 from nodescale.disruption.consolidation import evaluate
 from nodescale.disruption.decisions import Decision, Refusal
 from nodescale.model.buffers import CapacityBuffer, resolve

@@ -8,7 +8,7 @@ from nodescale.aws.instances import impaired_instances
 from nodescale.disruption.replacement import replacement_from_claim
 from nodescale.model.instancetype import InstanceType, Offering
 from nodescale.model.requirements import Requirements
-from nodescale.scheduling import NodeClaim
+from nodescale.scheduling.plan import NodeClaim
 
 
 class FakeEc2:

@@ -18,7 +18,7 @@ from nodescale.disruption.validation import ActTime, Invalidation, Validator, sa
 from nodescale.model.currency import USD, render
 from nodescale.model.nodepool import Budget, Disruption, NodePool
 from nodescale.model.pdb import PodDisruptionBudget
-from nodescale.scheduling import NodeClaim
+from nodescale.scheduling.plan import NodeClaim
 from nodescale.scheduling.templates import pool_usage
 from tests.builders import (
     LARGE,

@@ -12,7 +12,8 @@ from nodescale.disruption import planner
 from nodescale.disruption.decisions import Blocker, Decision, Refusal
 from nodescale.disruption.replacement import Simulation
 from nodescale.model.featuregates import ALL_ON, FeatureGates
-from nodescale.scheduling import scheduler, solve
+from nodescale.scheduling import scheduler
+from nodescale.scheduling.scheduler import solve
 from tests.builders import inputs, itype, node, pod, pool, replacement, scheduling_pool
 from tests.builders import pods as many_pods
 

@@ -10,8 +10,8 @@ from nodescale.model import resources as res
 from nodescale.model.nodepool import NodeClass, NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
-from nodescale.scheduling import solve
 from nodescale.scheduling.pooltypes import pool_types
+from nodescale.scheduling.scheduler import solve
 
 GIB = 2**30
 POOL = NodePool(name="default", node_class="default", requirements=Requirements([

@@ -10,7 +10,6 @@ import pytest
 
 from nodescale.interruption import events as ev
 from nodescale.interruption.parsers import (
-    PARSERS,
     capacity_reservation,
     health,
     rebalance,
@@ -18,6 +17,7 @@ from nodescale.interruption.parsers import (
     state_change,
     zonal_shift,
 )
+from nodescale.interruption.parsers.registry import PARSERS
 
 EVENTS = Path(__file__).parent.parent / "fixtures" / "events"
 IID = "i-0a1b2c3d4e5f60718"

@@ -11,7 +11,8 @@ import pytest
 from nodescale.aws import pricing
 from nodescale.aws.catalog import bundled_catalog
 from nodescale.commands.plan import plan_paths
-from nodescale.config import load, parse_documents
+from nodescale.config.documents import parse_documents
+from nodescale.config.loader import load
 from nodescale.disruption.replacement import replacement_from_claim
 from nodescale.model import nodecost
 from nodescale.model.instance import ManagedInstance

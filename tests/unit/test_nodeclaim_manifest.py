@@ -25,7 +25,7 @@ from nodescale.model.requirements import Requirement, Requirements
 from nodescale.model.taints import Taint
 from nodescale.model.timestamps import parse_timestamp
 from nodescale.scheduling import nodeclaim_manifest as ncm
-from nodescale.scheduling import solve
+from nodescale.scheduling.scheduler import solve
 
 GIB = 2**30
 ZONES = ("us-east-1a", "us-east-1b")

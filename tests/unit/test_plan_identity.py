@@ -16,7 +16,7 @@ import pytest
 
 from nodescale.disruption import planner
 from nodescale.disruption.decisions import Action
-from nodescale.scheduling import solve
+from nodescale.scheduling.scheduler import solve
 from tests import plan_digest, plan_recorder, plan_workloads
 from tests.builders import TYPES, existing_node, pods, scheduling_pool
 

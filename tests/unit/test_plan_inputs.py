@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nodescale.cli import main
-from nodescale.config import parse_documents
+from nodescale.config.documents import parse_documents
 from nodescale.scheduling.workloads import WorkloadError, read_workloads
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "examples"

@@ -19,7 +19,7 @@ from nodescale.model.nodecapacity import with_kubelet
 from nodescale.model.nodepool import KubeletSettings, NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirements
-from nodescale.scheduling import solve
+from nodescale.scheduling.scheduler import solve
 
 CATALOG = {it.name: it for it in bundled_catalog("us-east-1")}
 

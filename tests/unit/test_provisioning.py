@@ -14,12 +14,13 @@ from nodescale import clock
 from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.fleet import LaunchedInstance, LaunchResult, OfferingError
 from nodescale.commands.provision import to_text
-from nodescale.config import load, parse_documents
+from nodescale.config.documents import parse_documents
+from nodescale.config.loader import load
 from nodescale.k8s import nodeclaims
 from nodescale.model.currency import USD, render
 from nodescale.model.instance import ManagedInstance
 from nodescale.model.pod import Pod
-from nodescale.scheduling import Plan, Unschedulable, UnschedulableKind
+from nodescale.scheduling.plan import Plan, Unschedulable, UnschedulableKind
 from nodescale.settings import Settings, SettingsError
 from nodescale.usecases.provision import launch as provision_launch
 from nodescale.usecases.provision import provisioner as provisioning

@@ -8,8 +8,9 @@ from nodescale.model import labels as wk
 from nodescale.model.instancetype import InstanceType
 from nodescale.model.requirements import Requirement
 from nodescale.model.taints import Taint
-from nodescale.scheduling import ExistingNode, Plan, solve
 from nodescale.scheduling.groups import group_pods, relaxation_levels
+from nodescale.scheduling.plan import ExistingNode, Plan
+from nodescale.scheduling.scheduler import solve
 from tests.builders import (
     C_SMALL,
     GIB,

@@ -14,7 +14,8 @@ from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.model.taints import Taint
-from nodescale.scheduling import ExistingNode, Plan, solve
+from nodescale.scheduling.plan import ExistingNode, Plan
+from nodescale.scheduling.scheduler import solve
 
 GIB = 2**30
 ZONES = ("zone-a", "zone-b", "zone-c")

@@ -7,7 +7,8 @@ from dataclasses import replace
 from nodescale.model import labels as wk
 from nodescale.model.requirements import Requirement
 from nodescale.model.taints import Taint
-from nodescale.scheduling import ExistingNode, Plan, UnschedulableKind, solve
+from nodescale.scheduling.plan import ExistingNode, Plan, UnschedulableKind
+from nodescale.scheduling.scheduler import solve
 from tests.builders import GIB, LARGE, MEDIUM, SMALL, itype, plan_for, pods
 from tests.builders import scheduling_pool as pool
 

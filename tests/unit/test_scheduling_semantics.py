@@ -16,7 +16,8 @@ from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod, pod_requests
 from nodescale.model.requirements import Requirement, Requirements
 from nodescale.model.taints import Taint
-from nodescale.scheduling import ExistingNode, Plan, UnschedulableKind, solve
+from nodescale.scheduling.plan import ExistingNode, Plan, UnschedulableKind
+from nodescale.scheduling.scheduler import solve
 
 GIB = 2**30
 ZONES = ("zone-1", "zone-2", "zone-3")

@@ -11,7 +11,8 @@ from nodescale.model.instancetype import InstanceType, Offering
 from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
-from nodescale.scheduling import ExistingNode, Plan, solve
+from nodescale.scheduling.plan import ExistingNode, Plan
+from nodescale.scheduling.scheduler import solve
 from nodescale.scheduling.topology import spread_quota
 
 GIB = 2**30

@@ -15,8 +15,9 @@ from nodescale.model import labels as wk
 from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
-from nodescale.scheduling import MAX_INSTANCE_TYPES, solve
+from nodescale.scheduling.plan import MAX_INSTANCE_TYPES
 from nodescale.scheduling.pooltypes import pool_types
+from nodescale.scheduling.scheduler import solve
 from nodescale.scheduling.templates import holds, type_satisfies
 
 SPOT_TO_SPOT_MINIMUM = 15

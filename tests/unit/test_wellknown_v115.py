@@ -26,8 +26,8 @@ from nodescale.model.instancetype import InstanceType, Offering
 from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
-from nodescale.scheduling import solve
 from nodescale.scheduling.plan import UnschedulableKind
+from nodescale.scheduling.scheduler import solve
 from nodescale.settings import Settings, SettingsError
 
 CATALOG = {it.name: it for it in bundled_catalog("us-east-1")}

@@ -9,7 +9,8 @@ import pytest
 
 from nodescale import clock
 from nodescale.aws.catalog import bundled_catalog
-from nodescale.config import load, parse_documents
+from nodescale.config.documents import parse_documents
+from nodescale.config.loader import load
 from nodescale.model import labels as wk
 from nodescale.model.instance import ManagedInstance
 from nodescale.model.pod import Pod

@@ -26,18 +26,18 @@ from typing import TextIO
 from ..aws import pricing
 from ..aws.catalog import CatalogError, bundled_catalog
 from ..aws.catalog_kwok import KwokFormatError, load_kwok_instance_types
-from ..config import load
 from ..config.documents import read_documents
 from ..config.errors import ConfigError
+from ..config.loader import load
 from ..k8s import builtin_schema
 from ..model.buffers import CapacityBuffer, ResolvedBuffer, resolve
 from ..model.currency import currency_of, money, per_hour_header
 from ..model.featuregates import FeatureGateError, FeatureGates, ignored_by_gates, parse_feature_gates
 from ..model.instancetype import InstanceType
-from ..scheduling import Plan, solve
 from ..scheduling.buffers import buffer_report
-from ..scheduling.plan import NodeClaim
+from ..scheduling.plan import NodeClaim, Plan
 from ..scheduling.pooltypes import PoolTypesError, catalog_region, pool_types
+from ..scheduling.scheduler import solve
 from ..scheduling.workloads import WorkloadError, read_workloads
 from ..settings import DEFAULT_REGION, FEATURE_GATES, REGION
 from . import common

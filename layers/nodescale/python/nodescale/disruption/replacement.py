@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..model.instancetype import InstanceType
-from ..scheduling import NodeClaim
+from ..scheduling.plan import NodeClaim
 from .nodes import NodeView
 
 Option = tuple[str, float, str]  # (instance type, price, capacity type)

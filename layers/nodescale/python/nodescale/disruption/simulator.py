@@ -14,8 +14,9 @@ from ..model import labels as wk
 from ..model.instancetype import InstanceType
 from ..model.nodepool import NodePool
 from ..model.pod import Pod
-from ..scheduling import ExistingNode, solve
 from ..scheduling.capacity_split import split_refusal
+from ..scheduling.plan import ExistingNode
+from ..scheduling.scheduler import solve
 from .nodes import NodeView
 from .replacement import Simulation, Simulator, replacement_from_claim
 

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .intents import Ignored, Intent, IntentAction, Kind, Parsed, ShiftKind, ZoneShift
-from .parsers import Envelope, dispatch, health, rebalance, spot, state_change, zonal_shift
-from .parsers.base import parse_time, shown, text
+from .parsers import health, rebalance, spot, state_change, zonal_shift
+from .parsers.base import Envelope, parse_time, shown, text
+from .parsers.registry import dispatch
 
 SPOT_WARNING = spot.DETAIL_TYPE
 REBALANCE = rebalance.DETAIL_TYPE

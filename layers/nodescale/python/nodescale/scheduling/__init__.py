@@ -1,23 +1,4 @@
-"""The bin-packer: where pending pods go, and which NodeClaims to launch for them."""
-
-from .plan import (
-    MAX_INSTANCE_TYPES,
-    ExistingNode,
-    ExistingPlacement,
-    NodeClaim,
-    Plan,
-    Unschedulable,
-    UnschedulableKind,
-)
-from .scheduler import solve
-
-__all__ = [
-    "MAX_INSTANCE_TYPES",
-    "ExistingNode",
-    "ExistingPlacement",
-    "NodeClaim",
-    "Plan",
-    "Unschedulable",
-    "UnschedulableKind",
-    "solve",
-]
+"""The bin-packer: where pending pods go, and which NodeClaims to launch for them (solve in scheduler.py,
+its result types in plan.py). No re-exports here: importing one scheduling module must not load the scheduler
+(#32, cold start).
+"""

@@ -22,7 +22,7 @@ from ..aws import catalog as catalogs
 from ..aws import instances as ec2_instances
 from ..aws import launchfailures, pricing
 from ..aws.launchfailures import LaunchFailure
-from ..config import ConfigError
+from ..config.errors import ConfigError
 from ..k8s import listing, podcache
 from ..k8s.buffer_templates import read_buffer_sources
 from ..k8s.events import WARNING, EventRecorder, ObjectRef

@@ -21,7 +21,7 @@ from ...disruption.simulator import bin_packing_simulator
 from ...model import labels as wk
 from ...model.nodelabels import pool_key
 from ...model.pod import Pod
-from ...scheduling import solve
+from ...scheduling.scheduler import solve
 from ..world import World
 from .state import IMPAIRED_SINCE, RunState
 

@@ -35,7 +35,7 @@ from ...model.instancetype import InstanceType
 from ...model.nodepool import NodeClass, NodePool
 from ...model.pod import Pod
 from ...runtime import Runtime
-from ...scheduling import NodeClaim
+from ...scheduling.plan import NodeClaim
 from ...settings import SettingsError
 from ..world import World
 from . import nodeclaims

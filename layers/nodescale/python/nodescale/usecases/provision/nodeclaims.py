@@ -31,8 +31,8 @@ from ...k8s.raw import path_segment, request_json
 from ...model.instancetype import InstanceType
 from ...model.nodepool import NodePool
 from ...model.timestamps import format_timestamp
-from ...scheduling import NodeClaim
 from ...scheduling import nodeclaim_manifest as ncm
+from ...scheduling.plan import NodeClaim
 
 if TYPE_CHECKING:
     from ...runtime import Runtime

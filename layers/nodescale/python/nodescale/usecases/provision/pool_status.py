@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ...aws import ami as amis
 from ...aws import instanceprofiles, securitygroups
-from ...config import ConfigError
+from ...config.errors import ConfigError
 from ...k8s import pool_status as k8s_status
 from ...model.instancetype import windows_build
 from ...model.nodepool import NodeClass

@@ -37,8 +37,9 @@ from ...model.currency import currency_of, render
 from ...model.instancetype import InstanceType
 from ...model.pod import Pod
 from ...runtime import Runtime
-from ...scheduling import ExistingNode, NodeClaim, Plan, solve
 from ...scheduling import nodeclaim_manifest as ncm
+from ...scheduling.plan import ExistingNode, NodeClaim, Plan
+from ...scheduling.scheduler import solve
 from ...scheduling.static import static_claim
 from ..world import World, read_world, refresh_instances
 from . import migration, nodeclaims, pool_status
