@@ -30,8 +30,8 @@ from nodescale.model.instancetype import InstanceType
 from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirement, Requirements
-from nodescale.scheduling import solve
 from nodescale.scheduling.pooltypes import pool_types
+from nodescale.scheduling.scheduler import solve
 
 CPUS = (100, 250, 500, 750, 1000, 1500, 2000, 3000, 4000, 6000, 8000)  # millicores
 GIB_PER_CPU = (0.5, 1, 2, 3, 4, 6, 8, 12, 16)

@@ -12,9 +12,9 @@ from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.pricing import ebs_prices
 from nodescale.model import labels as wk
 from nodescale.model.pod import Pod
-from nodescale.scheduling import solve
 from nodescale.scheduling.pooltypes import pool_types
 from nodescale.scheduling.repack import _resource_prices
+from nodescale.scheduling.scheduler import solve
 from nodescale.scheduling.templates import TypeOption
 from tests.builders import GIB, itype
 
