@@ -369,15 +369,20 @@ def _record(pod: FfdPod, c: Claim, counts: dict[str, Counter], affinity: dict[st
 # ------------------------------------------------------------------------------------------- workloads
 
 
-def on_demand_pool() -> NodePool:
+def cmr_pool(name: str = "default", capacity_type: str = "on-demand") -> NodePool:
+    """A c/m/r, generation > 2 Linux pool of one capacity type."""
     reqs = Requirements([
         Requirement.create(wk.ARCH, "In", ["amd64", "arm64"]),
-        Requirement.create(wk.CAPACITY_TYPE, "In", ["on-demand"]),
+        Requirement.create(wk.CAPACITY_TYPE, "In", [capacity_type]),
         Requirement.create(wk.INSTANCE_CATEGORY, "In", ["c", "m", "r"]),
         Requirement.create(wk.INSTANCE_GENERATION, "Gt", ["2"]),
         Requirement.create(wk.OS, "In", ["linux"]),
     ])
-    return NodePool(name="default", requirements=reqs, node_class="default")
+    return NodePool(name=name, requirements=reqs, node_class="default")
+
+
+def on_demand_pool() -> NodePool:
+    return cmr_pool()
 
 
 # (name, cpu m, memory Mi): what EKS clusters commonly run on every node.

@@ -21,15 +21,22 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from bench import print_lines
-from bench.bound import daemonsets, ffd, ffd_pods, host_groups_of, lp_bound, on_demand_pool, type_rows
+from bench.bound import (
+    cmr_pool,
+    daemonsets,
+    ffd,
+    ffd_pods,
+    host_groups_of,
+    lp_bound,
+    on_demand_pool,
+    type_rows,
+)
 from bench.scheduling import HOST_ANTI, HOST_SPREAD, ZONE_SPREAD, _constraint, _pod
 from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.pricing import ebs_prices
-from nodescale.model import labels as wk
 from nodescale.model.instancetype import InstanceType
 from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
-from nodescale.model.requirements import Requirement, Requirements
 from nodescale.scheduling.pooltypes import pool_types
 from nodescale.scheduling.scheduler import solve
 
@@ -41,14 +48,7 @@ TARGET_MEDIAN, TARGET_WORST = 1.03, 1.05
 
 
 def spot_pool() -> NodePool:
-    reqs = Requirements([
-        Requirement.create(wk.ARCH, "In", ["amd64", "arm64"]),
-        Requirement.create(wk.CAPACITY_TYPE, "In", ["spot"]),
-        Requirement.create(wk.INSTANCE_CATEGORY, "In", ["c", "m", "r"]),
-        Requirement.create(wk.INSTANCE_GENERATION, "Gt", ["2"]),
-        Requirement.create(wk.OS, "In", ["linux"]),
-    ])
-    return NodePool(name="spot", requirements=reqs, node_class="default")
+    return cmr_pool("spot", "spot")
 
 
 def mix(seed: int) -> list[Pod]:

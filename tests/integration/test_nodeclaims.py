@@ -78,12 +78,15 @@ def conditions(claim: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in (claim.get("status") or {}).get("conditions") or []}
 
 
-def pending_pod(sim: Environment, ns: str) -> None:
-    put_pool(sim, (EXAMPLES / V1).read_text(), "default")
+def pending_pod(sim: Environment, ns: str, pool_text: str | None = None, name: str = "p",
+                requests: dict[str, str] | None = None) -> None:
+    """One pod no node takes (``requests``: 500m and 256Mi by default), under the pool ``pool_text`` (the
+    Karpenter v1 example by default)."""
+    put_pool(sim, pool_text or (EXAMPLES / V1).read_text(), "default")
     request_json(sim.kube_api_client(), "POST", f"/api/v1/namespaces/{ns}/pods", body={
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": ns},
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
         "spec": {"containers": [{"name": "c", "image": "pause",
-                                 "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}}]}})
+                                 "resources": {"requests": requests or {"cpu": "500m", "memory": "256Mi"}}}]}})
     wait_for("the pod unschedulable", lambda: any(
         c.get("reason") == "Unschedulable"
         for p in helpers.pods(sim, ns) for c in (p.get("status") or {}).get("conditions") or []))
@@ -377,14 +380,7 @@ def test_a_raid0_node_registers_its_instance_store_and_runs_the_pod_that_needs_i
     text = text.replace("      requirements:\n", "      requirements:\n        - key: node.kubernetes.io/instance-type\n"
                         "          operator: In\n          values: [\"m5d.large\"]\n", 1)
     assert "RAID0" in text and "m5d.large" in text
-    put_pool(sim, text, "default")
-    request_json(sim.kube_api_client(), "POST", f"/api/v1/namespaces/{ns}/pods", body={
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "scratch", "namespace": ns},
-        "spec": {"containers": [{"name": "c", "image": "pause",
-                                 "resources": {"requests": {"cpu": "100m", "ephemeral-storage": "50G"}}}]}})
-    wait_for("the pod unschedulable", lambda: any(
-        c.get("reason") == "Unschedulable"
-        for p in helpers.pods(sim, ns) for c in (p.get("status") or {}).get("conditions") or []))
+    pending_pod(sim, ns, text, "scratch", {"cpu": "100m", "ephemeral-storage": "50G"})
 
     [launch] = provisioning.provision_once(rt).launches
     assert launch.instance_type == "m5d.large"
