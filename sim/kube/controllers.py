@@ -320,6 +320,8 @@ class Controllers:
         foreground, self._foreground = self._foreground, set()
         for resource, namespace, name in sorted(foreground):
             advance_foreground(self.store, resource, namespace, name)
+        if self.scheduler.rewrite_due(self.clock.elapsed()):
+            self._schedule = True
         if self._schedule and time.monotonic() >= self._next_pass:
             self._schedule = False
             if self._pending:

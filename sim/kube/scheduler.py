@@ -63,6 +63,9 @@ class Scheduler:
         self._counted: dict[str, str] = {}
         self._allocatable: dict[str, tuple[str, dict[str, int]]] = {}
         self._marked_at: dict[str, float] = {}  # pod uid -> when its Unschedulable condition was written
+        # When a message that changed but was held back by the rewrite limit is due to be written: a pass
+        # then runs even without an event, as kube-scheduler's backoff retries the pod.
+        self._rewrite_due: float | None = None
         self.placed = interpod.PlacedPods()
         self._versions: dict[str, int] = {}  # pod uid -> resourceVersion of the state accounted
 
@@ -299,11 +302,21 @@ class Scheduler:
             f"{total} Preemption is not helpful for scheduling."
         )
 
+    def rewrite_due(self, elapsed: float) -> bool:
+        """Whether a held-back Unschedulable message is due (once: the pass that follows writes it)."""
+        if self._rewrite_due is None or elapsed < self._rewrite_due:
+            return False
+        self._rewrite_due = None
+        return True
+
     def _mark_unschedulable(self, pod: dict[str, Any], message: str) -> None:
         uid = meta(pod).get("uid", "")
         elapsed = self.store.clock.elapsed()
         marked = self._marked_at.get(uid)
         if marked is not None and elapsed - marked < UNSCHEDULABLE_REWRITE_SECONDS and _unschedulable(pod):
+            if _message(pod) != message:
+                due = marked + UNSCHEDULABLE_REWRITE_SECONDS
+                self._rewrite_due = due if self._rewrite_due is None else min(self._rewrite_due, due)
             return
         self._marked_at[uid] = elapsed
         now = self.store.clock.timestamp()
@@ -332,6 +345,11 @@ def _rejected_message(total: int, reason: str) -> str:
         return "no nodes available to schedule pods"
     return (f"0/{total} nodes are available: {reason}. preemption: 0/{total} nodes are available: "
             f"{total} Preemption is not helpful for scheduling.")
+
+
+def _message(pod: dict[str, Any]) -> str:
+    return next((c.get("message") or "" for c in (pod.get("status") or {}).get("conditions") or []
+                 if c.get("type") == "PodScheduled"), "")
 
 
 def _unschedulable(pod: dict[str, Any]) -> bool:
