@@ -11,6 +11,7 @@ within about a second, as Karpenter's registration controller does (#30.4), not 
 
 from __future__ import annotations
 
+import abc
 import queue
 import random
 import threading
@@ -133,7 +134,7 @@ def _node_name(node: Mapping[str, Any]) -> str:
     return str((node.get("metadata") or {}).get("name") or "")
 
 
-class WatchReader(threading.Thread):
+class WatchReader(threading.Thread, abc.ABC):
     """Keeps a watch open from a resourceVersion, relisting on 410 Gone, until stopped or the deadline.
 
     Puts ``(tag, kind, object)`` for each event and ``(list_tag, items)`` for each relist on ``out``."""
@@ -199,8 +200,9 @@ class WatchReader(threading.Thread):
             if failures:
                 self.stop.wait(min(5.0, 0.2 * 2 ** min(failures, 5)) * random.uniform(0.5, 1.0))
 
+    @abc.abstractmethod
     def relist(self) -> ListResult:
-        raise NotImplementedError
+        """The full list a watch starts from (and restarts from after 410 Gone): what each watch lists."""
 
     def _watch_once(self) -> None:
         remaining = self.deadline - self.clock()
