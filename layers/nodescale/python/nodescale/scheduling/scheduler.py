@@ -160,6 +160,8 @@ class Scheduler:
         self.topology.nodes = self.nodes
         self.topology.claims = self.claims
         self.open_claims: list[ClaimBin] = []
+        # Per set of hostname rules with no affinity: the open claims their cap has not ruled out yet.
+        self._alive: dict[tuple, _Alive] = {}
         self.selector = InstanceSelector(self.dims, self.templates)
         self.unschedulable: list[Unschedulable] = []
         self._intersections = Intersections()
@@ -348,11 +350,14 @@ class Scheduler:
         cpu, memory = req[0], req[1]
         constrained = host.constrained
         new_price: float | None = None  # per pod on new capacity, asked for only when needed
-        claims = self.open_claims
+        alive = self._alive_for(host) if constrained and not host.affinity else None
+        claims = self.open_claims if alive is None else alive.claims
         for claim in claims:
             if not remaining:
                 break
             if not claim.open:
+                if alive is not None:
+                    alive.dead.add(id(claim))
                 continue
             fit = fit_by_pool.get(claim.template.index)
             if fit is None:
@@ -364,6 +369,8 @@ class Scheduler:
             # fit_count of at least one, so a single pod needs none.
             cap = host.cap(claim.counts) if constrained else UNLIMITED
             if not cap:
+                if alive is not None:
+                    alive.dead.add(id(claim))
                 continue
             used = claim.used
             first = claim.options[0].alloc
@@ -401,9 +408,24 @@ class Scheduler:
                 host.bootstrapped = True
             placed += taken
             remaining -= taken
-        if len(claims) > 64 and (len(claims) - sum(map(_IS_OPEN, claims))) * 4 > len(claims):
+        if alive is not None:
+            alive.prune()
+        elif len(claims) > 64 and (len(claims) - sum(map(_IS_OPEN, claims))) * 4 > len(claims):
             self.open_claims = [claim for claim in claims if claim.open]  # now and then, not every run
         return placed
+
+    def _alive_for(self, host: HostRules) -> _Alive:
+        """The open claims not yet ruled out for these hostname rules, claims opened since last asked
+        added at the end (creation order, as ``open_claims`` keeps them)."""
+        key = (tuple(host.spreads), tuple(host.anti), host.inverse)
+        alive = self._alive.get(key)
+        if alive is None:
+            alive = self._alive[key] = _Alive()
+        claims = self.claims
+        if alive.seen < len(claims):
+            alive.claims.extend(claim for claim in claims[alive.seen:] if claim.open)
+            alive.seen = len(claims)
+        return alive
 
     def _add_to_new_claims(self, target: _Target, run: list[Pod], placed: int,
                            req: tuple[int, ...]) -> tuple[list[Pod], Refusal | None]:
@@ -465,6 +487,28 @@ class Scheduler:
             # Holding the requirements keeps their id unique for the solve.
             hit = self._min_values[id(requirements)] = (requirements, min_values_of(requirements))
         return hit[1]
+
+
+class _Alive:
+    """Open claims some hostname rules may still put pods on, in creation order.
+
+    Without pod affinity, a claim's cap under hostname rules only falls as pods join it (a spread's
+    count or an anti-affinity match only grows), and a closed claim stays closed: a claim once ruled
+    out is never scanned again for the same rules. Before, every pod scanned every open claim, most of
+    them full of its own group (#32 throughput)."""
+
+    __slots__ = ("claims", "seen", "dead")
+
+    def __init__(self) -> None:
+        self.claims: list[ClaimBin] = []
+        self.seen = 0  # how many of the solve's claims have been looked at
+        self.dead: set[int] = set()  # ids of claims found ruled out in the last scan
+
+    def prune(self) -> None:
+        if self.dead:
+            dead = self.dead
+            self.claims = [claim for claim in self.claims if id(claim) not in dead]
+            dead.clear()
 
 
 def _refused(pods: Sequence[Pod], why: Refusal | None) -> Refused:

@@ -1,0 +1,69 @@
+"""#32 Throughput: the work a solve does grows with its pods, not with pods times claims."""
+
+from __future__ import annotations
+
+import pytest
+
+from nodescale.model import labels as wk
+from nodescale.model.instancetype import InstanceType, Offering
+from nodescale.model.nodepool import NodePool
+from nodescale.model.pod import Pod
+from nodescale.model.requirements import Requirements
+from nodescale.scheduling.scheduler import solve
+from nodescale.scheduling.topology import HostRules
+
+GIB = 2**30
+ZONES = ("zone-a", "zone-b", "zone-c")
+POOL = NodePool("default", Requirements(), "default")
+
+
+def itype(name: str, cpu: int, price: float) -> InstanceType:
+    offerings = tuple(Offering(z, ct, price * (0.4 if ct == wk.CAPACITY_SPOT else 1))
+                      for z in ZONES for ct in (wk.CAPACITY_ON_DEMAND, wk.CAPACITY_SPOT))
+    labels = {wk.INSTANCE_TYPE: name, wk.ARCH: "amd64", wk.OS: "linux"}
+    return InstanceType(name, labels, {"cpu": cpu * 1000, "memory": cpu * 4 * GIB, "pods": 110}, {}, offerings)
+
+
+TYPES = [itype(f"t{cpu}", cpu, 0.05 * cpu) for cpu in (1, 2, 4, 8, 16, 32)]
+
+
+def pod(i: int, app: str, spec: dict) -> Pod:
+    # Each pod requests a little more cpu than the one before: a run of one pod each, as in Karpenter's mix.
+    body = {"containers": [{"name": "c", "resources": {"requests": {"cpu": f"{100 + i}m", "memory": "128Mi"}}}],
+            **spec}
+    return Pod.from_dict({"metadata": {"name": f"{app}-{i}", "namespace": "default", "labels": {"app": app}},
+                          "spec": body})
+
+
+def anti_affinity(app: str) -> dict:
+    term = {"topologyKey": wk.HOSTNAME, "labelSelector": {"matchLabels": {"app": app}}}
+    return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+
+
+def host_spread(app: str) -> dict:
+    return {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": wk.HOSTNAME, "whenUnsatisfiable": "DoNotSchedule",
+                                           "labelSelector": {"matchLabels": {"app": app}}}]}
+
+
+@pytest.mark.parametrize("constraint", [anti_affinity, host_spread], ids=["anti-affinity", "hostname-spread"])
+def test_a_claim_full_of_a_groups_pods_is_not_scanned_again_for_each_pod(monkeypatch: pytest.MonkeyPatch,
+                                                                         constraint) -> None:
+    """#32 Throughput ("something scans all open claims per pod"): pods one to a node by hostname rules
+    each open a claim; every later pod of the group used to ask every one of those claims again (about
+    n*n/2 hostname checks for n pods). A claim those rules rule out is ruled out for good, so the checks
+    grow with the pods."""
+    calls = 0
+    cap = HostRules.cap
+
+    def counted(self: HostRules, counts: dict[int, int]) -> int:
+        nonlocal calls
+        calls += 1
+        return cap(self, counts)
+
+    monkeypatch.setattr(HostRules, "cap", counted)
+    n = 150
+    plan = solve([pod(i, "web", constraint("web")) for i in range(n)], [POOL], {POOL.name: TYPES})
+    assert not plan.unschedulable
+    assert len(plan.node_claims) == n
+    assert all(len(claim.pods) == 1 for claim in plan.node_claims)
+    assert calls < 4 * n  # 11,475 before for 150 pods (about n * n / 2)
