@@ -74,3 +74,26 @@ def test_fill_builds_the_node_the_plain_greedy_builds(case: tuple[_Packer, list[
     packer.revalue(list(left))  # the pods' values at the resource prices of covering them, as pack() sets them
     for option, price in packer.types:
         assert packer._fill(option, price, list(left)) == plain_greedy(packer, option, price, list(left))
+
+
+@st.composite
+def fill_sequences(draw: st.DrawFn) -> tuple[_Packer, list[list[int]]]:
+    packer, left = draw(fills())
+    # Pods left change between rounds (pack() and the seeds take some), and may come back to an earlier
+    # state: each fill must start from the pods left at that moment, not from the last round's.
+    rounds = [left] + [
+        draw(st.lists(st.integers(0, 6), min_size=len(left), max_size=len(left))) for _ in range(draw(st.integers(1, 3)))
+    ]
+    return packer, rounds + [left]
+
+
+@settings(max_examples=200, deadline=None)
+@given(fill_sequences())
+def test_fills_of_one_packer_start_from_the_pods_left_each_time(case: tuple[_Packer, list[list[int]]]) -> None:
+    """#32 Throughput: the fills of one round share their start (shapes left and what they request);
+    every fill, round after round on the same packer, is still exactly the plain greedy's."""
+    packer, rounds = case
+    for left in rounds:
+        packer.revalue(list(left))
+        for option, price in packer.types:
+            assert packer._fill(option, price, left) == plain_greedy(packer, option, price, list(left))
