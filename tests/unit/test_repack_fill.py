@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodescale.aws.catalog_kwok import benchmark_types
-from nodescale.scheduling.repack import _Packer
+from nodescale.scheduling.repack import _Packer, _Shared
 from nodescale.scheduling.templates import TypeOption, fit_count, holds
 
 ZONES = frozenset({"zone-a"})
@@ -97,3 +97,21 @@ def test_fills_of_one_packer_start_from_the_pods_left_each_time(case: tuple[_Pac
         packer.revalue(list(left))
         for option, price in packer.types:
             assert packer._fill(option, price, left) == plain_greedy(packer, option, price, list(left))
+
+
+@settings(max_examples=200, deadline=None)
+@given(fill_sequences())
+def test_ways_sharing_their_fills_score_them_as_each_alone(case: tuple[_Packer, list[list[int]]]) -> None:
+    """#32 Throughput: the ways of packing a class share each empty node's fill (it depends on the type
+    and the pods left, not on how a way values pods); each way still scores and keeps exactly what it
+    would alone, whichever way filled first."""
+    packer, rounds = case
+    shared = _Shared(packer.candidates, ZONES, SPOT)
+    args = (packer.candidates, ZONES, SPOT, packer.shapes, packer.least)
+    ways = [(_Packer(*args, fitted, shared), _Packer(*args, fitted)) for fitted in (False, True, False)]
+    for left in rounds:
+        for together, alone in ways:
+            together.revalue(list(left))
+            alone.revalue(list(left))
+            for option, price in alone.types:
+                assert together._fill(option, price, left) == alone._fill(option, price, left)

@@ -119,8 +119,9 @@ def _repack_class(members: list[ClaimBin], group_of: Mapping[int, int],
         return None
     best: _Attempt | None = None
     cache: dict = {}  # the seeds' types by zones, shared by every way
+    shared = _Shared(candidates, fit.zones, capacity_types)
     for fitted, fill in _WAYS if seeds else _WAYS_WITHOUT_SEEDS:
-        packer = _Packer(candidates, fit.zones, capacity_types, list(by_shape), least, fitted)
+        packer = _Packer(candidates, fit.zones, capacity_types, list(by_shape), least, fitted, shared)
         attempt = _attempt(seeds, packer, [list(p) for p in by_shape.values()], group_of, dims, fill, cache)
         if attempt is not None and (best is None or attempt.price < best.price):
             best = attempt
@@ -241,18 +242,34 @@ def _claim(like: ClaimBin, options: list[TypeOption], used: list[int], pods: lis
     return claim
 
 
+class _Shared:
+    """What every way of packing one class works out alike: its undominated types, the most efficient
+    of them, and each empty node's fill by type and pods left (the fill does not depend on how a way
+    values pods, only its score does; the ways start from the same pods, so most fills repeat)."""
+
+    __slots__ = ("types", "efficient", "fills")
+
+    def __init__(self, candidates: list[TypeOption], zones: frozenset[str], capacity_types: frozenset[str]) -> None:
+        self.types = _undominated(candidates, zones, capacity_types)
+        self.efficient = _efficient(self.types)
+        # (id of the type, pods left) -> (pods taken per shape, use, whether enough types hold it or None)
+        self.fills: dict[tuple, list] = {}
+
+
 class _Packer:
     """Node patterns for pod shapes over a class's candidate types."""
 
     def __init__(self, candidates: list[TypeOption], zones: frozenset[str], capacity_types: frozenset[str],
-                 shapes: list[tuple[int, ...]], least: int, fitted: bool = False) -> None:
+                 shapes: list[tuple[int, ...]], least: int, fitted: bool = False,
+                 shared: _Shared | None = None) -> None:
         self.candidates = candidates
         self.zones = zones
         self.capacity_types = capacity_types
         self.shapes = shapes
         self.least = least
-        self.types = _undominated(candidates, zones, capacity_types)
-        self.efficient = _efficient(self.types)
+        self.shared = shared = shared or _Shared(candidates, zones, capacity_types)
+        self.types = shared.types
+        self.efficient = shared.efficient
         self.fitted = _fitted_prices(self.types) if fitted else None
         self.weights = [1.0, 0.0]
         # Consistent with the weights until revalue() prices the resources: each shape valued at its cpu.
@@ -406,16 +423,23 @@ class _Packer:
     def _fill(self, option: TypeOption, price: float,
               left: list[int]) -> tuple[float, list[int], list[int]] | None:
         """The dot-product greedy fill of one node of ``option``: (price per value, counts, used)."""
-        alloc = option.alloc
-        taken = [0] * len(left)
-        room = self._greedy(alloc, list(alloc), taken, left)
+        key = (id(option), tuple(left))
+        hit = self.shared.fills.get(key)
+        if hit is None:
+            alloc = option.alloc
+            taken = [0] * len(left)
+            room = self._greedy(alloc, list(alloc), taken, left)
+            hit = self.shared.fills[key] = [taken, [a - r for a, r in zip(alloc, room, strict=True)], None]
+        taken, used = hit[0], hit[1]
         score = self._score(price, taken)
         if score == float("inf"):
             return None
-        used = [a - r for a, r in zip(alloc, room, strict=True)]
-        if self.least > 1 and not self._flexible(used):
-            return None
-        return score, taken, used
+        if self.least > 1:
+            if hit[2] is None:
+                hit[2] = self._flexible(used)
+            if not hit[2]:
+                return None
+        return score, list(taken), list(used)
 
 
 def _holding(types: list[TypeOption], used: Sequence[int]) -> list[TypeOption]:
