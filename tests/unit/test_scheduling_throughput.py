@@ -67,3 +67,15 @@ def test_a_claim_full_of_a_groups_pods_is_not_scanned_again_for_each_pod(monkeyp
     assert len(plan.node_claims) == n
     assert all(len(claim.pods) == 1 for claim in plan.node_claims)
     assert calls < 4 * n  # 11,475 before for 150 pods (about n * n / 2)
+
+
+def test_claims_pinned_alike_each_get_their_own_labels() -> None:
+    """#32 Throughput: claims sharing requirements, pool and domains are pinned once for them all; each
+    still carries its own labels (a later step that labels one claim, e.g. with a reservation, must not
+    label the others) and the same pinned requirements."""
+    spec = anti_affinity("web")
+    plan = solve([pod(i, "web", spec) for i in range(6)], [POOL], {POOL.name: TYPES})
+    first, *others = plan.node_claims
+    assert others and all(c.labels == first.labels and c.requirements == first.requirements for c in others)
+    first.labels["example.com/only-the-first"] = "yes"
+    assert all("example.com/only-the-first" not in c.labels for c in others)

@@ -171,6 +171,10 @@ class InstanceSelector:
         best: TypeOption | None = None
         best_score = 0.0
         best_per_node = 0
+        # cpu, memory and pods all requested and nothing else (the usual pod): how many fit is inline, as
+        # this runs for every type of every run of pods (#32 throughput).
+        cpu, memory, slots = req[0], req[1], req[2]
+        plain = len(req) == 3 and cpu > 0 and memory > 0 and slots > 0
         for option in types:
             price = option.price(zones, capacity_types)
             if best is not None and price > best_score * most + _EPSILON:
@@ -178,7 +182,11 @@ class InstanceSelector:
             if remaining is not None and any(v > r for v, r in zip(option.limit_vec, remaining, strict=True)):
                 limited = True
                 continue
-            per_node = fit_count(option.alloc, no_pods, req)
+            if plain:
+                alloc = option.alloc  # never negative (build_template drops such types)
+                per_node = min(alloc[0] // cpu, alloc[1] // memory, alloc[2] // slots)
+            else:
+                per_node = fit_count(option.alloc, no_pods, req)
             if not per_node:
                 continue
             per_node = min(per_node, want)

@@ -216,7 +216,8 @@ def cheapest_with_room(narrowed: Narrowed, used: list[int], req: tuple[int, ...]
 def build_node_claims(claims: Sequence[ClaimBin], dims: Sequence[str]) -> list[NodeClaim]:
     """The claims to launch, their zones and capacity types cut to where their options are offered."""
     offered_cache: dict[tuple, tuple[list[str], list[str]]] = {}
-    return [_node_claim(claim, dims, offered_cache) for claim in claims]
+    pinned_cache: dict[tuple, tuple] = {}
+    return [_node_claim(claim, dims, offered_cache, pinned_cache) for claim in claims]
 
 
 def pinned(
@@ -238,12 +239,20 @@ def pinned(
     return requirements, labels
 
 
-def _node_claim(claim: ClaimBin, dims: Sequence[str], offered_cache: dict) -> NodeClaim:
+def _node_claim(claim: ClaimBin, dims: Sequence[str], offered_cache: dict, pinned_cache: dict) -> NodeClaim:
     options = claim.options[:MAX_INSTANCE_TYPES]
     zones, capacity_types = _offered(options, claim.zones, claim.capacity_types, offered_cache)
     # Zones and capacity types were tracked as sets while packing; they join the requirements here.
+    # Most claims of a solve share their requirements object, template and domains: pinned once for
+    # them all (#32 throughput). Requirements are never changed in place; each claim gets its own labels.
     template = claim.template
-    requirements, labels = pinned(claim.requirements, template.labels, zones, capacity_types)
+    key = (id(claim.requirements), id(template), tuple(zones), tuple(capacity_types))
+    hit = pinned_cache.get(key)
+    if hit is None:
+        # Holding the requirements and template keeps their ids unique while the cache lives.
+        hit = pinned_cache[key] = (claim.requirements, template,
+                                   *pinned(claim.requirements, template.labels, zones, capacity_types))
+    requirements, labels = hit[2], dict(hit[3])
     requests = {dim: used for dim, used in zip(dims, claim.used, strict=True) if used}
     for dim, overhead in zip(dims, options[0].daemon, strict=True):
         if overhead:
@@ -267,7 +276,7 @@ def _node_claim(claim: ClaimBin, dims: Sequence[str], offered_cache: dict) -> No
 def _offered(options: list[TypeOption], zones: frozenset[str], capacity_types: frozenset[str],
              cache: dict) -> tuple[list[str], list[str]]:
     """Zones and capacity types where one of the options is actually offered."""
-    key = (tuple(id(t) for t in options), zones, capacity_types)
+    key = (tuple(map(id, options)), zones, capacity_types)
     hit = cache.get(key)
     if hit is None:
         pairs = {
