@@ -24,6 +24,7 @@ class Candidates(NamedTuple):
     types: list[TypeOption]
     zones: frozenset[str]
     capacity_types: frozenset[str]
+    prices: list[float]  # each type's there, worked out once: every run of pods reads them (#32 throughput)
 
 
 class NewClaimChoice:
@@ -116,7 +117,8 @@ class InstanceSelector:
                 priced = [(p, t.name, t) for t in fit.types if (p := t.price(new_zones, new_types)) is not None]
                 priced.sort(key=lambda entry: (entry[0], entry[1]))
                 types = [t for _, _, t in priced]
-            hit = self._candidates[key] = Candidates(types, new_zones, new_types)
+            prices = [t.price(new_zones, new_types) for t in types]
+            hit = self._candidates[key] = Candidates(types, new_zones, new_types, prices)
         return hit
 
     def _choose(self, fits: list[Fit | str], req: tuple[int, ...], count: int, zones: frozenset[str] | None,
@@ -161,7 +163,7 @@ class InstanceSelector:
     def _pick_type(self, fit: Fit, candidates: Candidates, req: tuple[int, ...], want: int,
                    must_share: bool) -> _TypePick | Clause:
         """The type with the lowest price per pod for ``want`` pods, or why the pool has none."""
-        types, zones, capacity_types = candidates
+        types, _, _, prices = candidates
         remaining = fit.template.remaining
         no_pods = (0,) * len(req)
         rest_cost: _RestCost | None = None
@@ -175,8 +177,7 @@ class InstanceSelector:
         # this runs for every type of every run of pods (#32 throughput).
         cpu, memory, slots = req[0], req[1], req[2]
         plain = len(req) == 3 and cpu > 0 and memory > 0 and slots > 0
-        for option in types:
-            price = option.price(zones, capacity_types)
+        for option, price in zip(types, prices, strict=True):
             if best is not None and price > best_score * most + _EPSILON:
                 break  # types come cheapest first: none further on can beat (or tie) the best per pod
             if remaining is not None and any(v > r for v, r in zip(option.limit_vec, remaining, strict=True)):
@@ -233,7 +234,7 @@ class _RestCost:
     def __call__(self, pods: int) -> float:
         hit = self._memo.get(pods)
         if hit is None:
-            types, zones, capacity_types = self.candidates
+            types, zones, capacity_types, _ = self.candidates
             holding = fitting(types, self.req, pods, self.remaining, 1)
             hit = self._memo[pods] = holding[0].price(zones, capacity_types) if holding else float("inf")
         return hit
