@@ -9,6 +9,7 @@ from nodescale.model.instancetype import InstanceType, Offering
 from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirements
+from nodescale.scheduling.instance_selection import InstanceSelector
 from nodescale.scheduling.scheduler import solve
 from nodescale.scheduling.topology import HostRules
 
@@ -79,3 +80,28 @@ def test_claims_pinned_alike_each_get_their_own_labels() -> None:
     assert others and all(c.labels == first.labels and c.requirements == first.requirements for c in others)
     first.labels["example.com/only-the-first"] = "yes"
     assert all("example.com/only-the-first" not in c.labels for c in others)
+
+
+def test_growing_a_claim_for_less_than_any_new_node_does_not_price_new_capacity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """#32 Throughput: a pod joining an open claim whose next type costs less per pod than any new node
+    could (the pod's cpu or memory at the cheapest rate of any type) needs no new claim priced; before,
+    nearly every pod of a growing claim asked the selector (57 asks for these 60 pods, now one per claim)."""
+    asks = 0
+    price_per_pod = InstanceSelector.price_per_pod
+
+    def counted(self: InstanceSelector, *args: object) -> float:
+        nonlocal asks
+        asks += 1
+        return price_per_pod(self, *args)
+
+    monkeypatch.setattr(InstanceSelector, "price_per_pod", counted)
+    types = [itype(f"t{cpu}", cpu, 0.05 * cpu) for cpu in range(1, 41)]  # one vCPU apart: cheap steps up
+    body = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1500m", "memory": "3Gi"}}}]}
+    workload = []
+    for i in range(60):
+        body["containers"][0]["resources"]["requests"]["cpu"] = f"{1500 - 10 * i}m"  # a run of one pod each
+        workload.append(Pod.from_dict({"metadata": {"name": f"w-{i}", "namespace": "default"}, "spec": body}))
+    plan = solve(workload, [POOL], {POOL.name: types})
+    assert not plan.unschedulable
+    assert sum(len(claim.pods) for claim in plan.node_claims) == 60
+    assert asks <= len(plan.node_claims) < 60

@@ -280,6 +280,20 @@ def _options(fit: Fit, candidates: Candidates, req: tuple[int, ...], pick: _Type
     return NewClaimChoice(fit, per_node, options, candidates.zones, candidates.capacity_types)
 
 
+def price_floor(fits: Sequence[Fit | str], req: tuple[int, ...]) -> float:
+    """No new claim of these fits holds a pod requesting ``req`` for less per pod: any node of a type
+    that holds n such pods costs at least n times the pod's cpu (and its memory) at its fit's least
+    rate. The selector's answer (``InstanceSelector.price_per_pod``) is never below it."""
+    floor = float("inf")
+    for fit in fits:
+        if isinstance(fit, Fit):
+            rate_cpu, rate_memory = fit.least_rates
+            least = max(req[0] * rate_cpu, req[1] * rate_memory)
+            if least < floor:
+                floor = least
+    return floor
+
+
 def fitting(types: list[TypeOption], req: tuple[int, ...], pods: int, remaining: list[int] | None,
             limit: int | None) -> list[TypeOption]:
     """Types (cheapest first) that hold ``pods`` pods of ``req`` and stay within the pool's remaining limits."""

@@ -15,7 +15,7 @@ pods narrows its options the way Karpenter narrows a NodeClaim's.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -29,7 +29,7 @@ from . import otherkeys, reservations
 from .capacity_split import keep_split
 from .existingnode import NodeBin, NodeRoom, existing_bins
 from .groups import Group, Level, group_pods
-from .instance_selection import InstanceSelector
+from .instance_selection import InstanceSelector, price_floor
 from .nodeclaim import ClaimBin, Intersections, Narrowed, build_node_claims, cheapest_with_room
 from .plan import MAX_INSTANCE_TYPES, ExistingNode, ExistingPlacement, Plan, Unschedulable, UnschedulableKind
 from .reasons import Kind, Refusal, from_clauses, incompatibility, over_limits, topology_refusal
@@ -349,7 +349,7 @@ class Scheduler:
         extended = len(req) > 3
         cpu, memory = req[0], req[1]
         constrained = host.constrained
-        new_price: float | None = None  # per pod on new capacity, asked for only when needed
+        new_price = self._new_price(target, req)  # per pod on new capacity, asked for only when needed
         alive = self._alive_for(host) if constrained and not host.affinity else None
         claims = self.open_claims if alive is None else alive.claims
         for claim in claims:
@@ -377,10 +377,8 @@ class Scheduler:
             if first[0] - used[0] < cpu or first[1] - used[1] < memory or first[2] <= used[2]:
                 # Only a dearer option has room. Narrowing never lowers prices, so if even the next
                 # option's price spread over every pod that could fit beats new capacity, skip early.
-                if new_price is None:
-                    new_price = self.selector.price_per_pod(fits, req, remaining, zones, capacity_types, host)
                 most = 1 if remaining == 1 else min(remaining, fit_count(room, _NO_PODS[: len(req)], req))
-                if (claim.next_price - claim.price) / most > new_price + _EPSILON:
+                if new_price.beaten_by((claim.next_price - claim.price) / most, remaining):
                     continue
             narrowed = claim.narrow(fit, zones, capacity_types, intersections)
             if narrowed is None:
@@ -395,13 +393,10 @@ class Scheduler:
                 taken = min(fit_count(option.alloc, used, req), remaining, cap)
                 if claim.floor > 1:  # what keeps it spot-flexible
                     taken = min(taken, fit_count(room, _NO_PODS[: len(req)], req)) or 1
-            if price > claim.price + _EPSILON:
-                if new_price is None:
-                    new_price = self.selector.price_per_pod(fits, req, remaining, zones, capacity_types, host)
-                # Growing this claim must cost no more per pod than new capacity; a tie goes to the
-                # claim already open (fewer nodes, less daemon overhead).
-                if (price - claim.price) / taken > new_price + _EPSILON:
-                    continue
+            # Growing this claim must cost no more per pod than new capacity; a tie goes to the claim
+            # already open (fewer nodes, less daemon overhead).
+            if price > claim.price + _EPSILON and new_price.beaten_by((price - claim.price) / taken, remaining):
+                continue
             if not self._commit(claim, group, run[placed : placed + taken], req, taken, narrowed):
                 continue
             if host.bootstrap:
@@ -413,6 +408,17 @@ class Scheduler:
         elif len(claims) > 64 and (len(claims) - sum(map(_IS_OPEN, claims))) * 4 > len(claims):
             self.open_claims = [claim for claim in claims if claim.open]  # now and then, not every run
         return placed
+
+    def _new_price(self, target: _Target, req: tuple[int, ...]) -> _NewPrice:
+        _, fits, _, zones, capacity_types, host = target
+
+        def ask(count: int) -> float:
+            return self.selector.price_per_pod(fits, req, count, zones, capacity_types, host)
+
+        # The answer may be put off only while nothing it reads can change in the meantime: no pool
+        # limits (a commit changes what is left) and no hostname affinity (a commit bootstraps it).
+        pure = not host.affinity and all(t.remaining is None for t in self.templates)
+        return _NewPrice(ask, price_floor(fits, req) if pure else None)
 
     def _alive_for(self, host: HostRules) -> _Alive:
         """The open claims not yet ruled out for these hostname rules, claims opened since last asked
@@ -487,6 +493,33 @@ class Scheduler:
             # Holding the requirements keeps their id unique for the solve.
             hit = self._min_values[id(requirements)] = (requirements, min_values_of(requirements))
         return hit[1]
+
+
+class _NewPrice:
+    """What a pod of a run costs on new capacity, asked of the selector at most once per run.
+
+    Before, it was asked the first time a claim's growth had to be compared with it, for the pods of
+    the run left then; most runs of Karpenter's mix ask it (#32 throughput: a fifth of the solve).
+    Now a floor no new claim can beat (``price_floor``) settles a comparison the growth wins outright;
+    the selector is asked only when the floor cannot, still for the pods left at the first comparison."""
+
+    __slots__ = ("ask", "floor", "price", "count")
+
+    def __init__(self, ask: Callable[[int], float], floor: float | None) -> None:
+        self.ask = ask
+        self.floor = floor  # None: no putting off (see Scheduler._new_price)
+        self.price: float | None = None
+        self.count = 0
+
+    def beaten_by(self, per_pod: float, remaining: int) -> bool:
+        """Whether ``per_pod`` is dearer than a pod on new capacity."""
+        if not self.count:
+            self.count = remaining  # the question as first put, as when it was asked there and then
+        if self.price is None:
+            if self.floor is not None and per_pod <= self.floor:
+                return False
+            self.price = self.ask(self.count)
+        return per_pod > self.price + _EPSILON
 
 
 class _Alive:

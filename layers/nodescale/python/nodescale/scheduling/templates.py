@@ -211,7 +211,8 @@ def _offers(it: InstanceType, unavailable: frozenset[tuple[str, str, str]], zone
 class Fit:
     """A group level against a pool: the combined requirements and the types that can hold its pods."""
 
-    __slots__ = ("template", "requirements", "zones", "capacity_types", "types", "type_names", "min_values", "max_alloc")
+    __slots__ = ("template", "requirements", "zones", "capacity_types", "types", "type_names", "min_values", "max_alloc",
+                 "least_rates")
 
     def __init__(self, template: PoolTemplate, requirements: Requirements, zones: frozenset[str],
                  capacity_types: frozenset[str], types: list[TypeOption]) -> None:
@@ -224,6 +225,14 @@ class Fit:
         self.min_values = min_values_of(requirements)
         # The most of each resource any of its types offers.
         self.max_alloc = tuple(max(col) for col in zip(*(t.alloc for t in types), strict=True))
+        # The least any of its types asks per unit of cpu and of memory (its cheapest offering anywhere):
+        # no node of them holds a pod for less than that pod's cpu, or its memory, at these rates.
+        self.least_rates = (_least_rate(types, 0), _least_rate(types, 1))
+
+
+def _least_rate(types: Sequence[TypeOption], dim: int) -> float:
+    """The lowest price per unit of one resource among the types that have any of it (0 when none has)."""
+    return min((t.offers[0][2] / t.alloc[dim] for t in types if t.alloc[dim] > 0 and t.offers), default=0.0)
 
 
 def min_values_of(reqs: Requirements) -> tuple[tuple[str, int], ...]:
