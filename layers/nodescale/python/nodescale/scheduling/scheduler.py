@@ -349,7 +349,7 @@ class Scheduler:
         extended = len(req) > 3
         cpu, memory = req[0], req[1]
         constrained = host.constrained
-        new_price = self._new_price(target, req)  # per pod on new capacity, asked for only when needed
+        new_price: _NewPrice | None = None  # per pod on new capacity, asked for only when needed
         alive = self._alive_for(host) if constrained and not host.affinity else None
         claims = self.open_claims if alive is None else alive.claims
         for claim in claims:
@@ -378,6 +378,7 @@ class Scheduler:
                 # Only a dearer option has room. Narrowing never lowers prices, so if even the next
                 # option's price spread over every pod that could fit beats new capacity, skip early.
                 most = 1 if remaining == 1 else min(remaining, fit_count(room, _NO_PODS[: len(req)], req))
+                new_price = new_price or self._new_price(target, req)
                 if new_price.beaten_by((claim.next_price - claim.price) / most, remaining):
                     continue
             narrowed = claim.narrow(fit, zones, capacity_types, intersections)
@@ -395,8 +396,10 @@ class Scheduler:
                     taken = min(taken, fit_count(room, _NO_PODS[: len(req)], req)) or 1
             # Growing this claim must cost no more per pod than new capacity; a tie goes to the claim
             # already open (fewer nodes, less daemon overhead).
-            if price > claim.price + _EPSILON and new_price.beaten_by((price - claim.price) / taken, remaining):
-                continue
+            if price > claim.price + _EPSILON:
+                new_price = new_price or self._new_price(target, req)
+                if new_price.beaten_by((price - claim.price) / taken, remaining):
+                    continue
             if not self._commit(claim, group, run[placed : placed + taken], req, taken, narrowed):
                 continue
             if host.bootstrap:
