@@ -377,26 +377,33 @@ class _Packer:
                 # All the pods left fit: the greedy would take every one of them, in whatever order.
                 taken[:] = left
                 return [r - d for r, d in zip(room, demand, strict=True)]
-            best = best_at = -1
+            best = -1
             best_score = -1.0
+            chosen = None
             room_cpu, room_mem, room_pods = room[0], room[1], room[2]
-            still = []
+            out = False  # a shape no longer fits: only then is the list filtered again
             for entry in active:
                 s, cpu, memory, pods = entry
                 if cpu > room_cpu or memory > room_mem or pods > room_pods or (extended and not holds(room, shapes[s])):
+                    out = True
                     continue
                 score = cpu * room_cpu * scale_cpu + memory * room_mem * scale_mem
                 if score > best_score:
-                    best, best_score, best_at = s, score, len(still)
-                still.append(entry)
+                    best, best_score, chosen = s, score, entry
             if best < 0:
                 return room
             shape = shapes[best]
             add = max(1, min(left[best] - taken[best], fit_count(room, (0,) * len(room), shape) // 2))
             taken[best] += add
-            if taken[best] >= left[best]:
-                del still[best_at]
-            active = still
+            done = taken[best] >= left[best]
+            # A new list, never the old one changed: the start of a fill is shared (see _start).
+            if out:
+                active = [entry for entry in active if (entry is not chosen or not done)
+                          and not (entry[1] > room_cpu or entry[2] > room_mem or entry[3] > room_pods
+                                   or (extended and not holds(room, shapes[entry[0]])))]
+            elif done:
+                at = active.index(chosen)
+                active = active[:at] + active[at + 1:]
             room = [r - v * add for r, v in zip(room, shape, strict=True)]
             demand = [d - v * add for d, v in zip(demand, shape, strict=True)]
 
