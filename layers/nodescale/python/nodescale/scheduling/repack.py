@@ -100,7 +100,8 @@ def _repack_class(members: list[ClaimBin], group_of: Mapping[int, int],
     """The class packed again, or None when that is no cheaper. Two ways are tried: free pods filled
     around each seed's pods first, the rest in patterns; and each seed on the cheapest type holding its
     own pods, every free pod in patterns. The cheaper wins."""
-    seeds = [c for c in members if not all(id(p) in group_of for p in c.pods)]
+    free = group_of.__contains__
+    seeds = [c for c in members if not all(map(free, map(id, c.pods)))]
     if len(members) - len(seeds) < 1 and len(seeds) < 2 or len(seeds) > _MOST_SEEDS:
         return None
     fit, capacity_types = members[0].fit, members[0].capacity_types
@@ -110,11 +111,16 @@ def _repack_class(members: list[ClaimBin], group_of: Mapping[int, int],
     if _SPOT in capacity_types:
         least = min(SPOT_FLEXIBILITY, min(len(c.options) for c in members))
     by_shape: dict[tuple[int, ...], list[Pod]] = {}
+    # Replicas of one template share their requests object: its shape is worked out once.
+    shape_of: dict[int, tuple[int, ...]] = {}
     for claim in members:
         for pod in claim.pods:
             if id(pod) in group_of:
                 requests = pod.requests
-                by_shape.setdefault(tuple(requests.get(d, 0) for d in dims), []).append(pod)
+                shape = shape_of.get(id(requests))
+                if shape is None:
+                    shape = shape_of[id(requests)] = tuple(requests.get(d, 0) for d in dims)
+                by_shape.setdefault(shape, []).append(pod)
     if not by_shape:
         return None
     best: _Attempt | None = None
@@ -128,12 +134,23 @@ def _repack_class(members: list[ClaimBin], group_of: Mapping[int, int],
     if best is None or best.price >= sum(c.price for c in members) - _EPSILON:
         return None
     pods = best.pods
-    return best.seeds + [
-        _claim(members[0], options, used, [pods[s].pop() for s, n in enumerate(counts) if n for _ in range(n)],
-               group_of)
-        for counts, used, options, times in best.patterns
-        for _ in range(times)
-    ]
+    out = best.seeds
+    for counts, used, options, times in best.patterns:
+        shares = [(s, n) for s, n in enumerate(counts) if n]
+        out.extend(_claim(members[0], options, used, _take(pods, shares), group_of) for _ in range(times))
+    return out
+
+
+def _take(pods: list[list[Pod]], shares: list[tuple[int, int]]) -> list[Pod]:
+    """``n`` pods off the end of each shape's list, last first, shape by shape."""
+    out: list[Pod] = []
+    for s, n in shares:
+        of_shape = pods[s]
+        chunk = of_shape[-n:]
+        chunk.reverse()
+        out += chunk
+        del of_shape[-n:]
+    return out
 
 
 class _Attempt(NamedTuple):
