@@ -10,6 +10,7 @@ from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
 from nodescale.model.requirements import Requirements
 from nodescale.scheduling.instance_selection import InstanceSelector
+from nodescale.scheduling.plan import UnschedulableKind
 from nodescale.scheduling.scheduler import solve
 from nodescale.scheduling.topology import HostRules
 
@@ -105,3 +106,19 @@ def test_growing_a_claim_for_less_than_any_new_node_does_not_price_new_capacity(
     assert not plan.unschedulable
     assert sum(len(claim.pods) for claim in plan.node_claims) == 60
     assert asks <= len(plan.node_claims) < 60
+
+
+def test_replicas_sharing_a_manifest_are_each_refused_or_placed_by_their_manifests_resource_claims() -> None:
+    """#32 Throughput: whether a pod has DRA claims is read once per manifest its replicas share; every
+    replica of the claiming template is still refused as DRA, every replica of the other placed."""
+    def replicas(name: str, spec: dict, n: int) -> list[Pod]:
+        template = pod(0, name, spec)
+        return [Pod(**{**{f: getattr(template, f) for f in template.__dataclass_fields__}, "name": f"{name}-{i}"})
+                for i in range(n)]
+
+    claiming = replicas("dra", {"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]}, 4)
+    plain = replicas("plain", {}, 3)
+    plan = solve(claiming[:2] + plain + claiming[2:], [POOL], {POOL.name: TYPES})
+    assert sorted(p.name for c in plan.node_claims for p in c.pods) == ["plain-0", "plain-1", "plain-2"]
+    assert sorted(u.pod.name for u in plan.unschedulable) == ["dra-0", "dra-1", "dra-2", "dra-3"]
+    assert all(u.kind == UnschedulableKind.DRA for u in plan.unschedulable)

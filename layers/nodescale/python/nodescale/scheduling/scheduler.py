@@ -91,7 +91,7 @@ def solve(
     # overhead, and a pod with them is neither placed nor launched for, and never relaxed.
     daemons = [d for d in daemonset_pods if not d.has_dra_requirements]
     pods = list(pods)
-    claiming = [p for p in pods if p.has_dra_requirements]
+    claiming = _with_dra(pods)
     if claiming:
         pods = [p for p in pods if not p.has_dra_requirements]
     ruled_out, labels = frozenset(unavailable), node_labels_by_pool or {}
@@ -545,6 +545,20 @@ class _Alive:
             dead = self.dead
             self.claims = [claim for claim in self.claims if id(claim) not in dead]
             dead.clear()
+
+
+def _with_dra(pods: list[Pod]) -> list[Pod]:
+    """The pods with Dynamic Resource Allocation claims. Replicas built from one template share their
+    manifest: each manifest is read once (#32 throughput: 50,000 reads were a twentieth of the solve)."""
+    seen: dict[int, bool] = {}  # by id of the manifest, which the pods hold for the whole solve
+    out = []
+    for pod in pods:
+        claims = seen.get(id(pod.raw))
+        if claims is None:
+            claims = seen[id(pod.raw)] = pod.has_dra_requirements
+        if claims:
+            out.append(pod)
+    return out
 
 
 def _refused(pods: Sequence[Pod], why: Refusal | None) -> Refused:
