@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
+from nodescale.aws.catalog import bundled_catalog
+from nodescale.aws.catalog_kwok import benchmark_types
 from nodescale.model import labels as wk
+from nodescale.model import resources as res
 from nodescale.model.instancetype import InstanceType, Offering
 from nodescale.model.nodepool import NodePool
 from nodescale.model.pod import Pod
@@ -12,6 +17,7 @@ from nodescale.model.requirements import Requirements
 from nodescale.scheduling.instance_selection import InstanceSelector
 from nodescale.scheduling.plan import UnschedulableKind
 from nodescale.scheduling.scheduler import solve
+from nodescale.scheduling.templates import Fit, build_template, fit_level
 from nodescale.scheduling.topology import HostRules
 
 GIB = 2**30
@@ -122,3 +128,28 @@ def test_replicas_sharing_a_manifest_are_each_refused_or_placed_by_their_manifes
     assert sorted(p.name for c in plan.node_claims for p in c.pods) == ["plain-0", "plain-1", "plain-2"]
     assert sorted(u.pod.name for u in plan.unschedulable) == ["dra-0", "dra-1", "dra-2", "dra-3"]
     assert all(u.kind == UnschedulableKind.DRA for u in plan.unschedulable)
+
+
+@pytest.mark.parametrize("catalog", ["us-east-1", "benchmark"])
+def test_a_run_of_many_pods_picks_the_type_scoring_every_type_would(catalog: str) -> None:
+    """#32 Throughput: for a run of many pods only the cheapest type for each number of pods a node
+    holds is scored (a dearer one holding as many never scores better); the pick is the one scoring
+    every type gives. The full scan is what a pool with limits (here limits nothing reaches) still does."""
+    types = bundled_catalog("us-east-1") if catalog == "us-east-1" else benchmark_types(400)
+    dims = (res.CPU, res.MEMORY, res.PODS)
+    template = build_template(0, POOL, types, dims, [], {}, frozenset(), {})
+    fit = fit_level(template, Requirements(), ())
+    assert isinstance(fit, Fit)
+    rnd = random.Random(5)
+    for _ in range(60):
+        req = (rnd.choice((100, 250, 500, 1000, 2000, 4000, 7000)), rnd.choice((128, 512, 2048, 8192, 30000)) * 2**20, 1)
+        want = rnd.choice((2, 3, 7, 40, 333, 1000))
+        for zones in (None, frozenset([min(fit.zones)])):
+            selector = InstanceSelector(dims, [template])
+            candidates = selector.candidates(fit, zones, None)
+            template.remaining = None
+            distinct = selector._pick_type(fit, candidates, req, want, False)
+            template.remaining = [2**62] * len(template.limit_keys)  # limits that limit nothing: every type scored
+            every = selector._pick_type(fit, candidates, req, want, False)
+            template.remaining = None
+            assert distinct == every

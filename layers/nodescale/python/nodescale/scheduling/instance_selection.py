@@ -5,7 +5,7 @@ limits and minValues; a claim that may launch spot holds fewer pods when that ke
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from ..model import labels as wk
@@ -68,13 +68,14 @@ class _Memo(NamedTuple):
 class InstanceSelector:
     """Answers "which new claim for these pods?" for one solve, caching what runs of pods share."""
 
-    __slots__ = ("dims", "templates", "_candidates", "_memo")
+    __slots__ = ("dims", "templates", "_candidates", "_memo", "_distinct_rows")
 
     def __init__(self, dims: tuple[str, ...], templates: Sequence[PoolTemplate]) -> None:
         self.dims = dims
         self.templates = templates
         self._candidates: dict[tuple, Candidates] = {}
         self._memo: _Memo | None = None
+        self._distinct_rows: dict[tuple, list[tuple[TypeOption, float, int]]] = {}
 
     def forget(self) -> None:
         """A pool's remaining limits changed: the last answer may no longer hold."""
@@ -167,29 +168,19 @@ class InstanceSelector:
         remaining = fit.template.remaining
         no_pods = (0,) * len(req)
         rest_cost: _RestCost | None = None
-        limited = False
+        limited: list[TypeOption] = []
         # No type holds more pods than the largest of each resource would: a bound for stopping early.
         most = min(want, fit_count(fit.max_alloc, no_pods, req)) or 1
         best: TypeOption | None = None
         best_score = 0.0
         best_per_node = 0
-        # cpu, memory and pods all requested and nothing else (the usual pod): how many fit is inline, as
-        # this runs for every type of every run of pods (#32 throughput).
-        cpu, memory, slots = req[0], req[1], req[2]
-        plain = len(req) == 3 and cpu > 0 and memory > 0 and slots > 0
-        for option, price in zip(types, prices, strict=True):
+        if remaining is None and want > 1:
+            rows: Iterable[tuple[TypeOption, float, int]] = self._distinct(candidates, req)
+        else:
+            rows = _holding_rows(types, prices, req, remaining, limited)
+        for option, price, per_node in rows:
             if best is not None and price > best_score * most + _EPSILON:
                 break  # types come cheapest first: none further on can beat (or tie) the best per pod
-            if remaining is not None and any(v > r for v, r in zip(option.limit_vec, remaining, strict=True)):
-                limited = True
-                continue
-            if plain:
-                alloc = option.alloc  # never negative (build_template drops such types)
-                per_node = min(alloc[0] // cpu, alloc[1] // memory, alloc[2] // slots)
-            else:
-                per_node = fit_count(option.alloc, no_pods, req)
-            if not per_node:
-                continue
             per_node = min(per_node, want)
             # What covering the whole group costs, per pod: full nodes of this type, and the rest on the
             # cheapest type that holds the rest. A type that would leave most of a last node empty pays
@@ -215,6 +206,22 @@ class InstanceSelector:
             return over_limits(fit.template.name)
         return Clause(fit.template.name, Kind.TOO_LARGE, f"no instance type has room for {self._describe(req)}")
 
+    def _distinct(self, candidates: Candidates, req: tuple[int, ...]) -> list[tuple[TypeOption, float, int]]:
+        """Of the candidates (no pool limits), the cheapest type for each number of pods one node holds.
+
+        A dearer type holding as many pods as a cheaper one never scores better in ``_pick_type`` (its
+        full nodes cost more, its rest costs the same), so only these need scoring; a run of many pods
+        asks about the same candidates and request several times (#32 throughput: the 50,000-pod
+        benchmark scored each of ~890 types for each of 276 runs)."""
+        key = (id(candidates), req)  # candidates are held in self._candidates: their ids stay unique
+        hit = self._distinct_rows.get(key)
+        if hit is None:
+            held: set[int] = set()
+            hit = self._distinct_rows[key] = [
+                row for row in _holding_rows(candidates.types, candidates.prices, req, None, [])
+                if row[2] not in held and not held.add(row[2])
+            ]
+        return hit
     def _describe(self, req: tuple[int, ...]) -> str:
         shown = {d: v for d, v in zip(self.dims, req, strict=True) if v and d != res.PODS}
         return ", ".join(f"{name}={value}" for name, value in res.format_resources(shown).items()) or "one more pod"
@@ -278,6 +285,27 @@ def _options(fit: Fit, candidates: Candidates, req: tuple[int, ...], pick: _Type
         options = [t for t in options if all(a <= b for a, b in zip(t.limit_vec, chosen, strict=True))]
     options = truncate(options, mins, MAX_INSTANCE_TYPES)
     return NewClaimChoice(fit, per_node, options, candidates.zones, candidates.capacity_types)
+
+
+def _holding_rows(types: list[TypeOption], prices: list[float], req: tuple[int, ...], remaining: list[int] | None,
+                  limited: list[TypeOption]) -> Iterator[tuple[TypeOption, float, int]]:
+    """(type, price, pods of ``req`` one node holds) for each type cheapest first that holds one within
+    the pool's remaining limits; a type over them goes to ``limited``."""
+    no_pods = (0,) * len(req)
+    # cpu, memory and pods all requested and nothing else (the usual pod): how many fit is inline.
+    cpu, memory, slots = req[0], req[1], req[2]
+    plain = len(req) == 3 and cpu > 0 and memory > 0 and slots > 0
+    for option, price in zip(types, prices, strict=True):
+        if remaining is not None and any(v > r for v, r in zip(option.limit_vec, remaining, strict=True)):
+            limited.append(option)
+            continue
+        if plain:
+            alloc = option.alloc  # never negative (build_template drops such types)
+            per_node = min(alloc[0] // cpu, alloc[1] // memory, alloc[2] // slots)
+        else:
+            per_node = fit_count(option.alloc, no_pods, req)
+        if per_node:
+            yield option, price, per_node
 
 
 def price_floor(fits: Sequence[Fit | str], req: tuple[int, ...]) -> float:
