@@ -19,6 +19,7 @@ from nodescale.k8s.raw import request_json
 from nodescale.model import nodecost
 from nodescale.model.featuregates import FeatureGates
 from nodescale.runtime import Runtime
+from nodescale.usecases.provision import capacity
 from nodescale.usecases.provision import provisioner as provisioning
 from nodescale.usecases.status import read_status
 from nodescale.usecases.world import read_world
@@ -146,7 +147,7 @@ def test_a_pass_writes_at_most_the_event_limit_of_nominations_and_still_launches
     sim: Environment, rt: Runtime, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 18: a big scale-up does not cost the API server one event per pod; the launches are whole."""
-    monkeypatch.setattr(provisioning, "EVENTS_PER_REASON", 2)
+    monkeypatch.setattr(capacity, "EVENTS_PER_REASON", 2)
     put_pools(sim, "karpenter-v1alpha5/default-spot.yaml")
     apply_workloads(sim, ns, "workloads/inflate.yaml")
     wait_pending(sim, ns, 5)

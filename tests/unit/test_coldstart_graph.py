@@ -60,3 +60,28 @@ def test_the_provisioner_handler_does_not_load_the_interruption_event_parsers() 
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('nodescale.interruption.parsers.'))))"
     )
     assert out == ["nodescale.interruption.parsers.base"]
+
+
+# What only the provisioner's own passes use: the watch, NodeClaim migration, registration, pool status, summary.
+PROVISIONER_PASSES = (
+    "nodescale.k8s.watch",
+    "nodescale.usecases.provision.migration",
+    "nodescale.usecases.provision.pool_status",
+    "nodescale.usecases.provision.provisioner",
+    "nodescale.usecases.provision.registration",
+    "nodescale.usecases.provision.summary",
+)
+
+
+@pytest.mark.parametrize("function", ["interruption", "disruption"])
+def test_a_function_that_only_launches_does_not_load_the_provisioners_passes(function: str) -> None:
+    """#32, cold start: launch_capacity and launch_claims lived in the provisioner's module, so the interruption
+    and disruption functions, which launch replacements, loaded its watch, registration, migration, pool status
+    and summary as well."""
+    out = fresh(
+        "import importlib.util, json, sys\n"
+        f"spec = importlib.util.spec_from_file_location('handler', 'lambdas/{function}/handler.py')\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m in {PROVISIONER_PASSES!r})))"
+    )
+    assert out == []

@@ -48,6 +48,17 @@ FAILED_SCHEDULING = "FailedScheduling"
 # node has no name yet), so the provisioner reads the nomination back as data, never from the message.
 NOMINATED_INSTANCE = k8s_events.ObjectRef("Instance", "", api_version="nodescale.io/v1")
 
+@dataclass(frozen=True)
+class PodReason:
+    """A pod, and why it is named (not placed, or its spec could not be read)."""
+
+    pod: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"pod": self.pod, "reason": self.reason}
+
+
 @dataclass
 class Launch:
     """One node launched (or, in a dry run, one that would be)."""
