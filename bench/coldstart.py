@@ -1,10 +1,12 @@
 """Handler cold start: importing each function's handler module plus building its clients, per function.
 
 Each measurement runs in a fresh interpreter (what a new Lambda container does): the handler module
-is imported from `lambdas/<fn>/handler.py` and `Runtime.from_settings()` builds the boto3 clients
+is imported from `lambdas/<fn>/handler.py` and `BaseRuntime.from_settings()` builds the boto3 clients
 and the Kubernetes client from dummy settings that point at loopback (nothing is called: building
-clients makes no request). Reported per function: import seconds, client seconds, their sum
-(target under 0.8 s), the whole process's wall time, and the heaviest top-level packages the
+clients makes no request). Every function's runtime is built from these clients: the launching
+functions' `Runtime` (which their handlers import) adds a launcher built on its first use, as before,
+and the cleanup function's `BaseRuntime` has none, so the probe imports no launch path for it.
+Reported per function: import seconds, client seconds, their sum (target under 0.8 s), the whole process's wall time, and the heaviest top-level packages the
 import pulls in (from `python -X importtime`), to see what a slow start is made of.
 
 An absolute time on a shared machine says little (#32, cold start), so each handler start is paired
@@ -55,8 +57,8 @@ spec = importlib.util.spec_from_file_location("handler", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 t1 = time.perf_counter()
-from nodescale.runtime import Runtime
-rt = Runtime.from_settings()
+from nodescale.base_runtime import BaseRuntime
+rt = BaseRuntime.from_settings()
 t2 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "clients": t2 - t1, "modules": len(sys.modules)}))
 """

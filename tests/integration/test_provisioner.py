@@ -427,11 +427,11 @@ def test_the_lambda_handler_runs_a_poll_pass_and_returns_the_summary(
 ) -> None:
     from types import SimpleNamespace
 
-    from nodescale import runtime
+    from nodescale import base_runtime
     from nodescale.aws import clients
 
     use_settings(sim, monkeypatch)
-    monkeypatch.setattr(runtime, "_RUNTIME", None)
+    monkeypatch.setattr(base_runtime, "_RUNTIMES", {})
     clients.reset()
     put_pools(sim, "karpenter-v1alpha5/default-spot.yaml")
     request_json(sim.kube_api_client(), "POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(ns, "p", "1"))
@@ -446,7 +446,7 @@ def test_the_lambda_handler_runs_a_poll_pass_and_returns_the_summary(
     assert summary["mode"] == "poll" and [x["nodePool"] for x in summary["launches"]] == ["default"]
     assert module.handler({"mode": "sometimes"}, context) == {
         "error": "event field mode='sometimes': allowed are 'watch' and 'poll'"}
-    monkeypatch.setattr(runtime, "_RUNTIME", None)
+    monkeypatch.setattr(base_runtime, "_RUNTIMES", {})
     clients.reset()
 
 

@@ -29,8 +29,8 @@ from ...aws import instances as ec2_instances
 from ...aws import launchfailures
 from ...aws.fleet import LaunchResult
 from ...aws.launchfailures import LaunchFailure
-from ...interruption.parsers.base import instance_id
 from ...k8s import events as k8s_events
+from ...model.instance import instance_id
 from ...model.instancetype import InstanceType
 from ...model.nodepool import NodeClass, NodePool
 from ...model.pod import Pod
