@@ -1,17 +1,21 @@
 """Handler cold start: importing each function's handler module plus building its clients, per function.
 
 Each measurement runs in a fresh interpreter (what a new Lambda container does): the handler module
-is imported from `lambdas/<fn>/handler.py` and `Runtime.from_settings()` builds the boto3 clients
+is imported from `lambdas/<fn>/handler.py` and `BaseRuntime.from_settings()` builds the boto3 clients
 and the Kubernetes client from dummy settings that point at loopback (nothing is called: building
-clients makes no request). Reported per function: import seconds, client seconds, their sum
-(target under 0.8 s), the whole process's wall time, and the heaviest top-level packages the
+clients makes no request). Every function's runtime is built from these clients: the launching
+functions' `Runtime` (which their handlers import) adds a launcher built on its first use, as before,
+and the cleanup function's `BaseRuntime` has none, so the probe imports no launch path for it.
+Reported per function: import seconds, client seconds, their sum (target under 0.8 s), the whole process's wall time, and the heaviest top-level packages the
 import pulls in (from `python -X importtime`), to see what a slow start is made of.
 
 An absolute time on a shared machine says little (#32, cold start), so each handler start is paired
 with a start of the floor every Python Lambda with boto3 and Powertools pays, run just before it on the
 same interpreter: import boto3 and Powertools' Logger and Metrics (what the handlers use), set both up
 and build one EC2 client. The ratio of the handler's time to the floor's (median to median, worst to
-worst) is the figure to compare across machines; the goal is at most 1.25.
+worst) is the figure to compare across machines; the goal is at most 1.25. The same ratio of the processes'
+own CPU seconds (time.process_time) is printed beside it with the load average: on a loaded shared machine
+the wall-time ratio swings with what else runs, the CPU-time one much less.
 
 The Kubernetes client is built from a kubeconfig of the plain token shape (KUBECONFIG_TEXT), read
 without kubernetes.config. In Lambda there is no kubeconfig: the client comes from eks:DescribeCluster and
@@ -50,27 +54,27 @@ RATIO_GOAL = 1.25  # issue #32, cold start: a handler's start at most 1.25 times
 # Runs in the fresh interpreter: time the import, then the clients.
 _PROBE = """
 import importlib.util, json, sys, time
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 spec = importlib.util.spec_from_file_location("handler", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 t1 = time.perf_counter()
-from nodescale.runtime import Runtime
-rt = Runtime.from_settings()
-t2 = time.perf_counter()
-print(json.dumps({"import": t1 - t0, "clients": t2 - t1, "modules": len(sys.modules)}))
+from nodescale.base_runtime import BaseRuntime
+rt = BaseRuntime.from_settings()
+t2, c2 = time.perf_counter(), time.process_time()
+print(json.dumps({"import": t1 - t0, "clients": t2 - t1, "cpu": c2 - c0, "modules": len(sys.modules)}))
 """
 
 # The floor, in the fresh interpreter: what any Powertools Lambda that calls EC2 does before its first event.
 _FLOOR_PROBE = """
 import json, sys, time
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 import boto3
 from aws_lambda_powertools import Logger, Metrics
 Logger(); Metrics()
 boto3.client("ec2")
-t1 = time.perf_counter()
-print(json.dumps({"total": t1 - t0, "modules": len(sys.modules)}))
+t1, c1 = time.perf_counter(), time.process_time()
+print(json.dumps({"total": t1 - t0, "cpu": c1 - c0, "modules": len(sys.modules)}))
 """
 
 KUBECONFIG_TEXT = """apiVersion: v1
@@ -200,16 +204,18 @@ def run() -> Iterator[str]:
             # The first start also warms the file system cache: the median of the next ones is reported.
             measure(function, env)
             runs: list[dict[str, float]] = []
-            floor: list[float] = []
+            floor: list[dict[str, float]] = []
             for _ in range(repeats):  # each start right after a floor start, so both see the same load
-                floor.append(measure_floor(env)["total"])
+                floor.append(measure_floor(env))
                 runs.append(measure(function, env))
-            yield report_line(function, runs, summarize([r["total"] for r in runs], floor), repeats,
-                       heaviest_imports(function, env))
+            wall = summarize([r["total"] for r in runs], [f["total"] for f in floor])
+            cpu = summarize([r["cpu"] for r in runs], [f["cpu"] for f in floor])
+            yield report_line(function, runs, wall, repeats, heaviest_imports(function, env), cpu=cpu,
+                              load=os.getloadavg()[0])
 
 
 def report_line(function: str, runs: list[dict[str, float]], summary: Summary, repeats: int,
-         heavy: list[tuple[str, float]]) -> str:
+                heavy: list[tuple[str, float]], *, cpu: Summary, load: float) -> str:
     med: dict[str, Any] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     best = min(r["total"] for r in runs)
     verdict = "met" if med["total"] < TARGET_SECONDS else "MISSED"
@@ -221,6 +227,7 @@ def report_line(function: str, runs: list[dict[str, float]], summary: Summary, r
             f"target < {TARGET_SECONDS} s: {verdict}; floor (boto3 + Powertools + one EC2 client) median "
             f"{summary.floor_median:.2f} s, worst {summary.floor_worst:.2f} s; ratio to the floor median "
             f"{summary.median_ratio:.2f}, worst {summary.worst_ratio:.2f} (goal <= {RATIO_GOAL}): {ratio_verdict}; "
+            f"CPU-time ratio median {cpu.median_ratio:.2f}, worst {cpu.worst_ratio:.2f}; load average {load:.1f}; "
             f"heaviest imports: {heaviest}")
 
 

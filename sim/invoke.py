@@ -246,18 +246,18 @@ def product_environment(settings: Mapping[str, str], **overrides: str) -> Iterat
     """The process set up as a Lambda of this deployment would be: its settings (``settings``, e.g. a sim/
     environment's ``env``, plus ``overrides``) in ``os.environ`` and fresh process-wide clients and runtime;
     everything restored afterwards, so the next user of this process sees none of it."""
-    from nodescale import runtime
+    from nodescale import base_runtime
     from nodescale.aws import clients
 
     saved = dict(os.environ)
     os.environ.update(settings)
     os.environ.update(overrides)
-    runtime.reset()
+    base_runtime.reset()
     clients.reset()
     try:
         yield
     finally:
-        runtime.reset()
+        base_runtime.reset()
         clients.reset()
         os.environ.clear()
         os.environ.update(saved)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nodescale import runtime, telemetry
+from nodescale import base_runtime, telemetry
 from nodescale.aws.clients import AwsClients
-from nodescale.runtime import Runtime
+from nodescale.base_runtime import BaseRuntime
 from nodescale.settings import Settings, SettingsError
 from nodescale.usecases import cleanup
 
@@ -53,7 +53,7 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
 def run_cleanup(cluster: str, retain: bool) -> dict[str, Any]:
     """The cleanup for ``cluster``; without a reachable Kubernetes API, instances and templates only."""
     try:
-        rt = runtime.shared()
+        rt = base_runtime.shared(BaseRuntime)
     except SettingsError:
         raise
     except Exception as exc:  # noqa: BLE001 - the cluster may be gone already; its instances still must go
@@ -61,5 +61,5 @@ def run_cleanup(cluster: str, retain: bool) -> dict[str, Any]:
         settings = dataclasses.replace(Settings.from_env(), cluster_name=cluster)
         return cleanup.run_without_cluster(settings, AwsClients.for_region(settings.region), retain)
     if rt.settings.cluster_name != cluster:
-        rt = Runtime(dataclasses.replace(rt.settings, cluster_name=cluster), rt.aws, rt.api)
+        rt = BaseRuntime(dataclasses.replace(rt.settings, cluster_name=cluster), rt.aws, rt.api)
     return cleanup.run(rt, retain)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from nodescale import runtime
+from nodescale import base_runtime
 from nodescale.aws import clients
 from nodescale.k8s.raw import request_json
 from nodescale.usecases import cleanup
@@ -140,7 +140,7 @@ def test_handler_create_and_update_touch_nothing_and_delete_with_retain_keeps_ev
     env: Environment, capacity: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     use_settings(env, monkeypatch)
-    monkeypatch.setattr(runtime, "_RUNTIME", None)
+    monkeypatch.setattr(base_runtime, "_RUNTIMES", {})
     clients.reset()  # process-wide clients may point at another test module's environment
     handler = load_handler("cleanup").handler
 

@@ -22,7 +22,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nodescale import cli, clock, runtime
+from nodescale import base_runtime, cli, clock
 from nodescale.commands import replay as replay_cmd
 from nodescale.interruption import queue as interruption_queue
 from nodescale.k8s.listing import is_provisionable
@@ -414,7 +414,7 @@ def test_repeats_and_a_late_state_change_make_one_replacement_and_one_drain(
     instance_id = instance_of(node(sim, victim))
     fleets_before = len(fleet_calls(sim))
     handler = load_handler("interruption")
-    monkeypatch.setattr(runtime, "_RUNTIME", rt)
+    monkeypatch.setattr(base_runtime, "_RUNTIMES", {Runtime: rt})
     for key, value in sim.env.items():
         monkeypatch.setenv(key, value)
     context = FakeContext(seconds=11.0)  # 1 s of draining: the budget stops it part way

@@ -19,6 +19,7 @@ from nodescale.k8s.raw import request_json
 from nodescale.model import nodecost
 from nodescale.model.featuregates import FeatureGates
 from nodescale.runtime import Runtime
+from nodescale.usecases.provision import capacity
 from nodescale.usecases.provision import provisioner as provisioning
 from nodescale.usecases.status import read_status
 from nodescale.usecases.world import read_world
@@ -146,7 +147,7 @@ def test_a_pass_writes_at_most_the_event_limit_of_nominations_and_still_launches
     sim: Environment, rt: Runtime, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 18: a big scale-up does not cost the API server one event per pod; the launches are whole."""
-    monkeypatch.setattr(provisioning, "EVENTS_PER_REASON", 2)
+    monkeypatch.setattr(capacity, "EVENTS_PER_REASON", 2)
     put_pools(sim, "karpenter-v1alpha5/default-spot.yaml")
     apply_workloads(sim, ns, "workloads/inflate.yaml")
     wait_pending(sim, ns, 5)
@@ -426,11 +427,11 @@ def test_the_lambda_handler_runs_a_poll_pass_and_returns_the_summary(
 ) -> None:
     from types import SimpleNamespace
 
-    from nodescale import runtime
+    from nodescale import base_runtime
     from nodescale.aws import clients
 
     use_settings(sim, monkeypatch)
-    monkeypatch.setattr(runtime, "_RUNTIME", None)
+    monkeypatch.setattr(base_runtime, "_RUNTIMES", {})
     clients.reset()
     put_pools(sim, "karpenter-v1alpha5/default-spot.yaml")
     request_json(sim.kube_api_client(), "POST", f"/api/v1/namespaces/{ns}/pods", body=_pod(ns, "p", "1"))
@@ -445,7 +446,7 @@ def test_the_lambda_handler_runs_a_poll_pass_and_returns_the_summary(
     assert summary["mode"] == "poll" and [x["nodePool"] for x in summary["launches"]] == ["default"]
     assert module.handler({"mode": "sometimes"}, context) == {
         "error": "event field mode='sometimes': allowed are 'watch' and 'poll'"}
-    monkeypatch.setattr(runtime, "_RUNTIME", None)
+    monkeypatch.setattr(base_runtime, "_RUNTIMES", {})
     clients.reset()
 
 

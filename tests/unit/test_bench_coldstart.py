@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.coldstart import REPEATS, repeats_from, summarize
+from bench.coldstart import REPEATS, repeats_from, report_line, summarize
 
 
 def test_summary_compares_median_to_median_and_worst_to_worst() -> None:
@@ -34,3 +34,14 @@ def test_repeats_come_from_the_first_argument() -> None:
         repeats_from(["coldstart", "x"])
     with pytest.raises(SystemExit, match="got '0'"):
         repeats_from(["coldstart", "0"])
+
+
+def test_the_report_line_prints_the_cpu_time_ratio_and_the_load_beside_the_wall_time_ratio() -> None:
+    """#32 cold start: on a loaded shared machine (load 8 on 2 cores) the wall-time ratio of one run swung by
+    0.3 and more; the processes' CPU-time ratio, printed with the load average, is the steadier figure."""
+    runs = [{"import": 0.4, "clients": 0.2, "total": 0.6, "cpu": 0.5, "process": 0.7, "modules": 600.0}]
+    wall = summarize([0.6], floor=[0.4])
+    cpu = summarize([0.5], floor=[0.4])
+    line = report_line("cleanup", runs, wall, 1, [("nodescale", 0.2)], cpu=cpu, load=7.3)
+    assert "ratio to the floor median 1.50, worst 1.50 (goal <= 1.25): MISSED" in line
+    assert "CPU-time ratio median 1.25, worst 1.25; load average 7.3;" in line

@@ -370,10 +370,10 @@ def test_a_reserved_launch_gives_a_new_snapshot_with_one_fewer_free_and_leaves_t
     from types import SimpleNamespace
 
     from nodescale.settings import Settings
-    from nodescale.usecases.provision import provisioner
+    from nodescale.usecases.provision import capacity
 
-    monkeypatch.setattr(provisioner, "refresh_instances", lambda world, ec2: world)
-    monkeypatch.setattr(provisioner, "_recorder", lambda rt, world: _Events())
+    monkeypatch.setattr(capacity, "refresh_instances", lambda world, ec2: world)
+    monkeypatch.setattr(capacity, "event_recorder", lambda rt, world: _Events())
     rt = SimpleNamespace(settings=Settings(cluster_name="demo", region="us-east-1"), launcher=_ReservedLauncher(),
                          api=None, cluster="demo", aws=SimpleNamespace(dynamodb=None, ec2=None),
                          nodeclaims=nodeclaims.State(missing=True))  # no cluster: no NodeClaims (#30.1)
@@ -383,7 +383,7 @@ def test_a_reserved_launch_gives_a_new_snapshot_with_one_fewer_free_and_leaves_t
         return [o.reservation_capacity for it in world.instance_types("web") for o in it.offerings
                 if o.reservation_id == "cr-0aaa"]
 
-    outcome = provisioner.launch_capacity(rt, w, pods(1, cpu="500m"))
+    outcome = capacity.launch_capacity(rt, w, pods(1, cpu="500m"))
     assert [launch.capacity_type for launch in outcome.launches] == ["reserved"]
     assert free(w) == [1]
     assert outcome.world is not None and free(outcome.world) == [0]

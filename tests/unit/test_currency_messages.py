@@ -19,8 +19,8 @@ from nodescale.model.pod import Pod
 from nodescale.settings import Settings
 from nodescale.usecases.disrupt import act
 from nodescale.usecases.disrupt.state import Report
+from nodescale.usecases.provision import capacity
 from nodescale.usecases.provision import launch as provision_launch
-from nodescale.usecases.provision import provisioner as provisioning
 from nodescale.usecases.status import read_status
 from tests.builders import node, replacement
 from tests.unit.test_provisioning import FakeLauncher, FakeRecorder, _world
@@ -83,7 +83,7 @@ def test_status_in_a_china_region_keeps_a_dollar_in_a_pods_affinity_and_shows_pr
     def dry(rt: Any, world: Any, given: list[Pod], **kwargs: Any) -> provision_launch.LaunchOutcome:
         return outcome
 
-    monkeypatch.setattr(provisioning, "launch_capacity", dry)
+    monkeypatch.setattr(capacity, "launch_capacity", dry)
     runtime: Any = type("Rt", (), {"settings": Settings("demo", "cn-north-1")})()
     world = dataclasses.replace(world_of([], pods), pending=[Pod.from_dict(raw) for raw in pods])
     data = read_status(runtime, world).to_dict()
@@ -98,13 +98,13 @@ def test_a_claim_held_by_the_clusters_price_limit_says_so_in_the_regions_currenc
 ) -> None:
     """#29.3: the cluster-wide pricePerHour limit's reason (pod events, logs, the summary) was written as "$" and
     only `nodescale status`/`explain` rewrote it; now it is rendered once, in the region's currency."""
-    monkeypatch.setattr(provisioning, "refresh_instances", lambda world, ec2: world)
+    monkeypatch.setattr(capacity, "refresh_instances", lambda world, ec2: world)
     recorder = FakeRecorder()
-    monkeypatch.setattr(provisioning, "_recorder", lambda rt, world: recorder)
+    monkeypatch.setattr(capacity, "event_recorder", lambda rt, world: recorder)
     settings = Settings(cluster_name="demo", region="cn-north-1", cluster_limits={"pricePerHour": "0.001"})
     rt = SimpleNamespace(settings=settings, launcher=FakeLauncher(), api=None, cluster="demo",
                          aws=SimpleNamespace(dynamodb=None, ec2=None))
-    outcome = provisioning.launch_capacity(rt, _world(), [sized_pod("a", "1")], dry_run=True)
+    outcome = capacity.launch_capacity(rt, _world(), [sized_pod("a", "1")], dry_run=True)
     assert outcome.launches == []
     [limit] = outcome.limits
     assert limit.reason.startswith("cluster-wide limit pricePerHour=¥0.0010/h reached: ¥0.0000/h in use, "

@@ -9,7 +9,7 @@ limit"): a node being replaced still counts until its instance is gone.
 from __future__ import annotations
 
 from nodescale.model.instance import ManagedInstance
-from nodescale.usecases.provision import provisioner as provisioning
+from nodescale.usecases.provision import capacity
 from tests.unit.test_provisioning import (  # noqa: F401 - fixtures
     NOW,
     FakeLauncher,
@@ -27,10 +27,10 @@ def test_a_replacement_is_not_launched_past_the_pools_node_limit(recorder: FakeR
     launcher = FakeLauncher()
     pods = [_pod("moved", "1")]
     at_limit = _world(limit='1000", nodes: "1', instances=[going])
-    held = provisioning.launch_capacity(_rt(launcher), at_limit, pods, exclude_nodes=["i-going"])
+    held = capacity.launch_capacity(_rt(launcher), at_limit, pods, exclude_nodes=["i-going"])
     assert launcher.calls == [] and [x.nodepool for x in held.limits] == ["default"]
 
     room = _world(limit='1000", nodes: "2', instances=[going])
-    launched = provisioning.launch_capacity(_rt(launcher), room, pods, exclude_nodes=["i-going"])
+    launched = capacity.launch_capacity(_rt(launcher), room, pods, exclude_nodes=["i-going"])
     assert len(launcher.calls) == 1 and [x.pods for x in launched.launches] == [["default/moved"]]
 

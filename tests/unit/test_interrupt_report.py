@@ -9,8 +9,7 @@ import pytest
 
 from nodescale.interruption.actions import Outcome
 from nodescale.usecases.interrupt.actions import InstanceReport, ReplacementReport
-from nodescale.usecases.provision.launch import Launch
-from nodescale.usecases.provision.summary import PodReason
+from nodescale.usecases.provision.launch import Launch, PodReason
 
 
 def _drained(replacement: ReplacementReport) -> InstanceReport:

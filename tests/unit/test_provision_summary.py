@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from nodescale.aws.launchfailures import LaunchFailure
 from nodescale.model.buffers import CapacityBuffer, ResolvedBuffer
-from nodescale.usecases.provision.launch import Launch, LaunchOutcome, LimitHit, LimitScope
-from nodescale.usecases.provision.summary import BufferReport, Mode, PodReason, Summary, Tally
+from nodescale.usecases.provision.launch import Launch, LaunchOutcome, LimitHit, LimitScope, PodReason
+from nodescale.usecases.provision.summary import BufferReport, Mode, Summary, Tally
 from tests.builders import pod
 
 

@@ -22,8 +22,8 @@ from nodescale.model.instance import ManagedInstance
 from nodescale.model.pod import Pod
 from nodescale.scheduling.plan import Plan, Unschedulable, UnschedulableKind
 from nodescale.settings import Settings, SettingsError
+from nodescale.usecases.provision import capacity
 from nodescale.usecases.provision import launch as provision_launch
-from nodescale.usecases.provision import provisioner as provisioning
 from nodescale.usecases.provision.cluster_budget import ClusterBudget, parse_limits
 from nodescale.usecases.provision.launch import LimitHit, LimitScope
 from nodescale.usecases.world import World
@@ -110,7 +110,7 @@ def _world(limit: str = "1000", instances: list[ManagedInstance] | None = None) 
 @pytest.fixture
 def recorder(monkeypatch: pytest.MonkeyPatch) -> FakeRecorder:
     fake = FakeRecorder()
-    monkeypatch.setattr(provisioning, "_recorder", lambda rt, world: fake)
+    monkeypatch.setattr(capacity, "event_recorder", lambda rt, world: fake)
     return fake
 
 
@@ -126,14 +126,14 @@ def _rt(launcher: FakeLauncher, **limits: str) -> Any:
 @pytest.fixture(autouse=True)
 def _instances_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
     # The worlds here are built by hand; re-reading EC2 under the launch lease keeps what they hold.
-    monkeypatch.setattr(provisioning, "refresh_instances", lambda world, ec2: world)
+    monkeypatch.setattr(capacity, "refresh_instances", lambda world, ec2: world)
 
 
 def test_pods_launch_one_node_each_claim_and_get_a_nomination_event(recorder: FakeRecorder) -> None:
     launcher = FakeLauncher()
     pods = [_pod("a", "1"), _pod("b", "1")]
 
-    outcome = provisioning.launch_capacity(_rt(launcher), _world(), pods)
+    outcome = capacity.launch_capacity(_rt(launcher), _world(), pods)
 
     assert {(x.nodepool, x.capacity_type) for x in outcome.launches} == {("default", "spot")}
     assert sorted(p for x in outcome.launches for p in x.pods) == ["default/a", "default/b"]
@@ -149,7 +149,7 @@ def test_pods_that_fit_in_flight_capacity_launch_nothing(recorder: FakeRecorder)
     inflight = ManagedInstance("i-old", "m5.xlarge", "us-east-1a", "spot", "default", "pending", NOW)
     launcher = FakeLauncher()
 
-    outcome = provisioning.launch_capacity(_rt(launcher), _world(instances=[inflight]), [_pod("a", "1")])
+    outcome = capacity.launch_capacity(_rt(launcher), _world(instances=[inflight]), [_pod("a", "1")])
 
     assert outcome.launches == [] and launcher.calls == []
     assert outcome.waiting == {"in-flight/i-old": ["default/a"]}
@@ -187,12 +187,12 @@ def test_a_node_being_replaced_still_counts_against_its_nodepool_limit(recorder:
     launcher = FakeLauncher()
     pods = [_pod("moved", "1")]
 
-    held = provisioning.launch_capacity(
+    held = capacity.launch_capacity(
         _rt(launcher), _world(limit="3", instances=[going]), pods, exclude_nodes=["i-going"]
     )
     assert launcher.calls == [] and [x.nodepool for x in held.limits] == ["default"]
 
-    room = provisioning.launch_capacity(
+    room = capacity.launch_capacity(
         _rt(launcher), _world(limit="4", instances=[going]), pods, exclude_nodes=["i-going"]
     )
     assert len(launcher.calls) == 1 and [x.pods for x in room.launches] == [["default/moved"]]
@@ -208,8 +208,8 @@ def test_a_replacement_never_repeats_the_launch_of_the_node_it_replaces(
     going = ManagedInstance("i-going", "m5.large", "us-east-1a", "spot", "default", "running", NOW)
     launcher = FakeLauncher()
     pods = [_pod("moved", "1")]
-    provisioning.launch_capacity(_rt(launcher), _world(limit="8"), pods)
-    provisioning.launch_capacity(_rt(launcher), _world(limit="8", instances=[going]), pods, exclude_nodes=["i-going"])
+    capacity.launch_capacity(_rt(launcher), _world(limit="8"), pods)
+    capacity.launch_capacity(_rt(launcher), _world(limit="8", instances=[going]), pods, exclude_nodes=["i-going"])
     first, replacement = (call["key"] for call in launcher.calls)
     assert first != replacement
 
@@ -219,7 +219,7 @@ def test_nodepool_limit_counts_in_flight_capacity_and_is_reported(recorder: Fake
     launcher = FakeLauncher()
     pods = [_pod("big", "1500m"), _pod("big2", "1500m")]
 
-    outcome = provisioning.launch_capacity(_rt(launcher), _world(limit="3", instances=[inflight]), pods)
+    outcome = capacity.launch_capacity(_rt(launcher), _world(limit="3", instances=[inflight]), pods)
 
     assert launcher.calls == []
     assert [(x.scope, x.nodepool) for x in outcome.limits] == [("nodepool", "default")]
@@ -231,7 +231,7 @@ def test_nodepool_limit_counts_in_flight_capacity_and_is_reported(recorder: Fake
 
 def test_cluster_wide_limit_blocks_the_launch(recorder: FakeRecorder) -> None:
     launcher = FakeLauncher()
-    outcome = provisioning.launch_capacity(_rt(launcher, nodes="0"), _world(), [_pod("a", "1")])
+    outcome = capacity.launch_capacity(_rt(launcher, nodes="0"), _world(), [_pod("a", "1")])
     assert launcher.calls == [] and outcome.launches == []
     assert outcome.limits[0].scope == "cluster" and "nodes=0" in outcome.limits[0].reason
     assert "cluster-wide limit" in outcome.unschedulable[0][1]
@@ -239,7 +239,7 @@ def test_cluster_wide_limit_blocks_the_launch(recorder: FakeRecorder) -> None:
 
 def test_capacity_errors_are_counted_and_the_next_type_launches(recorder: FakeRecorder) -> None:
     launcher = FakeLauncher(failing=("m5.large",))
-    outcome = provisioning.launch_capacity(_rt(launcher), _world(), [_pod("a", "1")])
+    outcome = capacity.launch_capacity(_rt(launcher), _world(), [_pod("a", "1")])
     assert [x.instance_type for x in outcome.launches] == ["m5.xlarge"]
     assert outcome.errors["InsufficientInstanceCapacity"] >= 1
     assert outcome.unschedulable == []
@@ -250,14 +250,14 @@ def test_excluded_offerings_are_not_offered_to_the_launch(recorder: FakeRecorder
     launcher = FakeLauncher()
     unavailable = [("m5.large", z, "spot") for z in ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d",
                                                       "us-east-1e", "us-east-1f")]
-    outcome = provisioning.launch_capacity(_rt(launcher), _world(), [_pod("a", "1")], extra_unavailable=unavailable)
+    outcome = capacity.launch_capacity(_rt(launcher), _world(), [_pod("a", "1")], extra_unavailable=unavailable)
     assert launcher.calls[0]["types"] == ["m5.xlarge"]
     assert outcome.launches[0].instance_type == "m5.xlarge"
 
 
 def test_dry_run_launches_nothing_and_records_nothing(recorder: FakeRecorder) -> None:
     launcher = FakeLauncher()
-    outcome = provisioning.launch_capacity(_rt(launcher), _world(), [_pod("a", "1")], dry_run=True)
+    outcome = capacity.launch_capacity(_rt(launcher), _world(), [_pod("a", "1")], dry_run=True)
     assert launcher.calls == [] and recorder.events == []
     assert outcome.launches[0].instance_id == "" and outcome.launches[0].nodepool == "default"
 
@@ -324,7 +324,7 @@ def test_identical_nodes_go_out_in_one_fleet_request(recorder: FakeRecorder) -> 
     ]
     launcher = FakeLauncher()
 
-    outcome = provisioning.launch_capacity(_rt(launcher), _world(), pods)
+    outcome = capacity.launch_capacity(_rt(launcher), _world(), pods)
 
     assert [c["count"] for c in launcher.calls] == [4]
     assert len({x.instance_id for x in outcome.launches}) == 4
@@ -343,7 +343,7 @@ def test_pools_at_their_limits_come_from_the_typed_reason_not_its_wording() -> N
                       UnschedulableKind.TOO_LARGE),
     ], 2)
     outcome = provision_launch.LaunchOutcome()
-    provisioning._note_pool_limits(plan, outcome)
+    capacity._note_pool_limits(plan, outcome)
     assert outcome.limits == [
         LimitHit(LimitScope.NODEPOOL, "batch", "held back"),
         LimitHit(LimitScope.NODEPOOL, "gpu", "held back"),

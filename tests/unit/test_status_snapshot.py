@@ -281,9 +281,9 @@ def test_bad_pod_names_exit_2_with_one_line(given: str, namespace: str | None, w
 
 
 def test_each_pod_gets_the_verdict_of_the_dry_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodescale.usecases.provision import capacity
     from nodescale.usecases.provision import explain as explaining
     from nodescale.usecases.provision import launch as provision_launch
-    from nodescale.usecases.provision import provisioner as provisioning
 
     pods = [Pod.from_dict(pod(n, phase="Pending", status__conditions=UNSCHEDULABLE)) for n in "abcdef"]
     outcome = provision_launch.LaunchOutcome(dry_run=True)
@@ -297,7 +297,7 @@ def test_each_pod_gets_the_verdict_of_the_dry_plan(monkeypatch: pytest.MonkeyPat
         seen.update(kwargs, pods=[p.key for p in given])
         return outcome
 
-    monkeypatch.setattr(provisioning, "launch_capacity", dry)
+    monkeypatch.setattr(capacity, "launch_capacity", dry)
     fates = explaining.plan_fates(runtime(), world_of([], []), pods[:5])
 
     assert seen["dry_run"] is True and seen["pods"] == [f"apps/{n}" for n in "abcde"]

@@ -3,8 +3,16 @@ invocation by the adapter (``aws/instances``) and decided on by the core (in fli
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
+
+_INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,17}$")
+
+
+def instance_id(value: object) -> str | None:
+    """``value`` when it is an EC2 instance id (``i-`` and 8 or 17 hex digits), else None."""
+    return value if isinstance(value, str) and _INSTANCE_ID.match(value) else None
 
 
 @dataclass(frozen=True, slots=True)

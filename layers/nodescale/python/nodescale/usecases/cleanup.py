@@ -27,6 +27,7 @@ from .. import clock
 from ..aws import instances as ec2_instances
 from ..aws import launchtemplates
 from ..aws.clients import AwsClients
+from ..base_runtime import BaseRuntime
 from ..disruption.drain_policy import DrainResult
 from ..k8s import drain as k8s_drain
 from ..k8s import finalizers as k8s_finalizers
@@ -36,7 +37,6 @@ from ..k8s import nodes as k8s_nodes
 from ..k8s.http import ApiClient
 from ..model.labels import TERMINATION_FINALIZER
 from ..model.node import ClusterNode, parse_provider_id
-from ..runtime import Runtime
 from ..settings import Settings
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class CleanupSummary:
         }
 
 
-def run(rt: Runtime, retain: bool, *, drain_seconds: float = DRAIN_SECONDS,
+def run(rt: BaseRuntime, retain: bool, *, drain_seconds: float = DRAIN_SECONDS,
         sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
     return _run(rt.settings, rt.aws, rt.api, retain, drain_seconds, sleep)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -10,7 +9,6 @@ from email.utils import parsedate_to_datetime
 
 from ..intents import Parsed
 
-_INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,17}$")
 # The longest time string read (an RFC 1123 or ISO 8601 time is about 30 characters) and the years kept, so
 # a deadline (a time plus a notice) or a conversion to UTC cannot overflow datetime's range.
 _MAX_TIME_CHARACTERS = 64
@@ -31,10 +29,6 @@ class Envelope:
 
 # A parser turns the envelope of its (source, detail-type) into intents; it never raises.
 Parser = Callable[[Envelope], Parsed]
-
-
-def instance_id(value: object) -> str | None:
-    return value if isinstance(value, str) and _INSTANCE_ID.match(value) else None
 
 
 def text(value: object) -> str:

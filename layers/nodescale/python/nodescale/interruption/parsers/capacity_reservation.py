@@ -5,8 +5,9 @@ aws.ec2@EC2CapacityReservationInstanceInterruptionWarning; karpenter-provider-aw
 
 from __future__ import annotations
 
+from ...model.instance import instance_id
 from ..intents import Ignored, Intent, IntentAction, Kind, Parsed
-from .base import Envelope, instance_id, text
+from .base import Envelope, text
 
 SOURCE = "aws.ec2"
 DETAIL_TYPE = "EC2 Capacity Reservation Instance Interruption Warning"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ...model.instance import instance_id
 from ..intents import Ignored, Intent, IntentAction, Kind, Parsed
-from .base import Envelope, instance_id, parse_time, shown, text
+from .base import Envelope, parse_time, shown, text
 
 SOURCE = "aws.health"
 DETAIL_TYPE = "AWS Health Event"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from ...model.instance import instance_id
 from ..intents import Ignored, Intent, IntentAction, Kind, Parsed
-from .base import Envelope, instance_id
+from .base import Envelope
 
 SOURCE = "aws.ec2"
 DETAIL_TYPE = "EC2 Instance Rebalance Recommendation"

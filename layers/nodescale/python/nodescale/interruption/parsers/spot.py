@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from ...model.instance import instance_id
 from ..intents import Ignored, Intent, IntentAction, Kind, Parsed
-from .base import Envelope, instance_id, text
+from .base import Envelope, text
 
 SOURCE = "aws.ec2"
 DETAIL_TYPE = "EC2 Spot Instance Interruption Warning"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from ...model.instance import instance_id
 from ..intents import Ignored, Intent, IntentAction, Kind, Parsed
-from .base import Envelope, instance_id, shown
+from .base import Envelope, shown
 
 SOURCE = "aws.ec2"
 DETAIL_TYPE = "EC2 Instance State-change Notification"

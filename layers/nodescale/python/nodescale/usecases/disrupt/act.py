@@ -29,7 +29,7 @@ from ...k8s import nodes as k8s_nodes
 from ...model.currency import render
 from ...model.node import ClusterNode
 from .. import finalize
-from ..provision.provisioner import launch_claims
+from ..provision.capacity import launch_claims
 from ..terminate import TERMINATING, TerminationStep, continue_termination
 from .claims import note as note_claim
 from .state import (

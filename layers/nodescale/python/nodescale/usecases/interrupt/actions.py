@@ -35,9 +35,8 @@ from ...model.node import ClusterNode
 from ...model.pod import Pod
 from ...runtime import Runtime
 from .. import terminate, world_sources
-from ..provision.launch import Launch, LaunchOutcome
-from ..provision.provisioner import launch_capacity
-from ..provision.summary import PodReason
+from ..provision.capacity import launch_capacity
+from ..provision.launch import Launch, LaunchOutcome, PodReason
 from ..world import World
 
 log = logging.getLogger(__name__)

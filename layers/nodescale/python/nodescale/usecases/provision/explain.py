@@ -30,7 +30,7 @@ from ...model.taints import TaintError
 from ...scheduling.inflight import in_flight_instance
 from ..world import World, read_world
 from ..world_sources import apply_volume_topology
-from . import provisioner as provision
+from . import capacity as provision_capacity
 from .launch import LaunchOutcome
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ def plan_fates(rt: Runtime, world: World, pods: list[Pod], *, with_buffers: bool
     if not pods:
         return {}
     # As the provisioner plans: the CapacityBuffers' pods after the real ones.
-    outcome = provision.launch_capacity(rt, world, pods + world.buffer_pods, dry_run=True, reason="nodescale explain")
+    outcome = provision_capacity.launch_capacity(rt, world, pods + world.buffer_pods, dry_run=True, reason="nodescale explain")
     fates: dict[str, PodFate] = {}
     buffers = buffer_room(world, outcome)
     for launch in outcome.launches:

@@ -29,8 +29,8 @@ from ...aws import instances as ec2_instances
 from ...aws import launchfailures
 from ...aws.fleet import LaunchResult
 from ...aws.launchfailures import LaunchFailure
-from ...interruption.parsers.base import instance_id
 from ...k8s import events as k8s_events
+from ...model.instance import instance_id
 from ...model.instancetype import InstanceType
 from ...model.nodepool import NodeClass, NodePool
 from ...model.pod import Pod
@@ -47,6 +47,17 @@ FAILED_SCHEDULING = "FailedScheduling"
 # The Nominated event's ``related`` object names the launched instance (nodescale's own reference kind: the
 # node has no name yet), so the provisioner reads the nomination back as data, never from the message.
 NOMINATED_INSTANCE = k8s_events.ObjectRef("Instance", "", api_version="nodescale.io/v1")
+
+@dataclass(frozen=True)
+class PodReason:
+    """A pod, and why it is named (not placed, or its spec could not be read)."""
+
+    pod: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"pod": self.pod, "reason": self.reason}
+
 
 @dataclass
 class Launch:

@@ -20,7 +20,7 @@ from ...aws.launchfailures import LaunchFailure
 from ...model.buffers import ResolvedBuffer
 from ...model.pod import Pod
 from ..world import World
-from .launch import Launch, LaunchOutcome, LimitHit
+from .launch import Launch, LaunchOutcome, LimitHit, PodReason
 
 log = logging.getLogger(__name__)
 
@@ -30,17 +30,6 @@ class Mode(StrEnum):
 
     POLL = "poll"
     WATCH = "watch"
-
-
-@dataclass(frozen=True)
-class PodReason:
-    """A pod, and why it is named (not placed, or its spec could not be read)."""
-
-    pod: str
-    reason: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"pod": self.pod, "reason": self.reason}
 
 
 @dataclass(frozen=True)

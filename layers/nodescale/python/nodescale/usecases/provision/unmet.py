@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 GRACE_SECONDS = 30.0
 # Nominations read per pass, for the pods that have waited longest: a pass over 100,000 pending pods must not
 # cost the API server a GET per pod. A pass writes at most 1,000 Nominated events per reason
-# (provision.EVENTS_PER_REASON), so most pods of a big scale-up have none to read anyway.
+# (capacity.EVENTS_PER_REASON), so most pods of a big scale-up have none to read anyway.
 READS_PER_PASS = 200
 REASON = "LaunchedNodeMismatch"
 
