@@ -53,7 +53,7 @@ from ...k8s import client as k8s_client
 from ...k8s import listing
 from ...k8s import nodeclaims as k8s_nodeclaims
 from ...k8s import nodes as k8s_nodes
-from ...k8s.events import EventRecorder, ObjectRef, claim_of_node
+from ...k8s.events import EventRecorder, claim_of_node
 from ...model.node import ClusterNode, trust_nodes
 from ...model.nodepool import NodePool
 from ...runtime import Runtime
@@ -225,7 +225,6 @@ def _act(
     if not ours:
         return out
     by_instance = _nodes_of(rt, [owned for _, _, owned in ours])
-    claims = _claims(rt) if by_instance else None
     recorder = EventRecorder(rt.api)
     started: dict[int, Work] = {}  # index in ``acting`` -> its work, whose report is the latest
     work: list[Work] = []
@@ -234,20 +233,21 @@ def _act(
     for k, intent, owned in ours:
         node = by_instance.get(intent.instance_id)
         if node is not None and intent.action == events.REBALANCE_RISK:
-            started[k] = Work(intent, owned, node, replace(out[k], node=node.name), claim_of_node(claims, node))
+            started[k] = Work(intent, owned, node, replace(out[k], node=node.name))
             rebalances.append(started[k])
             continue
         going.append((k, intent, owned, node))
-    # Every going-away node cordoned side by side: a batch of a hundred, one after the other, took longer
-    # than the notice leaves for it (#33.3).
-    marked = act.side_by_side(lambda g: _start(rt, recorder, g[1], out[g[0]], g[2], g[3],
-                                               claim_of_node(claims, g[3]) if g[3] else None),
-                              going, MARK_WORKERS, "nodescale-cordon")
+    # Every going-away node cordoned side by side, each in one write, before anything else is read (the
+    # NodeClaims, for the events, are read once the evictions are under way): a batch of a hundred took
+    # longer than the goal leaves for it (#33.3).
+    marked = act.side_by_side(lambda g: _start(rt, recorder, out[g[0]], g[1], g[2], g[3]), going, MARK_WORKERS,
+                              "nodescale-cordon")
     for (k, *_), (report, item) in zip(going, marked, strict=True):
         out[k] = report
         if item is not None:
             started[k] = item
             work.append(item)
+    _mark_offerings(rt, [(intent, owned, node) for _, intent, owned, node in going])
     if work or rebalances:
         _replace_and_drain(rt, recorder, work, rebalances, deadline, reader, sleep)
     for k, item in started.items():
@@ -264,9 +264,13 @@ def _replace_and_drain(
     reader: Callable[[Runtime], World],
     sleep: Callable[[float], None],
 ) -> None:
-    """Start evicting from the cordoned nodes, read the world once, then replace and drain them (and the
-    rebalances that opt in)."""
-    act.evict_at_once(rt, work, deadline)
+    """Start evicting from the cordoned nodes, say so, read the world once, then replace and drain them
+    (and the rebalances that opt in)."""
+    evicted = act.evict_at_once(rt, work, deadline)
+    claims = _claims(rt)
+    for item in [*work, *rebalances]:
+        item.claim = claim_of_node(claims, item.node)
+    act.say_evicted(rt, evicted)
     act.side_by_side(lambda item: act.announce_marked(recorder, item), work, MARK_WORKERS, "nodescale-events")
     try:
         world = reader(rt)
@@ -348,25 +352,29 @@ def _owned(
 def _start(
     rt: Runtime,
     recorder: EventRecorder,
-    intent: events.Intent,
     report: InstanceReport,
+    intent: events.Intent,
     owned: OwnedInstance,
     node: ClusterNode | None,
-    claim: ObjectRef | None = None,
 ) -> tuple[InstanceReport, Work | None]:
     """Act on an intent whose action needs no NodePool: its report so far, and the Work to replace and
-    drain, if any."""
+    drain, if any. Its events wait until every node of the batch is cordoned and evicting (#33.3)."""
     action = action_for(intent, node, None)
-    if action.mark_offering:
-        # Before anything else reads the offerings: nothing launches into a pool being reclaimed.
-        act.mark_offering(rt, owned)
     if node is None:
         return replace(report, reason=action.reason), None
-    item = Work(intent, owned, node, replace(report, node=node.name), claim)
-    # Its events wait until every node of the batch is cordoned and evicting (#33.3).
+    item = Work(intent, owned, node, replace(report, node=node.name))
     if action.step == Step.DRAIN and act.mark(rt, recorder, item, announce=False):
         return item.report, item
     return item.report, None
+
+
+def _mark_offerings(rt: Runtime, going: list[tuple[events.Intent, OwnedInstance, ClusterNode | None]]) -> None:
+    """The spot offerings being reclaimed, marked unavailable in one write for the batch. After the cordons
+    (one write a node mattered more than one for the batch) and before the first eviction makes a pod
+    pending that a launch could place: nothing launches into a pool being reclaimed."""
+    reclaimed = [owned for intent, owned, node in going if action_for(intent, node, None).mark_offering]
+    if reclaimed:
+        act.mark_offerings(rt, reclaimed)
 
 
 def _act_on_rebalance(rt: Runtime, recorder: EventRecorder, world: World, item: Work) -> bool:
