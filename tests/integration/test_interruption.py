@@ -711,6 +711,37 @@ def test_a_batch_starts_evicting_from_every_warned_node_before_it_reads_the_worl
     assert not nodes_of(moved) & set(ids)
 
 
+def test_a_batch_cordons_each_warned_node_in_one_write_on_the_node_it_read_by_name(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """#33.3 (at 2,000 nodes a batch of 100 took 12-14 s to cordon its nodes): a warned node costs the API
+    server one read by its name and one write (taint, cordon and the interruption annotations together) before
+    its pods are evicted, not a second read and a second write. On the old code, at the world's read: 6 node
+    reads and 6 node writes for 3 nodes."""
+    ids = three_nodes_one_pod_each(sim, rt, ns)
+    warnings = [event("spot-interruption-warning.json", iid, sim) for iid in ids.values()]
+    at_read: list[dict[str, Any]] = []
+    marked: list[dict[str, str]] = []
+
+    def reader(runtime_: Runtime) -> Any:
+        at_read.append(api_stats(sim)["resources"])
+        marked.extend(node(sim, n)["metadata"].get("annotations") or {} for n in ids)
+        return interrupting.read_world_cached(runtime_)
+
+    api_stats(sim, "DELETE")
+    response = interrupt_batch.process_batch(
+        invoke.sqs_batch(warnings), rt.settings, lambda: rt, account=ACCOUNT,
+        deadline_monotonic=time.monotonic() + 60, reader=reader)
+    (stats,) = at_read
+    assert stats["nodes"]["get"]["requests"] == len(ids), stats["nodes"]
+    assert stats["nodes"]["patch"]["requests"] == len(ids), stats["nodes"]
+    assert all(a.get("nodescale.io/interruption") == "SpotInterruption" and a.get("nodescale.io/interruption-deadline")
+               for a in marked), marked
+    reports = [r for _, e in response.records for r in e.instances]
+    assert all(r.action == interrupting.DRAINED for r in reports), reports
+    assert sum(len(r.replacement.launched) for r in reports) == 3, [r.replacement for r in reports]
+
+
 @pytest.mark.filterwarnings("ignore:No application metrics to publish")
 def test_warnings_sent_to_the_queue_are_handled_by_the_function_as_its_event_source_mapping_polls(
     sim: Environment, rt: Runtime, ns: str

@@ -63,13 +63,17 @@ def modify_node(
 
     The patch carries the resourceVersion that `change` saw, so it only applies to that version. ``current``
     is the node as the caller read it a moment ago: the first attempt starts from it instead of reading the
-    node again (a write on a node changed meanwhile is refused with 409 and redone on a fresh read).
+    node again (a write on a node changed meanwhile is refused with 409 and redone on a fresh read; a change
+    it says is done already is checked on a fresh read).
     """
     for attempt in range(attempts):
-        node = dict(current) if attempt == 0 and current is not None else get_node(api, name)
+        fresh = attempt > 0 or current is None
+        node = get_node(api, name) if fresh else dict(current or {})
         patch = change(node)
-        if not patch:
+        if not patch and fresh:
             return NodeChange(node, False)
+        if not patch:
+            continue  # "nothing to do" is only believed of a fresh read: someone may have undone it since
         meta = dict(patch.get("metadata") or {})
         meta["resourceVersion"] = (node.get("metadata") or {}).get("resourceVersion")
         body = {**patch, "metadata": meta}
