@@ -742,6 +742,31 @@ def test_a_batch_cordons_each_warned_node_in_one_write_on_the_node_it_read_by_na
     assert sum(len(r.replacement.launched) for r in reports) == 3, [r.replacement for r in reports]
 
 
+def test_a_batch_evicts_a_pod_from_every_warned_node_before_a_second_pod_from_any(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """#33.3 (at 2,000 nodes the first evictions of a batch of 100 spread over 7 s: its nodes were drained
+    two at a time, each whole before the next began): every warned node's drain starts before any node's
+    drain goes on, as sim's record of the API server's eviction requests shows, and every pod still leaves
+    and is replaced. On the old code the third node's first eviction came after the first two nodes were
+    emptied."""
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 6, "cpu": "1.5", "terminationGracePeriodSeconds": 1})
+    names = sorted(nodes_of(provision(sim, rt, ns, 6)))
+    assert len(names) == 3, names
+    warned = sim.spot_interruptions([instance_of(node(sim, n)) for n in names])
+    warnings = [event("spot-interruption-warning.json", w["instanceId"], sim) for w in warned]
+    response = interrupt_batch.process_batch(
+        invoke.sqs_batch(warnings), rt.settings, lambda: rt, account=ACCOUNT,
+        deadline_monotonic=time.monotonic() + 60)
+    reports = [r for _, e in response.records for r in e.instances]
+    assert all(len(r.evicted) == 2 and r.action == interrupting.DRAINED for r in reports), reports
+    record = [e for e in sim.spot_interruption_record() if e["node"] in names]
+    assert len(record) == 3 and all(e["evictionRequests"] == 2 for e in record), record
+    assert max(e["firstEvictionAt"] for e in record) <= min(e["lastEvictablePodGoneAt"] for e in record), record
+    moved = wait_running(sim, ns, 6)
+    assert not nodes_of(moved) & set(names)
+
+
 @pytest.mark.filterwarnings("ignore:No application metrics to publish")
 def test_warnings_sent_to_the_queue_are_handled_by_the_function_as_its_event_source_mapping_polls(
     sim: Environment, rt: Runtime, ns: str

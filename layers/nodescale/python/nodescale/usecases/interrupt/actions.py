@@ -49,6 +49,8 @@ MAX_BACKOFF_SECONDS = 4.0
 # Nodes whose first eviction round runs side by side, each evicting its pods EVICTION_WORKERS at a time: as
 # many calls at once as the client keeps connections for.
 NODES_AT_ONCE = max(1, k8s_client.POOL_MAXSIZE // k8s_drain.EVICTION_WORKERS)
+# Pods of each node evicted before any node's others: its drain is under way at once (#33.3).
+FIRST_PODS = 1
 
 
 @dataclass(frozen=True)
@@ -216,23 +218,36 @@ def evict_at_once(rt: Runtime, work: list[Work], deadline: float) -> list[tuple[
     """The first eviction round of every node in ``work``, side by side, before the world is read and the
     replacements planned: as Karpenter's interruption controller, the drain starts the moment the node is
     tainted, and the pods evicted are planned with the rest (``replace``). Each node's pods are read on
-    their own (a list by node name), which is all a drain needs. A node whose round fails is left to the
-    drain rounds that follow. The rounds that ran, for :func:`say_evicted`."""
+    their own (a list by node name), which is all a drain needs. Every node's first pod goes before any
+    node's others (a hundred nodes' evictions, a node at a time, started the last node's drain seconds after
+    the first's, #33.3). A node whose round fails is left to the drain rounds that follow. The rounds that
+    ran, for :func:`say_evicted`."""
     if not work or time.monotonic() >= deadline:
         return []
     now = clock.now()
-    outcomes = side_by_side(lambda item: _first_round(rt, item, now), work, NODES_AT_ONCE, "nodescale-interrupt")
+    firsts = side_by_side(lambda item: _first_round(rt, item, now, FIRST_PODS), work, k8s_client.POOL_MAXSIZE,
+                          "nodescale-interrupt")
+    started = [(item, first) for item, first in zip(work, firsts, strict=True) if first is not None]
+    rests = side_by_side(lambda one: _rest_of_round(rt, one[0], one[1], now), started, NODES_AT_ONCE,
+                         "nodescale-interrupt")
     done = []
-    for item, outcome in zip(work, outcomes, strict=True):
-        if outcome is None:
-            continue
-        raw, result = outcome
-        _note_drain(item, result)
-        gone = set(result.evicted)
+    for (item, (raw, first)), rest in zip(started, rests, strict=True):
+        for result in (first, rest):
+            if result is not None:
+                _note_drain(item, result)
+        gone = set(item.report.evicted)
         item.evicted_pods = [pod for pod in _pods(raw) if pod.key in gone]
         item.evicted_at = now
-        done.append((item, result))
+        done.append((item, _joined(first, rest)))
     return done
+
+
+def _joined(first: drain_policy.DrainResult, rest: drain_policy.DrainResult | None) -> drain_policy.DrainResult:
+    """The node's first round as one result (its events name every pod evicted)."""
+    if rest is None:
+        return first
+    return dataclasses.replace(rest, evicted=[*first.evicted, *rest.evicted],
+                               deleted=[*first.deleted, *rest.deleted])
 
 
 def say_evicted(rt: Runtime, done: list[tuple[Work, drain_policy.DrainResult]]) -> None:
@@ -242,16 +257,38 @@ def say_evicted(rt: Runtime, done: list[tuple[Work, drain_policy.DrainResult]]) 
                  NODES_AT_ONCE, "nodescale-events")
 
 
-def _first_round(rt: Runtime, item: Work, now: datetime) -> tuple[list[dict[str, Any]], drain_policy.DrainResult] | None:
+def _first_round(rt: Runtime, item: Work, now: datetime, limit: int
+                 ) -> tuple[list[dict[str, Any]], drain_policy.DrainResult] | None:
+    """The node's pods, listed, and the first ``limit`` of them evicted."""
     try:
         raw = listing.pods_on_node(rt.api, item.name)
         result = k8s_drain.drain_round(rt.api, item.name, involuntary=True, pods=raw, now=lambda: now,
-                                       grace_period_seconds=terminate.notice_grace_cap(item.node, now))
+                                       grace_period_seconds=terminate.notice_grace_cap(item.node, now), limit=limit)
     except ApiException as exc:
         log.warning("first eviction round failed: the drain rounds carry on", extra={"node": item.name,
                                                                                        "status": exc.status})
         return None
     return raw, result
+
+
+def _rest_of_round(rt: Runtime, item: Work, first: tuple[list[dict[str, Any]], drain_policy.DrainResult],
+                   now: datetime) -> drain_policy.DrainResult | None:
+    """The rest of the node's first round: its listed pods but those the first step took."""
+    raw, result = first
+    taken = {*result.evicted, *result.deleted}
+    left = [pod for pod in raw if _key(pod) not in taken]
+    try:
+        return k8s_drain.drain_round(rt.api, item.name, involuntary=True, pods=left, now=lambda: now,
+                                     grace_period_seconds=terminate.notice_grace_cap(item.node, now))
+    except ApiException as exc:
+        log.warning("first eviction round failed: the drain rounds carry on", extra={"node": item.name,
+                                                                                       "status": exc.status})
+        return None
+
+
+def _key(raw: dict[str, Any]) -> str:
+    meta = raw.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 def _pods(raw: list[dict[str, Any]]) -> list[Pod]:
