@@ -46,7 +46,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ... import clock, telemetry
 from ...aws.idempotency import once_per_event
-from ...aws.ownership import OwnedInstance, classify
+from ...aws.ownership import OwnedInstance, Ownership, classify
 from ...interruption import actions, events
 from ...interruption.actions import Outcome, Reason, Step, action_for
 from ...k8s import client as k8s_client
@@ -163,10 +163,12 @@ def handle_events(
     reader: Callable[[Runtime], World] = read_world_cached,
     sleep: Callable[[float], None] = time.sleep,
     started: float | None = None,
+    owners: Ownership | Exception | None = None,
 ) -> list[EventSummary]:
     """Act on the intents of several events together (an SQS batch; one event is a batch of one): one
     ownership check, every going-away node cordoned first, ONE read of the world, one plan of replacements
-    and one drain over all of them. A summary per event, in order."""
+    and one drain over all of them. A summary per event, in order. ``owners``: the ownership of the instances
+    checked already (``ownership_of``), else it is checked here."""
     started = time.monotonic() if started is None else started
     reports = [[InstanceReport(i.instance_id, i.kind) for i in intents] for _, intents in batch]
     chosen: dict[str, tuple[events.Intent, Slot]] = {}  # instance id -> what is acted on for it
@@ -193,7 +195,7 @@ def handle_events(
             reports[e][i], reason=f"acted on with event {chosen[intent.instance_id][0].event_id} of the same batch")
     acting = list(chosen.values())
     if acting:
-        done = _act(rt, [(intent, reports[e][i]) for intent, (e, i) in acting], deadline, reader, sleep)
+        done = _act(rt, [(intent, reports[e][i]) for intent, (e, i) in acting], deadline, reader, sleep, owners)
         for (_, (e, i)), report in zip(acting, done, strict=True):
             reports[e][i] = report
     seconds = round(time.monotonic() - started, 3)
@@ -216,12 +218,13 @@ def _act(
     deadline: float,
     reader: Callable[[Runtime], World],
     sleep: Callable[[float], None],
+    owners: Ownership | Exception | None = None,
 ) -> list[InstanceReport]:
     """classify ownership -> action_for -> act. Going-away instances are cordoned before the world is
     read (the slow part); a rebalance recommendation waits for it, as its NodePool decides. The final
     report of each of ``acting``, in order."""
     out = [report for _, report in acting]
-    ours = _owned(rt, acting, out)
+    ours = _owned(rt, acting, out, owners)
     if not ours:
         return out
     by_instance = _nodes_of(rt, [owned for _, _, owned in ours])
@@ -330,12 +333,26 @@ def _node_named(rt: Runtime, name: str | None) -> ClusterNode | None:
         return None
 
 
+def ownership_of(rt: Runtime, instance_ids: list[str]) -> Ownership | Exception | None:
+    """The instances' ownership, checked ahead (while a batch's records are claimed); what the check raised
+    is handed on, to fail the batch where the check is used, as a check made there would."""
+    try:
+        return classify(rt.aws.ec2, instance_ids, rt.cluster) if instance_ids else None
+    except Exception as exc:
+        return exc
+
+
 def _owned(
-    rt: Runtime, acting: list[tuple[events.Intent, InstanceReport]], out: list[InstanceReport]
+    rt: Runtime, acting: list[tuple[events.Intent, InstanceReport]], out: list[InstanceReport],
+    checked: Ownership | Exception | None = None,
 ) -> list[tuple[int, events.Intent, OwnedInstance]]:
     """The intents for this cluster's instances (with their index in ``acting``); the others are reported
-    ignored in ``out``, with why."""
-    owners = classify(rt.aws.ec2, [i.instance_id for i, _ in acting], rt.cluster)
+    ignored in ``out``, with why. ``checked``: ownership read already, used when it covers every instance."""
+    if isinstance(checked, Exception):
+        raise checked
+    ids = [i.instance_id for i, _ in acting]
+    covered = checked is not None and all(i in checked.owned or i in checked.not_ours for i in ids)
+    owners = checked if covered and checked is not None else classify(rt.aws.ec2, ids, rt.cluster)
     ours: list[tuple[int, events.Intent, OwnedInstance]] = []
     for k, (intent, report) in enumerate(acting):
         owned = owners.owned.get(intent.instance_id)
