@@ -740,6 +740,8 @@ def test_a_batch_cordons_each_warned_node_in_one_write_on_the_node_it_read_by_na
     reports = [r for _, e in response.records for r in e.instances]
     assert all(r.action == interrupting.DRAINED for r in reports), reports
     assert sum(len(r.replacement.launched) for r in reports) == 3, [r.replacement for r in reports]
+    moved = wait_running(sim, ns, 3)
+    assert not nodes_of(moved) & set(ids)
 
 
 def test_a_batch_evicts_a_pod_from_every_warned_node_before_a_second_pod_from_any(
@@ -790,6 +792,8 @@ def test_a_batch_checks_its_instances_ownership_while_it_claims_its_records(
     assert min(checks) - min(claims) < 2.0, (claims, checks)
     reports = [r for _, e in response.records for r in e.instances]
     assert all(r.action == interrupting.DRAINED for r in reports), reports
+    moved = wait_running(sim, ns, 3)
+    assert not nodes_of(moved) & set(ids)
 
 
 @pytest.mark.filterwarnings("ignore:No application metrics to publish")
