@@ -59,8 +59,8 @@ def measure() -> dict[str, list[float]]:
     fleets: list[float] = []
     original = k8s_nodes.mark_disrupted
 
-    def timed_mark(api: Any, name: str) -> Any:
-        change = original(api, name)
+    def timed_mark(api: Any, name: str, **options: Any) -> Any:
+        change = original(api, name, **options)
         cordoned.append(time.time())
         return change
 

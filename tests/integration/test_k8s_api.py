@@ -116,6 +116,40 @@ def test_a_concurrent_write_is_not_lost_on_conflict(sim):
     assert sorted(t["key"] for t in nodes.taints_of(nodes.get_node(api, name))) == ["mine", "other"]
 
 
+def test_mark_disrupted_writes_once_from_the_node_read_and_redoes_a_stale_read(sim):
+    """#33.3: a warned node is tainted, cordoned and annotated in ONE write, starting from the node as the
+    caller read it (no second read). A read gone stale is never trusted: a node another writer changed since
+    is refused (409) and redone on a fresh read, neither taint lost; one the stale read shows done already is
+    read again, and written when someone undid it. On the old code ``mark_disrupted`` took neither the node
+    read nor the annotations."""
+    store, server, api, admin = sim
+    name = f"n-{uuid.uuid4().hex[:6]}"
+    read = create_node(admin, name)
+    server.stats.reset()
+
+    def annotations(known):
+        return {} if known.get("why") else {"why": "spot"}
+
+    change = nodes.mark_disrupted(api, name, annotations=annotations, current=read)
+    assert change.changed and nodes.is_cordoned(change.node)
+    assert change.node["metadata"]["annotations"] == {"why": "spot"}
+    assert server.stats.report()["resources"]["nodes"] == {"patch": {"requests": 1}}
+
+    other = f"n-{uuid.uuid4().hex[:6]}"
+    stale = create_node(admin, other)
+    store.patch("v1/nodes", other, {"spec": {"taints": [{"key": "other", "effect": "NoExecute"}]}})
+    assert nodes.mark_disrupted(api, other, annotations=annotations, current=stale).changed
+    node = nodes.get_node(api, other)
+    assert sorted(t["key"] for t in nodes.taints_of(node)) == ["karpenter.sh/disrupted", "other"]
+    assert nodes.is_cordoned(node) and node["metadata"]["annotations"] == {"why": "spot"}
+
+    done = nodes.get_node(api, other)
+    nodes.remove_taint(api, other, uncordon=True)
+    assert nodes.mark_disrupted(api, other, annotations=annotations, current=done).changed
+    node = nodes.get_node(api, other)
+    assert nodes.is_cordoned(node) and nodes.has_taint(node, "karpenter.sh/disrupted", "NoSchedule")
+
+
 def test_reads_are_retried_on_server_errors(sim):
     _, server, api, admin = sim
     server.faults.add({"status": "500", "verbs": ["list"], "resources": ["nodes"], "count": 2})

@@ -200,3 +200,16 @@ def test_cleanup_drains_with_the_drain_loops_backoff_then_deletes_what_is_left(e
     assert pauses and pauses[0] <= 0.5 * 1.2, pauses
     assert len(pauses) >= 2 and pauses[1] >= 1.0 * 0.8 and pauses[1] > pauses[0], pauses
     assert names(store, ns, node=node) == [] and summary.pods_evicted == 1
+
+
+def test_a_round_with_a_limit_evicts_that_many_pods_in_its_order_and_leaves_the_rest(env):
+    """#33.3: the interruption batch starts every warned node's drain (one pod each) before it goes on with
+    any node's others; a limited round evicts just that many and the next round the rest."""
+    store, api, ns, node, admin = env
+    for name in ("a", "b", "c"):
+        run_pod(admin, ns, name, node)
+    first = drain.drain_round(api, node, involuntary=True, limit=1)
+    assert len(first.evicted) == 1
+    assert len(names(store, ns, node)) == 2
+    rest = drain.drain_round(api, node, involuntary=True)
+    assert sorted([*first.evicted, *rest.evicted]) == [f"{ns}/{n}" for n in ("a", "b", "c")]

@@ -71,6 +71,7 @@ def drain_round(
     now: Callable[[], datetime] = clock.now,
     grace_deadline: datetime | None = None,
     legacy: bool = False,
+    limit: int | None = None,
 ) -> DrainResult:
     """One pass over the node's pods: evict what can go now, report the rest.
 
@@ -81,7 +82,8 @@ def drain_round(
     respected until each pod's ``drain_policy.pod_delete_time``, then deleted with what is left of the grace.
     Without either, nothing is ever forced. `grace_period_seconds` caps each pod's own termination
     grace (e.g. a spot notice). `legacy`: the node's pool is v1alpha5 or v1beta1, whose
-    karpenter.sh/do-not-evict still holds a pod (NodePool.legacy_annotations).
+    karpenter.sh/do-not-evict still holds a pod (NodePool.legacy_annotations). ``limit``: at most this many
+    pods evicted or deleted, in the order the pass would take them (the rest wait for the next pass).
     """
     result = DrainResult(node=node_name)
     candidates = [DrainPod.from_dict(p) for p in pods] if pods is not None else drain_pods(api, node_name)
@@ -99,6 +101,9 @@ def drain_round(
         return result
     delete_cap = delete_grace_cap(grace_period_seconds, grace_deadline, current)
     jobs = [(p, _evict, grace_period_seconds) for p in to_evict] + [(p, _delete, delete_cap) for p in to_delete]
+    jobs = jobs if limit is None else jobs[:max(0, limit)]
+    if not jobs:
+        return result
     workers = min(EVICTION_WORKERS, len(jobs))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nodescale-evict") as pool:
         outcomes = list(pool.map(lambda job: job[1](api, job[0], job[2]), jobs))

@@ -57,16 +57,23 @@ def modify_node(
     name: str,
     change: Callable[[dict[str, Any]], dict[str, Any] | None],
     attempts: int = CONFLICT_ATTEMPTS,
+    current: Mapping[str, Any] | None = None,
 ) -> NodeChange:
     """Apply `change(node) -> merge patch or None` to the current node, retrying on 409 Conflict.
 
-    The patch carries the resourceVersion that `change` saw, so it only applies to that version.
+    The patch carries the resourceVersion that `change` saw, so it only applies to that version. ``current``
+    is the node as the caller read it a moment ago: the first attempt starts from it instead of reading the
+    node again (a write on a node changed meanwhile is refused with 409 and redone on a fresh read; a change
+    it says is done already is checked on a fresh read).
     """
     for attempt in range(attempts):
-        node = get_node(api, name)
+        fresh = attempt > 0 or current is None
+        node = get_node(api, name) if fresh else dict(current or {})
         patch = change(node)
-        if not patch:
+        if not patch and fresh:
             return NodeChange(node, False)
+        if not patch:
+            continue  # "nothing to do" is only believed of a fresh read: someone may have undone it since
         meta = dict(patch.get("metadata") or {})
         meta["resourceVersion"] = (node.get("metadata") or {}).get("resourceVersion")
         body = {**patch, "metadata": meta}
@@ -111,9 +118,27 @@ def add_taint(api: ApiClient, name: str, taint: Taint = DISRUPTED_TAINT, *, cord
     return modify_node(api, name, _with_taint(taint, cordon))
 
 
-def mark_disrupted(api: ApiClient, name: str) -> NodeChange:
-    """Taint `karpenter.sh/disrupted:NoSchedule` and cordon: from then on the node is being drained."""
-    return add_taint(api, name, DISRUPTED_TAINT, cordon=True)
+def mark_disrupted(
+    api: ApiClient,
+    name: str,
+    *,
+    annotations: Callable[[Mapping[str, str]], dict[str, str | None]] | None = None,
+    current: Mapping[str, Any] | None = None,
+) -> NodeChange:
+    """Taint `karpenter.sh/disrupted:NoSchedule` and cordon: from then on the node is being drained.
+
+    ``annotations(node's annotations) -> those to set`` go in the same write (one write a node: a wave's
+    cordons wait on the API server's writes, #33.3); ``current`` as for :func:`modify_node`."""
+    taint_and_cordon = _with_taint(DISRUPTED_TAINT, cordon=True)
+
+    def change(node: dict[str, Any]) -> dict[str, Any] | None:
+        patch = taint_and_cordon(node) or {}
+        extra = annotations(((node.get("metadata") or {}).get("annotations")) or {}) if annotations else {}
+        if extra:
+            patch["metadata"] = {"annotations": extra}
+        return patch or None
+
+    return modify_node(api, name, change, current=current)
 
 
 def remove_taint(

@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -48,6 +48,8 @@ MAX_BACKOFF_SECONDS = 4.0
 # Nodes whose first eviction round runs side by side, each evicting its pods EVICTION_WORKERS at a time: as
 # many calls at once as the client keeps connections for.
 NODES_AT_ONCE = max(1, k8s_client.POOL_MAXSIZE // k8s_drain.EVICTION_WORKERS)
+# Pods of each node evicted before any node's others: its drain is under way at once (#33.3).
+FIRST_PODS = 1
 
 
 @dataclass(frozen=True)
@@ -141,22 +143,26 @@ def side_by_side(run: Callable[[T], R], items: Sequence[T], workers: int, name: 
         return [future.result() for future in futures]
 
 
-def mark_offering(rt: Runtime, owned: OwnedInstance) -> None:
-    rt.launcher.offerings.mark(
-        [(owned.instance_type, owned.zone, wk.CAPACITY_SPOT)], f"spot interruption of {owned.instance_id}"
-    )
+def mark_offerings(rt: Runtime, reclaimed: Sequence[OwnedInstance]) -> None:
+    """The (type, zone, spot) offerings of the instances being reclaimed unavailable, in one write."""
+    ids = [owned.instance_id for owned in reclaimed]
+    more = f" and {len(ids) - 1} more" if len(ids) > 1 else ""
+    rt.launcher.offerings.mark(sorted({(owned.instance_type, owned.zone, wk.CAPACITY_SPOT) for owned in reclaimed}),
+                               f"spot interruption of {ids[0]}{more}")
 
 
 def mark(rt: Runtime, recorder: EventRecorder, item: Work, announce: bool = True) -> bool:
-    """Taint and cordon (first, it is what stops new pods landing), then note why and until when, and (unless
-    not ``announce``: the caller does it once the drain is under way, see :func:`announce`) say so.
+    """Taint and cordon (it is what stops new pods landing) and note why and until when, in one write on the
+    node as last read (a batch's cordons wait on these writes, #33.3), then (unless not ``announce``: the
+    caller does it once the drain is under way, see :func:`announce_marked`) say so.
 
     False when the Node disappeared meanwhile: there is nothing left to drain.
     """
     already = item.node.has_taint(k8s_nodes.DISRUPTED_TAINT_KEY, "NoSchedule")
     item.update(already_disrupted=already)
     try:
-        change = k8s_nodes.mark_disrupted(rt.api, item.name)
+        change = k8s_nodes.mark_disrupted(rt.api, item.name, current=item.node.raw,
+                                          annotations=lambda known: _interruption_annotations(item.intent, known))
     except k8s_nodes.NodeGoneError:
         item.update(reason=Reason.NODE_GONE)
         return False
@@ -165,13 +171,6 @@ def mark(rt: Runtime, recorder: EventRecorder, item: Work, announce: bool = True
     when = item.intent.event_time
     if not already and when is not None:
         telemetry.seconds(telemetry.EVENT_TO_CORDON, since(when))
-    patch = _interruption_annotations(item)
-    if patch:
-        try:
-            item.node = ClusterNode.from_dict(k8s_nodes.patch_metadata(rt.api, item.name, annotations=patch))
-        except k8s_nodes.NodeGoneError:
-            item.update(reason=Reason.NODE_GONE, action=Outcome.NOTHING)
-            return False
     telemetry.count(telemetry.INTERRUPTION_ACTIONS, **{telemetry.KIND_DIMENSION: item.intent.kind})
     if announce:
         announce_marked(recorder, item)
@@ -185,13 +184,12 @@ def announce_marked(recorder: EventRecorder, item: Work) -> None:
                claim_message=terminating_message("NodeClaim"))
 
 
-def _interruption_annotations(item: Work) -> dict[str, str | None]:
+def _interruption_annotations(intent: Intent, annotations: Mapping[str, str]) -> dict[str, str | None]:
     """The first interruption's kind, and the earliest deadline any event gave (a repeat keeps both)."""
-    annotations = item.node.annotations
     patch: dict[str, str | None] = {}
     if not annotations.get(terminate.INTERRUPTION_ANNOTATION):
-        patch[terminate.INTERRUPTION_ANNOTATION] = item.intent.kind
-    deadline = item.intent.deadline
+        patch[terminate.INTERRUPTION_ANNOTATION] = intent.kind
+    deadline = intent.deadline
     known = clock.parse_timestamp(annotations.get(terminate.DEADLINE_ANNOTATION))
     if deadline is not None and (known is None or deadline < known):
         patch[terminate.DEADLINE_ANNOTATION] = clock.format_timestamp(deadline)
@@ -215,40 +213,81 @@ def pods_to_move(world: World, node_name: str, evicted: Sequence[Pod] = ()) -> l
             if drain_policy.pod_skip(pod) is None and "DaemonSet" not in pod.owner_kinds]
 
 
-def evict_at_once(rt: Runtime, work: list[Work], deadline: float) -> None:
+def evict_at_once(rt: Runtime, work: list[Work], deadline: float) -> list[tuple[Work, drain_policy.DrainResult]]:
     """The first eviction round of every node in ``work``, side by side, before the world is read and the
     replacements planned: as Karpenter's interruption controller, the drain starts the moment the node is
     tainted, and the pods evicted are planned with the rest (``replace``). Each node's pods are read on
-    their own (a list by node name), which is all a drain needs. A node whose round fails is left to the
-    drain rounds that follow."""
+    their own (a list by node name), which is all a drain needs. Every node's first pod goes before any
+    node's others (a hundred nodes' evictions, a node at a time, started the last node's drain seconds after
+    the first's, #33.3). A node whose round fails is left to the drain rounds that follow. The rounds that
+    ran, for :func:`say_evicted`."""
     if not work or time.monotonic() >= deadline:
-        return
+        return []
     now = clock.now()
-    outcomes = side_by_side(lambda item: _first_round(rt, item, now), work, NODES_AT_ONCE, "nodescale-interrupt")
-    # The events (one per pod evicted) once every node's evictions are under way.
-    done = [(item, outcome[1]) for item, outcome in zip(work, outcomes, strict=True) if outcome is not None]
-    side_by_side(lambda one: terminate.say_drained(rt, one[0].node, one[0].claim, one[1], None), done,
-                 NODES_AT_ONCE, "nodescale-events")
-    for item, outcome in zip(work, outcomes, strict=True):
-        if outcome is None:
-            continue
-        raw, result = outcome
-        _note_drain(item, result)
-        gone = set(result.evicted)
+    firsts = side_by_side(lambda item: _first_round(rt, item, now, FIRST_PODS), work, k8s_client.POOL_MAXSIZE,
+                          "nodescale-interrupt")
+    started = [(item, first) for item, first in zip(work, firsts, strict=True) if first is not None]
+    rests = side_by_side(lambda one: _rest_of_round(rt, one[0], one[1], now), started, NODES_AT_ONCE,
+                         "nodescale-interrupt")
+    done = []
+    for (item, (raw, first)), rest in zip(started, rests, strict=True):
+        for result in (first, rest):
+            if result is not None:
+                _note_drain(item, result)
+        gone = set(item.report.evicted)
         item.evicted_pods = [pod for pod in _pods(raw) if pod.key in gone]
         item.evicted_at = now
+        done.append((item, _joined(first, rest)))
+    return done
 
 
-def _first_round(rt: Runtime, item: Work, now: datetime) -> tuple[list[dict[str, Any]], drain_policy.DrainResult] | None:
+def _joined(first: drain_policy.DrainResult, rest: drain_policy.DrainResult | None) -> drain_policy.DrainResult:
+    """The node's first round as one result (its events name every pod evicted)."""
+    if rest is None:
+        return first
+    return dataclasses.replace(rest, evicted=[*first.evicted, *rest.evicted],
+                               deleted=[*first.deleted, *rest.deleted])
+
+
+def say_evicted(rt: Runtime, done: list[tuple[Work, drain_policy.DrainResult]]) -> None:
+    """The events of the first eviction rounds (one per pod evicted), once every node's evictions are under
+    way and its NodeClaim is known."""
+    side_by_side(lambda one: terminate.say_drained(rt, one[0].node, one[0].claim, one[1], None), done,
+                 NODES_AT_ONCE, "nodescale-events")
+
+
+def _first_round(rt: Runtime, item: Work, now: datetime, limit: int
+                 ) -> tuple[list[dict[str, Any]], drain_policy.DrainResult] | None:
+    """The node's pods, listed, and the first ``limit`` of them evicted."""
     try:
         raw = listing.pods_on_node(rt.api, item.name)
         result = k8s_drain.drain_round(rt.api, item.name, involuntary=True, pods=raw, now=lambda: now,
-                                       grace_period_seconds=terminate.notice_grace_cap(item.node, now))
+                                       grace_period_seconds=terminate.notice_grace_cap(item.node, now), limit=limit)
     except ApiException as exc:
         log.warning("first eviction round failed: the drain rounds carry on", extra={"node": item.name,
                                                                                        "status": exc.status})
         return None
     return raw, result
+
+
+def _rest_of_round(rt: Runtime, item: Work, first: tuple[list[dict[str, Any]], drain_policy.DrainResult],
+                   now: datetime) -> drain_policy.DrainResult | None:
+    """The rest of the node's first round: its listed pods but those the first step took."""
+    raw, result = first
+    taken = {*result.evicted, *result.deleted}
+    left = [pod for pod in raw if _key(pod) not in taken]
+    try:
+        return k8s_drain.drain_round(rt.api, item.name, involuntary=True, pods=left, now=lambda: now,
+                                     grace_period_seconds=terminate.notice_grace_cap(item.node, now))
+    except ApiException as exc:
+        log.warning("first eviction round failed: the drain rounds carry on", extra={"node": item.name,
+                                                                                       "status": exc.status})
+        return None
+
+
+def _key(raw: dict[str, Any]) -> str:
+    meta = raw.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 def _pods(raw: list[dict[str, Any]]) -> list[Pod]:

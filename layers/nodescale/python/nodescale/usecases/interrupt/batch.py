@@ -29,9 +29,11 @@ anything at all (a hostile body) is dropped with its reason: it never fails the 
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +42,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAl
 from ... import telemetry
 from ...aws import queue_retry
 from ...aws.idempotency import EventRecords, Repeat
+from ...aws.ownership import Ownership
 from ...interruption import events, queue
 from ...runtime import Runtime
 from ...settings import Settings
@@ -172,18 +175,28 @@ def _handle(
             by_id[event_id] = record
         firsts.append(record)
     # Each event's record claimed side by side: a hundred writes one after the other held up every
-    # node's cordon (#33.3).
-    side_by_side(lambda r: _guarded(r, lambda: store.claim(r.event)), firsts, CLAIM_WORKERS, "nodescale-claim")
+    # node's cordon (#33.3). The ownership check (EC2) runs meanwhile: neither waits for the other, and an
+    # instance whose event turns out handled already is simply not acted on.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nodescale-owners") as pool:
+        owners = pool.submit(contextvars.copy_context().run, interrupt.ownership_of, rt, _instances(firsts))
+        side_by_side(lambda r: _guarded(r, lambda: store.claim(r.event)), firsts, CLAIM_WORKERS, "nodescale-claim")
+        checked = owners.result()
     claimed: list[_Record] = []
     for record in firsts:
         record.retry_soon = not isinstance(record.error, IdempotencyAlreadyInProgressError)
         if not record.failed and record.summary is None:
             claimed.append(record)
     if claimed:
-        _act_together(rt, store, claimed, deadline, reader, sleep)
+        _act_together(rt, store, claimed, deadline, reader, sleep, checked)
     for copy, original in copies:
         copy.failed = original.failed
         copy.summary = _repeat_of(original.summary) if original.summary else None
+
+
+def _instances(records: list[_Record]) -> list[str]:
+    """The instances the records' events would act on (a zonal shift names none)."""
+    return [intent.instance_id for r in records if isinstance(r.parsed.result, list)
+            for intent in r.parsed.result if intent.action != events.NO_ACTION]
 
 
 def _repeat_of(summary: EventAnswer) -> Repeat:
@@ -208,10 +221,12 @@ def _act_together(
     deadline: float,
     reader: Callable[[Runtime], World],
     sleep: Callable[[float], None],
+    owners: Ownership | Exception | None = None,
 ) -> None:
     batch = [(r.parsed, r.parsed.result) for r in claimed]
     try:
-        summaries = interrupt.handle_events(rt, batch, deadline=deadline, reader=reader, sleep=sleep)  # type: ignore[arg-type]
+        summaries = interrupt.handle_events(rt, batch, deadline=deadline, reader=reader, sleep=sleep,  # type: ignore[arg-type]
+                                            owners=owners)
     except Exception as exc:
         log.exception("acting on the batch failed: its events are returned to the queue",
                       extra={"message_ids": [r.message_id for r in claimed]})

@@ -46,14 +46,14 @@ from kubernetes.client.exceptions import ApiException
 
 from ... import clock, telemetry
 from ...aws.idempotency import once_per_event
-from ...aws.ownership import OwnedInstance, classify
+from ...aws.ownership import OwnedInstance, Ownership, classify
 from ...interruption import actions, events
 from ...interruption.actions import Outcome, Reason, Step, action_for
 from ...k8s import client as k8s_client
 from ...k8s import listing
 from ...k8s import nodeclaims as k8s_nodeclaims
 from ...k8s import nodes as k8s_nodes
-from ...k8s.events import EventRecorder, ObjectRef, claim_of_node
+from ...k8s.events import EventRecorder, claim_of_node
 from ...model.node import ClusterNode, trust_nodes
 from ...model.nodepool import NodePool
 from ...runtime import Runtime
@@ -163,10 +163,12 @@ def handle_events(
     reader: Callable[[Runtime], World] = read_world_cached,
     sleep: Callable[[float], None] = time.sleep,
     started: float | None = None,
+    owners: Ownership | Exception | None = None,
 ) -> list[EventSummary]:
     """Act on the intents of several events together (an SQS batch; one event is a batch of one): one
     ownership check, every going-away node cordoned first, ONE read of the world, one plan of replacements
-    and one drain over all of them. A summary per event, in order."""
+    and one drain over all of them. A summary per event, in order. ``owners``: the ownership of the instances
+    checked already (``ownership_of``), else it is checked here."""
     started = time.monotonic() if started is None else started
     reports = [[InstanceReport(i.instance_id, i.kind) for i in intents] for _, intents in batch]
     chosen: dict[str, tuple[events.Intent, Slot]] = {}  # instance id -> what is acted on for it
@@ -193,7 +195,7 @@ def handle_events(
             reports[e][i], reason=f"acted on with event {chosen[intent.instance_id][0].event_id} of the same batch")
     acting = list(chosen.values())
     if acting:
-        done = _act(rt, [(intent, reports[e][i]) for intent, (e, i) in acting], deadline, reader, sleep)
+        done = _act(rt, [(intent, reports[e][i]) for intent, (e, i) in acting], deadline, reader, sleep, owners)
         for (_, (e, i)), report in zip(acting, done, strict=True):
             reports[e][i] = report
     seconds = round(time.monotonic() - started, 3)
@@ -216,16 +218,16 @@ def _act(
     deadline: float,
     reader: Callable[[Runtime], World],
     sleep: Callable[[float], None],
+    owners: Ownership | Exception | None = None,
 ) -> list[InstanceReport]:
     """classify ownership -> action_for -> act. Going-away instances are cordoned before the world is
     read (the slow part); a rebalance recommendation waits for it, as its NodePool decides. The final
     report of each of ``acting``, in order."""
     out = [report for _, report in acting]
-    ours = _owned(rt, acting, out)
+    ours = _owned(rt, acting, out, owners)
     if not ours:
         return out
     by_instance = _nodes_of(rt, [owned for _, _, owned in ours])
-    claims = _claims(rt) if by_instance else None
     recorder = EventRecorder(rt.api)
     started: dict[int, Work] = {}  # index in ``acting`` -> its work, whose report is the latest
     work: list[Work] = []
@@ -234,20 +236,21 @@ def _act(
     for k, intent, owned in ours:
         node = by_instance.get(intent.instance_id)
         if node is not None and intent.action == events.REBALANCE_RISK:
-            started[k] = Work(intent, owned, node, replace(out[k], node=node.name), claim_of_node(claims, node))
+            started[k] = Work(intent, owned, node, replace(out[k], node=node.name))
             rebalances.append(started[k])
             continue
         going.append((k, intent, owned, node))
-    # Every going-away node cordoned side by side: a batch of a hundred, one after the other, took longer
-    # than the notice leaves for it (#33.3).
-    marked = act.side_by_side(lambda g: _start(rt, recorder, g[1], out[g[0]], g[2], g[3],
-                                               claim_of_node(claims, g[3]) if g[3] else None),
-                              going, MARK_WORKERS, "nodescale-cordon")
+    # Every going-away node cordoned side by side, each in one write, before anything else is read (the
+    # NodeClaims, for the events, are read once the evictions are under way): a batch of a hundred took
+    # longer than the goal leaves for it (#33.3).
+    marked = act.side_by_side(lambda g: _start(rt, recorder, out[g[0]], g[1], g[2], g[3]), going, MARK_WORKERS,
+                              "nodescale-cordon")
     for (k, *_), (report, item) in zip(going, marked, strict=True):
         out[k] = report
         if item is not None:
             started[k] = item
             work.append(item)
+    _mark_offerings(rt, [(intent, owned, node) for _, intent, owned, node in going])
     if work or rebalances:
         _replace_and_drain(rt, recorder, work, rebalances, deadline, reader, sleep)
     for k, item in started.items():
@@ -264,9 +267,13 @@ def _replace_and_drain(
     reader: Callable[[Runtime], World],
     sleep: Callable[[float], None],
 ) -> None:
-    """Start evicting from the cordoned nodes, read the world once, then replace and drain them (and the
-    rebalances that opt in)."""
-    act.evict_at_once(rt, work, deadline)
+    """Start evicting from the cordoned nodes, say so, read the world once, then replace and drain them
+    (and the rebalances that opt in)."""
+    evicted = act.evict_at_once(rt, work, deadline)
+    claims = _claims(rt)
+    for item in [*work, *rebalances]:
+        item.claim = claim_of_node(claims, item.node)
+    act.say_evicted(rt, evicted)
     act.side_by_side(lambda item: act.announce_marked(recorder, item), work, MARK_WORKERS, "nodescale-events")
     try:
         world = reader(rt)
@@ -326,12 +333,26 @@ def _node_named(rt: Runtime, name: str | None) -> ClusterNode | None:
         return None
 
 
+def ownership_of(rt: Runtime, instance_ids: list[str]) -> Ownership | Exception | None:
+    """The instances' ownership, checked ahead (while a batch's records are claimed); what the check raised
+    is handed on, to fail the batch where the check is used, as a check made there would."""
+    try:
+        return classify(rt.aws.ec2, instance_ids, rt.cluster) if instance_ids else None
+    except Exception as exc:
+        return exc
+
+
 def _owned(
-    rt: Runtime, acting: list[tuple[events.Intent, InstanceReport]], out: list[InstanceReport]
+    rt: Runtime, acting: list[tuple[events.Intent, InstanceReport]], out: list[InstanceReport],
+    checked: Ownership | Exception | None = None,
 ) -> list[tuple[int, events.Intent, OwnedInstance]]:
     """The intents for this cluster's instances (with their index in ``acting``); the others are reported
-    ignored in ``out``, with why."""
-    owners = classify(rt.aws.ec2, [i.instance_id for i, _ in acting], rt.cluster)
+    ignored in ``out``, with why. ``checked``: ownership read already, used when it covers every instance."""
+    if isinstance(checked, Exception):
+        raise checked
+    ids = [i.instance_id for i, _ in acting]
+    covered = checked is not None and all(i in checked.owned or i in checked.not_ours for i in ids)
+    owners = checked if covered and checked is not None else classify(rt.aws.ec2, ids, rt.cluster)
     ours: list[tuple[int, events.Intent, OwnedInstance]] = []
     for k, (intent, report) in enumerate(acting):
         owned = owners.owned.get(intent.instance_id)
@@ -348,25 +369,29 @@ def _owned(
 def _start(
     rt: Runtime,
     recorder: EventRecorder,
-    intent: events.Intent,
     report: InstanceReport,
+    intent: events.Intent,
     owned: OwnedInstance,
     node: ClusterNode | None,
-    claim: ObjectRef | None = None,
 ) -> tuple[InstanceReport, Work | None]:
     """Act on an intent whose action needs no NodePool: its report so far, and the Work to replace and
-    drain, if any."""
+    drain, if any. Its events wait until every node of the batch is cordoned and evicting (#33.3)."""
     action = action_for(intent, node, None)
-    if action.mark_offering:
-        # Before anything else reads the offerings: nothing launches into a pool being reclaimed.
-        act.mark_offering(rt, owned)
     if node is None:
         return replace(report, reason=action.reason), None
-    item = Work(intent, owned, node, replace(report, node=node.name), claim)
-    # Its events wait until every node of the batch is cordoned and evicting (#33.3).
+    item = Work(intent, owned, node, replace(report, node=node.name))
     if action.step == Step.DRAIN and act.mark(rt, recorder, item, announce=False):
         return item.report, item
     return item.report, None
+
+
+def _mark_offerings(rt: Runtime, going: list[tuple[events.Intent, OwnedInstance, ClusterNode | None]]) -> None:
+    """The spot offerings being reclaimed, marked unavailable in one write for the batch. After the cordons
+    (one write a node mattered more than one for the batch) and before the first eviction makes a pod
+    pending that a launch could place: nothing launches into a pool being reclaimed."""
+    reclaimed = [owned for intent, owned, node in going if action_for(intent, node, None).mark_offering]
+    if reclaimed:
+        act.mark_offerings(rt, reclaimed)
 
 
 def _act_on_rebalance(rt: Runtime, recorder: EventRecorder, world: World, item: Work) -> bool:
