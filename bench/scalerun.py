@@ -486,6 +486,11 @@ class Run:
         # Records the function returned to the queue (none expected: a retry would be another invocation).
         failed = sum(len(r.get("batchItemFailures") or []) for r in responses)
         self.rec.retire("interruption")  # no more events: the containers go idle and Lambda reclaims them
+        # The figure is whole once every warned instance has ended: print it now, since the wait for every pod to
+        # run again can take far longer than the wave on a loaded machine (and may be stopped).
+        self.spot = self.env.spot_notices_ended()
+        for line in spotfigure.lines("spot notices", self.spot, self.batch_started):
+            self.log(f"  {line}")
         # The Deployments' pods, not every pod: the DaemonSet's go with their nodes, and consolidation may
         # remove nodes while the wave is handled (a count of every pod would never be reached again).
         expected = sum(d["spec"].get("replicas", 0) for d in workloads(self.nodes) if d["kind"] == "Deployment")
@@ -494,7 +499,6 @@ class Run:
             return not names & {n["metadata"]["name"] for n in self.cluster.managed_nodes()}
 
         self.until_running(phase, expected, with_disruption=True, done=gone)
-        self.spot = self.env.spot_notices_run_out()  # each node against its instance's end
         phase.seconds = time.monotonic() - started
         phase.detail += (f"; {len(wave)} of {len(spot)} spot nodes interrupted in {len(batches)} batches"
                          f"{f', {failed} records returned to the queue' if failed else ''}")

@@ -656,6 +656,17 @@ class Environment:
             record = self.spot_interruption_record()
         return record
 
+    def spot_notices_ended(self, timeout: float = 180.0) -> list[dict[str, Any]]:
+        """Wait, with the simulated clock running on its own, until sim has ended every warned instance as its
+        notice ran out (nothing moves the clock ahead: whatever drains the nodes meanwhile has its full
+        notice); past ``timeout`` the clock is moved past the notices still running. The record then."""
+        deadline = time.monotonic() + timeout
+        record = self.spot_interruption_record()
+        while any(e["endedAt"] is None for e in record) and time.monotonic() < deadline:
+            time.sleep(1.0)
+            record = self.spot_interruption_record()
+        return self.spot_notices_run_out() if any(e["endedAt"] is None for e in record) else record
+
     def lambda_invocations(self, take: bool = False) -> list[dict[str, Any]]:
         """The asynchronous Lambda invocations the functions asked for and nobody ran yet, oldest first
         (sim/aws/lambda_service.py); ``take``: also remove them from the queue, to run them."""
