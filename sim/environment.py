@@ -657,15 +657,17 @@ class Environment:
         return record
 
     def spot_notices_ended(self, timeout: float = 180.0) -> list[dict[str, Any]]:
-        """Wait, with the simulated clock running on its own, until sim has ended every warned instance as its
-        notice ran out (nothing moves the clock ahead: whatever drains the nodes meanwhile has its full
-        notice); past ``timeout`` the clock is moved past the notices still running. The record then."""
+        """Wait, with the simulated clock running on its own, while a warned node still holds evictable pods
+        and its notice runs (nothing moves the clock ahead of a drain under way); once every such node is
+        empty or ended (or past ``timeout``) the clock is moved past the notices left. The record then."""
+        def draining(entry: dict[str, Any]) -> bool:
+            return (entry["endedAt"] is None and bool(entry["evictablePods"])
+                    and entry.get("lastEvictablePodGoneAt") is None)
+
         deadline = time.monotonic() + timeout
-        record = self.spot_interruption_record()
-        while any(e["endedAt"] is None for e in record) and time.monotonic() < deadline:
+        while any(draining(e) for e in self.spot_interruption_record()) and time.monotonic() < deadline:
             time.sleep(1.0)
-            record = self.spot_interruption_record()
-        return self.spot_notices_run_out() if any(e["endedAt"] is None for e in record) else record
+        return self.spot_notices_run_out()
 
     def lambda_invocations(self, take: bool = False) -> list[dict[str, Any]]:
         """The asynchronous Lambda invocations the functions asked for and nobody ran yet, oldest first
