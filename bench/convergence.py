@@ -29,7 +29,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from bench import print_lines
-from bench.bound import daemonsets, groups_of, host_groups_of, lp_bound, mixed_deployments, on_demand_pool, type_rows
+from bench.bound import (
+    daemonsets,
+    groups_of,
+    host_groups_of,
+    lp_bound,
+    mixed_deployments,
+    on_demand_pool,
+    type_rows,
+)
 from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.pricing import ebs_prices
 from nodescale.disruption import planner
