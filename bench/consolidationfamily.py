@@ -12,7 +12,9 @@ runs, consolidation's simulator being the bin-packer) again and again, each run'
 the in-memory cluster (nodes removed, their pods placed by nodescale's scheduler on the other nodes and
 on new ones), until a run decides and marks nothing. The pool consolidates as soon as it can
 (``WhenEmptyOrUnderutilized``, ``consolidateAfter: 0s``) under Karpenter's default budget (10% of the
-nodes); spot-to-spot consolidation stays off, as Karpenter's feature gate is by default.
+nodes); spot-to-spot consolidation stays off, as Karpenter's feature gate is by default, so a spot mix's
+nodes can only be deleted, never replaced by cheaper spot nodes (the summary also prints the on-demand mixes
+alone).
 
 Printed per mix and as median and worst: the final price over a fresh LP bound of the pods left
 (``bench.bound.lp_bound``, hostname-bound groups one pod a node; goal at most 1.05), the planner runs
@@ -113,10 +115,13 @@ def summary(results: Sequence[Result]) -> list[str]:
     moved = sum(r.run.pods_moved for r in results)
     saved = sum(r.saved for r in results)
     met = max(ratios) <= TARGET
+    on_demand = [r.ratio for r in results if r.pool != "spot"]
     return [
         f"  final / fresh bound: median {statistics.median(ratios):.3f}, worst {max(ratios):.3f} "
         f"(target worst <= {TARGET}: {'met' if met else 'MISSED'}); at the start: median "
         f"{statistics.median(starts):.3f}, worst {max(starts):.3f}",
+        f"  on-demand mixes only ({len(on_demand)}): median "
+        + (f"{statistics.median(on_demand):.3f}, worst {max(on_demand):.3f}" if on_demand else "-"),
         f"  runs: median {statistics.median(r.run.runs for r in results):.0f}, most "
         f"{max(r.run.runs for r in results)}; not quiet: {sum(not r.run.quiet for r in results)}",
         f"  pods moved: {moved:,} in all for ${saved:,.2f}/h saved = {moved / saved if saved else 0:.1f} pods per $/h; "
