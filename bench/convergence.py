@@ -29,7 +29,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from bench import print_lines
-from bench.bound import daemonsets, groups_of, lp_bound, mixed_deployments, on_demand_pool, type_rows
+from bench.bound import (
+    daemonsets,
+    groups_of,
+    host_groups_of,
+    lp_bound,
+    mixed_deployments,
+    on_demand_pool,
+    type_rows,
+)
 from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.pricing import ebs_prices
 from nodescale.disruption import planner
@@ -152,9 +160,10 @@ class Cluster:
         return len(pods), len(plan.unschedulable)
 
 
-def consolidating_pool() -> NodePool:
-    """Workload (a)'s pool, consolidating as soon as it can, under Karpenter's default budget (10%)."""
-    pool = on_demand_pool()
+def consolidating_pool(pool: NodePool | None = None) -> NodePool:
+    """``pool`` (workload (a)'s by default), consolidating as soon as it can, under Karpenter's default budget
+    (10%)."""
+    pool = pool or on_demand_pool()
     disruption = dataclasses.replace(pool.disruption, consolidation_policy="WhenEmptyOrUnderutilized",
                                      consolidate_after_seconds=0.0)
     return dataclasses.replace(pool, disruption=disruption)
@@ -222,7 +231,9 @@ def converge(cluster: Cluster, max_runs: int = MAX_RUNS) -> Convergence:
     result.seconds = time.perf_counter() - started
     result.price_after = cluster.price
     rows = type_rows(pool, cluster.types, cluster.daemons)
-    result.bound = lp_bound(groups_of(cluster.pods()), rows)
+    # Hostname-bound groups (bench.scheduling's kinds) count one pod a node; workload (a) has none.
+    groups, one_per_node = host_groups_of(cluster.pods())
+    result.bound = lp_bound(groups, rows, one_per_node)
     return result
 
 

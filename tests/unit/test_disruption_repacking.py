@@ -176,3 +176,23 @@ def test_the_run_summary_lists_every_new_node_of_a_repack() -> None:
     entry = DecisionEntry.of(d, d.detail).to_json()
     assert [r["instanceType"] for r in entry["replacements"]] == ["c5.xlarge", "r5.xlarge"]
     assert entry["action"] == "replace" and entry["pods"] == 20
+
+
+def test_a_repack_of_every_node_the_budget_allows_is_tried_before_smaller_prefixes() -> None:
+    """#32 (consolidation on the family converges within 1.05 of a fresh bound): a repack's saving is not
+    monotone in how many nodes it takes. Here four half-used nodes repack onto cheaper ones only all together
+    (two or three of them would move pods for nothing); a binary search that halves after a failing middle
+    (three) never tried all four and left the cluster as it was."""
+    nodes = [view(n, "m5.xlarge", 0.2, pods=3) for n in "abcd"]
+
+    def sim(taken: Sequence[NodeView]) -> Simulation:
+        if len(taken) == 4:
+            return Simulation(replacements=[replacement(("r5.large", 0.13)), replacement(("c5.2xlarge", 0.34))])
+        if len(taken) == 1:
+            return Simulation(unschedulable=[("default/x", "no room")])
+        # Two or three nodes' pods need as many new nodes, no cheaper.
+        return Simulation(replacements=[replacement(("m5.xlarge", 0.2)) for _ in taken])
+
+    d = c.search(nodes, sim).decision
+    assert isinstance(d, Decision) and d.action == Action.REPLACE and sorted(d.nodes) == ["a", "b", "c", "d"]
+    assert abs(d.saving_per_hour - (0.8 - 0.47)) < 1e-9

@@ -4,7 +4,7 @@ The search is pure: it is handed a ``simulate(nodes)`` function (the use-case ru
 with those nodes gone) and decides from its answers. Multi-node consolidation comes first: the
 candidates, best savings per unit of disruption first (``savings_first``), are tried as ever longer prefixes by binary search, and the
 longest prefix that consolidates wins. Failing that, the repacking pass (``repacking``: the most
-wasteful nodes onto fewer, cheaper ones); then single nodes are tried one by one, the NodePools taking
+wasteful nodes onto fewer, cheaper ones; every node the budget allows first, then prefixes); then single nodes are tried one by one, the NodePools taking
 turns (``interleave_pools``), until one consolidates or the time allowed runs out.
 """
 
@@ -173,8 +173,8 @@ def search(
     if best is None and repack:
         # Beyond Karpenter: the most wasteful nodes repacked onto fewer, cheaper ones (disruption.repacking).
         wasteful = cap(wasteful_first(candidates))
-        best = _longest_prefix(wasteful, min(len(wasteful), max_multi),
-                               lambda nodes: attempt(nodes, evaluate_repack), stop, clock)
+        best = _whole_then_longest_prefix(wasteful, min(len(wasteful), max_multi),
+                                          lambda nodes: attempt(nodes, evaluate_repack), stop, clock)
     if best is not None:
         result.decision = best
         return result
@@ -210,3 +210,17 @@ def _longest_prefix(ordered: Sequence[NodeView], most: int, attempt: Callable[[S
         else:
             hi = mid - 1
     return best
+
+
+def _whole_then_longest_prefix(ordered: Sequence[NodeView], most: int,
+                               attempt: Callable[[Sequence[NodeView]], Decision | Refusal],
+                               stop: float, clock: Callable[[], float]) -> Decision | None:
+    """Repacking's first try is all ``most`` nodes, then the binary search below them. Its saving is not monotone
+    in the prefix (more nodes give the packer more pods to mix onto fewer, better-shaped nodes, and the 5%
+    is of their price), so a search that halves after a failing middle misses the whole set that repacks: after
+    a scale-down the cluster then stays dearer than a fresh plan though a budget's worth of nodes would do."""
+    if most >= 2 and clock() < stop:
+        outcome = attempt(ordered[:most])
+        if isinstance(outcome, Decision):
+            return outcome
+    return _longest_prefix(ordered, most - 1, attempt, stop, clock)
