@@ -135,15 +135,15 @@ def run(base: int = 0, count: int = MIXES) -> Iterator[str]:
     yield from summary(results)
 
 
-def arguments(argv: Sequence[str]) -> tuple[int, int]:
-    """BASE and COUNT from the command line, each a whole number (COUNT at least 1)."""
+def arguments(argv: Sequence[str], prog: str = "bench.boundfamily") -> tuple[int, int]:
+    """BASE and COUNT from the command line, each a whole number (COUNT at least 1); errors name ``prog``."""
     values = list(argv[1:3])
     if len(argv) > 3 or not all(v.isdigit() for v in values):
-        raise SystemExit(f"bench.boundfamily: usage: [BASE [COUNT]] (whole numbers), got {' '.join(argv[1:])!r}")
+        raise SystemExit(f"{prog}: usage: [BASE [COUNT]] (whole numbers), got {' '.join(argv[1:])!r}")
     base = int(values[0]) if values else 0
     count = int(values[1]) if len(values) > 1 else MIXES
     if count < 1:
-        raise SystemExit("bench.boundfamily: COUNT must be at least 1")
+        raise SystemExit(f"{prog}: COUNT must be at least 1")
     return base, count
 
 

@@ -141,5 +141,5 @@ def run(base: int = 0, count: int = MIXES) -> Iterator[str]:
 
 
 if __name__ == "__main__":
-    base, count = arguments(sys.argv)
+    base, count = arguments(sys.argv, "bench.consolidationfamily")
     print_lines(lambda: run(base, count))
