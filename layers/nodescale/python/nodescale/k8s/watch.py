@@ -112,6 +112,17 @@ class PendingBatcher:
         return batch
 
 
+@dataclass
+class FirstBatch(PendingBatcher):
+    """The batching rule for one batch only: once every pod of it was placed or deleted, it is due at
+    once (nothing is left to wait for), not left open for pods that might come later."""
+
+    def due_at(self) -> float | None:
+        if self._opened is not None and not self._new:
+            return self._opened
+        return super().due_at()
+
+
 @dataclass(frozen=True)
 class JoinedNodes:
     """Nodes that joined (or still wait for registration) since the last delivery, by name."""
@@ -322,15 +333,49 @@ def watch_pending_pods(
     rather than dropped. Errors that retrying cannot fix (401/403/404...) raise; connection drops and
     5xx answers are retried with backoff behind the scenes.
     """
-    batcher = PendingBatcher(quiet=quiet, max_wait=max_wait)
-    listed = list_pods(api, namespace, field_selector=PENDING_FIELD_SELECTOR)
-    batcher.replace_all(listed.items, clock())
+    batcher, version = _listed_batcher(api, namespace, PendingBatcher(quiet=quiet, max_wait=max_wait), clock)
     messages: queue.Queue = queue.Queue()
-    readers: list[WatchReader] = [PendingWatchReader(api, namespace, listed.resource_version, deadline, messages, clock)]
+    readers: list[WatchReader] = [PendingWatchReader(api, namespace, version, deadline, messages, clock)]
     joins = NodeJoins()
     if nodes:
         readers.append(_node_reader(api, joins, deadline, messages, clock))
     yield from _deliver(batcher, joins, messages, readers, deadline, clock)
+
+
+def settled_pending_pods(
+    api: ApiClient,
+    deadline: float | None = None,
+    *,
+    namespace: str | None = None,
+    quiet: float = QUIET_SECONDS,
+    max_wait: float = MAX_BATCH_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
+) -> PendingBatch | None:
+    """The first batch :func:`watch_pending_pods` would deliver: the provisionable pods once none has
+    become provisionable for ``quiet`` seconds (``max_wait`` after the listing at most, never past
+    ``deadline``, a ``clock()`` time), so a one-pass run plans a burst the scheduler is still marking as
+    a whole, as the watch does. None at once when no pod is pending: there is no burst to wait for."""
+    batcher, version = _listed_batcher(api, namespace, FirstBatch(quiet=quiet, max_wait=max_wait), clock)
+    if batcher.due_at() is None:
+        return None
+    deadline = clock() + max_wait if deadline is None else min(deadline, clock() + max_wait)
+    messages: queue.Queue = queue.Queue()
+    reader = PendingWatchReader(api, namespace, version, deadline, messages, clock)
+    batches = _deliver(batcher, NodeJoins(), messages, [reader], deadline, clock)
+    try:
+        first = next(batches, None)
+    finally:
+        batches.close()  # stops the watch
+    return first if isinstance(first, PendingBatch) else None
+
+
+def _listed_batcher(
+    api: ApiClient, namespace: str | None, batcher: PendingBatcher, clock: Callable[[], float]
+) -> tuple[PendingBatcher, str]:
+    """``batcher`` opened on the pods pending now (they form its first batch), and the list's resourceVersion."""
+    listed = list_pods(api, namespace, field_selector=PENDING_FIELD_SELECTOR)
+    batcher.replace_all(listed.items, clock())
+    return batcher, listed.resource_version
 
 
 def watch_joining_nodes(
