@@ -2,7 +2,8 @@
 
 A batch opens when a pod becomes provisionable and closes after 1 s with no further new pod or
 10 s after it opened, whichever comes first, so a burst of pods is planned together while a single
-pod still waits only about a second.
+pod still waits only about a second. The one-pass provisioner waits for the first batch the same way
+(:func:`settled_pending_pods`) before it plans.
 
 Nodes joining (added, or still carrying ``karpenter.sh/unregistered``) are delivered as they come
 (:class:`JoinedNodes`), at most ``JOIN_SECONDS`` after the event, so the provisioner registers them
@@ -355,7 +356,9 @@ def settled_pending_pods(
     become provisionable for ``quiet`` seconds (``max_wait`` after the listing at most, never past
     ``deadline``, a ``clock()`` time), so a one-pass run plans a burst the scheduler is still marking as
     a whole, as the watch does. None at once when no pod is pending: there is no burst to wait for."""
-    batcher, version = _listed_batcher(api, namespace, FirstBatch(quiet=quiet, max_wait=max_wait), clock)
+    # From the API server's watch cache ("0"), as the world's read of the pending pods: no etcd read per
+    # run, and the watch from its version brings whatever came after it.
+    batcher, version = _listed_batcher(api, namespace, FirstBatch(quiet=quiet, max_wait=max_wait), clock, "0")
     if batcher.due_at() is None:
         return None
     deadline = clock() + max_wait if deadline is None else min(deadline, clock() + max_wait)
@@ -370,10 +373,11 @@ def settled_pending_pods(
 
 
 def _listed_batcher(
-    api: ApiClient, namespace: str | None, batcher: PendingBatcher, clock: Callable[[], float]
+    api: ApiClient, namespace: str | None, batcher: PendingBatcher, clock: Callable[[], float],
+    resource_version: str | None = None,
 ) -> tuple[PendingBatcher, str]:
     """``batcher`` opened on the pods pending now (they form its first batch), and the list's resourceVersion."""
-    listed = list_pods(api, namespace, field_selector=PENDING_FIELD_SELECTOR)
+    listed = list_pods(api, namespace, field_selector=PENDING_FIELD_SELECTOR, resource_version=resource_version)
     batcher.replace_all(listed.items, clock())
     return batcher, listed.resource_version
 
