@@ -30,7 +30,10 @@ def handler(event: dict[str, Any], context: Any, rt: Runtime) -> dict[str, Any]:
         logger.error("event field mode=%r: allowed are 'watch' and 'poll'", mode)
         return {"error": f"event field mode={mode!r}: allowed are 'watch' and 'poll'"}
     if mode == "poll":
-        summary = provision.provision_once(rt, dry_run=dry_run)
+        # The pass waits for a burst of pending pods to settle, within the invocation's time.
+        left = lambda_support.seconds_left(context, MARGIN_SECONDS)
+        summary = provision.provision_once(rt, dry_run=dry_run,
+                                           deadline=None if left is None else lambda_support.deadline_in(left))
     else:
         summary = provision.provision_watch(rt, watch_deadline(rt.settings.watch_seconds, context), dry_run=dry_run)
     answer = summary.to_json()

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from nodescale.k8s import listing
-from nodescale.k8s.watch import PendingWatchReader, watch_pending_pods
+from nodescale.k8s.watch import PendingWatchReader, settled_pending_pods, watch_pending_pods
 from sim.kube.store import Store
 from tests.integration import helpers
 from tests.integration.helpers import create_pod, new_namespace, serve
@@ -133,3 +133,35 @@ def test_listing_many_pods_page_by_page(tmp_path):
         server.stop()
     assert len({(p["metadata"]["namespace"], p["metadata"]["name"]) for p in result.items}) == count
     assert len(grouped) == 500 and all(len(v) == 10 for v in grouped.values())
+
+
+def test_settled_pending_pods_returns_a_burst_arriving_in_two_halves_as_one_batch(sim):
+    """#32 Bursts: the one-pass provisioner's wait is the watch's first batch: pods created 0.5 s after it
+    started join the ones pending then, and it returns a quiet second after the last of them."""
+    _, _, api, admin = sim
+    ns = new_namespace(admin, "w-")
+    create_pod(admin, unschedulable(ns, "first"))
+
+    def second_half() -> None:
+        create_pod(admin, unschedulable(ns, "second"))
+        created.append(time.monotonic())
+
+    created: list[float] = []
+    timer = threading.Timer(0.5, second_half)
+    timer.start()
+    batch = settled_pending_pods(api, time.monotonic() + 5.0, namespace=ns)
+    returned = time.monotonic()
+    timer.join()
+
+    assert batch is not None
+    assert sorted(p["metadata"]["name"] for p in batch.pending) == ["first", "second"]
+    assert 0.8 <= returned - created[0] < 2.5
+
+
+def test_settled_pending_pods_returns_none_at_once_when_nothing_is_pending(sim):
+    """#32 Bursts: with no pod pending there is no burst to wait for."""
+    _, _, api, admin = sim
+    ns = new_namespace(admin, "w-")
+    started = time.monotonic()
+    assert settled_pending_pods(api, time.monotonic() + 5.0, namespace=ns) is None
+    assert time.monotonic() - started < 0.8  # less than the quiet second a batch waits for

@@ -10,7 +10,7 @@ from nodescale.k8s.drain import drain_started_at
 from nodescale.k8s.events import ObjectRef, event_name
 from nodescale.k8s.listing import group_by_node, is_provisionable
 from nodescale.k8s.nodes import instance_id, parse_provider_id, provider_id, readiness
-from nodescale.k8s.watch import NodeJoins, PendingBatcher
+from nodescale.k8s.watch import FirstBatch, NodeJoins, PendingBatcher
 
 UNSCHEDULABLE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
 
@@ -131,6 +131,16 @@ class TestBatching:
         b.observe("ADDED", pending("b"), 0.3)
         b.observe("DELETED", pending("b"), 0.4)
         assert b.due_at() is None and not b.pending
+
+    def test_a_first_batch_whose_pods_were_all_placed_is_due_at_once(self):
+        """#32 Bursts: the one-pass provisioner waits for a burst, not for pods that may never come."""
+        b = FirstBatch()
+        b.replace_all([pending("a"), pending("b")], 0.0)
+        assert b.due_at() == 1.0
+        b.observe("MODIFIED", pending("a", spec__nodeName="n1"), 0.2)
+        b.observe("DELETED", pending("b"), 0.3)
+        assert b.due_at() == 0.0
+        assert b.take(0.3).pending == []
 
     def test_pending_keeps_pods_from_earlier_batches(self):
         b = PendingBatcher()

@@ -2,7 +2,8 @@
 
 A batch opens when a pod becomes provisionable and closes after 1 s with no further new pod or
 10 s after it opened, whichever comes first, so a burst of pods is planned together while a single
-pod still waits only about a second.
+pod still waits only about a second. The one-pass provisioner waits for the first batch the same way
+(:func:`settled_pending_pods`) before it plans.
 
 Nodes joining (added, or still carrying ``karpenter.sh/unregistered``) are delivered as they come
 (:class:`JoinedNodes`), at most ``JOIN_SECONDS`` after the event, so the provisioner registers them
@@ -110,6 +111,17 @@ class PendingBatcher:
         self._new = {}
         self._opened = None
         return batch
+
+
+@dataclass
+class FirstBatch(PendingBatcher):
+    """The batching rule for one batch only: once every pod of it was placed or deleted, it is due at
+    once (nothing is left to wait for), not left open for pods that might come later."""
+
+    def due_at(self) -> float | None:
+        if self._opened is not None and not self._new:
+            return self._opened
+        return super().due_at()
 
 
 @dataclass(frozen=True)
@@ -322,15 +334,52 @@ def watch_pending_pods(
     rather than dropped. Errors that retrying cannot fix (401/403/404...) raise; connection drops and
     5xx answers are retried with backoff behind the scenes.
     """
-    batcher = PendingBatcher(quiet=quiet, max_wait=max_wait)
-    listed = list_pods(api, namespace, field_selector=PENDING_FIELD_SELECTOR)
-    batcher.replace_all(listed.items, clock())
+    batcher, version = _listed_batcher(api, namespace, PendingBatcher(quiet=quiet, max_wait=max_wait), clock)
     messages: queue.Queue = queue.Queue()
-    readers: list[WatchReader] = [PendingWatchReader(api, namespace, listed.resource_version, deadline, messages, clock)]
+    readers: list[WatchReader] = [PendingWatchReader(api, namespace, version, deadline, messages, clock)]
     joins = NodeJoins()
     if nodes:
         readers.append(_node_reader(api, joins, deadline, messages, clock))
     yield from _deliver(batcher, joins, messages, readers, deadline, clock)
+
+
+def settled_pending_pods(
+    api: ApiClient,
+    deadline: float | None = None,
+    *,
+    namespace: str | None = None,
+    quiet: float = QUIET_SECONDS,
+    max_wait: float = MAX_BATCH_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
+) -> PendingBatch | None:
+    """The first batch :func:`watch_pending_pods` would deliver: the provisionable pods once none has
+    become provisionable for ``quiet`` seconds (``max_wait`` after the listing at most, never past
+    ``deadline``, a ``clock()`` time), so a one-pass run plans a burst the scheduler is still marking as
+    a whole, as the watch does. None at once when no pod is pending: there is no burst to wait for."""
+    # From the API server's watch cache ("0"), as the world's read of the pending pods: no etcd read per
+    # run, and the watch from its version brings whatever came after it.
+    batcher, version = _listed_batcher(api, namespace, FirstBatch(quiet=quiet, max_wait=max_wait), clock, "0")
+    if batcher.due_at() is None:
+        return None
+    deadline = clock() + max_wait if deadline is None else min(deadline, clock() + max_wait)
+    messages: queue.Queue = queue.Queue()
+    reader = PendingWatchReader(api, namespace, version, deadline, messages, clock)
+    batches = _deliver(batcher, NodeJoins(), messages, [reader], deadline, clock)
+    try:
+        first = next(batches, None)
+    finally:
+        batches.close()  # stops the watch
+    return first if isinstance(first, PendingBatch) else None
+
+
+def _listed_batcher(
+    api: ApiClient, namespace: str | None, batcher: PendingBatcher, clock: Callable[[], float],
+    resource_version: str | None = None,
+) -> tuple[PendingBatcher, str]:
+    """``batcher`` opened on the pods pending now (they form its first batch), and the list's resourceVersion."""
+    listed = list_pods(api, namespace, field_selector=PENDING_FIELD_SELECTOR, resource_version=resource_version)
+    batcher.replace_all(listed.items, clock())
+    return batcher, listed.resource_version
 
 
 def watch_joining_nodes(
