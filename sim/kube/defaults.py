@@ -129,6 +129,11 @@ def apply_create_defaults(resource: str, obj: dict[str, Any], uid: str) -> None:
         spec.setdefault("updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
         spec.setdefault("revisionHistoryLimit", 10)
         spec.setdefault("persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"})
+        # The API server writes a new StatefulSet's status as created: its replicas and availableReplicas are
+        # not omitempty, so a client reads 0 there, never a missing status.
+        status = obj.setdefault("status", {})
+        status.setdefault("replicas", 0)
+        status.setdefault("availableReplicas", 0)
         _template_defaults(obj)
     elif resource == "apps/v1/daemonsets":
         spec = obj.setdefault("spec", {})

@@ -157,6 +157,10 @@ def test_replacements_after_an_interruption_keep_the_split(sim: Environment, ns:
     launches = provisioning.provision_once(rt).launches
     assert sorted(x.capacity_type for x in launches) == ["on-demand", "spot"]
     wait_for("two Ready nodes", lambda: len([n for n in managed_nodes(sim) if _ready(n)]) == 2, timeout=60)
+    # Each pod on its node before the warning: a Ready node may still carry karpenter.sh/unregistered, and a
+    # warning for a node not yet holding its pod has nothing to move (seen under CI's load).
+    wait_for("both pods running", lambda: len([p for p in helpers.pods(sim, ns)
+                                               if (p.get("status") or {}).get("phase") == "Running"]) == 2, timeout=60)
     by_type = {x.capacity_type: x.instance_id for x in launches}
 
     spot_replacement = _replacement(rt, _event(sim, "spot-interruption-warning.json", by_type["spot"]))

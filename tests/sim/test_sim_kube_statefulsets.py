@@ -107,3 +107,13 @@ def test_scaling_a_statefulset_down_removes_the_highest_ordinals_and_keeps_their
     assert status.ready_replicas == 1
     assert {c.metadata.name for c in kube.core.list_namespaced_persistent_volume_claim(ns).items} == {
         "data-web-0", "data-web-1", "data-web-2"}
+
+
+def test_a_new_statefulset_reads_zero_replicas_in_its_status_not_none(kube: KubeHarness) -> None:
+    """The API server resets a created StatefulSet's status to the empty one, whose replicas and
+    availableReplicas are not omitempty (k8s.io/api apps/v1 StatefulSetStatus): a client reading it at once
+    gets 0, never a missing status (a CI run's wait on readyReplicas met None here)."""
+    ns, tag = kube.namespace(), uuid.uuid4().hex[:6]
+    body = _statefulset("idle", 0, f"gp3-{tag}", {"test": tag})
+    created = kube.apps.create_namespaced_stateful_set(ns, body)
+    assert created.status is not None and (created.status.replicas, created.status.available_replicas) == (0, 0)
