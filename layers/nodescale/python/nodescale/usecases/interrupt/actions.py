@@ -261,13 +261,11 @@ def _first_round(rt: Runtime, item: Work, now: datetime, limit: int
     """The node's pods, listed, and the first ``limit`` of them evicted."""
     try:
         raw = listing.pods_on_node(rt.api, item.name)
-        result = k8s_drain.drain_round(rt.api, item.name, involuntary=True, pods=raw, now=lambda: now,
-                                       grace_period_seconds=terminate.notice_grace_cap(item.node, now), limit=limit)
     except ApiException as exc:
-        log.warning("first eviction round failed: the drain rounds carry on", extra={"node": item.name,
-                                                                                       "status": exc.status})
+        _round_failed(item, exc)
         return None
-    return raw, result
+    result = _round(rt, item, raw, now, limit)
+    return None if result is None else (raw, result)
 
 
 def _rest_of_round(rt: Runtime, item: Work, first: tuple[list[dict[str, Any]], drain_policy.DrainResult],
@@ -275,14 +273,23 @@ def _rest_of_round(rt: Runtime, item: Work, first: tuple[list[dict[str, Any]], d
     """The rest of the node's first round: its listed pods but those the first step took."""
     raw, result = first
     taken = {*result.evicted, *result.deleted}
-    left = [pod for pod in raw if _key(pod) not in taken]
+    return _round(rt, item, [pod for pod in raw if _key(pod) not in taken], now)
+
+
+def _round(rt: Runtime, item: Work, pods: list[dict[str, Any]], now: datetime, limit: int | None = None
+           ) -> drain_policy.DrainResult | None:
+    """One eviction round over ``pods`` of the node (None if the API server refused it)."""
     try:
-        return k8s_drain.drain_round(rt.api, item.name, involuntary=True, pods=left, now=lambda: now,
-                                     grace_period_seconds=terminate.notice_grace_cap(item.node, now))
+        return k8s_drain.drain_round(rt.api, item.name, involuntary=True, pods=pods, now=lambda: now,
+                                     grace_period_seconds=terminate.notice_grace_cap(item.node, now), limit=limit)
     except ApiException as exc:
-        log.warning("first eviction round failed: the drain rounds carry on", extra={"node": item.name,
-                                                                                       "status": exc.status})
+        _round_failed(item, exc)
         return None
+
+
+def _round_failed(item: Work, exc: ApiException) -> None:
+    log.warning("first eviction round failed: the drain rounds carry on", extra={"node": item.name,
+                                                                                   "status": exc.status})
 
 
 def _key(raw: dict[str, Any]) -> str:
