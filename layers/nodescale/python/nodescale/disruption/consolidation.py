@@ -219,8 +219,9 @@ def _whole_then_longest_prefix(ordered: Sequence[NodeView], most: int,
     in the prefix (more nodes give the packer more pods to mix onto fewer, better-shaped nodes, and the 5%
     is of their price), so a search that halves after a failing middle misses the whole set that repacks: after
     a scale-down the cluster then stays dearer than a fresh plan though a budget's worth of nodes would do."""
-    if most >= 2 and clock() < stop:
-        outcome = attempt(ordered[:most])
-        if isinstance(outcome, Decision):
-            return outcome
+    if most < 2 or clock() >= stop:
+        return _longest_prefix(ordered, most, attempt, stop, clock)
+    outcome = attempt(ordered[:most])
+    if isinstance(outcome, Decision):
+        return outcome
     return _longest_prefix(ordered, most - 1, attempt, stop, clock)
