@@ -87,6 +87,7 @@ class Kubelet:
         self._foreign: dict[str, float] = {}  # instance id -> when to look at its tags again
         self._template_roots: dict[tuple[str, str], int | None] = {}
         self._lock = threading.Lock()
+        self.polls = 0  # passes completed: a caller that changed instances waits for two to see them applied
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -108,6 +109,7 @@ class Kubelet:
             started = time.monotonic()
             try:
                 self.poll_once()
+                self.polls += 1
             except Exception:  # keep simulating: a transient moto/store error must not kill the nodes
                 log.exception("kubelet poll failed")
             # With thousands of instances a poll costs real CPU, shared with the API server: back off,
@@ -134,6 +136,7 @@ class Kubelet:
             "rejected": {m["instance_id"]: m["reason"] for m in members if m["phase"] == "rejected"},
             "other_nodes": other,
             "untagged_instances": untagged,
+            "polls": self.polls,
         }
 
     # one pass --------------------------------------------------------------------------------------
@@ -174,6 +177,8 @@ class Kubelet:
         described = self._ec2.describe_instances(InstanceIds=instance_ids)
         for reservation in described["Reservations"]:
             for instance in reservation["Instances"]:
+                if (instance.get("State") or {}).get("Name") != "running":
+                    continue  # ended since the states were listed: no kubelet is left to register it
                 tags = {t["Key"]: t["Value"] for t in instance.get("Tags") or []}
                 if tags.get(OWNERSHIP_TAG) == self.cluster:
                     ours.append(instance)

@@ -194,6 +194,7 @@ def empty(env: Environment, *, keep_pools: bool = False, node_timeout: float = 3
             delete_quietly(api, f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}",
                            body={"gracePeriodSeconds": 0})
     ours = instance_ids(env)
+    polls = env.kubelet()["polls"]
     if ours:
         env.boto3_client("ec2").terminate_instances(InstanceIds=ours)
     if not keep_pools:
@@ -202,6 +203,9 @@ def empty(env: Environment, *, keep_pools: bool = False, node_timeout: float = 3
     dynamodb = env.boto3_client("dynamodb")
     for item in dynamodb.scan(TableName=table).get("Items") or []:
         dynamodb.delete_item(TableName=table, Key={"pk": item["pk"]})
+    # A Node the kubelet was registering as the instances ended shows up after them: two of its passes
+    # later, every Node of an ended instance has been made and deleted (else the next test counts it in flight).
+    wait_for("two kubelet passes", lambda: env.kubelet()["polls"] >= polls + 2, timeout=node_timeout)
     wait_for("the test's nodes to go", lambda: not _released(api, managed_nodes(env)), timeout=node_timeout)
     # NodeClaims of the instances just terminated: one whose Node never registered would stand in flight for the
     # next test (no pass of the product runs here to delete it after its registration TTL).

@@ -259,3 +259,25 @@ def test_a_stopped_instance_turns_its_node_not_ready_until_it_starts_again(
     finally:
         ec2.terminate_instances(InstanceIds=[instance["InstanceId"]])
     wait_for("the node to be removed", lambda: read_node(core, name) is None, timeout=10)
+
+
+def test_an_instance_that_ends_between_the_kubelets_state_list_and_its_describe_never_registers(
+    sim: Environment,
+) -> None:
+    """A kubelet is gone with its instance: an instance listed running and terminated before it was described
+    gets no Node. Before, the kubelet registered it from its stale list (the Node lived until the next pass
+    deleted it), and a test starting in that window counted the NotReady Node as capacity in flight (the CI
+    failures of test_node_labels and test_interruption's impostor test on 5abd433)."""
+    from sim.clock import Clock
+    from sim.kube.store import Store
+    from sim.nodes.kubelet import Kubelet
+
+    image = ssm_image(sim, "/aws/service/eks/optimized-ami/1.31/amazon-linux-2/recommended/image_id")
+    instance = launch(sim, image, AL2_USER_DATA.format(team="ended"), "m5.large", "us-east-1b")
+    iid = instance["InstanceId"]
+    sim.boto3_client("ec2").terminate_instances(InstanceIds=[iid])
+    store = Store(Clock())
+    kubelet = Kubelet(store, store.clock, sim.state["moto_url"], sim.cluster, ready_delay=0)
+    kubelet._states = lambda: {iid: "running"}  # type: ignore[method-assign]  # listed before it ended
+    kubelet.poll_once()
+    assert store.list("v1/nodes") == [] and iid not in kubelet.status()["nodes"].values()
