@@ -711,6 +711,42 @@ def test_a_batch_starts_evicting_from_every_warned_node_before_it_reads_the_worl
     assert not nodes_of(moved) & set(ids)
 
 
+def test_a_batch_terminates_its_drained_nodes_while_the_world_is_read_and_the_replacements_planned(
+    sim: Environment, rt: Runtime, ns: str
+) -> None:
+    """#33.3: the drain does not wait for the world's read or the replacements' launch (at 2,000 nodes the two
+    kept a batch's drained instances running, and the invocation past its 150 s timeout). Restates
+    aws/karpenter-provider-aws pkg/controllers/interruption/suite_test.go, "should delete the NodeClaim when
+    receiving a spot interruption warning": the node's termination runs straight away and the provisioner
+    launches for the pods that go Pending. Here the read of the world is held until every warned node's
+    instance is terminated (30 s at most): they are, and the replacements are still planned from that read,
+    one each. On the old code the world was read before the drain, and no instance was terminated yet."""
+    ids = three_nodes_one_pod_each(sim, rt, ns)
+    warnings = [event("spot-interruption-warning.json", iid, sim) for iid in ids.values()]
+    terminated_at_read: list[bool] = []
+
+    def all_terminated() -> bool:
+        calls = [json.dumps(c) for c in sim.aws_calls(service="ec2", action="TerminateInstances")]
+        return all(any(iid in call for call in calls) for iid in ids.values())
+
+    def reader(runtime_: Runtime) -> Any:
+        held_until = time.monotonic() + 30
+        while not all_terminated() and time.monotonic() < held_until:
+            time.sleep(0.2)
+        terminated_at_read.append(all_terminated())
+        return interrupting.read_world_cached(runtime_)
+
+    response = interrupt_batch.process_batch(
+        invoke.sqs_batch(warnings), rt.settings, lambda: rt, account=ACCOUNT,
+        deadline_monotonic=time.monotonic() + 90, reader=reader)
+    assert terminated_at_read == [True]
+    reports = [r for _, e in response.records for r in e.instances]
+    assert all(r.action == interrupting.DRAINED and r.instance_terminated for r in reports), reports
+    assert sum(len(r.replacement.launched) for r in reports) == 3, [r.replacement for r in reports]
+    moved = wait_running(sim, ns, 3)
+    assert not nodes_of(moved) & set(ids)
+
+
 def test_a_batch_cordons_each_warned_node_in_one_write_on_the_node_it_read_by_name(
     sim: Environment, rt: Runtime, ns: str
 ) -> None:

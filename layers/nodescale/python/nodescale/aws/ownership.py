@@ -15,6 +15,7 @@ from typing import Any
 
 from ..model import labels as wk
 from ..model import nodelabels
+from ..model.instance import ManagedInstance
 from . import tags as tagging
 
 # States in which the instance no longer runs its pods: waiting for them to drain is pointless.
@@ -33,6 +34,11 @@ class OwnedInstance:
     nodepool: str | None
     # EC2's PrivateDnsName: the Node's name on EKS (kubelet registers under it), "" when EC2 gives none.
     private_dns_name: str = ""
+
+    def managed(self) -> ManagedInstance:
+        """The instance as a read of this cluster's instances gives it (no launch time or tags known here)."""
+        return ManagedInstance(self.instance_id, self.instance_type, self.zone, self.capacity_type, self.nodepool,
+                               self.state, None, private_dns_name=self.private_dns_name)
 
     @property
     def running_pods(self) -> bool:

@@ -23,6 +23,7 @@ from ..aws import instances as ec2_instances
 from ..aws import launchfailures, pricing
 from ..aws.launchfailures import LaunchFailure
 from ..config.errors import ConfigError
+from ..config.loader import ConfigResult
 from ..k8s import listing, podcache
 from ..k8s.buffer_templates import read_buffer_sources
 from ..k8s.events import WARNING, EventRecorder, ObjectRef
@@ -333,11 +334,7 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     started = time.perf_counter()
     settings = rt.settings
     now = clock.now()
-    config = load_all(
-        ssm_client=rt.aws.ssm if "ssm" in settings.nodepool_sources else None,
-        ssm_path=settings.nodepool_parameter_path if "ssm" in settings.nodepool_sources else None,
-        custom_objects_api=rt.custom if "cluster" in settings.nodepool_sources else None,
-    )
+    config = _read_config(rt)
     report_config_errors(rt, config.errors)
     gates = settings.feature_gates
     # Karpenter runs no NodeOverlay or CapacityBuffer controller with their gates off: the objects are not read.
@@ -376,6 +373,20 @@ def read_world(rt: Runtime, *, include_pods: bool = True, pod_cache: bool = Fals
     log.debug("world read", extra={"seconds": round(time.perf_counter() - started, 3), "nodes": len(world.nodes),
                                    "pods": len(pods), "instances": len(world.instances)})
     return world
+
+
+def _read_config(rt: Runtime) -> ConfigResult:
+    settings = rt.settings
+    return load_all(
+        ssm_client=rt.aws.ssm if "ssm" in settings.nodepool_sources else None,
+        ssm_path=settings.nodepool_parameter_path if "ssm" in settings.nodepool_sources else None,
+        custom_objects_api=rt.custom if "cluster" in settings.nodepool_sources else None,
+    )
+
+
+def read_nodepools(rt: Runtime) -> dict[str, NodePool]:
+    """The valid NodePools alone (the bad ones are reported by the next full read of the world)."""
+    return dict(_read_config(rt).nodepools)
 
 
 def refresh_instances(world: World, ec2: Any) -> World:
@@ -459,16 +470,6 @@ def _pending_not_older(rt: Runtime, version: str) -> listing.ListResult:
         rt.api, field_selector=listing.PENDING_FIELD_SELECTOR,
         resource_version=version or "0", resource_version_match="NotOlderThan" if version else None,
     )
-
-
-def read_nodes_and_pods(rt: Runtime) -> World:
-    """Nodes, pods and PDBs only: enough to drain when the rest (configuration, EC2) cannot be read."""
-    pods = listing.list_pods(rt.api).items
-    pods_by_node, pending, pod_errors = _sort_pods(pods)
-    return World(now=clock.now(), cluster=rt.settings.cluster_name, gates=rt.settings.feature_gates,
-                 nodes=[ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items],
-                 waiting=waiting_pods(pods),
-                 pods_by_node=pods_by_node, pending=pending, pod_errors=pod_errors, pdbs=read_pdbs_listed(rt))
 
 
 def read_pdbs_listed(rt: Runtime) -> list[PodDisruptionBudget]:

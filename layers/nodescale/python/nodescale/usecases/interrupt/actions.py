@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -122,6 +123,8 @@ class Work:
     claim: ObjectRef | None = None  # the Node's NodeClaim, which Karpenter's events name too
     evicted_pods: list[Pod] = field(default_factory=list)  # evicted before the world was read, still to place
     evicted_at: datetime | None = None  # when that first eviction round started
+    # The drain and the replacement plan update the report from two threads (``handle._replace_and_drain``).
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -129,7 +132,8 @@ class Work:
 
     def update(self, **changes: Any) -> None:
         """The instance's report, with ``changes``: the report is frozen, the work item holds the latest one."""
-        self.report = dataclasses.replace(self.report, **changes)
+        with self._lock:
+            self.report = dataclasses.replace(self.report, **changes)
 
 
 def side_by_side(run: Callable[[T], R], items: Sequence[T], workers: int, name: str) -> list[R]:

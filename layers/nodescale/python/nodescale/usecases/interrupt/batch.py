@@ -13,7 +13,7 @@ record, in order:
   a second copy of an event in the same batch is answered with the first's summary.
 
 The intents of all the remaining events are acted on together (``interrupt.handle_events``): one ownership
-check, every node cordoned first, ONE read of the world, one plan of replacements, one drain. Each event's
+check, every node cordoned first, one drain and beside it ONE read of the world and one plan of replacements. Each event's
 summary is saved in its idempotency record.
 
 The answer is Lambda's partial batch response, ``{"batchItemFailures": [{"itemIdentifier": messageId}]}``,

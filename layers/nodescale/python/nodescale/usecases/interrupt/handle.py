@@ -9,10 +9,12 @@
 For an instance this cluster owns (``nodescale.io/cluster`` tag) whose Node is registered:
 
 - spot interruption warning, AWS Health scheduledChange, state change to stopping / stopped /
-  shutting-down / terminated: taint ``karpenter.sh/disrupted:NoSchedule`` and cordon at once, then
-  launch replacement capacity for the node's pods (same bin-packer and launch path as the
-  provisioner, the failing spot offering excluded), then drain (PDB-paced evictions, retried with
-  backoff in this invocation), and when empty terminate the instance and delete the Node. A spot
+  shutting-down / terminated: taint ``karpenter.sh/disrupted:NoSchedule`` and cordon at once, evict
+  a first round of pods, then drain (PDB-paced evictions, retried with backoff in this invocation; when
+  empty terminate the instance and delete the Node) while, beside the drain, the world is read and
+  replacement capacity launched for the node's pods (same bin-packer and launch path as the
+  provisioner, the failing spot offering excluded; nothing launched with too little time left, the
+  provisioner then places the pending pods). A spot
   warning also marks its offering unavailable in the shared table for the offering TTL (3 minutes).
 - rebalance recommendation: a Kubernetes event on the node and a metric. A NodePool opts in to
   treating it like a spot warning with the annotation ``nodescale.io/rebalance: interrupt`` in its
@@ -36,9 +38,11 @@ The flow per event: parse once (``interruption.events``) -> classify ownership (
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -58,7 +62,7 @@ from ...model.node import ClusterNode, trust_nodes
 from ...model.nodepool import NodePool
 from ...runtime import Runtime
 from ...settings import Settings
-from ..world import World, read_nodes_and_pods, read_world
+from ..world import World, read_nodepools, read_world
 from . import actions as act
 from . import zonal_shift
 from .actions import InstanceReport, Work
@@ -76,6 +80,10 @@ Slot = tuple[int, int]  # an intent's place in a batch: (event, intent of the ev
 # Nodes read, and going-away nodes cordoned, side by side in a batch (each a few API calls): as many at
 # once as the client keeps connections for.
 MARK_WORKERS = k8s_client.POOL_MAXSIZE
+
+# A replacement is not launched with less time than this left before the drain's deadline (a launch at scale
+# takes seconds; past the deadline the invocation would outlive its timeout).
+LAUNCH_SECONDS = 5.0
 
 # Without a caller's deadline (CLI, tests), a drain keeps trying this long.
 DEFAULT_DRAIN_SECONDS = 120.0
@@ -166,8 +174,8 @@ def handle_events(
     owners: Ownership | Exception | None = None,
 ) -> list[EventSummary]:
     """Act on the intents of several events together (an SQS batch; one event is a batch of one): one
-    ownership check, every going-away node cordoned first, ONE read of the world, one plan of replacements
-    and one drain over all of them. A summary per event, in order. ``owners``: the ownership of the instances
+    ownership check, every going-away node cordoned first, one drain over all of them and, beside it, ONE
+    read of the world and one plan of replacements. A summary per event, in order. ``owners``: the ownership of the instances
     checked already (``ownership_of``), else it is checked here."""
     started = time.monotonic() if started is None else started
     reports = [[InstanceReport(i.instance_id, i.kind) for i in intents] for _, intents in batch]
@@ -267,31 +275,72 @@ def _replace_and_drain(
     reader: Callable[[Runtime], World],
     sleep: Callable[[float], None],
 ) -> None:
-    """Start evicting from the cordoned nodes, say so, read the world once, then replace and drain them
-    (and the rebalances that opt in)."""
+    """Start evicting from the cordoned nodes and say so; then drain them while the world is read and their
+    replacements planned beside the drain (#33.3: at 2,000 nodes the read and the launch took longer than the
+    function's timeout, and the drained nodes' instances waited for both). The rebalances that opt in are
+    replaced with them and drained after."""
     evicted = act.evict_at_once(rt, work, deadline)
     claims = _claims(rt)
     for item in [*work, *rebalances]:
         item.claim = claim_of_node(claims, item.node)
     act.say_evicted(rt, evicted)
     act.side_by_side(lambda item: act.announce_marked(recorder, item), work, MARK_WORKERS, "nodescale-events")
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nodescale-replace") as pool:
+        replacing = pool.submit(contextvars.copy_context().run, _read_and_replace, rt, recorder, work, rebalances,
+                                deadline, reader)
+        if work:
+            act.drain(rt, drain_world(rt, work, claims), work, deadline, sleep)
+        world, opted = replacing.result()
+    if world is not None and opted:
+        act.drain(rt, world, opted, deadline, sleep)
+
+
+def _read_and_replace(
+    rt: Runtime,
+    recorder: EventRecorder,
+    work: list[Work],
+    rebalances: list[Work],
+    deadline: float,
+    reader: Callable[[Runtime], World],
+) -> tuple[World | None, list[Work]]:
+    """The world read once, the rebalances that opt in marked, and one plan of replacements for them and
+    ``work``: the world (None when it could not be read) and the rebalances to drain. Nothing is launched
+    with less than ``LAUNCH_SECONDS`` left before ``deadline``: the pods evicted meanwhile are pending, and
+    the provisioner's next pass places them."""
     try:
         world = reader(rt)
     except Exception as exc:
-        # The nodes are cordoned already; an unreadable world must not leave them to run out the notice
-        # with their pods on board. Drain with what the API server says is on each node; the pods go
-        # pending and the provisioner's next pass places them.
+        # The drain carries on without it: the pods go pending and the provisioner places them.
         log.exception("reading the world failed: draining without a replacement")
-        world = read_nodes_and_pods(rt)
         for item in work:
             item.update(replacement=act.ReplacementReport.none(f"not planned: reading the world failed ({exc})"))
-        act.drain(rt, world, work, deadline, sleep)
-        return
-    for item in rebalances:
-        if _act_on_rebalance(rt, recorder, world, item):
-            work.append(item)
-    world = act.replace(rt, world, work)
-    act.drain(rt, world, work, deadline, sleep)
+        return None, []
+    opted = [item for item in rebalances if _act_on_rebalance(rt, recorder, world, item)]
+    moving = [*work, *opted]
+    if time.monotonic() >= deadline - LAUNCH_SECONDS:
+        log.warning("no time left to plan replacements: the provisioner places the pods",
+                    extra={"nodes": [item.name for item in moving]})
+        for item in moving:
+            item.update(replacement=act.ReplacementReport.none(
+                "not planned: out of time in this invocation; the provisioner places the pods"))
+        return world, opted
+    return act.replace(rt, world, moving), opted
+
+
+def drain_world(rt: Runtime, work: list[Work], claims: list[dict[str, Any]] | None) -> World:
+    """What a drain needs of the world, without reading it: the nodes being drained as last read, their
+    instances as the ownership check found them, the NodePools (their terminationGracePeriod) and the
+    NodeClaims. A configuration that cannot be read leaves the pools out (the drain then keeps no grace
+    period of theirs); it never holds the drain up."""
+    try:
+        nodepools = read_nodepools(rt)
+    except Exception as exc:
+        log.warning("NodePools not read: the drain goes on without their terminationGracePeriod",
+                    extra={"error": str(exc)})
+        nodepools = {}
+    return World(now=clock.now(), cluster=rt.settings.cluster_name, nodepools=nodepools,
+                 nodes=[item.node for item in work], instances=[item.instance.managed() for item in work],
+                 nodeclaims=claims, gates=rt.settings.feature_gates)
 
 
 def _claims(rt: Runtime) -> list[dict[str, Any]] | None:
