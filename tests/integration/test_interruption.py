@@ -747,6 +747,23 @@ def test_a_batch_terminates_its_drained_nodes_while_the_world_is_read_and_the_re
     assert not nodes_of(moved) & set(ids)
 
 
+def test_no_replacement_is_launched_once_the_invocation_is_out_of_time(sim: Environment, rt: Runtime, ns: str) -> None:
+    """#33.3: a batch that reaches its replacements past its drain's deadline and the grace a launch has (the
+    function's timeout is nearly out) launches nothing and says why; the node stays cordoned for the next
+    run, and the pods it evicts are the provisioner's to place. On the old code the launch ran whatever the
+    time, and the invocations of a 2,000-node wave outlived their timeout."""
+    deploy(sim, ns, "inflate.yaml", inflate={"replicas": 1})
+    (victim,) = nodes_of(provision(sim, rt, ns, 1))
+    fleets_before = len(fleet_calls(sim))
+    late = -(interrupting.LAUNCH_GRACE_SECONDS + 1)
+    summary = replay(rt, event("spot-interruption-warning.json", instance_of(node(sim, victim)), sim), seconds=late)
+    (report,) = summary.instances
+    assert report.action == interrupting.DRAINING and report.replacement.launched == [], report
+    assert "out of time" in (report.replacement.not_planned or ""), report
+    assert len(fleet_calls(sim)) == fleets_before
+    assert any(t["key"] == "karpenter.sh/disrupted" for t in node(sim, victim)["spec"].get("taints") or [])
+
+
 def test_a_batch_cordons_each_warned_node_in_one_write_on_the_node_it_read_by_name(
     sim: Environment, rt: Runtime, ns: str
 ) -> None:

@@ -81,9 +81,10 @@ Slot = tuple[int, int]  # an intent's place in a batch: (event, intent of the ev
 # once as the client keeps connections for.
 MARK_WORKERS = k8s_client.POOL_MAXSIZE
 
-# A replacement is not launched with less time than this left before the drain's deadline (a launch at scale
-# takes seconds; past the deadline the invocation would outlive its timeout).
-LAUNCH_SECONDS = 5.0
+# A replacement is still launched this long past the drain's deadline: the function keeps 10 s of its timeout
+# back beyond that deadline (lambdas/interruption MARGIN_SECONDS), and a launch takes a few of them. Later, the
+# invocation would outlive its timeout: nothing is launched, and the provisioner places the pending pods.
+LAUNCH_GRACE_SECONDS = 5.0
 
 # Without a caller's deadline (CLI, tests), a drain keeps trying this long.
 DEFAULT_DRAIN_SECONDS = 120.0
@@ -305,8 +306,8 @@ def _read_and_replace(
 ) -> tuple[World | None, list[Work]]:
     """The world read once, the rebalances that opt in marked, and one plan of replacements for them and
     ``work``: the world (None when it could not be read) and the rebalances to drain. Nothing is launched
-    with less than ``LAUNCH_SECONDS`` left before ``deadline``: the pods evicted meanwhile are pending, and
-    the provisioner's next pass places them."""
+    later than ``LAUNCH_GRACE_SECONDS`` past ``deadline``: the pods evicted meanwhile are pending, and the
+    provisioner's next pass places them."""
     try:
         world = reader(rt)
     except Exception as exc:
@@ -317,7 +318,7 @@ def _read_and_replace(
         return None, []
     opted = [item for item in rebalances if _act_on_rebalance(rt, recorder, world, item)]
     moving = [*work, *opted]
-    if time.monotonic() >= deadline - LAUNCH_SECONDS:
+    if time.monotonic() >= deadline + LAUNCH_GRACE_SECONDS:
         log.warning("no time left to plan replacements: the provisioner places the pods",
                     extra={"nodes": [item.name for item in moving]})
         for item in moving:
