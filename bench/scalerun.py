@@ -29,7 +29,7 @@ with its own clients and pod cache, started once and reused, as Lambda keeps a c
 event burst runs in as many containers at once as the burst's concurrency.
 
 Per function it prints invocation durations (p50/p95/max) and peak memory against the stack's
-timeout and memory (`infra/functions.py`), pods' pending time (creation to Ready, simulated clock),
+timeout and memory (`infra/function_specs.py`), pods' pending time (creation to Ready, simulated clock),
 and the API server's load per invocation from sim's counters (`/sim/v1/stats`).
 
 Memory is the container process's peak RSS during the invocation (VmHWM, reset before each through
@@ -563,11 +563,11 @@ def sim_world(directory: Path, nodes: int, slice_nodes: int | None = None) -> It
 
 
 def function_limits(memory: str | None = None, timeout: str | None = None) -> tuple[dict[str, int], dict[str, int]]:
-    """The stack's timeout and memory per function (infra/functions.py), with the overrides a deploy would
+    """The stack's timeout and memory per function (infra/function_specs.py), with the overrides a deploy would
     give (``memory``/``timeout`` as `-c functionMemory=...` / `-c functionTimeout=...` take them).
     Raises infra.config.ConfigError for an override the stack would refuse."""
     from infra.config import _MEMORY_MB, _TIMEOUT_SECONDS, _function_sizes
-    from infra.functions import FUNCTION_SPECS
+    from infra.function_specs import FUNCTION_SPECS
 
     memories = _function_sizes(memory, "functionMemory", _MEMORY_MB, "MB")
     timeouts = _function_sizes(timeout, "functionTimeout", _TIMEOUT_SECONDS, "seconds")

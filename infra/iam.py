@@ -19,7 +19,7 @@ from aws_cdk import ArnFormat, Aws, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra.functions import CLEANUP, DISRUPTION, INTERRUPTION, PROVISIONER
+from infra.function_specs import CLEANUP, DISRUPTION, INTERRUPTION, PROVISIONER
 
 OWNER_TAG = "nodescale.io/cluster"
 # The one tag a function adds to an instance, its volumes and interfaces after launching it (aws/instances.tag_nodeclaim).

@@ -35,7 +35,8 @@ from constructs import Construct
 from infra import iam as policies
 from infra import settings_names as env
 from infra.config import StackConfig
-from infra.functions import RBAC, Layers, make_function
+from infra.function_specs import RBAC
+from infra.functions import Layers, make_function
 from infra.layers import BUILD_DIR, REPO_ROOT
 from infra.names import physical_name
 

@@ -20,16 +20,8 @@ from infra.cleanup import Cleanup
 from infra.cluster_access import NodeAccess, function_access_entry
 from infra.config import StackConfig
 from infra.dashboard import Monitoring
-from infra.functions import (
-    CLEANUP,
-    DISRUPTION,
-    FUNCTION_SPECS,
-    INTERRUPTION,
-    PROVISIONER,
-    PROVISIONER_WATCH_SECONDS,
-    Layers,
-    make_function,
-)
+from infra.function_specs import CLEANUP, DISRUPTION, FUNCTION_SPECS, INTERRUPTION, PROVISIONER
+from infra.functions import PROVISIONER_WATCH_SECONDS, Layers, make_function
 from infra.nag import acknowledge_findings
 from infra.names import physical_name, table_name
 from infra.nodepools import nodepool_parameters

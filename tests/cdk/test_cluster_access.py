@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from infra.cluster_access import FUNCTIONS_GROUP, NODE_MANAGED_POLICIES
-from infra.functions import FUNCTION_SPECS
+from infra.function_specs import FUNCTION_SPECS
 from infra.layers import REPO_ROOT
 from tests.cdk.conftest import Synth
 

@@ -12,7 +12,7 @@ import pytest
 from botocore import xform_name
 
 from infra import iam as policies
-from infra.functions import FUNCTION_SPECS
+from infra.function_specs import FUNCTION_SPECS
 from infra.layers import NODESCALE_LAYER_DIR
 from infra.names import physical_name
 from nodescale.aws import fleet, launchtemplates

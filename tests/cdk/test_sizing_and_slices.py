@@ -7,7 +7,7 @@ import pytest
 from aws_cdk.assertions import Match
 
 from infra.config import SIZED_FUNCTIONS, ConfigError, StackConfig
-from infra.functions import FUNCTION_SPECS
+from infra.function_specs import FUNCTION_SPECS
 from tests.cdk.conftest import Synth
 
 DEFAULTS = {s.name: (s.memory_mb, s.timeout_seconds) for s in FUNCTION_SPECS}

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
-from infra.functions import INTERRUPTION
+from infra.function_specs import INTERRUPTION
 from nodescale.interruption import queue as interruption_queue
 from sim.aws import seed
 from tests.cdk.conftest import Synth

@@ -107,7 +107,7 @@ def test_the_scale_run_at_small_size_completes_within_the_stacks_limits_and_slic
 def test_the_scale_run_checks_against_the_sizes_a_deploy_would_set() -> None:
     """`--function-memory` / `--function-timeout` take what `cdk deploy -c functionMemory=...` takes."""
     from infra.config import ConfigError
-    from infra.functions import DISRUPTION
+    from infra.function_specs import DISRUPTION
 
     timeouts, memories = scalerun.function_limits("provisioner=3008", "interruption=300")
     assert (memories["provisioner"], timeouts["interruption"]) == (3008, 300)
