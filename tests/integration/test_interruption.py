@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nodescale import base_runtime, cli, clock
+from nodescale.aws.idempotency import Repeat
 from nodescale.commands import replay as replay_cmd
 from nodescale.interruption import queue as interruption_queue
 from nodescale.k8s.listing import is_provisionable
@@ -845,6 +846,47 @@ def test_a_batch_checks_its_instances_ownership_while_it_claims_its_records(
     assert min(checks) - min(claims) < 2.0, (claims, checks)
     reports = [r for _, e in response.records for r in e.instances]
     assert all(r.action == interrupting.DRAINED for r in reports), reports
+    moved = wait_running(sim, ns, 3)
+    assert not nodes_of(moved) & set(ids)
+
+
+def test_a_batch_cordons_its_nodes_while_it_claims_its_records(sim: Environment, rt: Runtime, ns: str) -> None:
+    """#33.3 (at 2,000 nodes a batch's cordons came 4.9-5.1 s after it started, past the goal's 5 s, the
+    idempotency claims first): every warned node is tainted and cordoned while the records' claims are still
+    unanswered (DynamoDB held 3 s here), each event is still handled once, and every node is drained. On the
+    old code the cordons waited for the claims, 3 s."""
+    ids = three_nodes_one_pod_each(sim, rt, ns)
+    warnings = [event("spot-interruption-warning.json", iid, sim) for iid in ids.values()]
+    api = sim.kube_api_client()
+    cordoned_after: list[float] = []
+    stop = threading.Event()
+
+    def watch(started: float) -> None:
+        while not stop.is_set():
+            nodes = [request_json(api, "GET", f"/api/v1/nodes/{name}") for name in ids]
+            if all(n["spec"].get("unschedulable") for n in nodes):
+                cordoned_after.append(time.monotonic() - started)
+                return
+            time.sleep(0.05)
+
+    sim.add_aws_fault(kind="delay", service="dynamodb", action="PutItem", seconds=3, count=len(ids))
+    started = time.monotonic()
+    watcher = threading.Thread(target=watch, args=(started,), daemon=True)
+    watcher.start()
+    try:
+        response = interrupt_batch.process_batch(
+            invoke.sqs_batch(warnings), rt.settings, lambda: rt, account=ACCOUNT,
+            deadline_monotonic=time.monotonic() + 60)
+    finally:
+        stop.set()
+        watcher.join(5)
+    assert cordoned_after and cordoned_after[0] < 2.5, cordoned_after
+    reports = [r for _, e in response.records for r in e.instances]
+    assert sorted(r.node for r in reports) == sorted(ids)
+    assert all(r.action == interrupting.DRAINED and not r.already_disrupted for r in reports), reports
+    again = interrupt_batch.process_batch(invoke.sqs_batch(warnings), rt.settings, lambda: rt, account=ACCOUNT,
+                                          deadline_monotonic=time.monotonic() + 10)
+    assert all(isinstance(e, Repeat) for _, e in again.records), again
     moved = wait_running(sim, ns, 3)
     assert not nodes_of(moved) & set(ids)
 

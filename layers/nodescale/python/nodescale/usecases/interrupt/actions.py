@@ -155,10 +155,12 @@ def mark_offerings(rt: Runtime, reclaimed: Sequence[OwnedInstance]) -> None:
                                f"spot interruption of {ids[0]}{more}")
 
 
-def mark(rt: Runtime, recorder: EventRecorder, item: Work, announce: bool = True) -> bool:
+def mark(rt: Runtime, recorder: EventRecorder, item: Work, announce: bool = True, count: bool = True) -> bool:
     """Taint and cordon (it is what stops new pods landing) and note why and until when, in one write on the
     node as last read (a batch's cordons wait on these writes, #33.3), then (unless not ``announce``: the
-    caller does it once the drain is under way, see :func:`announce_marked`) say so.
+    caller does it once the drain is under way, see :func:`announce_marked`) say so. Without ``count`` the
+    action is counted by :func:`count_action` once the caller knows it acts on it (a cordon made ahead of a
+    batch's claims, ``ahead.py``, may be for an event handled already).
 
     False when the Node disappeared meanwhile: there is nothing left to drain.
     """
@@ -175,10 +177,15 @@ def mark(rt: Runtime, recorder: EventRecorder, item: Work, announce: bool = True
     when = item.intent.event_time
     if not already and when is not None:
         telemetry.seconds(telemetry.EVENT_TO_CORDON, since(when))
-    telemetry.count(telemetry.INTERRUPTION_ACTIONS, **{telemetry.KIND_DIMENSION: item.intent.kind})
+    if count:
+        count_action(item)
     if announce:
         announce_marked(recorder, item)
     return True
+
+
+def count_action(item: Work) -> None:
+    telemetry.count(telemetry.INTERRUPTION_ACTIONS, **{telemetry.KIND_DIMENSION: item.intent.kind})
 
 
 def announce_marked(recorder: EventRecorder, item: Work) -> None:
@@ -203,7 +210,7 @@ def _interruption_annotations(intent: Intent, annotations: Mapping[str, str]) ->
 def record(recorder: EventRecorder, item: Work) -> None:
     item.update(action=Outcome.RECORDED)
     notify(recorder, item)
-    telemetry.count(telemetry.INTERRUPTION_ACTIONS, **{telemetry.KIND_DIMENSION: item.intent.kind})
+    count_action(item)
 
 
 def pods_to_move(world: World, node_name: str, evicted: Sequence[Pod] = ()) -> list[Pod]:

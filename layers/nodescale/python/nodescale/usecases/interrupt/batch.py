@@ -42,7 +42,6 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAl
 from ... import telemetry
 from ...aws import queue_retry
 from ...aws.idempotency import EventRecords, Repeat
-from ...aws.ownership import Ownership
 from ...interruption import events, queue
 from ...runtime import Runtime
 from ...settings import Settings
@@ -50,6 +49,7 @@ from ..world import World
 from . import handle as interrupt
 from . import zonal_shift
 from .actions import side_by_side
+from .ahead import Ahead, cordon_ahead
 from .summary import BatchAnswer, EventAnswer, EventSummary, FailedRecord, RecordAnswer
 
 log = logging.getLogger(__name__)
@@ -175,12 +175,13 @@ def _handle(
             by_id[event_id] = record
         firsts.append(record)
     # Each event's record claimed side by side: a hundred writes one after the other held up every
-    # node's cordon (#33.3). The ownership check (EC2) runs meanwhile: neither waits for the other, and an
-    # instance whose event turns out handled already is simply not acted on.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nodescale-owners") as pool:
-        owners = pool.submit(contextvars.copy_context().run, interrupt.ownership_of, rt, _instances(firsts))
+    # node's cordon (#33.3). The ownership check (EC2) and the going-away nodes' cordons run meanwhile
+    # (ahead.py): neither waits for the other, and an instance whose event turns out handled already is
+    # simply not acted on further.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nodescale-ahead") as pool:
+        early = pool.submit(contextvars.copy_context().run, cordon_ahead, rt, _intents(firsts))
         side_by_side(lambda r: _guarded(r, lambda: store.claim(r.event)), firsts, CLAIM_WORKERS, "nodescale-claim")
-        checked = owners.result()
+        checked = early.result()
     claimed: list[_Record] = []
     for record in firsts:
         record.retry_soon = not isinstance(record.error, IdempotencyAlreadyInProgressError)
@@ -193,9 +194,9 @@ def _handle(
         copy.summary = _repeat_of(original.summary) if original.summary else None
 
 
-def _instances(records: list[_Record]) -> list[str]:
-    """The instances the records' events would act on (a zonal shift names none)."""
-    return [intent.instance_id for r in records if isinstance(r.parsed.result, list)
+def _intents(records: list[_Record]) -> list[events.Intent]:
+    """The intents the records' events would act on, in order (a zonal shift has none)."""
+    return [intent for r in records if isinstance(r.parsed.result, list)
             for intent in r.parsed.result if intent.action != events.NO_ACTION]
 
 
@@ -221,12 +222,12 @@ def _act_together(
     deadline: float,
     reader: Callable[[Runtime], World],
     sleep: Callable[[float], None],
-    owners: Ownership | Exception | None = None,
+    ahead: Ahead | None = None,
 ) -> None:
     batch = [(r.parsed, r.parsed.result) for r in claimed]
     try:
         summaries = interrupt.handle_events(rt, batch, deadline=deadline, reader=reader, sleep=sleep,  # type: ignore[arg-type]
-                                            owners=owners)
+                                            ahead=ahead)
     except Exception as exc:
         log.exception("acting on the batch failed: its events are returned to the queue",
                       extra={"message_ids": [r.message_id for r in claimed]})

@@ -53,12 +53,9 @@ from ...aws.idempotency import once_per_event
 from ...aws.ownership import OwnedInstance, Ownership, classify
 from ...interruption import actions, events
 from ...interruption.actions import Outcome, Reason, Step, action_for
-from ...k8s import client as k8s_client
-from ...k8s import listing
 from ...k8s import nodeclaims as k8s_nodeclaims
-from ...k8s import nodes as k8s_nodes
 from ...k8s.events import EventRecorder, claim_of_node
-from ...model.node import ClusterNode, trust_nodes
+from ...model.node import ClusterNode
 from ...model.nodepool import NodePool
 from ...runtime import Runtime
 from ...settings import Settings
@@ -66,6 +63,7 @@ from ..world import World, read_nodepools, read_world
 from . import actions as act
 from . import zonal_shift
 from .actions import InstanceReport, Work
+from .ahead import MARK_WORKERS, Ahead, nodes_of
 from .summary import EventAnswer, EventSummary
 
 
@@ -76,10 +74,6 @@ def read_world_cached(rt: Runtime) -> World:
 
 log = logging.getLogger(__name__)
 Slot = tuple[int, int]  # an intent's place in a batch: (event, intent of the event)
-
-# Nodes read, and going-away nodes cordoned, side by side in a batch (each a few API calls): as many at
-# once as the client keeps connections for.
-MARK_WORKERS = k8s_client.POOL_MAXSIZE
 
 # A replacement is still launched this long past the drain's deadline: the function keeps 10 s of its timeout
 # back beyond that deadline (lambdas/interruption MARGIN_SECONDS), and a launch takes a few of them. Later, the
@@ -172,12 +166,12 @@ def handle_events(
     reader: Callable[[Runtime], World] = read_world_cached,
     sleep: Callable[[float], None] = time.sleep,
     started: float | None = None,
-    owners: Ownership | Exception | None = None,
+    ahead: Ahead | None = None,
 ) -> list[EventSummary]:
     """Act on the intents of several events together (an SQS batch; one event is a batch of one): one
     ownership check, every going-away node cordoned first, one drain over all of them and, beside it, ONE
-    read of the world and one plan of replacements. A summary per event, in order. ``owners``: the ownership of the instances
-    checked already (``ownership_of``), else it is checked here."""
+    read of the world and one plan of replacements. A summary per event, in order. ``ahead``: the ownership
+    checked and the nodes cordoned while the batch's records were claimed (``ahead.cordon_ahead``)."""
     started = time.monotonic() if started is None else started
     reports = [[InstanceReport(i.instance_id, i.kind) for i in intents] for _, intents in batch]
     chosen: dict[str, tuple[events.Intent, Slot]] = {}  # instance id -> what is acted on for it
@@ -204,7 +198,7 @@ def handle_events(
             reports[e][i], reason=f"acted on with event {chosen[intent.instance_id][0].event_id} of the same batch")
     acting = list(chosen.values())
     if acting:
-        done = _act(rt, [(intent, reports[e][i]) for intent, (e, i) in acting], deadline, reader, sleep, owners)
+        done = _act(rt, [(intent, reports[e][i]) for intent, (e, i) in acting], deadline, reader, sleep, ahead)
         for (_, (e, i)), report in zip(acting, done, strict=True):
             reports[e][i] = report
     seconds = round(time.monotonic() - started, 3)
@@ -227,16 +221,19 @@ def _act(
     deadline: float,
     reader: Callable[[Runtime], World],
     sleep: Callable[[float], None],
-    owners: Ownership | Exception | None = None,
+    ahead: Ahead | None = None,
 ) -> list[InstanceReport]:
     """classify ownership -> action_for -> act. Going-away instances are cordoned before the world is
-    read (the slow part); a rebalance recommendation waits for it, as its NodePool decides. The final
-    report of each of ``acting``, in order."""
+    read (the slow part), or were while the batch's records were claimed (``ahead``); a rebalance
+    recommendation waits for the world, as its NodePool decides. The final report of each of ``acting``,
+    in order."""
+    ahead = ahead or Ahead()
     out = [report for _, report in acting]
-    ours = _owned(rt, acting, out, owners)
+    ours = _owned(rt, acting, out, ahead.owners)
     if not ours:
         return out
-    by_instance = _nodes_of(rt, [owned for _, _, owned in ours])
+    unread = [owned for _, _, owned in ours if owned.instance_id not in ahead.nodes]
+    by_instance = {**ahead.nodes, **(nodes_of(rt, unread) if unread else {})}
     recorder = EventRecorder(rt.api)
     started: dict[int, Work] = {}  # index in ``acting`` -> its work, whose report is the latest
     work: list[Work] = []
@@ -252,8 +249,8 @@ def _act(
     # Every going-away node cordoned side by side, each in one write, before anything else is read (the
     # NodeClaims, for the events, are read once the evictions are under way): a batch of a hundred took
     # longer than the goal leaves for it (#33.3).
-    marked = act.side_by_side(lambda g: _start(rt, recorder, out[g[0]], g[1], g[2], g[3]), going, MARK_WORKERS,
-                              "nodescale-cordon")
+    marked = act.side_by_side(lambda g: _adopted(ahead, g[1]) or _start(rt, recorder, out[g[0]], g[1], g[2], g[3]),
+                              going, MARK_WORKERS, "nodescale-cordon")
     for (k, *_), (report, item) in zip(going, marked, strict=True):
         out[k] = report
         if item is not None:
@@ -265,6 +262,15 @@ def _act(
     for k, item in started.items():
         out[k] = item.report
     return out
+
+
+def _adopted(ahead: Ahead, intent: events.Intent) -> tuple[InstanceReport, Work] | None:
+    """The intent's Work, cordoned ahead of the claims, now counted as acted on."""
+    item = ahead.adopt(intent)
+    if item is None:
+        return None
+    act.count_action(item)
+    return item.report, item
 
 
 def _replace_and_drain(
@@ -352,44 +358,6 @@ def _claims(rt: Runtime) -> list[dict[str, Any]] | None:
     except (k8s_nodeclaims.NodeClaimsMissing, ApiException) as exc:
         log.warning("NodeClaims not read: interruption events go on the Nodes only", extra={"error": str(exc)})
         return None
-
-
-def _nodes_of(rt: Runtime, owned: list[OwnedInstance]) -> dict[str, ClusterNode]:
-    """The Nodes of the interrupted instances, by instance id: each read by its name (EC2's PrivateDnsName,
-    under which kubelet registers on EKS), so an event costs the API server a GET per node rather than a list
-    of every node (tens of MB at 10,000 nodes). One list when a name is unknown or names another instance
-    (a custom hostname); an instance whose node is not found by either has not registered."""
-    found: dict[str, ClusterNode] = {}
-    read = act.side_by_side(lambda inst: _node_named(rt, inst.private_dns_name), owned, MARK_WORKERS,
-                            "nodescale-get-node")
-    for inst, node in zip(owned, read, strict=True):
-        if node is None or node.instance_id != inst.instance_id:
-            break
-        found[inst.instance_id] = node
-    else:
-        return found
-    # The same trust as the world's (#27.5): a Node named for the instance, the only one so named.
-    listed = [ClusterNode.from_dict(raw) for raw in listing.list_nodes(rt.api).items]
-    trust = trust_nodes(listed, {inst.instance_id: inst.private_dns_name for inst in owned})
-    return trust.trusted
-
-
-def _node_named(rt: Runtime, name: str | None) -> ClusterNode | None:
-    if not name:
-        return None
-    try:
-        return ClusterNode.from_dict(k8s_nodes.get_node(rt.api, name))
-    except k8s_nodes.NodeGoneError:
-        return None
-
-
-def ownership_of(rt: Runtime, instance_ids: list[str]) -> Ownership | Exception | None:
-    """The instances' ownership, checked ahead (while a batch's records are claimed); what the check raised
-    is handed on, to fail the batch where the check is used, as a check made there would."""
-    try:
-        return classify(rt.aws.ec2, instance_ids, rt.cluster) if instance_ids else None
-    except Exception as exc:
-        return exc
 
 
 def _owned(
