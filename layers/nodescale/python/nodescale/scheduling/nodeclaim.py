@@ -154,8 +154,10 @@ class ClaimBin:
             return False
         if min_values and not min_values_met(options, min_values):
             return False
-        # The same options in the same domains (about a quarter of commits) keep what room counts from.
-        if self.top is None or narrowed is not self.as_is or len(options) != len(self.options):
+        # The same options in the same domains (about a quarter of commits) keep what room counts from,
+        # and so do most that only drop options too small for the pods (#32 throughput).
+        if self.top is None or narrowed is not self.as_is or (
+                len(options) != len(self.options) and not self._keeps_top(options)):
             self.top = self._top(options, capacity_types)
         self.used = used
         was_zone, was_type = self.zone, self.capacity_type
@@ -180,6 +182,22 @@ class ClaimBin:
             if have < least:
                 self.open = False  # for good: options only ever shrink
                 break
+        return True
+
+    def _keeps_top(self, options: list[TypeOption]) -> bool:
+        """Whether ``options``, the claim's options in order less some, keep its ``top``: they do when each
+        option dropped is below it in every resource. Then the options top was read from (the roomiest,
+        or the floor-th roomiest and those above) all stay, and none is added, so it reads the same."""
+        top = self.top
+        kept = len(options)
+        i = 0
+        for option in self.options:
+            if i < kept and options[i] is option:
+                i += 1
+                continue
+            for have, most in zip(option.alloc, top, strict=True):
+                if have >= most:
+                    return False
         return True
 
     def _top(self, options: list[TypeOption], capacity_types: frozenset[str]) -> tuple[int, ...]:
