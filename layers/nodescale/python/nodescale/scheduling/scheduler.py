@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import attrgetter
 from typing import NamedTuple
 
 from ..model import labels as wk
@@ -57,7 +56,6 @@ DRA_REASON = (
     "no node is launched for it (IGNORE_DRA_REQUESTS=true, Karpenter's default)"
 )
 _NO_PODS = (0,) * 64
-_IS_OPEN = attrgetter("open")  # summed over every open claim once per run of pods: map() spares a generator
 # Pods not placed, each with why (None: the caller's fallback); a list, as one batch mixes requests.
 Refused = list[tuple[Pod, Refusal | None]]
 
@@ -160,6 +158,9 @@ class Scheduler:
         self.topology.nodes = self.nodes
         self.topology.claims = self.claims
         self.open_claims: list[ClaimBin] = []
+        # How many claims in open_claims have closed: kept as they close, not counted every run (#32
+        # throughput). A claim closes once, in a commit, and leaves open_claims only once closed.
+        self._closed = 0
         # Per set of hostname rules with no affinity: the open claims their cap has not ruled out yet.
         self._alive: dict[tuple, _Alive] = {}
         self.selector = InstanceSelector(self.dims, self.templates)
@@ -408,8 +409,9 @@ class Scheduler:
             remaining -= taken
         if alive is not None:
             alive.prune()
-        elif len(claims) > 64 and (len(claims) - sum(map(_IS_OPEN, claims))) * 4 > len(claims):
+        elif len(claims) > 64 and self._closed * 4 > len(claims):
             self.open_claims = [claim for claim in claims if claim.open]  # now and then, not every run
+            self._closed = 0
         return placed
 
     def _new_price(self, target: _Target, req: tuple[int, ...]) -> _NewPrice:
@@ -484,8 +486,11 @@ class Scheduler:
                 narrowed: Narrowed) -> bool:
         """Put pods on a claim (False, and no change, when it cannot take them as ``narrowed``)."""
         min_values = self._min_values_of(narrowed.requirements)
+        was_open = claim.open
         if not claim.commit(group.id, pods, req, added, narrowed, min_values, self.smallest, self.topology):
             return False
+        if was_open and not claim.open:
+            self._closed += 1
         if claim.template.remaining is not None and claim.update_reservation():
             self.selector.forget()
         return True
