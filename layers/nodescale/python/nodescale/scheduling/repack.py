@@ -25,6 +25,7 @@ launch. A class with more than ``_MOST_SEEDS`` seeds, or no free pod, is left as
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import NamedTuple
 
 from ..model.pod import Pod
@@ -36,6 +37,7 @@ from .topology import Matcher
 
 _EPSILON = 1e-9
 _EXACT = 2**53  # every int below it is exactly a float
+_SCORE = itemgetter(0)  # of a pattern entry; sorting by it calls no Python function
 _SPOT = "spot"
 # The ways a class is packed, the cheapest kept: (pods valued at fitted prices, seeds filled first). The
 # fitted way (one least-squares price per resource, the best of a window of patterns each round) is the
@@ -333,7 +335,7 @@ class _Packer:
         if self.fitted is not None:
             return self._best_in_window(entries, left)
         while True:
-            entries.sort(key=lambda e: e[0])
+            entries.sort(key=_SCORE)
             best = next((e for e in entries if e[2] and e[0] < float("inf")), None)
             if best is None or all(c <= n for c, n in zip(best[2], left, strict=True)):
                 return best
@@ -344,7 +346,7 @@ class _Packer:
     def _best_in_window(self, entries: list[list], left: list[int]) -> list | None:
         """The fitted way: the best of the ``_WIDTH`` best-scoring entries, those that took pods now gone
         filled again first."""
-        entries.sort(key=lambda e: e[0])
+        entries.sort(key=_SCORE)
         best = None
         for entry in entries[:_WIDTH]:
             if entry[2] and any(c > n for c, n in zip(entry[2], left, strict=True)):
