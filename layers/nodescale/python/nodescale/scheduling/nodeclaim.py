@@ -190,6 +190,7 @@ class ClaimBin:
         or the floor-th roomiest and those above) all stay, and none is added, so it reads the same."""
         top = self.top
         kept = len(options)
+        dropped = len(self.options) - kept
         i = 0
         for option in self.options:
             if i < kept and options[i] is option:
@@ -198,6 +199,9 @@ class ClaimBin:
             for have, most in zip(option.alloc, top, strict=True):
                 if have >= most:
                     return False
+            dropped -= 1
+            if not dropped:
+                return True  # the rest all stay (most dropped options are the cheapest, first)
         return True
 
     def _top(self, options: list[TypeOption], capacity_types: frozenset[str]) -> tuple[int, ...]:
