@@ -25,7 +25,7 @@ launch. A class with more than ``_MOST_SEEDS`` seeds, or no free pod, is left as
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from operator import itemgetter
+from operator import itemgetter, mul
 from typing import NamedTuple
 
 from ..model.pod import Pod
@@ -373,7 +373,7 @@ class _Packer:
         return True
 
     def _score(self, price: float, taken: list[int]) -> float:
-        value = sum(v * n for v, n in zip(self.values, taken, strict=True))
+        value = sum(map(mul, self.values, taken))  # as a generator would, without one (equal lengths)
         return price / value if value > 0 else float("inf")
 
     def _flexible(self, used: list[int]) -> bool:
