@@ -548,7 +548,19 @@ class _Alive:
     def prune(self) -> None:
         if self.dead:
             dead = self.dead
-            self.claims = [claim for claim in self.claims if id(claim) not in dead]
+            claims = self.claims
+            # The scan that found them ran from the front, and the claims it rules out are nearly all the
+            # first few (the oldest, fullest): only the claims up to the last of them are filtered (#32
+            # throughput: about 2 of 51 on average on Karpenter's mix).
+            left = len(dead)
+            end = len(claims) - 1
+            for at, claim in enumerate(claims):
+                if id(claim) in dead:
+                    left -= 1
+                    if not left:
+                        end = at
+                        break
+            self.claims = [claim for claim in claims[: end + 1] if id(claim) not in dead] + claims[end + 1 :]
             dead.clear()
 
 
