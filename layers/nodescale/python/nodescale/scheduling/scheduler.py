@@ -158,9 +158,8 @@ class Scheduler:
         self.topology.nodes = self.nodes
         self.topology.claims = self.claims
         self.open_claims: list[ClaimBin] = []
-        # How many claims in open_claims have closed: kept as they close, not counted every run (#32
-        # throughput). A claim closes once, in a commit, and leaves open_claims only once closed.
-        self._closed = 0
+        # Closed claims in open_claims scanned since it was last pruned (see _add_to_claims).
+        self._skipped = 0
         # Per set of hostname rules with no affinity: the open claims their cap has not ruled out yet.
         self._alive: dict[tuple, _Alive] = {}
         self.selector = InstanceSelector(self.dims, self.templates)
@@ -353,12 +352,14 @@ class Scheduler:
         new_price: _NewPrice | None = None  # per pod on new capacity, asked for only when needed
         alive = self._alive_for(host) if constrained and not host.affinity else None
         claims = self.open_claims if alive is None else alive.claims
+        skipped = 0
         for claim in claims:
             if not remaining:
                 break
             if not claim.open:
                 if alive is not None:
                     alive.dead.add(id(claim))
+                skipped += 1
                 continue
             fit = fit_by_pool.get(claim.template.index)
             if fit is None:
@@ -409,9 +410,14 @@ class Scheduler:
             remaining -= taken
         if alive is not None:
             alive.prune()
-        elif len(claims) > 64 and self._closed * 4 > len(claims):
-            self.open_claims = [claim for claim in claims if claim.open]  # now and then, not every run
-            self._closed = 0
+        elif skipped:
+            # Closed claims are dropped once scanning them has cost as much as dropping them (#32
+            # throughput: before, up to a quarter of the list stayed closed, and on Karpenter's mix 40,000
+            # of the 55,000 claims scanned were closed ones). Dropping them changes no answer.
+            self._skipped += skipped
+            if self._skipped >= len(claims):
+                self.open_claims = [claim for claim in claims if claim.open]
+                self._skipped = 0
         return placed
 
     def _new_price(self, target: _Target, req: tuple[int, ...]) -> _NewPrice:
@@ -486,11 +492,8 @@ class Scheduler:
                 narrowed: Narrowed) -> bool:
         """Put pods on a claim (False, and no change, when it cannot take them as ``narrowed``)."""
         min_values = self._min_values_of(narrowed.requirements)
-        was_open = claim.open
         if not claim.commit(group.id, pods, req, added, narrowed, min_values, self.smallest, self.topology):
             return False
-        if was_open and not claim.open:
-            self._closed += 1
         if claim.template.remaining is not None and claim.update_reservation():
             self.selector.forget()
         return True
