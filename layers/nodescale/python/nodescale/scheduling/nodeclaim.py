@@ -6,6 +6,7 @@ cheapest, what it reserves against its pool's limits, and the `plan.NodeClaim` i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import sub
 from typing import NamedTuple
 
 from ..model import labels as wk
@@ -141,10 +142,12 @@ class ClaimBin:
         no change) when none does or minValues forbids it."""
         used = [taken + wanted * added for taken, wanted in zip(self.used, req, strict=True)]
         cpu, memory, slots = used[0], used[1], used[2]
-        extended = len(used) > 3
         # cpu, memory and pods inline: this runs for every option of every claim a pod joins.
-        options = [t for t in narrowed.options if (a := t.alloc)[0] >= cpu and a[1] >= memory and a[2] >= slots
-                   and (not extended or holds(a, used))]
+        if len(used) > 3:
+            options = [t for t in narrowed.options
+                       if (a := t.alloc)[0] >= cpu and a[1] >= memory and a[2] >= slots and holds(a, used)]
+        else:
+            options = [t for t in narrowed.options if (a := t.alloc)[0] >= cpu and a[1] >= memory and a[2] >= slots]
         zones, capacity_types = narrowed.zones, narrowed.capacity_types
         if narrowed.base_prices is not None:
             options.sort(key=lambda t: (t.price(zones, capacity_types), t.name))
@@ -160,16 +163,17 @@ class ClaimBin:
                 len(options) != len(self.options) and not self._keeps_top(options)):
             self.top = self._top(options, capacity_types)
         self.used = used
-        was_zone, was_type = self.zone, self.capacity_type
-        self.requirements = narrowed.requirements
-        self.zones = zones
-        self.capacity_types = capacity_types
-        new_zone = self.zone if was_zone is None else None
-        new_type = self.capacity_type if was_type is None else None
-        if new_zone or new_type:
-            # Newly pinned to one zone or capacity type: the pods already on it now count there.
-            for counted_group, counted in self.counts.items():
-                topology.count_domains(new_zone, new_type, counted_group, counted)
+        if narrowed is not self.as_is:  # as it is: the same requirements and domains, nothing newly pinned
+            was_zone, was_type = self.zone, self.capacity_type
+            self.requirements = narrowed.requirements
+            self.zones = zones
+            self.capacity_types = capacity_types
+            new_zone = self.zone if was_zone is None else None
+            new_type = self.capacity_type if was_type is None else None
+            if new_zone or new_type:
+                # Newly pinned to one zone or capacity type: the pods already on it now count there.
+                for counted_group, counted in self.counts.items():
+                    topology.count_domains(new_zone, new_type, counted_group, counted)
         self.options = options
         self.price = options[0].price(zones, capacity_types)
         self.next_price = options[1].price(zones, capacity_types) if len(options) > 1 else float("inf")
@@ -177,7 +181,7 @@ class ClaimBin:
         self.as_is = Narrowed(self.requirements, zones, capacity_types, options, None)
         self.pods.extend(pods)
         topology.record(self.counts, self.zone, self.capacity_type, group_id, added)
-        self.room = room = tuple(top - taken for top, taken in zip(self.top, used, strict=True))
+        self.room = room = tuple(map(sub, self.top, used))  # as long as each other
         for have, least in zip(room, smallest, strict=True):
             if have < least:
                 self.open = False  # for good: options only ever shrink
