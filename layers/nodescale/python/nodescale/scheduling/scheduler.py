@@ -138,6 +138,7 @@ class Scheduler:
     ) -> None:
         self.pods = pods
         self.dims = _dimensions(pods)
+        self._zeros = (0,) * len(self.dims)
         self.groups = group_pods(pods)
         # The smallest request of each resource: a claim with less room than this is closed.
         self.smallest = tuple(min((p.requests.get(d, 0) for p in pods), default=0) for d in self.dims)
@@ -163,12 +164,15 @@ class Scheduler:
         # Per set of hostname rules with no affinity: the open claims their cap has not ruled out yet.
         self._alive: dict[tuple, _Alive] = {}
         self.selector = InstanceSelector(self.dims, self.templates)
+        # Whether a pool has limits: fixed for the solve (a pool without is never given any), so not
+        # asked again for each run (#32 throughput).
+        self._limited = any(t.remaining is not None for t in self.templates)
         self.unschedulable: list[Unschedulable] = []
         self._intersections = Intersections()
         self._min_values: dict[int, tuple[Requirements, tuple[tuple[str, int], ...]]] = {}
 
     def _vector(self, requests: Mapping[str, int]) -> tuple[int, ...]:
-        return tuple(requests.get(d, 0) for d in self.dims)
+        return tuple(map(requests.get, self.dims, self._zeros))  # requests.get(d, 0) for each, no generator
 
     def _room(self, allocatable: Mapping[str, int]) -> tuple[int, ...]:
         return tuple(res.node_holds(allocatable, d) for d in self.dims)
@@ -296,7 +300,8 @@ class Scheduler:
                 end += 1
             left, why = self._pack_run(target, nodes, pods[start:end], self._vector(requests))
             start = end
-            failed += _refused(left, why)  # a run's reason names its own requests
+            if left:
+                failed += _refused(left, why)  # a run's reason names its own requests
         return failed
 
     def _pack_run(self, target: _Target, nodes: list[NodeBin], run: list[Pod],
@@ -428,7 +433,7 @@ class Scheduler:
 
         # The answer may be put off only while nothing it reads can change in the meantime: no pool
         # limits (a commit changes what is left) and no hostname affinity (a commit bootstraps it).
-        pure = not host.affinity and all(t.remaining is None for t in self.templates)
+        pure = not host.affinity and not self._limited
         return _NewPrice(ask, price_floor(fits, req) if pure else None)
 
     def _alive_for(self, host: HostRules) -> _Alive:
