@@ -25,7 +25,7 @@ launch. A class with more than ``_MOST_SEEDS`` seeds, or no free pod, is left as
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from operator import itemgetter, mul
+from operator import itemgetter, mul, sub
 from typing import NamedTuple
 
 from ..model.pod import Pod
@@ -391,10 +391,9 @@ class _Packer:
         shapes = self.shapes
         extended = len(alloc) > 3
         active, demand = self._start(left, taken, len(alloc))
-        # A score multiplies a shape's cpu and memory by the room's: as floats when every factor is
-        # below 2**53 (the product of two exact floats is rounded once, as the int product's conversion
-        # is: the same score), else as ints. Memory in bytes squared is a big int: the float product
-        # takes a third of the time (#32 throughput). Shapes scored fit the room, so never exceed alloc.
+        # Scores multiply floats when all factors are below 2**53 (scored shapes fit the room, so never
+        # exceed alloc): two exact floats' product is rounded once, as the int product's conversion is,
+        # so scores are the same without big ints (memory in bytes squared; #32 throughput).
         exact = alloc[0] < _EXACT and alloc[1] < _EXACT
         if not exact:
             active = [(s, cpu, memory, pods, cpu, memory) for s, cpu, memory, pods, _, _ in active]
@@ -421,7 +420,8 @@ class _Packer:
             if best < 0:
                 return room
             shape = shapes[best]
-            add = max(1, min(left[best] - taken[best], fit_count(room, (0,) * len(room), shape) // 2))
+            rest = left[best] - taken[best]  # at least one, or the shape would be out
+            add = 1 if rest == 1 else max(1, min(rest, fit_count(room, (0,) * len(room), shape) // 2))
             taken[best] += add
             done = taken[best] >= left[best]
             # A new list, never the old one changed: the start of a fill is shared (see _start).
@@ -432,8 +432,12 @@ class _Packer:
             elif done:
                 at = active.index(chosen)
                 active = active[:at] + active[at + 1:]
-            room = [r - v * add for r, v in zip(room, shape, strict=True)]
-            demand = [d - v * add for d, v in zip(demand, shape, strict=True)]
+            if add == 1:  # most steps: the same differences, without a comprehension's call
+                room = list(map(sub, room, shape))
+                demand = list(map(sub, demand, shape))
+            else:
+                room = [r - v * add for r, v in zip(room, shape, strict=True)]
+                demand = [d - v * add for d, v in zip(demand, shape, strict=True)]
 
     def _start(self, left: list[int], taken: list[int],
                dims: int) -> tuple[list[tuple[int, int, int, int, float, float]], list[int]]:
