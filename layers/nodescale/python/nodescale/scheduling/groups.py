@@ -47,11 +47,14 @@ class Group:
 
 
 def spec_key(pod: Pod) -> tuple:
+    # Empty requirements (most pods' node selector and volume requirements) stand as None: equal keys
+    # stay equal and unequal ones unequal (an empty Requirements equals only another), but hashing and
+    # comparing them costs no Python call per pod (#32 throughput: a tenth of grouping 5,000 pods).
     return (
         pod.namespace,
         tuple(sorted(pod.labels.items())),
-        pod.node_selector,
-        pod.volume_requirements,
+        pod.node_selector or None,
+        pod.volume_requirements or None,
         tuple(pod.required_affinity),
         tuple(pod.preferred_affinity),
         pod.tolerations,

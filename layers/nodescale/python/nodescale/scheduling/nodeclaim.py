@@ -6,6 +6,7 @@ cheapest, what it reserves against its pool's limits, and the `plan.NodeClaim` i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import sub
 from typing import NamedTuple
 
 from ..model import labels as wk
@@ -141,10 +142,12 @@ class ClaimBin:
         no change) when none does or minValues forbids it."""
         used = [taken + wanted * added for taken, wanted in zip(self.used, req, strict=True)]
         cpu, memory, slots = used[0], used[1], used[2]
-        extended = len(used) > 3
         # cpu, memory and pods inline: this runs for every option of every claim a pod joins.
-        options = [t for t in narrowed.options if (a := t.alloc)[0] >= cpu and a[1] >= memory and a[2] >= slots
-                   and (not extended or holds(a, used))]
+        if len(used) > 3:
+            options = [t for t in narrowed.options
+                       if (a := t.alloc)[0] >= cpu and a[1] >= memory and a[2] >= slots and holds(a, used)]
+        else:
+            options = [t for t in narrowed.options if (a := t.alloc)[0] >= cpu and a[1] >= memory and a[2] >= slots]
         zones, capacity_types = narrowed.zones, narrowed.capacity_types
         if narrowed.base_prices is not None:
             options.sort(key=lambda t: (t.price(zones, capacity_types), t.name))
@@ -154,20 +157,23 @@ class ClaimBin:
             return False
         if min_values and not min_values_met(options, min_values):
             return False
-        # The same options in the same domains (about a quarter of commits) keep what room counts from.
-        if self.top is None or narrowed is not self.as_is or len(options) != len(self.options):
+        # The same options in the same domains (about a quarter of commits) keep what room counts from,
+        # and so do most that only drop options too small for the pods (#32 throughput).
+        if self.top is None or narrowed is not self.as_is or (
+                len(options) != len(self.options) and not self._keeps_top(options)):
             self.top = self._top(options, capacity_types)
         self.used = used
-        was_zone, was_type = self.zone, self.capacity_type
-        self.requirements = narrowed.requirements
-        self.zones = zones
-        self.capacity_types = capacity_types
-        new_zone = self.zone if was_zone is None else None
-        new_type = self.capacity_type if was_type is None else None
-        if new_zone or new_type:
-            # Newly pinned to one zone or capacity type: the pods already on it now count there.
-            for counted_group, counted in self.counts.items():
-                topology.count_domains(new_zone, new_type, counted_group, counted)
+        if narrowed is not self.as_is:  # as it is: the same requirements and domains, nothing newly pinned
+            was_zone, was_type = self.zone, self.capacity_type
+            self.requirements = narrowed.requirements
+            self.zones = zones
+            self.capacity_types = capacity_types
+            new_zone = self.zone if was_zone is None else None
+            new_type = self.capacity_type if was_type is None else None
+            if new_zone or new_type:
+                # Newly pinned to one zone or capacity type: the pods already on it now count there.
+                for counted_group, counted in self.counts.items():
+                    topology.count_domains(new_zone, new_type, counted_group, counted)
         self.options = options
         self.price = options[0].price(zones, capacity_types)
         self.next_price = options[1].price(zones, capacity_types) if len(options) > 1 else float("inf")
@@ -175,11 +181,31 @@ class ClaimBin:
         self.as_is = Narrowed(self.requirements, zones, capacity_types, options, None)
         self.pods.extend(pods)
         topology.record(self.counts, self.zone, self.capacity_type, group_id, added)
-        self.room = room = tuple(top - taken for top, taken in zip(self.top, used, strict=True))
+        self.room = room = tuple(map(sub, self.top, used))  # as long as each other
         for have, least in zip(room, smallest, strict=True):
             if have < least:
                 self.open = False  # for good: options only ever shrink
                 break
+        return True
+
+    def _keeps_top(self, options: list[TypeOption]) -> bool:
+        """Whether ``options``, the claim's options in order less some, keep its ``top``: they do when each
+        option dropped is below it in every resource. Then the options top was read from (the roomiest,
+        or the floor-th roomiest and those above) all stay, and none is added, so it reads the same."""
+        top = self.top
+        kept = len(options)
+        dropped = len(self.options) - kept
+        i = 0
+        for option in self.options:
+            if i < kept and options[i] is option:
+                i += 1
+                continue
+            for have, most in zip(option.alloc, top, strict=True):
+                if have >= most:
+                    return False
+            dropped -= 1
+            if not dropped:
+                return True  # the rest all stay (most dropped options are the cheapest, first)
         return True
 
     def _top(self, options: list[TypeOption], capacity_types: frozenset[str]) -> tuple[int, ...]:

@@ -25,6 +25,7 @@ launch. A class with more than ``_MOST_SEEDS`` seeds, or no free pod, is left as
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter, mul, sub
 from typing import NamedTuple
 
 from ..model.pod import Pod
@@ -35,6 +36,8 @@ from .templates import TypeOption, fit_count, holds
 from .topology import Matcher
 
 _EPSILON = 1e-9
+_EXACT = 2**53  # every int below it is exactly a float
+_SCORE = itemgetter(0)  # of a pattern entry; sorting by it calls no Python function
 _SPOT = "spot"
 # The ways a class is packed, the cheapest kept: (pods valued at fitted prices, seeds filled first). The
 # fitted way (one least-squares price per resource, the best of a window of patterns each round) is the
@@ -292,7 +295,7 @@ class _Packer:
         # Consistent with the weights until revalue() prices the resources: each shape valued at its cpu.
         self.values: list[float] = [float(shape[0]) for shape in shapes]
         # What an empty node's fill starts from for the last pods left asked about (see _start).
-        self._started: tuple[list[int], list[tuple[int, int, int, int]], list[int]] | None = None
+        self._started: tuple[list[int], list[tuple[int, int, int, int, float, float]], list[int]] | None = None
 
     def price_of(self, options: list[TypeOption]) -> float:
         return options[0].price(self.zones, self.capacity_types) or 0.0
@@ -332,7 +335,7 @@ class _Packer:
         if self.fitted is not None:
             return self._best_in_window(entries, left)
         while True:
-            entries.sort(key=lambda e: e[0])
+            entries.sort(key=_SCORE)
             best = next((e for e in entries if e[2] and e[0] < float("inf")), None)
             if best is None or all(c <= n for c, n in zip(best[2], left, strict=True)):
                 return best
@@ -343,7 +346,7 @@ class _Packer:
     def _best_in_window(self, entries: list[list], left: list[int]) -> list | None:
         """The fitted way: the best of the ``_WIDTH`` best-scoring entries, those that took pods now gone
         filled again first."""
-        entries.sort(key=lambda e: e[0])
+        entries.sort(key=_SCORE)
         best = None
         for entry in entries[:_WIDTH]:
             if entry[2] and any(c > n for c, n in zip(entry[2], left, strict=True)):
@@ -370,7 +373,7 @@ class _Packer:
         return True
 
     def _score(self, price: float, taken: list[int]) -> float:
-        value = sum(v * n for v, n in zip(self.values, taken, strict=True))
+        value = sum(map(mul, self.values, taken))  # as a generator would, without one (equal lengths)
         return price / value if value > 0 else float("inf")
 
     def _flexible(self, used: list[int]) -> bool:
@@ -388,6 +391,12 @@ class _Packer:
         shapes = self.shapes
         extended = len(alloc) > 3
         active, demand = self._start(left, taken, len(alloc))
+        # Scores multiply floats when all factors are below 2**53 (scored shapes fit the room, so never
+        # exceed alloc): two exact floats' product is rounded once, as the int product's conversion is,
+        # so scores are the same without big ints (memory in bytes squared; #32 throughput).
+        exact = alloc[0] < _EXACT and alloc[1] < _EXACT
+        if not exact:
+            active = [(s, cpu, memory, pods, cpu, memory) for s, cpu, memory, pods, _, _ in active]
         while True:
             if (demand[0] <= room[0] and demand[1] <= room[1] and demand[2] <= room[2]
                     and (not extended or holds(room, demand))):
@@ -398,19 +407,21 @@ class _Packer:
             best_score = -1.0
             chosen = None
             room_cpu, room_mem, room_pods = room[0], room[1], room[2]
+            by_cpu, by_mem = (float(room_cpu), float(room_mem)) if exact else (room_cpu, room_mem)
             out = False  # a shape no longer fits: only then is the list filtered again
             for entry in active:
-                s, cpu, memory, pods = entry
+                s, cpu, memory, pods, as_cpu, as_mem = entry
                 if cpu > room_cpu or memory > room_mem or pods > room_pods or (extended and not holds(room, shapes[s])):
                     out = True
                     continue
-                score = cpu * room_cpu * scale_cpu + memory * room_mem * scale_mem
+                score = as_cpu * by_cpu * scale_cpu + as_mem * by_mem * scale_mem
                 if score > best_score:
                     best, best_score, chosen = s, score, entry
             if best < 0:
                 return room
             shape = shapes[best]
-            add = max(1, min(left[best] - taken[best], fit_count(room, (0,) * len(room), shape) // 2))
+            rest = left[best] - taken[best]  # at least one, or the shape would be out
+            add = 1 if rest == 1 else max(1, min(rest, fit_count(room, (0,) * len(room), shape) // 2))
             taken[best] += add
             done = taken[best] >= left[best]
             # A new list, never the old one changed: the start of a fill is shared (see _start).
@@ -421,15 +432,20 @@ class _Packer:
             elif done:
                 at = active.index(chosen)
                 active = active[:at] + active[at + 1:]
-            room = [r - v * add for r, v in zip(room, shape, strict=True)]
-            demand = [d - v * add for d, v in zip(demand, shape, strict=True)]
+            if add == 1:  # most steps: the same differences, without a comprehension's call
+                room = list(map(sub, room, shape))
+                demand = list(map(sub, demand, shape))
+            else:
+                room = [r - v * add for r, v in zip(room, shape, strict=True)]
+                demand = [d - v * add for d, v in zip(demand, shape, strict=True)]
 
     def _start(self, left: list[int], taken: list[int],
-               dims: int) -> tuple[list[tuple[int, int, int, int]], list[int]]:
+               dims: int) -> tuple[list[tuple[int, int, int, int, float, float]], list[int]]:
         """The shapes with pods still to take, and what those pods request in all, before a fill.
 
         Room only shrinks and counts only grow: a shape that is out once (no room, or all its pods
-        taken) stays out for this node. Entries carry a shape's cpu, memory and pods for the hot loop.
+        taken) stays out for this node. Entries carry a shape's cpu, memory and pods for the hot loop, then
+        its cpu and memory as floats (see _greedy).
         Every type's fill in a round starts from the same pods left with none taken: that start is
         worked out once per round, not once per type (#32 throughput). The fill never changes the lists
         in place (it rebinds them), so they are shared as they are."""
@@ -438,8 +454,9 @@ class _Packer:
         started = self._started
         if fresh and started is not None and started[0] == left:
             return started[1], started[2]
-        active = [(s, shape[0], shape[1], shape[2]) for s, shape in enumerate(shapes) if left[s] > taken[s]]
-        demand = [sum(shapes[s][j] * (left[s] - taken[s]) for s, _, _, _ in active) for j in range(dims)]
+        active = [(s, shape[0], shape[1], shape[2], float(shape[0]), float(shape[1]))
+                  for s, shape in enumerate(shapes) if left[s] > taken[s]]
+        demand = [sum(shapes[s][j] * (left[s] - taken[s]) for s, *_ in active) for j in range(dims)]
         if fresh:
             self._started = (list(left), active, demand)
         return active, demand

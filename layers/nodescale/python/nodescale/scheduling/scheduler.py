@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import attrgetter
 from typing import NamedTuple
 
 from ..model import labels as wk
@@ -57,7 +56,6 @@ DRA_REASON = (
     "no node is launched for it (IGNORE_DRA_REQUESTS=true, Karpenter's default)"
 )
 _NO_PODS = (0,) * 64
-_IS_OPEN = attrgetter("open")  # summed over every open claim once per run of pods: map() spares a generator
 # Pods not placed, each with why (None: the caller's fallback); a list, as one batch mixes requests.
 Refused = list[tuple[Pod, Refusal | None]]
 
@@ -140,6 +138,7 @@ class Scheduler:
     ) -> None:
         self.pods = pods
         self.dims = _dimensions(pods)
+        self._zeros = (0,) * len(self.dims)
         self.groups = group_pods(pods)
         # The smallest request of each resource: a claim with less room than this is closed.
         self.smallest = tuple(min((p.requests.get(d, 0) for p in pods), default=0) for d in self.dims)
@@ -160,15 +159,20 @@ class Scheduler:
         self.topology.nodes = self.nodes
         self.topology.claims = self.claims
         self.open_claims: list[ClaimBin] = []
+        # Closed claims in open_claims scanned since it was last pruned (see _add_to_claims).
+        self._skipped = 0
         # Per set of hostname rules with no affinity: the open claims their cap has not ruled out yet.
         self._alive: dict[tuple, _Alive] = {}
         self.selector = InstanceSelector(self.dims, self.templates)
+        # Whether a pool has limits: fixed for the solve (a pool without is never given any), so not
+        # asked again for each run (#32 throughput).
+        self._limited = any(t.remaining is not None for t in self.templates)
         self.unschedulable: list[Unschedulable] = []
         self._intersections = Intersections()
         self._min_values: dict[int, tuple[Requirements, tuple[tuple[str, int], ...]]] = {}
 
     def _vector(self, requests: Mapping[str, int]) -> tuple[int, ...]:
-        return tuple(requests.get(d, 0) for d in self.dims)
+        return tuple(map(requests.get, self.dims, self._zeros))  # requests.get(d, 0) for each, no generator
 
     def _room(self, allocatable: Mapping[str, int]) -> tuple[int, ...]:
         return tuple(res.node_holds(allocatable, d) for d in self.dims)
@@ -296,7 +300,8 @@ class Scheduler:
                 end += 1
             left, why = self._pack_run(target, nodes, pods[start:end], self._vector(requests))
             start = end
-            failed += _refused(left, why)  # a run's reason names its own requests
+            if left:
+                failed += _refused(left, why)  # a run's reason names its own requests
         return failed
 
     def _pack_run(self, target: _Target, nodes: list[NodeBin], run: list[Pod],
@@ -352,12 +357,14 @@ class Scheduler:
         new_price: _NewPrice | None = None  # per pod on new capacity, asked for only when needed
         alive = self._alive_for(host) if constrained and not host.affinity else None
         claims = self.open_claims if alive is None else alive.claims
+        skipped = 0
         for claim in claims:
             if not remaining:
                 break
             if not claim.open:
                 if alive is not None:
                     alive.dead.add(id(claim))
+                skipped += 1
                 continue
             fit = fit_by_pool.get(claim.template.index)
             if fit is None:
@@ -408,8 +415,14 @@ class Scheduler:
             remaining -= taken
         if alive is not None:
             alive.prune()
-        elif len(claims) > 64 and (len(claims) - sum(map(_IS_OPEN, claims))) * 4 > len(claims):
-            self.open_claims = [claim for claim in claims if claim.open]  # now and then, not every run
+        elif skipped:
+            # Closed claims are dropped once scanning them has cost as much as dropping them (#32
+            # throughput: before, up to a quarter of the list stayed closed, and on Karpenter's mix 40,000
+            # of the 55,000 claims scanned were closed ones). Dropping them changes no answer.
+            self._skipped += skipped
+            if self._skipped >= len(claims):
+                self.open_claims = [claim for claim in claims if claim.open]
+                self._skipped = 0
         return placed
 
     def _new_price(self, target: _Target, req: tuple[int, ...]) -> _NewPrice:
@@ -420,7 +433,7 @@ class Scheduler:
 
         # The answer may be put off only while nothing it reads can change in the meantime: no pool
         # limits (a commit changes what is left) and no hostname affinity (a commit bootstraps it).
-        pure = not host.affinity and all(t.remaining is None for t in self.templates)
+        pure = not host.affinity and not self._limited
         return _NewPrice(ask, price_floor(fits, req) if pure else None)
 
     def _alive_for(self, host: HostRules) -> _Alive:
@@ -543,7 +556,19 @@ class _Alive:
     def prune(self) -> None:
         if self.dead:
             dead = self.dead
-            self.claims = [claim for claim in self.claims if id(claim) not in dead]
+            claims = self.claims
+            # The scan that found them ran from the front, and the claims it rules out are nearly all the
+            # first few (the oldest, fullest): only the claims up to the last of them are filtered (#32
+            # throughput: about 2 of 51 on average on Karpenter's mix).
+            left = len(dead)
+            end = len(claims) - 1
+            for at, claim in enumerate(claims):
+                if id(claim) in dead:
+                    left -= 1
+                    if not left:
+                        end = at
+                        break
+            self.claims = [claim for claim in claims[: end + 1] if id(claim) not in dead] + claims[end + 1 :]
             dead.clear()
 
 
