@@ -1,7 +1,7 @@
 """The consolidation simulator: what becomes of the pods of some nodes were those nodes gone.
 
-Pure: the bin-packer (``scheduling.solve``) is run over the candidates' pods (and the pods still
-pending) with every other node as existing capacity; its answer says which pods would have nowhere to
+Pure: the bin-packer (``scheduling.solve``) is run over the pods still pending, then the candidates' pods,
+with every other node as existing capacity; its answer says which pods would have nowhere to
 go and which new nodes they would need. The disruption use-case builds it from the world it read; the
 convergence benchmark (``bench/convergence.py``) from its in-memory cluster.
 """
@@ -45,8 +45,10 @@ def bin_packing_simulator(
         gone = {n.name for n in nodes}
         pods = [p for n in nodes for p in n.pods]
         mine = {p.uid or p.key for p in pods + buffered}
+        # The pending pods first (Karpenter's SimulateScheduling): the room launched for them is theirs, and a
+        # candidate's pod that takes it would push them onto a new node the move does not count.
         plan = solve(
-            pods + pending + buffered, pools, types, [e for e in existing if e.name not in gone], daemons,
+            pending + pods + buffered, pools, types, [e for e in existing if e.name not in gone], daemons,
             unavailable, node_labels_by_pool=node_labels_by_pool, repack=repack,
         )
         sim = Simulation()
