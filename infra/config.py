@@ -64,7 +64,7 @@ _RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731
 # The kinds the functions read from an SSM parameter (NodeOverlays and CapacityBuffers too), as the layer says.
 _NODEPOOL_KINDS = config_kinds()
 _SSM_ADVANCED_LIMIT = 8192
-# The functions whose memory and timeout a deployer may set (infra/functions.FUNCTION_SPECS' names;
+# The functions whose memory and timeout a deployer may set (infra/function_specs.FUNCTION_SPECS' names;
 # tests/cdk checks the two agree), and Lambda's bounds for them. The handlers keep a margin of up to
 # 30 s before their timeout, so less than a minute would leave them no time to work.
 SIZED_FUNCTIONS = ("provisioner", "interruption", "disruption", "cleanup")

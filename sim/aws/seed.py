@@ -184,7 +184,7 @@ def seed(
     return out
 
 
-# infra/functions.INTERRUPTION's default timeout, for the queue's visibility timeout (sim does not import
+# infra/function_specs.INTERRUPTION's default timeout, for the queue's visibility timeout (sim does not import
 # aws_cdk; tests/cdk/test_triggers.py holds the two equal).
 INTERRUPTION_TIMEOUT_SECONDS = 150
 

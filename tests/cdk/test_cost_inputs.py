@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from bench import cost
-from infra import functions, triggers
+from infra import function_specs, functions, triggers
 from tests.cdk.conftest import Synth
 
 
 def test_cost_inputs_match_the_stack() -> None:
-    assert {s.name: s.memory_mb for s in (functions.PROVISIONER, functions.DISRUPTION,
-                                                           functions.INTERRUPTION)} == cost.MEMORY_MB
+    assert {s.name: s.memory_mb for s in (function_specs.PROVISIONER, function_specs.DISRUPTION,
+                                                           function_specs.INTERRUPTION)} == cost.MEMORY_MB
     assert cost.WATCH_SECONDS_DEPLOYED == functions.PROVISIONER_WATCH_SECONDS
     assert triggers.SCHEDULE_RATE.to_seconds() == 60
     assert 730 * 3600 // triggers.SCHEDULE_RATE.to_seconds() == cost.TICKS_PER_MONTH
