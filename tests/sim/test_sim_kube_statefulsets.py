@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from tests.integration.conftest_kube import KubeHarness, running_harness, wait_for
 
@@ -37,7 +38,13 @@ def _statefulset(name: str, replicas: int, storage_class: str, selector: dict[st
 
 
 def _zone_of_pod(kube: KubeHarness, ns: str, name: str) -> str | None:
-    pod = kube.core.read_namespaced_pod(name, ns)
+    """The zone of the pod's node; None while it is unbound, being deleted or not made (again) yet."""
+    try:
+        pod = kube.core.read_namespaced_pod(name, ns)
+    except ApiException as exc:
+        if exc.status == 404:  # deleted, and its StatefulSet has not made it again yet
+            return None
+        raise
     if not pod.spec.node_name or pod.metadata.deletion_timestamp:
         return None
     return kube.core.read_node(pod.spec.node_name).metadata.labels["topology.kubernetes.io/zone"]
