@@ -11,7 +11,7 @@ cordoned anything.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ...aws.ownership import OwnedInstance, Ownership, classify
 from ...interruption import events
@@ -76,10 +76,28 @@ def cordon_ahead(rt: Runtime, intents: list[events.Intent]) -> Ahead:
 
 def _mark(rt: Runtime, recorder: EventRecorder, intent: events.Intent, owned: OwnedInstance,
           node: ClusterNode | None) -> Work | None:
-    if node is None or action_for(intent, node, None).step != Step.DRAIN:
-        return None
-    item = Work(intent, owned, node, InstanceReport(intent.instance_id, intent.kind, node=node.name))
-    return item if act.mark(rt, recorder, item, announce=False, count=False) else None
+    return start(rt, recorder, InstanceReport(intent.instance_id, intent.kind), intent, owned, node, count=False)[1]
+
+
+def start(
+    rt: Runtime,
+    recorder: EventRecorder,
+    report: InstanceReport,
+    intent: events.Intent,
+    owned: OwnedInstance,
+    node: ClusterNode | None,
+    count: bool = True,
+) -> tuple[InstanceReport, Work | None]:
+    """Act on an intent whose action needs no NodePool: its report so far, and the Work to replace and
+    drain, if any (cordoned). Its events wait until every node of the batch is cordoned and evicting (#33.3);
+    without ``count`` the action is counted once the batch acts on it (``act.count_action``)."""
+    action = action_for(intent, node, None)
+    if node is None:
+        return replace(report, reason=action.reason), None
+    item = Work(intent, owned, node, replace(report, node=node.name))
+    if action.step == Step.DRAIN and act.mark(rt, recorder, item, announce=False, count=count):
+        return item.report, item
+    return item.report, None
 
 
 def nodes_of(rt: Runtime, owned: list[OwnedInstance]) -> dict[str, ClusterNode]:

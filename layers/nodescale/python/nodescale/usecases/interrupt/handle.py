@@ -63,7 +63,7 @@ from ..world import World, read_nodepools, read_world
 from . import actions as act
 from . import zonal_shift
 from .actions import InstanceReport, Work
-from .ahead import MARK_WORKERS, Ahead, nodes_of
+from .ahead import MARK_WORKERS, Ahead, nodes_of, start
 from .summary import EventAnswer, EventSummary
 
 
@@ -249,7 +249,7 @@ def _act(
     # Every going-away node cordoned side by side, each in one write, before anything else is read (the
     # NodeClaims, for the events, are read once the evictions are under way): a batch of a hundred took
     # longer than the goal leaves for it (#33.3).
-    marked = act.side_by_side(lambda g: _adopted(ahead, g[1]) or _start(rt, recorder, out[g[0]], g[1], g[2], g[3]),
+    marked = act.side_by_side(lambda g: _adopted(ahead, g[1]) or start(rt, recorder, out[g[0]], g[1], g[2], g[3]),
                               going, MARK_WORKERS, "nodescale-cordon")
     for (k, *_), (report, item) in zip(going, marked, strict=True):
         out[k] = report
@@ -382,25 +382,6 @@ def _owned(
         log.warning("instance ignored", extra={"instance_id": intent.instance_id, "reason": out[k].reason})
         telemetry.count(telemetry.IGNORED_EVENTS)
     return ours
-
-
-def _start(
-    rt: Runtime,
-    recorder: EventRecorder,
-    report: InstanceReport,
-    intent: events.Intent,
-    owned: OwnedInstance,
-    node: ClusterNode | None,
-) -> tuple[InstanceReport, Work | None]:
-    """Act on an intent whose action needs no NodePool: its report so far, and the Work to replace and
-    drain, if any. Its events wait until every node of the batch is cordoned and evicting (#33.3)."""
-    action = action_for(intent, node, None)
-    if node is None:
-        return replace(report, reason=action.reason), None
-    item = Work(intent, owned, node, replace(report, node=node.name))
-    if action.step == Step.DRAIN and act.mark(rt, recorder, item, announce=False):
-        return item.report, item
-    return item.report, None
 
 
 def _mark_offerings(rt: Runtime, going: list[tuple[events.Intent, OwnedInstance, ClusterNode | None]]) -> None:
