@@ -12,8 +12,8 @@ from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.pricing import ebs_prices
 from nodescale.model import labels as wk
 from nodescale.model.pod import Pod
+from nodescale.scheduling.coverprices import resource_prices
 from nodescale.scheduling.pooltypes import pool_types
-from nodescale.scheduling.repack import _resource_prices
 from nodescale.scheduling.scheduler import solve
 from nodescale.scheduling.templates import TypeOption
 from tests.builders import GIB, itype
@@ -79,7 +79,7 @@ def test_pods_are_valued_at_the_dual_prices_of_the_cheapest_fractional_cover() -
     needed; a demand of cpu alone now prices memory at its floor (a hundredth of the types' average price
 per GiB: 0.01 * $2 / 12 GiB)."""
     types = [_option("A", 4, 4, 1.0), _option("B", 2, 8, 1.0)]
-    cpu, memory = _resource_prices(types, [4000, 8 * GIB])
+    cpu, memory = resource_prices(types, [4000, 8 * GIB])
     assert cpu == pytest.approx(1 / 6000) and memory == pytest.approx(1 / (12 * GIB))
-    cpu, memory = _resource_prices(types, [4000, 0])
+    cpu, memory = resource_prices(types, [4000, 0])
     assert cpu == pytest.approx(1 / 4000) and memory == pytest.approx(0.01 * 2 / (12 * GIB))

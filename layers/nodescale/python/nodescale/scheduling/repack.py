@@ -29,6 +29,7 @@ from operator import itemgetter, mul, sub
 from typing import NamedTuple
 
 from ..model.pod import Pod
+from .coverprices import efficient, fitted_prices, resource_prices
 from .groups import Group
 from .nodeclaim import ClaimBin
 from .plan import MAX_INSTANCE_TYPES, SPOT_FLEXIBILITY
@@ -47,6 +48,8 @@ _WAYS_WITHOUT_SEEDS = ((False, False), (True, False))
 # A class with more seeds than this is left as the greedy pass packed it: each seed tries several types
 # in each way, and so many claims holding topology-bound pods leave few free pods to gain on.
 _MOST_SEEDS = 500
+# Spot seeds take part only while a class has at most this many of them (see _cheapest_repack).
+_MOST_SPOT_SEEDS = 100
 # How many of the best-scoring patterns the fitted way fills again each round.
 _WIDTH = 8
 
@@ -82,9 +85,35 @@ def repack(claims: list[ClaimBin], bound: set[int], group_of: Mapping[int, int],
         else:
             out.append(claim)
     for members in classes.values():
-        packed = _repack_class(members, group_of, dims) if len(members) > 1 else None
-        out.extend(members if packed is None else packed)
+        out.extend(_cheapest_repack(members, bound, group_of, dims))
     return out
+
+
+def _cheapest_repack(members: list[ClaimBin], bound: set[int], group_of: Mapping[int, int],
+                     dims: Sequence[str]) -> list[ClaimBin]:
+    """One class packed again, the cheaper of two ways when it has spot seeds: with them (their free pods
+    move, they stay spot-flexible) and as they are, the rest packed around them. Neither always wins: a
+    seed re-typed for its bound pods may leave the class's free pods fewer good patterns. A class with
+    more than ``_MOST_SPOT_SEEDS`` spot seeds keeps them as they are: each tries its types' flexibility
+    once per fill, and so many (a spread over hostnames on every node, say) leave few free pods to gain on."""
+    spot = [c for c in members if c.floor > 1 and any(g in bound for g in c.counts)]
+    if spot:
+        kept = set(map(id, spot))
+        rest = [c for c in members if id(c) not in kept]
+        packed = _repack_class(rest, group_of, dims) if len(rest) > 1 else None
+        without = spot + (rest if packed is None else packed)
+        if len(spot) > _MOST_SPOT_SEEDS:
+            return without
+    packed = _repack_class(members, group_of, dims) if len(members) > 1 else None
+    if packed is None:
+        return without if spot else members
+    if spot and _price(without) <= _price(packed):
+        return without
+    return packed
+
+
+def _price(claims: list[ClaimBin]) -> float:
+    return sum(c.price for c in claims)
 
 
 def _eligible(claim: ClaimBin, bound: set[int]) -> bool:
@@ -92,8 +121,7 @@ def _eligible(claim: ClaimBin, bound: set[int]) -> bool:
     if claim.requirements is not fit.requirements or claim.template.remaining is not None or fit.min_values:
         return False
     if any(g in bound for g in claim.counts):
-        # A seed: spot ones keep their pods (their room depends on the floor-th roomiest option).
-        return claim.floor == 1
+        return True  # a seed (a spot one stays spot-flexible: see _reseed)
     # Zones narrowed with no topology-bound pod on it: kept as it is, as the pass cannot say why.
     return claim.zones == fit.zones
 
@@ -191,6 +219,7 @@ def _reseed(seed: ClaimBin, packer: _Packer, left: list[int], pods: list[list[Po
     fixed_value = weights[0] * fixed[0] + weights[1] * fixed[1]
     best: tuple[float, list[int], list[int]] | None = None
     priced, undominated = _priced(seed, cache)
+    least = packer.least
     # No node holds more value than its allocatable is worth: try types by that floor on their score, and
     # stop once the floor passes the best score found.
     ranked = sorted(
@@ -202,6 +231,11 @@ def _reseed(seed: ClaimBin, packer: _Packer, left: list[int], pods: list[list[Po
         if best is not None and floor >= best[0]:
             break
         taken, used = packer.fill_from(option.alloc, fixed, left)
+        if least > 1 and not _at_least(priced, used, least):
+            # A spot seed stays flexible: enough of its types hold what it holds, or it takes no free pod.
+            taken, used = [0] * len(left), list(fixed)
+            if not _at_least(priced, used, least):
+                continue
         value = fixed_value + sum(v * n for v, n in zip(packer.values, taken, strict=True))
         if value > 0 and (best is None or price / value < best[0]):
             best = (price / value, taken, used)
@@ -271,7 +305,7 @@ class _Shared:
 
     def __init__(self, candidates: list[TypeOption], zones: frozenset[str], capacity_types: frozenset[str]) -> None:
         self.types = _undominated(candidates, zones, capacity_types)
-        self.efficient = _efficient(self.types)
+        self.efficient = efficient(self.types)
         # (id of the type, pods left) -> (pods taken per shape, use, whether enough types hold it or None)
         self.fills: dict[tuple, list] = {}
 
@@ -290,7 +324,7 @@ class _Packer:
         self.shared = shared = shared or _Shared(candidates, zones, capacity_types)
         self.types = shared.types
         self.efficient = shared.efficient
-        self.fitted = _fitted_prices(self.types) if fitted else None
+        self.fitted = fitted_prices(self.types) if fitted else None
         self.weights = [1.0, 0.0]
         # Consistent with the weights until revalue() prices the resources: each shape valued at its cpu.
         self.values: list[float] = [float(shape[0]) for shape in shapes]
@@ -304,7 +338,7 @@ class _Packer:
         """Patterns (pods per shape, used, options, times) covering every pod; None when one fits nowhere.
 
         Each round values the pods at the resource prices of the cheapest fractional cover of what is
-        left (:func:`_resource_prices`), scores each type's pattern by its price over the value it
+        left (:func:`coverprices.resource_prices`), scores each type's pattern by its price over the value it
         holds, and repeats the best pattern while its pods last (:meth:`_freshest`)."""
         left = list(counts)
         entries: list[list] = []  # [score, type index, taken, used]
@@ -365,7 +399,7 @@ class _Packer:
             weights = self.fitted
         else:
             demand = [sum(shape[d] * n for shape, n in zip(self.shapes, left, strict=True)) for d in (0, 1)]
-            weights = _resource_prices(self.efficient, demand)
+            weights = resource_prices(self.efficient, demand)
         if weights == self.weights:
             return False
         self.weights = weights
@@ -526,74 +560,3 @@ def _undominated(candidates: list[TypeOption], zones: frozenset[str],
         if not beaten:
             kept.append((option, price))
     return kept
-
-
-def _efficient(types: list[tuple[TypeOption, float]]) -> list[tuple[TypeOption, float]]:
-    """The types no other beats in both cpu and memory per dollar: the only ones a fractional cover of
-    cpu and memory needs (fewer types, far fewer pairs to try)."""
-    per_dollar = [(t.alloc[0] / price, t.alloc[1] / price, t, price) for t, price in types if price > 0]
-    per_dollar.sort(key=lambda e: (-e[0], -e[1]))
-    out = []
-    most_memory = -1.0
-    for _cpu, memory, option, price in per_dollar:
-        if memory > most_memory:
-            out.append((option, price))
-            most_memory = memory
-    return out
-
-
-def _resource_prices(types: list[tuple[TypeOption, float]], demand: Sequence[int]) -> list[float]:
-    """A price per unit of cpu and of memory: the dual prices of the cheapest fractional cover of
-    ``demand`` by the types (at most two of them in two resources, so every one and every pair is
-    tried); each at least a hundredth of the average so no pod is worth nothing."""
-    if not types or demand[0] <= 0 and demand[1] <= 0:
-        return [1.0, 0.0]
-    dc, dm = max(demand[0], 0), max(demand[1], 0)
-    rows = [(t.alloc[0], t.alloc[1], price) for t, price in types if t.alloc[0] > 0 and t.alloc[1] > 0]
-    best_cost = float("inf")
-    duals = [0.0, 0.0]
-    for c, m, p in rows:
-        nodes = max(dc / c, dm / m)
-        if p * nodes < best_cost:
-            best_cost = p * nodes
-            duals = [p / c, 0.0] if dc / c >= dm / m else [0.0, p / m]
-    for i, (c1, m1, p1) in enumerate(rows):
-        for c2, m2, p2 in rows[i + 1:]:
-            det = c1 * m2 - c2 * m1
-            if not det:
-                continue
-            n1 = (dc * m2 - c2 * dm) / det
-            n2 = (c1 * dm - dc * m1) / det
-            cost = p1 * n1 + p2 * n2
-            if n1 < 0 or n2 < 0 or cost >= best_cost:
-                continue
-            yc = (p1 * m2 - p2 * m1) / det
-            ym = (c1 * p2 - c2 * p1) / det
-            if yc >= 0 and ym >= 0:
-                best_cost, duals = cost, [yc, ym]
-    total = sum(p for _, _, p in rows)
-    floor_cpu = 0.01 * total / max(1, sum(c for c, _, _ in rows))
-    floor_mem = 0.01 * total / max(1, sum(m for _, m, _ in rows))
-    return [max(duals[0], floor_cpu), max(duals[1], floor_mem)]
-
-
-def _fitted_prices(types: list[tuple[TypeOption, float]]) -> list[float]:
-    """(The fitted way.) A price per unit of cpu and of memory fitted (least squares, through the origin) to the types'
-    prices; each at least a tenth of its share when the fit fails."""
-    if not types:
-        return [1.0, 0.0]
-    rows = [(t.alloc[0], t.alloc[1], price) for t, price in types]
-    sxx = sum(c * c for c, _, _ in rows)
-    syy = sum(m * m for _, m, _ in rows)
-    sxy = sum(c * m for c, m, _ in rows)
-    sxp = sum(c * p for c, _, p in rows)
-    syp = sum(m * p for _, m, p in rows)
-    det = sxx * syy - sxy * sxy
-    cpu = mem = 0.0
-    if det > 0:
-        cpu = (sxp * syy - syp * sxy) / det
-        mem = (syp * sxx - sxp * sxy) / det
-    total = sum(p for _, _, p in rows)
-    floor_cpu = 0.1 * total / max(1, sum(c for c, _, _ in rows))
-    floor_mem = 0.1 * total / max(1, sum(m for _, m, _ in rows))
-    return [max(cpu, floor_cpu), max(mem, floor_mem)]
