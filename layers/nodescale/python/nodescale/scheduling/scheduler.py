@@ -32,7 +32,7 @@ from .instance_selection import InstanceSelector, price_floor
 from .nodeclaim import ClaimBin, Intersections, Narrowed, build_node_claims, cheapest_with_room
 from .plan import MAX_INSTANCE_TYPES, ExistingNode, ExistingPlacement, Plan, Unschedulable, UnschedulableKind
 from .reasons import Kind, Refusal, from_clauses, incompatibility, over_limits, topology_refusal
-from .repack import repack, topology_bound_groups
+from .repack import repack, topology_bound_groups, zonal_groups
 from .templates import (
     UNLIMITED,
     Fit,
@@ -213,7 +213,9 @@ class Scheduler:
             return
         bound = topology_bound_groups(self.topology.matcher.groups, self.topology.matcher)
         group_of = {id(p): g.id for g in self.groups if g.id not in bound for p in g.pods}
-        self.claims = repack(self.claims, bound, group_of, self.dims)
+        zonal_ids = zonal_groups(self.topology.matcher.groups, self.topology.matcher)
+        zonal = {id(p): g.id for g in self.groups if g.id in zonal_ids for p in g.pods}
+        self.claims = repack(self.claims, bound, group_of, self.dims, zonal)
 
     # -- one group at one relaxation level -----------------------------------------------------------------
 
