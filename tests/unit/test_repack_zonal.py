@@ -12,9 +12,9 @@ from nodescale.aws.catalog import bundled_catalog
 from nodescale.aws.pricing import ebs_prices
 from nodescale.model import labels as wk
 from nodescale.model.pod import Pod
+from nodescale.scheduling.boundgroups import zonal_groups
 from nodescale.scheduling.groups import group_pods
 from nodescale.scheduling.pooltypes import pool_types
-from nodescale.scheduling.repack import zonal_groups
 from nodescale.scheduling.scheduler import solve
 from nodescale.scheduling.topology import Topology
 

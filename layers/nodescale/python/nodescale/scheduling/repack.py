@@ -25,18 +25,15 @@ launch. A class with more than ``_MOST_SEEDS`` seeds, or no free pod, is left as
 from __future__ import annotations
 
 from collections import ChainMap
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from operator import itemgetter, mul, sub
 from typing import NamedTuple
 
-from ..model import labels as wk
 from ..model.pod import Pod
 from .coverprices import efficient, fitted_prices, resource_prices
-from .groups import Group
 from .nodeclaim import ClaimBin
 from .plan import MAX_INSTANCE_TYPES, SPOT_FLEXIBILITY
 from .templates import TypeOption, fit_count, holds
-from .topology import Matcher
 
 _EPSILON = 1e-9
 _EXACT = 2**53  # every int below it is exactly a float
@@ -56,48 +53,13 @@ _MOST_SPOT_SEEDS = 100
 _WIDTH = 8
 
 
-def topology_bound_groups(groups: Iterable[Group], matcher: Matcher) -> set[int]:
-    """Groups whose place matters to topology: those with spreads or pod (anti-)affinity, and those any
-    such constraint selects."""
-    bound: set[int] = set()
-    for group in groups:
-        sample = group.sample
-        if not sample.spread and not sample.affinity_terms:
-            continue
-        bound.add(group.id)
-        for spread in sample.spread:
-            bound |= matcher.match(spread.selector, frozenset([group.namespace]))
-        for term in sample.affinity_terms:
-            bound |= matcher.match_term(term, group.namespace)
-    return bound
-
-
-def zonal_groups(groups: Iterable[Group], matcher: Matcher) -> set[int]:
-    """Topology-bound groups whose every constraint, their own and any that selects them, is keyed on the
-    zone: a pod of theirs may move to another claim of the same zone and capacity types, every count the
-    constraints read unchanged."""
-    bound: set[int] = set()
-    pinned: set[int] = set()  # bound by some constraint on another key (hostname, capacity type, ...)
-    for group in groups:
-        sample = group.sample
-        own = frozenset([group.namespace])
-        for key, hit in [(s.topology_key, matcher.match(s.selector, own)) for s in sample.spread] + [
-                (t.topology_key, matcher.match_term(t, group.namespace)) for t in sample.affinity_terms]:
-            bound |= hit
-            bound.add(group.id)
-            if key != wk.ZONE:
-                pinned |= hit
-                pinned.add(group.id)
-    return bound - pinned
-
-
 def repack(claims: list[ClaimBin], bound: set[int], group_of: Mapping[int, int],
            dims: Sequence[str], zonal: Mapping[int, int] | None = None) -> list[ClaimBin]:
     """The claims, each eligible class packed again when that is cheaper.
 
     ``group_of`` maps each free pod (of a group not topology-bound) to its group; a pod it does not hold
     stays on its claim. A claim holding such pods is a seed: it keeps them, its zones and its options,
-    and free pods fill its room again. ``zonal`` maps each pod of a :func:`zonal_groups` group to its
+    and free pods fill its room again. ``zonal`` maps each pod of a :func:`boundgroups.zonal_groups` group to its
     group: first, the claims of each class pinned to one zone are packed again with those pods free
     among them (:func:`_zone_pass`)."""
     classes: dict[tuple, list[ClaimBin]] = {}

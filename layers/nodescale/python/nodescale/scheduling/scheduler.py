@@ -25,6 +25,7 @@ from ..model.nodepool import NodePool
 from ..model.pod import Pod, TopologySpread
 from ..model.requirements import Requirements
 from . import otherkeys, reservations
+from .boundgroups import movable_pods
 from .capacity_split import keep_split
 from .existingnode import NodeBin, NodeRoom, existing_bins
 from .groups import Group, Level, group_pods
@@ -32,7 +33,7 @@ from .instance_selection import InstanceSelector, price_floor
 from .nodeclaim import ClaimBin, Intersections, Narrowed, build_node_claims, cheapest_with_room
 from .plan import MAX_INSTANCE_TYPES, ExistingNode, ExistingPlacement, Plan, Unschedulable, UnschedulableKind
 from .reasons import Kind, Refusal, from_clauses, incompatibility, over_limits, topology_refusal
-from .repack import repack, topology_bound_groups, zonal_groups
+from .repack import repack
 from .templates import (
     UNLIMITED,
     Fit,
@@ -211,10 +212,7 @@ class Scheduler:
         """Pack the claims of each pool class again, pods mixed, where that is cheaper (repack.py)."""
         if len(self.claims) < 2:
             return
-        bound = topology_bound_groups(self.topology.matcher.groups, self.topology.matcher)
-        group_of = {id(p): g.id for g in self.groups if g.id not in bound for p in g.pods}
-        zonal_ids = zonal_groups(self.topology.matcher.groups, self.topology.matcher)
-        zonal = {id(p): g.id for g in self.groups if g.id in zonal_ids for p in g.pods}
+        bound, group_of, zonal = movable_pods(self.groups, self.topology.matcher)
         self.claims = repack(self.claims, bound, group_of, self.dims, zonal)
 
     # -- one group at one relaxation level -----------------------------------------------------------------
