@@ -1,12 +1,13 @@
 """Prices per unit of cpu and memory the repack pass values pods at (#32): the dual prices of the cheapest
 fractional cover of what is left to place, over the types no other beats in both resources per dollar;
-or (the pass's older way) one price per resource fitted to the types' prices by least squares."""
+or (the pass's older way) one price per resource fitted to the types' prices by least squares. Also the
+types no cheaper one beats in every resource, the only ones a pattern needs."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .templates import TypeOption
+from .templates import TypeOption, holds
 
 
 def efficient(types: list[tuple[TypeOption, float]]) -> list[tuple[TypeOption, float]]:
@@ -78,3 +79,23 @@ def fitted_prices(types: list[tuple[TypeOption, float]]) -> list[float]:
     floor_cpu = 0.1 * total / max(1, sum(c for c, _, _ in rows))
     floor_mem = 0.1 * total / max(1, sum(m for _, m, _ in rows))
     return [max(cpu, floor_cpu), max(mem, floor_mem)]
+
+
+def undominated(candidates: list[TypeOption], zones: frozenset[str],
+                 capacity_types: frozenset[str]) -> list[tuple[TypeOption, float]]:
+    """Candidates (cheapest first) no cheaper-or-equal type beats in every resource."""
+    kept: list[tuple[TypeOption, float]] = []
+    for option in candidates:
+        price = option.price(zones, capacity_types) or 0.0
+        alloc = option.alloc
+        cpu, memory, pods = alloc[0], alloc[1], alloc[2]
+        beaten = False
+        for other, p in kept:
+            # cpu, memory and pods first: most candidates fail there, before the full (slower) test.
+            held = other.alloc
+            if held[0] >= cpu and held[1] >= memory and held[2] >= pods and p <= price and holds(held, alloc):
+                beaten = True
+                break
+        if not beaten:
+            kept.append((option, price))
+    return kept

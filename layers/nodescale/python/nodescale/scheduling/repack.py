@@ -30,7 +30,7 @@ from operator import itemgetter, mul, sub
 from typing import NamedTuple
 
 from ..model.pod import Pod
-from .coverprices import efficient, fitted_prices, resource_prices
+from .coverprices import efficient, fitted_prices, resource_prices, undominated
 from .nodeclaim import ClaimBin
 from .plan import MAX_INSTANCE_TYPES, SPOT_FLEXIBILITY
 from .templates import TypeOption, fit_count, holds
@@ -74,21 +74,18 @@ def repack(claims: list[ClaimBin], bound: set[int], group_of: Mapping[int, int],
             classes.setdefault((id(claim.fit), claim.capacity_types), []).append(claim)
         else:
             out.append(claim)
+    cache: dict = {}  # the seeds' types by fit and zones, for every class and zone
     for members in classes.values():
-        packed = _cheapest_repack(members, bound, group_of, dims)
         # On-demand classes only: a spot claim stays spot-flexible in its one zone, and spot classes are
         # where the benchmarks' hostname spreads put hundreds of seeds (the pass would cost seconds).
         if zonal and _SPOT not in members[0].capacity_types:
-            zoned = _zone_pass(members, group_of, zonal, dims)
-            if zoned is not None:
-                zoned = _cheapest_repack(zoned, bound, group_of, dims)
-                packed = zoned if _price(zoned) < _price(packed) - _EPSILON else packed
-        out.extend(packed)
+            members = _zone_pass(members, group_of, zonal, dims, cache) or members
+        out.extend(_cheapest_repack(members, bound, group_of, dims, cache))
     return out
 
 
 def _zone_pass(members: list[ClaimBin], group_of: Mapping[int, int], zonal: Mapping[int, int],
-               dims: Sequence[str]) -> list[ClaimBin] | None:
+               dims: Sequence[str], cache: dict) -> list[ClaimBin] | None:
     """The class with the claims of each single zone that hold zone-keyed pods packed again, those pods
     and the free ones moving among them (new claims stay in that zone). Before, a zonal spread's pods
     kept the claims the greedy pass opened for them, each zone's share on as few large nodes as it
@@ -103,14 +100,14 @@ def _zone_pass(members: list[ClaimBin], group_of: Mapping[int, int], zonal: Mapp
     either = ChainMap(group_of, zonal)  # type: ignore[arg-type]
     changed = False
     for zone, claims in by_zone.items():
-        packed = _repack_class(claims, either, dims, frozenset([zone])) if len(claims) > 1 else None
+        packed = _repack_class(claims, either, dims, frozenset([zone]), cache) if len(claims) > 1 else None
         changed = changed or packed is not None
         out.extend(claims if packed is None else packed)
     return out if changed else None
 
 
 def _cheapest_repack(members: list[ClaimBin], bound: set[int], group_of: Mapping[int, int],
-                     dims: Sequence[str]) -> list[ClaimBin]:
+                     dims: Sequence[str], cache: dict) -> list[ClaimBin]:
     """One class packed again, the cheaper of two ways when it has spot seeds: with them (their free pods
     move, they stay spot-flexible) and as they are, the rest packed around them. Neither always wins: a
     seed re-typed for its bound pods may leave the class's free pods fewer good patterns. A class with
@@ -120,11 +117,11 @@ def _cheapest_repack(members: list[ClaimBin], bound: set[int], group_of: Mapping
     if spot:
         kept = set(map(id, spot))
         rest = [c for c in members if id(c) not in kept]
-        packed = _repack_class(rest, group_of, dims) if len(rest) > 1 else None
+        packed = _repack_class(rest, group_of, dims, cache=cache) if len(rest) > 1 else None
         without = spot + (rest if packed is None else packed)
         if len(spot) > _MOST_SPOT_SEEDS or not _repeating(members, group_of):
             return without
-    packed = _repack_class(members, group_of, dims) if len(members) > 1 else None
+    packed = _repack_class(members, group_of, dims, cache=cache) if len(members) > 1 else None
     if packed is None:
         return without if spot else members
     if spot and _price(without) <= _price(packed):
@@ -166,7 +163,7 @@ def _eligible(claim: ClaimBin, bound: set[int]) -> bool:
 
 
 def _repack_class(members: list[ClaimBin], group_of: Mapping[int, int], dims: Sequence[str],
-                  zones: frozenset[str] | None = None) -> list[ClaimBin] | None:
+                  zones: frozenset[str] | None = None, cache: dict | None = None) -> list[ClaimBin] | None:
     """The class packed again, or None when that is no cheaper. Two ways are tried: free pods filled
     around each seed's pods first, the rest in patterns; and each seed on the cheapest type holding its
     own pods, every free pod in patterns. The cheaper wins."""
@@ -195,7 +192,7 @@ def _repack_class(members: list[ClaimBin], group_of: Mapping[int, int], dims: Se
     if not by_shape:
         return None
     best: _Attempt | None = None
-    cache: dict = {}  # the seeds' types by zones, shared by every way
+    cache = {} if cache is None else cache  # the seeds' types by fit and zones, shared by every way
     shared = _Shared(candidates, zones, capacity_types)
     for fitted, fill in _WAYS if seeds else _WAYS_WITHOUT_SEEDS:
         packer = _Packer(candidates, zones, capacity_types, list(by_shape), least, fitted, shared)
@@ -258,12 +255,12 @@ def _reseed(seed: ClaimBin, packer: _Packer, left: list[int], pods: list[list[Po
     weights = packer.weights
     fixed_value = weights[0] * fixed[0] + weights[1] * fixed[1]
     best: tuple[float, list[int], list[int]] | None = None
-    priced, undominated = _priced(seed, cache)
+    priced, unbeaten = _priced(seed, cache)
     least = packer.least
     # No node holds more value than its allocatable is worth: try types by that floor on their score, and
     # stop once the floor passes the best score found.
     ranked = sorted(
-        ((price / worth, option, price) for option, price in undominated
+        ((price / worth, option, price) for option, price in unbeaten
          if holds(option.alloc, fixed) and (worth := weights[0] * option.alloc[0] + weights[1] * option.alloc[1]) > 0),
         key=lambda entry: entry[0],
     )
@@ -312,14 +309,14 @@ def _priced(seed: ClaimBin, cache: dict) -> tuple[list[TypeOption], list[tuple[T
     """The seed's fit's types offered in its zones and capacity types, cheapest there first, and those of
     them no cheaper type beats in every resource (a type that beats one holding the seed's pods holds
     them too, so filtering after is the same as before)."""
-    key = (seed.zones, seed.capacity_types)
+    key = (id(seed.fit), seed.zones, seed.capacity_types)
     hit = cache.get(key)
     if hit is None:
-        zones, capacity_types = key
+        _, zones, capacity_types = key
         entries = [(p, t.name, t) for t in seed.fit.types if (p := t.price(zones, capacity_types)) is not None]
         entries.sort(key=lambda entry: (entry[0], entry[1]))
         types = [t for _, _, t in entries]
-        hit = cache[key] = (types, _undominated(types, zones, capacity_types))
+        hit = cache[key] = (types, undominated(types, zones, capacity_types))
     return hit
 
 
@@ -344,7 +341,7 @@ class _Shared:
     __slots__ = ("types", "efficient", "fills")
 
     def __init__(self, candidates: list[TypeOption], zones: frozenset[str], capacity_types: frozenset[str]) -> None:
-        self.types = _undominated(candidates, zones, capacity_types)
+        self.types = undominated(candidates, zones, capacity_types)
         self.efficient = efficient(self.types)
         # (id of the type, pods left) -> (pods taken per shape, use, whether enough types hold it or None)
         self.fills: dict[tuple, list] = {}
@@ -560,8 +557,11 @@ class _Packer:
 def _holding(types: list[TypeOption], used: Sequence[int]) -> list[TypeOption]:
     """The first ``MAX_INSTANCE_TYPES`` of ``types`` that hold ``used`` (all a claim launches with)."""
     out = []
+    cpu, memory, pods = used[0], used[1], used[2]
     for t in types:
-        if holds(t.alloc, used):
+        alloc = t.alloc
+        # cpu, memory and pods inline first, as in _at_least: most of the cheap types fail there.
+        if alloc[0] >= cpu and alloc[1] >= memory and alloc[2] >= pods and holds(alloc, used):
             out.append(t)
             if len(out) == MAX_INSTANCE_TYPES:
                 break
@@ -580,23 +580,3 @@ def _at_least(candidates: list[TypeOption], used: list[int], least: int) -> bool
             if held >= least:
                 return True
     return False
-
-
-def _undominated(candidates: list[TypeOption], zones: frozenset[str],
-                 capacity_types: frozenset[str]) -> list[tuple[TypeOption, float]]:
-    """Candidates (cheapest first) no cheaper-or-equal type beats in every resource."""
-    kept: list[tuple[TypeOption, float]] = []
-    for option in candidates:
-        price = option.price(zones, capacity_types) or 0.0
-        alloc = option.alloc
-        cpu, memory, pods = alloc[0], alloc[1], alloc[2]
-        beaten = False
-        for other, p in kept:
-            # cpu, memory and pods first: most candidates fail there, before the full (slower) test.
-            held = other.alloc
-            if held[0] >= cpu and held[1] >= memory and held[2] >= pods and p <= price and holds(held, alloc):
-                beaten = True
-                break
-        if not beaten:
-            kept.append((option, price))
-    return kept
