@@ -164,10 +164,12 @@ def register(
     taints: tuple[Taint, ...],
     remove: Taint,
     annotations: Mapping[str, str] | None = None,
+    finalizer: str | None = None,
 ) -> NodeChange:
     """Karpenter's registration sync in one write: ``labels`` merged, each of ``taints`` (key and effect)
     added when missing, and ``remove`` (key and effect) taken away, so the node is never without its labels
-    while the taint that keeps pods off is gone. Guarded by the resourceVersion (taints are a list)."""
+    while the taint that keeps pods off is gone; ``finalizer`` added when missing. Guarded by the
+    resourceVersion (taints and finalizers are lists, which a merge patch replaces whole)."""
 
     def change(node: dict[str, Any]) -> dict[str, Any] | None:
         current = taints_of(node)
@@ -177,6 +179,9 @@ def register(
         patch: dict[str, Any] = {"metadata": {"labels": dict(labels)}}
         if annotations:
             patch["metadata"]["annotations"] = dict(annotations)
+        finalizers = list((node.get("metadata") or {}).get("finalizers") or [])
+        if finalizer and finalizer not in finalizers:
+            patch["metadata"]["finalizers"] = [*finalizers, finalizer]
         if added or len(kept) != len(current):
             patch["spec"] = {"taints": [*kept, *added]}
         return patch

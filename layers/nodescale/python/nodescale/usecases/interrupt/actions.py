@@ -7,17 +7,15 @@ instance's ``InstanceReport``.
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import logging
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
@@ -38,11 +36,10 @@ from ...runtime import Runtime
 from .. import terminate, world_sources
 from ..provision.capacity import launch_capacity
 from ..provision.launch import Launch, LaunchOutcome, PodReason
+from ..side_by_side import side_by_side
 from ..world import World
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-R = TypeVar("R")
 
 # The drain backoff's cap here: a spot notice is two minutes, so a budget that frees up is retried soon.
 MAX_BACKOFF_SECONDS = 4.0
@@ -134,17 +131,6 @@ class Work:
         """The instance's report, with ``changes``: the report is frozen, the work item holds the latest one."""
         with self._lock:
             self.report = dataclasses.replace(self.report, **changes)
-
-
-def side_by_side(run: Callable[[T], R], items: Sequence[T], workers: int, name: str) -> list[R]:
-    """``run`` over ``items`` in up to ``workers`` threads, each call in a copy of the caller's context (the
-    credentials sim scopes to a function go with it, see ``aws/clients.py``); the results in order, and
-    the first exception raised, if any."""
-    if not items:
-        return []
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(items))), thread_name_prefix=name) as pool:
-        futures = [pool.submit(contextvars.copy_context().run, run, item) for item in items]
-        return [future.result() for future in futures]
 
 
 def mark_offerings(rt: Runtime, reclaimed: Sequence[OwnedInstance]) -> None:
