@@ -34,6 +34,7 @@ from ...model.node import ClusterNode
 from ...model.pod import Pod
 from ...runtime import Runtime
 from .. import terminate, world_sources
+from ..leaving import leaving_pods, reschedulable
 from ..provision.capacity import launch_capacity
 from ..provision.launch import Launch, LaunchOutcome, PodReason
 from ..side_by_side import side_by_side
@@ -202,12 +203,11 @@ def record(recorder: EventRecorder, item: Work) -> None:
 def pods_to_move(world: World, node_name: str, evicted: Sequence[Pod] = ()) -> list[Pod]:
     """The node's pods a drain will evict, and those it evicted already (``evicted``: the world may show
     them leaving, or not at all), as pending pods for the bin-packer."""
-    out = {pod.key: pod for pod in evicted}
+    out = {pod.key: dataclasses.replace(pod, deleting=False) for pod in evicted}
     for pod in world.pods_by_node.get(node_name, []):
-        if pod.key not in out and not pod.deleting:
+        if pod.key not in out:
             out[pod.key] = pod
-    return [dataclasses.replace(pod, node_name="", phase="Pending") for pod in out.values()
-            if drain_policy.pod_skip(pod) is None and "DaemonSet" not in pod.owner_kinds]
+    return reschedulable(out.values())
 
 
 def evict_at_once(rt: Runtime, work: list[Work], deadline: float) -> list[tuple[Work, drain_policy.DrainResult]]:
@@ -352,11 +352,13 @@ def replace(rt: Runtime, world: World, work: list[Work]) -> World:
             item.update(replacement=ReplacementReport.none("no pods to move"))
     if not items:
         return world
-    # Pods already waiting (e.g. evicted by an earlier interruption) are planned alongside, so capacity on
-    # its way for them is not promised to these nodes' pods too.
+    # Pods already waiting (e.g. evicted by an earlier interruption) and those still on other nodes being
+    # taken out are planned alongside, as the provisioner plans them: capacity on its way for them is not
+    # promised to these nodes' pods too.
     keys = {p.key for item in items for p in moving[item.name]}
     since = min((item.evicted_at for item in items if item.evicted_at is not None), default=None)
-    waiting = [p for p in world.pending if p.key not in keys]
+    others = leaving_pods(world, exclude={item.name for item in work})
+    waiting = [p for p in [*world.pending, *others] if p.key not in keys]
     if since is not None:
         waiting = _without_recreations(waiting, [p for item in items for p in item.evicted_pods], since)
     pods = [*waiting, *[p for item in items for p in moving[item.name]]]

@@ -26,6 +26,7 @@ from ...runtime import Runtime
 from ...scheduling import nodeclaim_manifest as ncm
 from ...scheduling.plan import NodeClaim
 from ...scheduling.static import static_claim
+from ..leaving import leaving_pods
 from ..world import World, read_world, refresh_instances
 from . import migration, nodeclaims, pool_status
 from . import registration as node_registration
@@ -157,13 +158,16 @@ def _pass(rt: Runtime, tally: Tally, dry_run: bool) -> LaunchOutcome:
     ages = [(world.now - s).total_seconds() for s in map(pending_since, pods) if s is not None]
     if ages:
         telemetry.seconds(telemetry.PENDING_POD_AGE, max(0.0, max(ages)))
+    # The pods of nodes being taken out are planned too (leaving.py): the capacity launched for them, by this
+    # pass or by the interruption function, is then counted against them, not given to other pods.
     # CapacityBuffers' virtual pods join the real ones (after them: the lowest priority), so the plan
     # keeps their room on existing nodes or launches nodes for it.
-    outcome = launch_capacity(rt, world, pods + world.buffer_pods, exclude_nodes=stale, dry_run=dry_run)
+    homeless = pods + leaving_pods(world)
+    outcome = launch_capacity(rt, world, homeless + world.buffer_pods, exclude_nodes=stale, dry_run=dry_run)
     world = outcome.world or world
     if outcome.unschedulable:
         telemetry.count(telemetry.UNSCHEDULABLE_PODS, len(outcome.unschedulable))
-    tally.add_outcome(pods, outcome)
+    tally.add_outcome(homeless, outcome)
     tally.add_buffers(world, outcome)
     static = keep_static_capacity(rt, world, dry_run=dry_run)
     tally.add_static(static)
