@@ -14,6 +14,7 @@ and memory requests by any one allowed instance type.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Iterator, Sequence
@@ -118,6 +119,7 @@ def lower_bound(pods: Sequence[Pod], types: Sequence[InstanceType], pool: NodePo
 
 REPEATS = 3
 THROUGHPUT_TARGET = 20_000  # pods/s for 50,000 pods (issue #16)
+MIX_TARGET = 15_000  # pods/s for the benchmark mix at 5,000 pods, spot and on-demand flexibility kept (issue #32)
 
 
 def _timed(pods: list[Pod], pool: NodePool, types: list[InstanceType]) -> tuple[Plan, float]:
@@ -144,11 +146,15 @@ def _line(name: str, pods: list[Pod], plan: Plan, seconds: float, bound: float) 
 def run() -> Iterator[str]:
     types = benchmark_types(400)
     pool = NodePool(name="default", requirements=Requirements(), node_class="default")
-    yield "scheduling: Karpenter's benchmark mix (targets: >= 2,000 pods/s at 5,000 pods)"
+    yield f"scheduling: Karpenter's benchmark mix (target: >= {MIX_TARGET:,} pods/s at 5,000 pods)"
     for count in (100, 1_000, 5_000):
         pods = karpenter_mix(count)
         plan, seconds = _timed(pods, pool, types)
         yield "  " + _line(f"mix of 5 kinds, {count} pods", pods, plan, seconds, lower_bound(pods, types, pool))
+    rate = len(pods) / seconds
+    # pods/s is an absolute figure: on a shared machine it falls with the load, so the load goes beside it.
+    yield (f"  mix at 5,000 pods: {rate:,.0f} pods/s, best of {REPEATS}, load average {os.getloadavg()[0]:.1f} "
+           f"(target >= {MIX_TARGET:,} pods/s: {'met' if rate >= MIX_TARGET else 'MISSED'})")
     yield "scheduling: 50 deployments on the us-east-1 catalog (targets: >= 20,000 pods/s, price <= bound + 10%)"
     catalog = bundled_catalog("us-east-1")
     pool = general_pool()
