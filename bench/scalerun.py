@@ -424,12 +424,12 @@ class Run:
             if running >= expected and total == running and done():
                 phase.done = True
                 break
-            self.provisioner()
+            last = self.provisioner()
             if with_disruption:
                 self.disruption()
             launched = sum(len(i.summary.get("launches") or []) for i in self.rec.invocations)
             self.log(f"  {phase.name} {time.monotonic() - started:6.0f} s: {running}/{expected} running, "
-                     f"{launched} nodes launched so far")
+                     f"{launched} nodes launched so far; that pass: {_pass_line(last)}")
             self.env.advance(5)
         phase.seconds = time.monotonic() - started
         nodes = len(self.cluster.managed_nodes())
@@ -530,6 +530,14 @@ class Run:
                 break
         phase.seconds = time.monotonic() - started
         phase.detail = f"{self.settled()[0]} pods Running on {len(self.cluster.managed_nodes())} nodes"
+
+
+def _pass_line(summary: dict[str, Any]) -> str:
+    """What one provisioner invocation did with the pods it planned: the over-launch of a burst shows here."""
+    return (f"{summary.get('podsSeen', 0)} pods planned, {len(summary.get('launches') or [])} launched, "
+            f"{summary.get('waitingForInFlight', 0)} waiting for nodes in flight, "
+            f"{summary.get('placedOnExisting', 0)} placed on existing nodes, "
+            f"{len(summary.get('unschedulable') or [])} unschedulable")
 
 
 def _percentile(values: list[float], share: float) -> float:

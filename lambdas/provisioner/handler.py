@@ -35,7 +35,9 @@ def handler(event: dict[str, Any], context: Any, rt: Runtime) -> dict[str, Any]:
         summary = provision.provision_once(rt, dry_run=dry_run,
                                            deadline=None if left is None else lambda_support.deadline_in(left))
     else:
-        summary = provision.provision_watch(rt, watch_deadline(rt.settings.watch_seconds, context), dry_run=dry_run)
+        left = lambda_support.seconds_left(context, MARGIN_SECONDS)
+        summary = provision.provision_watch(rt, watch_deadline(rt.settings.watch_seconds, context), dry_run=dry_run,
+                                            until=None if left is None else lambda_support.deadline_in(left))
     answer = summary.to_json()
     logger.info("provisioner summary", extra={"summary": answer})
     return answer

@@ -92,6 +92,7 @@ def launch_capacity(
     dry_run: bool = False,
     reason: str = "pending pods",
     retries: int = 2,
+    deadline: float | None = None,
 ) -> LaunchOutcome:
     """Plan ``pods`` against the existing and in-flight nodes (minus ``exclude_nodes``, node names or
     instance ids) and launch the NodeClaims the plan needs, one EC2 Fleet each.
@@ -100,6 +101,8 @@ def launch_capacity(
     they cannot be placed. ``dry_run`` plans and reports only. A NodeClaim whose every offering fails
     with a capacity error is planned again without those offerings, at most ``retries`` times.
     ``outcome.world`` is the snapshot to go on with (instances re-read, what was launched counted).
+    No Fleet request starts past ``deadline`` (a ``time.monotonic()`` value): the pods not launched for by
+    then are left to the next run, as when the launch lease is lost.
     """
     outcome = LaunchOutcome(dry_run=dry_run, world=world)
     if not pods:
@@ -111,7 +114,7 @@ def launch_capacity(
         with leases.hold(rt.aws.dynamodb, rt.settings.table_name, "launch", wait_seconds=LEASE_WAIT_SECONDS) as lease:
             # Another invocation may have launched since this one read the world: count its instances too.
             world = refresh_instances(world, rt.aws.ec2)
-            return _plan_and_launch(rt, world, dataclasses.replace(ask, fence=lease.check), outcome)
+            return _plan_and_launch(rt, world, dataclasses.replace(ask, fence=_fence(lease.check, deadline)), outcome)
     except leases.LeaseBusy as exc:
         outcome.count_error("LaunchInProgress", str(exc))
         outcome.unschedulable.extend((p.key, "another invocation is launching; planned again next run")
@@ -123,8 +126,28 @@ def launch_capacity(
         outcome.unschedulable = [(p.key, "the launch lease was lost before this pass launched for it; planned "
                                   "again next run") for p in pods if not p.buffer and p.key not in launched]
         return outcome
+    except OutOfTime as exc:
+        log.warning("out of time: launching nothing more in this pass", extra={"reason": str(exc)})
+        outcome.count_error("OutOfTime", str(exc))
+        launched = {key for launch in outcome.launches for key in launch.pods}
+        outcome.unschedulable = [(p.key, "this invocation ran out of time before it launched for this pod; planned "
+                                  "again next run") for p in pods if not p.buffer and p.key not in launched]
+        return outcome
     finally:
         outcome.world = ask.ledger.applied(world)
+
+
+class OutOfTime(Exception):
+    """The pass's time for launching ran out before a Fleet request (the launches before it stand)."""
+
+
+def _fence(check: Callable[[], None], deadline: float | None) -> Callable[[], None]:
+    """The check before each CreateFleet: the launch lease still held, and time left to launch."""
+    def fence() -> None:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise OutOfTime("no Fleet request starts this close to the invocation's end")
+        check()
+    return fence
 
 
 def lease_lost(outcome: LaunchOutcome, exc: leases.LeaseLost) -> None:

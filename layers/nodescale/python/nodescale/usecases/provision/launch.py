@@ -324,12 +324,13 @@ def _launch_claims(
     now = clock.now()
     images = _image_ids(rt, pool, node_class, options) if result.instances and any(names) else {}
     by_type = {it.name: it for it in options}
+    writes = []
     for claim, name, inst in zip(claims, names, [*result.instances, *([None] * len(claims))], strict=False):
         if inst is None:
             nodeclaims.discard(rt, [name])
             out.append((claim, None, failed))
             continue
-        nodeclaims.launched(rt, name, inst, by_type.get(inst.instance_type), images.get(inst.instance_type, ""))
+        writes.append((name, inst, by_type.get(inst.instance_type), images.get(inst.instance_type, "")))
         launch = Launch(pool.name, inst.instance_id, inst.instance_type, inst.zone, inst.capacity_type, inst.price,
                         [p.key for p in claim.pods], list(claim.instance_types), inst.launch_template, name)
         telemetry.count(telemetry.LAUNCHES, **{telemetry.NODEPOOL_DIMENSION: pool.name,
@@ -344,6 +345,7 @@ def _launch_claims(
             extra={**launch.to_dict(), "reason": reason, "seconds": round(time.perf_counter() - started, 3)},
         )
         out.append((claim, launch, failed))
+    nodeclaims.launched_all(rt, writes)
     return out
 
 

@@ -4,6 +4,7 @@ when the launch gave it no instance.
     created(rt, pool, claims, options) -> names      one NodeClaim per planned node ("" where none was made)
     launched(rt, name, inst, it, image_id)           providerID, imageID, capacity, allocatable, Launched=True;
                                                      the instance tagged karpenter.sh/nodeclaim=<name>
+    launched_all(rt, [(name, inst, it, image_id)])   the same for a Fleet's instances, side by side
     discard(rt, names)                               a launch that got no instance leaves no NodeClaim
     past_registration_ttl(claims, cluster, stale, ...)  ours whose node never registered (Karpenter's liveness)
     remove(rt, claims)                               their finalizer released and deleted, once instances went
@@ -26,6 +27,7 @@ from kubernetes.client.exceptions import ApiException
 from ... import clock
 from ...aws import instances as ec2_instances
 from ...aws.fleet import LaunchedInstance
+from ...k8s import client as k8s_client
 from ...k8s import nodeclaims as k8s_nodeclaims
 from ...k8s.raw import path_segment, request_json
 from ...model.instancetype import InstanceType
@@ -33,6 +35,7 @@ from ...model.nodepool import NodePool
 from ...model.timestamps import format_timestamp
 from ...scheduling import nodeclaim_manifest as ncm
 from ...scheduling.plan import NodeClaim
+from ..side_by_side import side_by_side
 
 if TYPE_CHECKING:
     from ...runtime import Runtime
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CLUSTER_NODEPOOL_SOURCE = "cluster:NodePool/"
+WRITE_WORKERS = k8s_client.POOL_MAXSIZE  # NodeClaim writes at once: the Kubernetes client's connections
 
 
 def state(rt: Runtime) -> k8s_nodeclaims.State:
@@ -67,27 +71,39 @@ def owner_uid(rt: Runtime, pool: NodePool) -> str:
 
 
 def created(rt: Runtime, pool: NodePool, claims: Sequence[NodeClaim], options: Sequence[InstanceType]) -> list[str]:
-    """One NodeClaim per claim, before the launch; "" for each one not made (no CRD, or the write failed)."""
+    """One NodeClaim per claim, before the launch; "" for each one not made (no CRD, or the write failed).
+    The first is written alone (a cluster without the CRD answers it with a 404, and no more are tried), the
+    others side by side: a Fleet of 100 nodes waited on 100 writes one after another (#32, 10,000 nodes)."""
     book = state(rt)
-    if book.missing:
+    if book.missing or not claims:
         return [""] * len(claims)
     offered = [it.name for it in options]
     uid = owner_uid(rt, pool)
-    names: list[str] = []
-    for claim in claims:
+
+    def create(claim: NodeClaim) -> str:
+        if book.missing:
+            return ""
         name = ncm.claim_name(pool.real_name, k8s_nodeclaims.random_suffix())
         manifest = ncm.nodeclaim_object(claim, pool, offered, name=name, owner_uid=uid, cluster=rt.cluster)
         try:
-            names.append(str(k8s_nodeclaims.create(rt.api, manifest)["metadata"]["name"]))
+            return str(k8s_nodeclaims.create(rt.api, manifest)["metadata"]["name"])
         except k8s_nodeclaims.NodeClaimsMissing:
-            book.missing = True
-            log.warning("the cluster has no NodeClaim CRD (nodeclaims.karpenter.sh): launching without NodeClaims",
-                        extra={"nodepool": pool.real_name})
-            return names + [""] * (len(claims) - len(names))
+            if not book.missing:
+                book.missing = True
+                log.warning("the cluster has no NodeClaim CRD (nodeclaims.karpenter.sh): launching without "
+                            "NodeClaims", extra={"nodepool": pool.real_name})
+            return ""
         except ApiException as exc:
             log.warning("could not create a NodeClaim", extra={"nodepool": pool.real_name, "error": str(exc)})
-            names.append("")
-    return names
+            return ""
+
+    first = create(claims[0])
+    return [first, *side_by_side(create, claims[1:], WRITE_WORKERS, "nodescale-nodeclaims")]
+
+
+def launched_all(rt: Runtime, writes: Sequence[tuple[str, LaunchedInstance, InstanceType | None, str]]) -> None:
+    """:func:`launched` for each (name, instance, type, image) of one Fleet's instances, side by side."""
+    side_by_side(lambda w: launched(rt, *w), [w for w in writes if w[0]], WRITE_WORKERS, "nodescale-nodeclaims")
 
 
 def launched(rt: Runtime, name: str, inst: LaunchedInstance, it: InstanceType | None, image_id: str) -> None:

@@ -145,7 +145,7 @@ def _expire_unregistered(rt: Runtime, world: World, tally: Tally, dry_run: bool)
     return ids + removed
 
 
-def _pass(rt: Runtime, tally: Tally, dry_run: bool) -> LaunchOutcome:
+def _pass(rt: Runtime, tally: Tally, dry_run: bool, until: float | None = None) -> LaunchOutcome:
     world = read_world(rt, pod_cache=True)
     tally.add_world(world)
     world = node_registration.sync_nodes(rt, world, dry_run=dry_run)
@@ -163,7 +163,8 @@ def _pass(rt: Runtime, tally: Tally, dry_run: bool) -> LaunchOutcome:
     # CapacityBuffers' virtual pods join the real ones (after them: the lowest priority), so the plan
     # keeps their room on existing nodes or launches nodes for it.
     homeless = pods + leaving_pods(world)
-    outcome = launch_capacity(rt, world, homeless + world.buffer_pods, exclude_nodes=stale, dry_run=dry_run)
+    outcome = launch_capacity(rt, world, homeless + world.buffer_pods, exclude_nodes=stale, dry_run=dry_run,
+                              deadline=_launching_until(until))
     world = outcome.world or world
     if outcome.unschedulable:
         telemetry.count(telemetry.UNSCHEDULABLE_PODS, len(outcome.unschedulable))
@@ -179,6 +180,16 @@ def _pass(rt: Runtime, tally: Tally, dry_run: bool) -> LaunchOutcome:
     return outcome
 
 
+# A pass stops starting Fleet requests this long before its invocation's end: what it launched still needs its
+# status written (NodePools, EC2NodeClasses) and its summary returned. 10,000 nodes in one pass took 512 s
+# against the provisioner's 180 s timeout (#32).
+LAUNCH_RESERVE_SECONDS = 30.0
+
+
+def _launching_until(until: float | None) -> float | None:
+    return None if until is None else until - LAUNCH_RESERVE_SECONDS
+
+
 def provision_once(rt: Runtime, *, dry_run: bool = False, deadline: float | None = None) -> Summary:
     """One pass over every provisionable pod (the poll mode, and `nodescale provision --once`).
 
@@ -188,7 +199,7 @@ def provision_once(rt: Runtime, *, dry_run: bool = False, deadline: float | None
     rt.begin_invocation()
     tally = Tally(Mode.POLL, dry_run)
     _await_burst(rt, deadline)
-    _pass(rt, tally, dry_run)
+    _pass(rt, tally, dry_run, deadline)
     return tally.finish()
 
 
@@ -202,10 +213,12 @@ def _await_burst(rt: Runtime, deadline: float | None) -> None:
                                                  "waited_seconds": round(time.monotonic() - started, 3)})
 
 
-def provision_watch(rt: Runtime, deadline: float, *, dry_run: bool = False) -> Summary:
+def provision_watch(rt: Runtime, deadline: float, *, dry_run: bool = False, until: float | None = None) -> Summary:
     """Watch for pods the default scheduler gave up on and act on them in batches (1 s quiet, 10 s at
     most) until ``deadline`` (a ``time.monotonic()`` value). A Node joining meanwhile is registered at once
-    (#30.4): it carries ``karpenter.sh/unregistered`` until then, and the pods planned onto it wait for that."""
+    (#30.4): it carries ``karpenter.sh/unregistered`` until then, and the pods planned onto it wait for that.
+    ``until`` is when the invocation must be done (its time left, less a margin): a pass stops launching
+    ``LAUNCH_RESERVE_SECONDS`` before it, and the pods it did not launch for wait for the next run."""
     rt.begin_invocation()
     tally = Tally(Mode.WATCH, dry_run)
     for batch in watch_pending_pods(rt.api, deadline, nodes=True):
@@ -214,13 +227,13 @@ def provision_watch(rt: Runtime, deadline: float, *, dry_run: bool = False) -> S
             continue
         if not batch.pending:
             continue
-        _pass(rt, tally, dry_run)
+        _pass(rt, tally, dry_run, until)
     if tally.batches == 0:
         # A quiet period still checks that what was launched earlier has registered.
         world = read_world(rt, include_pods=False)
         if world.buffers:
             # CapacityBuffers want their room whether or not a pod is pending: one full pass keeps it.
-            _pass(rt, tally, dry_run)
+            _pass(rt, tally, dry_run, until)
             return tally.finish()
         # Keeps the warm container's pod cache within the server's watch window for the next run.
         podcache.shared(rt.api).sync(rt.api)
