@@ -122,19 +122,23 @@ def launch_capacity(
         return outcome
     except leases.LeaseLost as exc:
         lease_lost(outcome, exc)
-        launched = {key for launch in outcome.launches for key in launch.pods}
-        outcome.unschedulable = [(p.key, "the launch lease was lost before this pass launched for it; planned "
-                                  "again next run") for p in pods if not p.buffer and p.key not in launched]
+        _left_for_next_run(outcome, "the launch lease was lost before this pass launched for it")
         return outcome
     except OutOfTime as exc:
         log.warning("out of time: launching nothing more in this pass", extra={"reason": str(exc)})
         outcome.count_error("OutOfTime", str(exc))
-        launched = {key for launch in outcome.launches for key in launch.pods}
-        outcome.unschedulable = [(p.key, "this invocation ran out of time before it launched for this pod; planned "
-                                  "again next run") for p in pods if not p.buffer and p.key not in launched]
+        _left_for_next_run(outcome, "this invocation ran out of time before it launched for this pod")
         return outcome
     finally:
         outcome.world = ask.ledger.applied(world)
+
+
+def _left_for_next_run(outcome: LaunchOutcome, why: str) -> None:
+    """The pods of the plan's claims that were not launched, each with ``why``: the next run plans them again.
+    Pods the plan put on existing or in-flight nodes are not among them (they wait for those nodes)."""
+    launched = {key for launch in outcome.launches for key in launch.pods}
+    outcome.unschedulable = [(p.key, f"{why}; planned again next run") for claim in outcome.planned
+                             for p in claim.pods if not p.buffer and p.key not in launched]
 
 
 class OutOfTime(Exception):
