@@ -534,7 +534,12 @@ class Run:
 
 def _pass_line(summary: dict[str, Any]) -> str:
     """What one provisioner invocation did with the pods it planned: the over-launch of a burst shows here."""
-    return (f"{summary.get('podsSeen', 0)} pods planned, {len(summary.get('launches') or [])} launched, "
+    launches = summary.get("launches") or []
+    # Which Deployments the launches were for (a pod's name is its ReplicaSet's and a suffix).
+    apps = Counter(key.split("/")[-1].rsplit("-", 2)[0] for launch in launches for key in launch.get("pods") or [])
+    top = ", ".join(f"{app} {n}" for app, n in apps.most_common(4))
+    return (f"{summary.get('podsSeen', 0)} pods planned, {len(launches)} launched"
+            f"{f' (for {top})' if top else ''}, "
             f"{summary.get('waitingForInFlight', 0)} waiting for nodes in flight, "
             f"{summary.get('placedOnExisting', 0)} placed on existing nodes, "
             f"{len(summary.get('unschedulable') or [])} unschedulable")
