@@ -2,7 +2,7 @@
 
 One pass planned and launched 10,000 nodes in 512 s against the function's 180 s timeout; Lambda would have
 ended it mid-launch, its summary and the NodePools' status never written. Now each pass stops starting Fleet
-requests ``LAUNCH_RESERVE_SECONDS`` before its invocation must end, and leaves the pods it did not launch for
+requests ``LAUNCH_RESERVE_SECONDS`` (or a fifth of a shorter invocation's time) before it must end, and leaves the pods it did not launch for
 to the next run, which launches for them.
 """
 
@@ -11,14 +11,13 @@ from __future__ import annotations
 import time
 
 import pytest
-import yaml
 
-from nodescale.k8s.raw import request_json
 from nodescale.runtime import Runtime
 from nodescale.usecases.provision import provisioner as provisioning
 from sim.environment import Environment
 from tests.integration import helpers
-from tests.integration.helpers import EXAMPLES, new_namespace, put_pool
+from tests.integration.helpers import EXAMPLES, put_pool
+from tests.integration.test_launch_lease import two_pending_pods
 
 pytestmark = pytest.mark.integration
 
@@ -34,23 +33,15 @@ def pool(env: Environment) -> None:
     put_pool(env, (EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml").read_text(), "default")
 
 
-def two_pending_pods(sim: Environment) -> list[str]:
-    api = sim.kube_api_client()
-    ns = new_namespace(api)
-    doc = yaml.safe_load((EXAMPLES / "workloads" / "inflate.yaml").read_text())
-    doc["metadata"]["namespace"] = ns
-    doc["spec"]["replicas"] = 2
-    request_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=doc)
-    helpers.wait_for("the pods", lambda: len(helpers.pods(sim, ns)) == 2)
-    return sorted(f"{ns}/{p['metadata']['name']}" for p in helpers.pods(sim, ns))
-
-
 def test_a_pass_out_of_time_starts_no_fleet_and_the_next_run_launches_for_its_pods(
         sim: Environment, rt: Runtime) -> None:
     pods = two_pending_pods(sim)
     # The pass reaches its CreateFleet after its invocation's launching time has run out.
     sim.add_aws_fault(kind="delay", service="ec2", action="DescribeLaunchTemplates", seconds=STALL, count=1)
-    deadline = time.monotonic() + provisioning.LAUNCH_RESERVE_SECONDS + STALL / 2
+    # The invocation's end such that its last moment to launch falls in the middle of the stall.
+    now = time.monotonic()
+    deadline = now + (STALL / 2) / (1 - provisioning.LAUNCH_RESERVE_SHARE)
+    assert provisioning.launch_cutoff(deadline, now) == pytest.approx(now + STALL / 2)
     late = provisioning.provision_once(rt, deadline=deadline)
 
     assert late.launches == [] and late.errors.get("OutOfTime") == 1, late

@@ -40,7 +40,8 @@ def pool(env: Environment) -> None:
     put_pool(env, (EXAMPLES / "karpenter-v1alpha5" / "default-spot.yaml").read_text(), "default")
 
 
-def two_pending_pods(sim: Environment) -> None:
+def two_pending_pods(sim: Environment) -> list[str]:
+    """Two inflate pods in a new namespace, pending: their "namespace/name" keys."""
     api = sim.kube_api_client()
     ns = new_namespace(api)
     doc = yaml.safe_load((EXAMPLES / "workloads" / "inflate.yaml").read_text())
@@ -48,6 +49,7 @@ def two_pending_pods(sim: Environment) -> None:
     doc["spec"]["replicas"] = 2
     request_json(api, "POST", f"/apis/apps/v1/namespaces/{ns}/deployments", body=doc)
     helpers.wait_for("the pods", lambda: len(helpers.pods(sim, ns)) == 2)
+    return sorted(f"{ns}/{p['metadata']['name']}" for p in helpers.pods(sim, ns))
 
 
 def needed(sim: Environment) -> int:

@@ -145,7 +145,7 @@ def _expire_unregistered(rt: Runtime, world: World, tally: Tally, dry_run: bool)
     return ids + removed
 
 
-def _pass(rt: Runtime, tally: Tally, dry_run: bool, until: float | None = None) -> LaunchOutcome:
+def _pass(rt: Runtime, tally: Tally, dry_run: bool, launch_by: float | None = None) -> LaunchOutcome:
     world = read_world(rt, pod_cache=True)
     tally.add_world(world)
     world = node_registration.sync_nodes(rt, world, dry_run=dry_run)
@@ -164,7 +164,7 @@ def _pass(rt: Runtime, tally: Tally, dry_run: bool, until: float | None = None) 
     # keeps their room on existing nodes or launches nodes for it.
     homeless = pods + leaving_pods(world)
     outcome = launch_capacity(rt, world, homeless + world.buffer_pods, exclude_nodes=stale, dry_run=dry_run,
-                              deadline=_launching_until(until))
+                              deadline=launch_by)
     world = outcome.world or world
     if outcome.unschedulable:
         telemetry.count(telemetry.UNSCHEDULABLE_PODS, len(outcome.unschedulable))
@@ -180,14 +180,20 @@ def _pass(rt: Runtime, tally: Tally, dry_run: bool, until: float | None = None) 
     return outcome
 
 
-# A pass stops starting Fleet requests this long before its invocation's end: what it launched still needs its
-# status written (NodePools, EC2NodeClasses) and its summary returned. 10,000 nodes in one pass took 512 s
-# against the provisioner's 180 s timeout (#32).
+# A pass stops starting Fleet requests this long before its invocation's end (or, in a shorter invocation, this
+# share of its time): what it launched still needs its status written (NodePools, EC2NodeClasses) and its
+# summary returned. 10,000 nodes in one pass took 512 s against the provisioner's 180 s timeout (#32).
 LAUNCH_RESERVE_SECONDS = 30.0
+LAUNCH_RESERVE_SHARE = 0.2
 
 
-def _launching_until(until: float | None) -> float | None:
-    return None if until is None else until - LAUNCH_RESERVE_SECONDS
+def launch_cutoff(until: float | None, now: float | None = None) -> float | None:
+    """The last moment (``time.monotonic()``) a pass may start a Fleet request, for an invocation that must be
+    done by ``until``; None when nothing says when it ends."""
+    if until is None:
+        return None
+    now = time.monotonic() if now is None else now
+    return until - min(LAUNCH_RESERVE_SECONDS, LAUNCH_RESERVE_SHARE * max(0.0, until - now))
 
 
 def provision_once(rt: Runtime, *, dry_run: bool = False, deadline: float | None = None) -> Summary:
@@ -198,8 +204,9 @@ def provision_once(rt: Runtime, *, dry_run: bool = False, deadline: float | None
     Unschedulable is planned whole, not in two halves that need more nodes between them (#32 Bursts)."""
     rt.begin_invocation()
     tally = Tally(Mode.POLL, dry_run)
+    launch_by = launch_cutoff(deadline)
     _await_burst(rt, deadline)
-    _pass(rt, tally, dry_run, deadline)
+    _pass(rt, tally, dry_run, launch_by)
     return tally.finish()
 
 
@@ -218,22 +225,23 @@ def provision_watch(rt: Runtime, deadline: float, *, dry_run: bool = False, unti
     most) until ``deadline`` (a ``time.monotonic()`` value). A Node joining meanwhile is registered at once
     (#30.4): it carries ``karpenter.sh/unregistered`` until then, and the pods planned onto it wait for that.
     ``until`` is when the invocation must be done (its time left, less a margin): a pass stops launching
-    ``LAUNCH_RESERVE_SECONDS`` before it, and the pods it did not launch for wait for the next run."""
+    at :func:`launch_cutoff`, and the pods it did not launch for wait for the next run."""
     rt.begin_invocation()
     tally = Tally(Mode.WATCH, dry_run)
+    launch_by = launch_cutoff(until)
     for batch in watch_pending_pods(rt.api, deadline, nodes=True):
         if isinstance(batch, JoinedNodes):
             node_registration.register_joined(rt, batch.names, dry_run=dry_run)
             continue
         if not batch.pending:
             continue
-        _pass(rt, tally, dry_run, until)
+        _pass(rt, tally, dry_run, launch_by)
     if tally.batches == 0:
         # A quiet period still checks that what was launched earlier has registered.
         world = read_world(rt, include_pods=False)
         if world.buffers:
             # CapacityBuffers want their room whether or not a pod is pending: one full pass keeps it.
-            _pass(rt, tally, dry_run, until)
+            _pass(rt, tally, dry_run, launch_by)
             return tally.finish()
         # Keeps the warm container's pod cache within the server's watch window for the next run.
         podcache.shared(rt.api).sync(rt.api)
