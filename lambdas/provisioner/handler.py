@@ -29,15 +29,15 @@ def handler(event: dict[str, Any], context: Any, rt: Runtime) -> dict[str, Any]:
     if mode not in ("watch", "poll"):
         logger.error("event field mode=%r: allowed are 'watch' and 'poll'", mode)
         return {"error": f"event field mode={mode!r}: allowed are 'watch' and 'poll'"}
+    # When the invocation must be done: its remaining time less the margin (None when the context cannot say).
+    left = lambda_support.seconds_left(context, MARGIN_SECONDS)
+    until = None if left is None else lambda_support.deadline_in(left)
     if mode == "poll":
         # The pass waits for a burst of pending pods to settle, within the invocation's time.
-        left = lambda_support.seconds_left(context, MARGIN_SECONDS)
-        summary = provision.provision_once(rt, dry_run=dry_run,
-                                           deadline=None if left is None else lambda_support.deadline_in(left))
+        summary = provision.provision_once(rt, dry_run=dry_run, deadline=until)
     else:
-        left = lambda_support.seconds_left(context, MARGIN_SECONDS)
         summary = provision.provision_watch(rt, watch_deadline(rt.settings.watch_seconds, context), dry_run=dry_run,
-                                            until=None if left is None else lambda_support.deadline_in(left))
+                                            until=until)
     answer = summary.to_json()
     logger.info("provisioner summary", extra={"summary": answer})
     return answer

@@ -218,7 +218,7 @@ class Scheduler:
             if len(dead) >= max(32, window):
                 candidates = [name for name in candidates if name not in dead]
                 dead.clear()
-            node_name = self._best_node(candidates, dead, window, requests, ports, free, rules)
+            node_name = self._best_node(candidates, dead, window, requests, ports, free, rules, by_name)
             if node_name is None:
                 # Nothing changed by trying: the group's remaining pods, identical, fit nowhere either.
                 unplaced.extend(group[index:])
@@ -248,7 +248,7 @@ class Scheduler:
 
     def _best_node(self, candidates: list[str], dead: set[str], window: int, requests: dict[str, int],
                    ports: tuple[HostPort, ...], free: dict[str, dict[str, int]],
-                   rules: interpod.Rules | None) -> str | None:
+                   rules: interpod.Rules | None, by_name: dict[str, dict[str, Any]]) -> str | None:
         """kube-scheduler's choice for one pod: from where the last pod's search stopped, the first ``window``
         nodes that pass the filters, then the one NodeResourcesFit's LeastAllocated scores highest (the
         most CPU and memory left, as fractions of allocatable), the first of them on a tie. Packing each pod
@@ -273,15 +273,11 @@ class Scheduler:
             if rules is not None and rules.reason(name) is not None:
                 continue  # spread or affinity may let it in once other pods are placed
             found += 1
-            score = _least_allocated(requests, room, self._allocatable_of(name))
+            score = _least_allocated(requests, room, self._node_allocatable(by_name[name]))
             if score > best_score:
                 best, best_score = name, score
         self._next_start = (start + scanned) % total
         return best
-
-    def _allocatable_of(self, name: str) -> dict[str, int]:
-        cached = self._allocatable.get(name)
-        return cached[1] if cached is not None else {}
 
     def _volume_reasons(self, pod: dict[str, Any], nodes: list[dict[str, Any]],
                         volumes: volumebinding.PodVolumes) -> dict[str, tuple[str, ...]]:
